@@ -1,0 +1,53 @@
+import { DBOS } from '@dbos-inc/dbos-sdk';
+import pg from 'pg';
+
+/**
+ * Agent-like workflows used by the tests, the demo and the benchmarks. Each step records that it ran
+ * (which executor, which attempt) in the app's own table, so a test can prove a checkpointed step never
+ * ran twice and see which executor finished the work.
+ */
+export interface AgentSpec {
+  steps: number;
+  stepMs: number;
+  tag?: string;
+}
+
+let appPool: pg.Pool | undefined;
+
+export function useAppDatabase(url: string): void {
+  appPool = new pg.Pool({ connectionString: url, max: 4, application_name: `agent-app-steps` });
+  appPool.on('error', () => undefined);
+}
+
+export async function ensureStepTable(): Promise<void> {
+  await appPool?.query(`CREATE TABLE IF NOT EXISTS public.step_runs (
+    workflow_id text NOT NULL, step integer NOT NULL, executor_id text NOT NULL,
+    phase text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`);
+}
+
+async function record(workflowId: string, step: number, phase: 'start' | 'end'): Promise<void> {
+  await appPool?.query('INSERT INTO public.step_runs (workflow_id, step, executor_id, phase) VALUES ($1, $2, $3, $4)', [
+    workflowId,
+    step,
+    DBOS.executorID,
+    phase,
+  ]);
+}
+
+async function agentStep(step: number, stepMs: number): Promise<string> {
+  const id = DBOS.workflowID ?? 'unknown';
+  await record(id, step, 'start');
+  await new Promise((r) => setTimeout(r, stepMs));
+  await record(id, step, 'end');
+  return `${id}:${step}:${DBOS.executorID}`;
+}
+
+async function agentWorkflowFn(spec: AgentSpec): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < spec.steps; i++) {
+    out.push(await DBOS.runStep(() => agentStep(i, spec.stepMs), { name: `step-${i}` }));
+  }
+  return out;
+}
+
+export const agentWorkflow = DBOS.registerWorkflow(agentWorkflowFn, { name: 'agentWorkflow' });

@@ -1,0 +1,2 @@
+/** Registers every function target; `functions-framework --target=<name>` serves any of them. */
+import './executorDeath/index.js';

@@ -1,0 +1,214 @@
+import { z } from 'zod';
+import { ConfigError } from '../errors.js';
+
+/**
+ * One `loadConfig(env)` for every function, the CLI and the local stack. Env is a parameter so tests
+ * never touch process.env. Every problem is reported at once; secrets never appear in errors or logs.
+ */
+
+const identifier = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, 'must be a SQL identifier (letters, digits, underscore; max 63)');
+
+const int = (def: number, min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.coerce.number().int().min(min).max(max).default(def);
+
+const postgresUrl = z
+  .string()
+  .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// or postgresql:// URL')
+  .refine((v) => URL.canParse(v), 'is not a valid URL');
+
+const redisUrl = z
+  .string()
+  .refine((v) => /^rediss?:\/\//.test(v), 'must be a redis:// or rediss:// URL')
+  .refine((v) => URL.canParse(v), 'is not a valid URL');
+
+const EnvSchema = z
+  .object({
+    DATABASE_URL: postgresUrl.optional(),
+    INSTANCE_CONNECTION_NAME: z
+      .string()
+      .regex(/^[^:]+:[^:]+:[^:]+$/, 'must be project:region:instance')
+      .optional(),
+    DB_USER: z.string().min(1).optional(),
+    DB_NAME: z.string().min(1).optional(),
+    DB_PASSWORD: z.string().min(1).optional(),
+    DB_IP_TYPE: z.enum(['PUBLIC', 'PRIVATE', 'PSC']).default('PRIVATE'),
+    DB_POOL_MAX: int(3, 1, 100),
+    DB_CONNECT_TIMEOUT_MS: int(5_000, 100),
+    DB_STATEMENT_TIMEOUT_MS: int(30_000, 100),
+
+    DBOS_APPLICATION_NAME: z.string().min(1),
+    DBOS_SYSTEM_SCHEMA: identifier.default('dbos'),
+    AFTERLIFE_SCHEMA: identifier.default('afterlife'),
+
+    REDIS_URL: redisUrl.optional(),
+    REDIS_KEY_PREFIX: z.string().default('afterlife'),
+
+    GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
+    EXECUTOR_DEATH_TOPIC: z.string().min(1).default('executor-deaths'),
+    DEAD_LETTER_TOPIC: z.string().min(1).default('workflow-dead-letters'),
+
+    HEARTBEAT_TTL_MS: int(15_000, 500),
+    FUNCTION_TIMEOUT_S: int(60, 1, 3_600),
+    BUDGET_MARGIN_MS: int(5_000, 0),
+
+    RECOVERY_BATCH_SIZE: int(1_000, 1, 100_000),
+    LOCK_TTL_MS: int(30_000, 1_000),
+    ORPHANED_VERSION_POLICY: z.enum(['leave', 'fork-to-latest']).default('leave'),
+
+    REAPER_TICK_MS: int(5_000, 100),
+    STUCK_AFTER_MS: int(3_600_000, 1_000),
+    STUCK_POLICY: z.enum(['report', 'cancel-and-fork']).default('report'),
+    UNKNOWN_EXECUTOR_GRACE_MS: int(600_000, 0),
+    REAPER_LEASE_MS: int(90_000, 1_000),
+
+    MAX_FORKS: int(3, 1, 100),
+    FORK_TARGET_VERSION: z.enum(['latest', 'original']).default('latest'),
+
+    LOG_LEVEL: z.enum(['DEBUG', 'INFO', 'NOTICE', 'WARNING', 'ERROR']).default('INFO'),
+  })
+  .superRefine((env, ctx) => {
+    const hasUrl = env.DATABASE_URL !== undefined;
+    const hasConnector = env.INSTANCE_CONNECTION_NAME !== undefined;
+    if (!hasUrl && !hasConnector) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['DATABASE_URL'],
+        message: 'set DATABASE_URL, or INSTANCE_CONNECTION_NAME with DB_USER and DB_NAME',
+      });
+    }
+    if (hasConnector) {
+      for (const key of ['DB_USER', 'DB_NAME'] as const) {
+        if (env[key] === undefined) {
+          ctx.addIssue({ code: 'custom', path: [key], message: 'is required with INSTANCE_CONNECTION_NAME' });
+        }
+      }
+    }
+  });
+
+export type Env = z.input<typeof EnvSchema>;
+type Parsed = z.output<typeof EnvSchema>;
+
+export type DatabaseTarget =
+  | { kind: 'url'; url: string }
+  | {
+      kind: 'connector';
+      instanceConnectionName: string;
+      user: string;
+      database: string;
+      password: string | undefined;
+      ipType: 'PUBLIC' | 'PRIVATE' | 'PSC';
+      iamAuth: boolean;
+    };
+
+export interface Config {
+  database: DatabaseTarget & { poolMax: number; connectTimeoutMs: number; statementTimeoutMs: number };
+  applicationName: string;
+  dbosSchema: string;
+  afterlifeSchema: string;
+  redis: { url: string; keyPrefix: string } | undefined;
+  project: string | undefined;
+  topics: { executorDeaths: string; deadLetters: string };
+  heartbeatTtlMs: number;
+  functionTimeoutS: number;
+  budgetMarginMs: number;
+  recovery: { batchSize: number; lockTtlMs: number; orphanedVersionPolicy: 'leave' | 'fork-to-latest' };
+  reaper: {
+    tickMs: number;
+    stuckAfterMs: number;
+    stuckPolicy: 'report' | 'cancel-and-fork';
+    unknownExecutorGraceMs: number;
+    leaseMs: number;
+  };
+  fork: { maxForks: number; targetVersion: 'latest' | 'original' };
+  logLevel: 'DEBUG' | 'INFO' | 'NOTICE' | 'WARNING' | 'ERROR';
+}
+
+const SECRET_KEYS = new Set(['DB_PASSWORD']);
+
+/** Turns zod issues into lines that name the variable and never echo a secret. */
+function describe(issues: readonly z.core.$ZodIssue[]): string[] {
+  return issues.map((issue) => {
+    const key = String(issue.path[0] ?? '(env)');
+    const message = SECRET_KEYS.has(key) ? issue.message.replace(/"[^"]*"/g, '"***"') : issue.message;
+    return `${key}: ${message}`;
+  });
+}
+
+/** Keys the config reads; unknown env variables are ignored, as on any Cloud Run instance. */
+const KEYS = Object.keys(EnvSchema.shape) as Array<keyof Parsed>;
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const picked: Record<string, string> = {};
+  for (const key of KEYS) {
+    const value = env[key];
+    // An empty variable is how Terraform and shells spell "unset".
+    if (value !== undefined && value !== '') picked[key] = value;
+  }
+  const parsed = EnvSchema.safeParse(picked);
+  if (!parsed.success) throw new ConfigError(describe(parsed.error.issues));
+  const e = parsed.data;
+  const pool = {
+    poolMax: e.DB_POOL_MAX,
+    connectTimeoutMs: e.DB_CONNECT_TIMEOUT_MS,
+    statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
+  };
+  const database: Config['database'] =
+    e.INSTANCE_CONNECTION_NAME !== undefined
+      ? {
+          kind: 'connector',
+          instanceConnectionName: e.INSTANCE_CONNECTION_NAME,
+          user: e.DB_USER ?? '',
+          database: e.DB_NAME ?? '',
+          password: e.DB_PASSWORD,
+          ipType: e.DB_IP_TYPE,
+          iamAuth: e.DB_PASSWORD === undefined,
+          ...pool,
+        }
+      : { kind: 'url', url: e.DATABASE_URL ?? '', ...pool };
+  return {
+    database,
+    applicationName: e.DBOS_APPLICATION_NAME,
+    dbosSchema: e.DBOS_SYSTEM_SCHEMA,
+    afterlifeSchema: e.AFTERLIFE_SCHEMA,
+    redis: e.REDIS_URL !== undefined ? { url: e.REDIS_URL, keyPrefix: e.REDIS_KEY_PREFIX } : undefined,
+    project: e.GOOGLE_CLOUD_PROJECT,
+    topics: { executorDeaths: e.EXECUTOR_DEATH_TOPIC, deadLetters: e.DEAD_LETTER_TOPIC },
+    heartbeatTtlMs: e.HEARTBEAT_TTL_MS,
+    functionTimeoutS: e.FUNCTION_TIMEOUT_S,
+    budgetMarginMs: e.BUDGET_MARGIN_MS,
+    recovery: {
+      batchSize: e.RECOVERY_BATCH_SIZE,
+      lockTtlMs: e.LOCK_TTL_MS,
+      orphanedVersionPolicy: e.ORPHANED_VERSION_POLICY,
+    },
+    reaper: {
+      tickMs: e.REAPER_TICK_MS,
+      stuckAfterMs: e.STUCK_AFTER_MS,
+      stuckPolicy: e.STUCK_POLICY,
+      unknownExecutorGraceMs: e.UNKNOWN_EXECUTOR_GRACE_MS,
+      leaseMs: e.REAPER_LEASE_MS,
+    },
+    fork: { maxForks: e.MAX_FORKS, targetVersion: e.FORK_TARGET_VERSION },
+    logLevel: e.LOG_LEVEL,
+  };
+}
+
+/** For logs and `afterlife status`: the config with secrets and credentials in URLs masked. */
+export function redactedConfig(config: Config): Record<string, unknown> {
+  const maskUrl = (u: string) => {
+    const url = new URL(u);
+    if (url.password) url.password = '***';
+    return url.toString();
+  };
+  const database =
+    config.database.kind === 'url'
+      ? { ...config.database, url: maskUrl(config.database.url) }
+      : { ...config.database, password: config.database.password === undefined ? undefined : '***' };
+  return {
+    ...config,
+    database,
+    redis: config.redis ? { ...config.redis, url: maskUrl(config.redis.url) } : undefined,
+  };
+}

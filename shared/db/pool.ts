@@ -1,0 +1,133 @@
+import pg from 'pg';
+import type { Config } from '../config/index.js';
+import type { Logger } from '../log.js';
+import { noFaults, type Faults } from '../testing/faults.js';
+import { DbBudget } from './budget.js';
+
+/**
+ * The only way afterlife talks to Postgres. Each call takes a connection and gives it back before it
+ * returns: nothing that is not a database statement (a lock wait, a publish, a sleep) ever runs while a
+ * client is checked out. `transaction` runs DB statements only; its callback must not await anything else.
+ */
+export interface Db {
+  readonly dbosSchema: string;
+  readonly afterlifeSchema: string;
+  readonly budget: DbBudget;
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    text: string,
+    values?: unknown[],
+    tag?: string,
+  ): Promise<pg.QueryResult<R>>;
+  transaction<T>(fn: (client: pg.ClientBase) => Promise<T>, tag?: string): Promise<T>;
+  end(): Promise<void>;
+}
+
+export interface DbOptions {
+  dbosSchema: string;
+  afterlifeSchema: string;
+  logger: Logger;
+  faults?: Faults;
+  /** How long a caller may wait for a budget slot before "retry later". */
+  budgetWaitMs?: number;
+}
+
+export function createDb(pool: pg.Pool, limit: number, opts: DbOptions): Db {
+  const faults = opts.faults ?? noFaults;
+  const budget = new DbBudget(limit, opts.budgetWaitMs ?? 50);
+  pool.on('error', (err) => {
+    // Idle clients are dropped by failovers and proxies; without a listener Node would crash.
+    opts.logger.warn('idle database client errored; the pool will replace it', { err });
+  });
+
+  async function withClient<T>(tag: string | undefined, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+    const release = await budget.acquire();
+    let client: pg.PoolClient | undefined;
+    let broken: Error | undefined;
+    try {
+      client = await pool.connect();
+      if (faults.enabled) await faults.hit('db.beforeQuery', { tag, pid: (client as unknown as { processID?: number }).processID });
+      return await fn(client);
+    } catch (err) {
+      broken = err instanceof Error ? err : new Error(String(err));
+      throw err;
+    } finally {
+      // A client whose statement failed at the connection level must not go back to the pool.
+      client?.release(broken !== undefined && isConnectionError(broken) ? broken : undefined);
+      release();
+    }
+  }
+
+  return {
+    dbosSchema: opts.dbosSchema,
+    afterlifeSchema: opts.afterlifeSchema,
+    budget,
+    query: (text, values, tag) => withClient(tag, (c) => c.query(text, values)),
+    transaction: (fn, tag) =>
+      withClient(tag, async (c) => {
+        await c.query('BEGIN');
+        try {
+          const out = await fn(c);
+          await c.query('COMMIT');
+          return out;
+        } catch (err) {
+          await c.query('ROLLBACK').catch(() => undefined);
+          throw err;
+        }
+      }),
+    end: () => pool.end(),
+  };
+}
+
+function isConnectionError(err: Error): boolean {
+  const code = (err as { code?: unknown }).code;
+  return (
+    (typeof code === 'string' && (/^08/.test(code) || /^57P0/.test(code) || code.startsWith('E'))) ||
+    /Connection terminated|connection error|Client was closed/i.test(err.message)
+  );
+}
+
+/**
+ * Builds the pool from config: DATABASE_URL over TCP, or the Cloud SQL connector with IAM auth.
+ * `application_name` marks our sessions so tests and operators can count them in pg_stat_activity.
+ */
+export async function createPool(
+  config: Config,
+  logger: Logger,
+  applicationName = 'afterlife',
+): Promise<{ pool: pg.Pool; close: () => Promise<void> }> {
+  const common: pg.PoolConfig = {
+    max: config.database.poolMax,
+    idleTimeoutMillis: 30_000,
+    connectionTimeoutMillis: config.database.connectTimeoutMs,
+    statement_timeout: config.database.statementTimeoutMs,
+    application_name: applicationName,
+  };
+  if (config.database.kind === 'url') {
+    const pool = new pg.Pool({ connectionString: config.database.url, ...common });
+    return { pool, close: () => pool.end() };
+  }
+  // Not exercised offline: the connector needs Google credentials and a real instance.
+  const { Connector, AuthTypes, IpAddressTypes } = await import('@google-cloud/cloud-sql-connector');
+  const connector = new Connector();
+  const db = config.database;
+  const options = await connector.getOptions({
+    instanceConnectionName: db.instanceConnectionName,
+    ipType: IpAddressTypes[db.ipType],
+    authType: db.iamAuth ? AuthTypes.IAM : AuthTypes.PASSWORD,
+  });
+  logger.info('using the Cloud SQL connector', { instance: db.instanceConnectionName, iam: db.iamAuth });
+  const pool = new pg.Pool({ ...options, user: db.user, password: db.password, database: db.database, ...common });
+  return {
+    pool,
+    close: async () => {
+      await pool.end();
+      connector.close();
+    },
+  };
+}
+
+/** Quotes a schema name that config already validated as an identifier. */
+export function ident(name: string): string {
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(name)) throw new Error(`not an identifier: ${name}`);
+  return `"${name}"`;
+}

@@ -1,0 +1,67 @@
+import type { Db } from '../pool.js';
+import { ident } from '../pool.js';
+
+/** afterlife's executor registry. DBOS has no executor table; this is ours. */
+export type ExecutorState = 'alive' | 'draining' | 'drained' | 'dead';
+
+export interface ExecutorRow {
+  application_name: string;
+  executor_id: string;
+  application_version: string | null;
+  state: ExecutorState;
+  started_at: Date | null;
+  last_seen_at: Date;
+  state_changed_at: Date;
+  reason: string | null;
+  detected_by: string | null;
+}
+
+const table = (db: Db) => `${ident(db.afterlifeSchema)}.executors`;
+
+/** Registers or refreshes a live executor. A dead executor never comes back to life under the same ID. */
+export async function registerAlive(
+  db: Db,
+  e: { applicationName: string; executorId: string; applicationVersion: string; startedAt: Date },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO ${table(db)} AS x (application_name, executor_id, application_version, state, started_at, last_seen_at)
+     VALUES ($1, $2, $3, 'alive', $4, now())
+     ON CONFLICT (application_name, executor_id) DO UPDATE
+        SET application_version = EXCLUDED.application_version, last_seen_at = now(),
+            started_at = COALESCE(x.started_at, EXCLUDED.started_at)
+      WHERE x.state <> 'dead'`,
+    [e.applicationName, e.executorId, e.applicationVersion, e.startedAt],
+    'executors.registerAlive',
+  );
+}
+
+/** Moves an executor to a new state; `dead` is final, and a state change keeps its first reason. */
+export async function setState(
+  db: Db,
+  e: { applicationName: string; executorId: string; state: ExecutorState; reason?: string; detectedBy?: string; applicationVersion?: string },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO ${table(db)} AS x (application_name, executor_id, application_version, state, reason, detected_by)
+     VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (application_name, executor_id) DO UPDATE
+        SET state = EXCLUDED.state,
+            state_changed_at = CASE WHEN x.state = EXCLUDED.state THEN x.state_changed_at ELSE now() END,
+            reason = CASE WHEN x.state = EXCLUDED.state THEN COALESCE(x.reason, EXCLUDED.reason) ELSE EXCLUDED.reason END,
+            detected_by = CASE WHEN x.state = EXCLUDED.state THEN COALESCE(x.detected_by, EXCLUDED.detected_by) ELSE EXCLUDED.detected_by END,
+            application_version = COALESCE(x.application_version, EXCLUDED.application_version),
+            last_seen_at = CASE WHEN EXCLUDED.state = 'dead' THEN x.last_seen_at ELSE now() END
+      WHERE x.state <> 'dead' OR EXCLUDED.state = 'dead'`,
+    [e.applicationName, e.executorId, e.applicationVersion ?? null, e.state, e.reason ?? null, e.detectedBy ?? null],
+    'executors.setState',
+  );
+}
+
+export async function listExecutors(db: Db, applicationName: string, states?: ExecutorState[]): Promise<ExecutorRow[]> {
+  const res = await db.query<ExecutorRow>(
+    `SELECT * FROM ${table(db)} WHERE application_name = $1 AND ($2::text[] IS NULL OR state = ANY($2))
+      ORDER BY executor_id`,
+    [applicationName, states ?? null],
+    'executors.list',
+  );
+  return res.rows;
+}

@@ -1,0 +1,95 @@
+import type { Db } from '../db/pool.js';
+import { ident } from '../db/pool.js';
+import { appScope, NOW_MS } from './sql.js';
+
+/**
+ * DBOS's own recovery statement (recoverPendingWorkflows, system_database.ts), scoped by application
+ * name, dead executor and version, applied to one keyset-ordered batch at a time. The WHERE clause of the
+ * UPDATE re-checks the full premise, so a row a live executor claimed in the meantime (its executor_id
+ * changed) or one another recovery already moved (no longer PENDING) is left alone. The same statement
+ * records the moved IDs in afterlife's audit, so the audit commits if and only if the re-enqueue does.
+ */
+export interface BatchScope {
+  applicationName: string;
+  executorId: string;
+  applicationVersion: string | null;
+}
+
+export interface BatchCursor {
+  createdAt: string; // bigint as text
+  workflowId: string;
+}
+
+export interface BatchResult {
+  ids: string[];
+  next: BatchCursor | undefined;
+}
+
+export async function reenqueueBatch(
+  db: Db,
+  scope: BatchScope,
+  opts: { limit: number; after: BatchCursor | undefined; recoveryId: number; batchNo: number },
+): Promise<BatchResult> {
+  const ws = `${ident(db.dbosSchema)}.workflow_status`;
+  const audit = `${ident(db.afterlifeSchema)}.recovery_batches`;
+  const premise = (t: string) =>
+    `${t}status = 'PENDING' AND ${t}executor_id = $1 AND ${t}application_version IS NOT DISTINCT FROM $2
+          AND ${appScope(`${t}application_name`, '$3')}`;
+  const res = await db.query<{ ids: string[] | null; last_created: string | null; last_id: string | null }>(
+    `WITH candidates AS (
+       SELECT workflow_uuid, created_at FROM ${ws}
+        WHERE ${premise('')}
+          AND ($5::bigint IS NULL OR (created_at, workflow_uuid) > ($5::bigint, $6::text))
+        ORDER BY created_at, workflow_uuid
+        LIMIT $4
+     ),
+     moved AS (
+       UPDATE ${ws} w
+          SET started_at_epoch_ms = NULL, status = 'ENQUEUED', owner_xid = NULL,
+              updated_at = ${NOW_MS}, queue_name = COALESCE(w.queue_name, '_dbos_internal_queue')
+         FROM candidates c
+        WHERE w.workflow_uuid = c.workflow_uuid AND ${premise('w.')}
+        RETURNING w.workflow_uuid
+     ),
+     logged AS (
+       INSERT INTO ${audit} (recovery_id, batch_no, application_version, workflow_ids)
+       SELECT $7, $8, $2, array_agg(workflow_uuid) FROM moved HAVING count(*) > 0
+     )
+     SELECT (SELECT array_agg(workflow_uuid) FROM moved) AS ids,
+            (SELECT created_at::text FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last_created,
+            (SELECT workflow_uuid FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last_id`,
+    [
+      scope.executorId,
+      scope.applicationVersion,
+      scope.applicationName,
+      opts.limit,
+      opts.after?.createdAt ?? null,
+      opts.after?.workflowId ?? null,
+      opts.recoveryId,
+      opts.batchNo,
+    ],
+    'recover.batch',
+  );
+  const row = res.rows[0];
+  const ids = row?.ids ?? [];
+  const next =
+    row?.last_created != null && row.last_id != null ? { createdAt: row.last_created, workflowId: row.last_id } : undefined;
+  return { ids, next };
+}
+
+export interface PendingByVersion {
+  applicationVersion: string | null;
+  count: number;
+}
+
+/** PENDING rows a given executor still owns, per application version. */
+export async function pendingByVersion(db: Db, applicationName: string, executorId: string): Promise<PendingByVersion[]> {
+  const res = await db.query<{ application_version: string | null; n: string }>(
+    `SELECT application_version, count(*)::text AS n FROM ${ident(db.dbosSchema)}.workflow_status
+      WHERE status = 'PENDING' AND executor_id = $1 AND ${appScope('application_name', '$2')}
+      GROUP BY application_version ORDER BY application_version NULLS FIRST`,
+    [executorId, applicationName],
+    'dbos.pendingByVersion',
+  );
+  return res.rows.map((r) => ({ applicationVersion: r.application_version, count: Number(r.n) }));
+}

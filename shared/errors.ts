@@ -1,0 +1,98 @@
+/**
+ * Typed errors. `classify` is the one place that decides whether a failure is worth retrying
+ * (nack / 503) or is permanent (ack with a logged reason / 4xx).
+ */
+export type Disposition = 'retry' | 'permanent';
+
+export class AfterlifeError extends Error {
+  constructor(
+    message: string,
+    readonly code: string,
+    readonly disposition: Disposition,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** Input that will never become valid: acked with a reason, never retried. */
+export class InvalidInputError extends AfterlifeError {
+  constructor(message: string, readonly issues: string[] = []) {
+    super(message, 'invalid_input', 'permanent');
+  }
+}
+
+export class ConfigError extends AfterlifeError {
+  constructor(readonly issues: string[]) {
+    super(`invalid configuration:\n  - ${issues.join('\n  - ')}`, 'invalid_config', 'permanent');
+  }
+}
+
+/** The per-instance DB budget is exhausted: answer "retry later" instead of queueing in the pool. */
+export class DbBusyError extends AfterlifeError {
+  constructor(readonly inUse: number, readonly limit: number) {
+    super(`database budget exhausted (${inUse}/${limit} in use); retry later`, 'db_busy', 'retry');
+  }
+}
+
+export class DbosSchemaError extends AfterlifeError {
+  constructor(message: string) {
+    super(message, 'dbos_schema', 'retry');
+  }
+}
+
+/** The work budget ran out at a batch boundary; the rest is left for redelivery or the next tick. */
+export class BudgetExhaustedError extends AfterlifeError {
+  constructor(what: string) {
+    super(`${what}: budget exhausted, the rest is left for the next attempt`, 'budget_exhausted', 'retry');
+  }
+}
+
+export class ShuttingDownError extends AfterlifeError {
+  constructor() {
+    super('instance is shutting down; retry elsewhere', 'shutting_down', 'retry');
+  }
+}
+
+/** Postgres SQLSTATE classes and node errors that a retry can cure. */
+const TRANSIENT_SQLSTATE = [
+  /^08/, // connection exception
+  /^40001$/, // serialization failure
+  /^40P01$/, // deadlock
+  /^53/, // insufficient resources (too many connections)
+  /^55P03$/, // lock not available
+  /^57P0[1-3]$/, // admin shutdown, crash shutdown, cannot connect now
+  /^57014$/, // query cancelled (statement timeout)
+];
+const TRANSIENT_NODE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH']);
+const TRANSIENT_MESSAGES = [
+  /Connection terminated/i,
+  /timeout exceeded when trying to connect/i,
+  /Client has encountered a connection error/i,
+  /Connection is closed/i,
+  /connection lost/i,
+];
+
+export function isTransient(err: unknown): boolean {
+  if (err instanceof AfterlifeError) return err.disposition === 'retry';
+  if (!(err instanceof Error)) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    if (TRANSIENT_SQLSTATE.some((re) => re.test(code))) return true;
+    if (TRANSIENT_NODE.has(code)) return true;
+  }
+  if (TRANSIENT_MESSAGES.some((re) => re.test(err.message))) return true;
+  if (err.cause !== undefined && err.cause !== err) return isTransient(err.cause);
+  return false;
+}
+
+/**
+ * Only errors we raised on purpose as permanent are acked. Anything unexpected is retried: losing a death
+ * notice to a bug costs a stranded fleet, while a redelivery costs nothing (handlers are idempotent) and
+ * the subscription's dead-letter policy bounds it.
+ */
+export function classify(err: unknown): Disposition {
+  if (err instanceof AfterlifeError) return err.disposition;
+  return 'retry';
+}

@@ -1,0 +1,52 @@
+import type { PubSub, Topic } from '@google-cloud/pubsub';
+import { type DeathNotice, DeathNotice as DeathNoticeSchema, deathNoticeAttributes } from './deathNotice.js';
+
+/**
+ * What publishes messages. The Pub/Sub implementation is the real client (the emulator locally and in
+ * tests, via PUBSUB_EMULATOR_HOST); `publishDeathNotice` validates before sending so nothing we emit is
+ * poison to our own consumer.
+ */
+export interface Publisher {
+  publish(topic: string, json: unknown, attributes: Record<string, string>, orderingKey?: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+export class PubSubPublisher implements Publisher {
+  private readonly topics = new Map<string, Topic>();
+  constructor(private readonly pubsub: PubSub) {}
+
+  private topic(name: string): Topic {
+    let t = this.topics.get(name);
+    if (!t) {
+      t = this.pubsub.topic(name, { messageOrdering: true, batching: { maxMessages: 1, maxMilliseconds: 0 } });
+      this.topics.set(name, t);
+    }
+    return t;
+  }
+
+  async publish(topic: string, json: unknown, attributes: Record<string, string>, orderingKey?: string): Promise<string> {
+    const t = this.topic(topic);
+    try {
+      return await t.publishMessage({ json, attributes, ...(orderingKey ? { orderingKey } : {}) });
+    } catch (err) {
+      // After an ordered publish fails, the key is paused until resumed; the next notice must still go out.
+      if (orderingKey) t.resumePublishing(orderingKey);
+      throw err;
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.topics.values()].map((t) => t.flush()));
+    await this.pubsub.close();
+  }
+}
+
+export async function createPubSubPublisher(projectId: string | undefined): Promise<PubSubPublisher> {
+  const { PubSub } = await import('@google-cloud/pubsub');
+  return new PubSubPublisher(new PubSub(projectId ? { projectId } : {}));
+}
+
+export async function publishDeathNotice(publisher: Publisher, topic: string, notice: DeathNotice): Promise<string> {
+  const valid = DeathNoticeSchema.parse(notice);
+  return publisher.publish(topic, valid, deathNoticeAttributes(valid), valid.executorId);
+}

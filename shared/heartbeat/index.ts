@@ -1,0 +1,75 @@
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+
+/**
+ * The heartbeat contract (DESIGN.md): key `afterlife:{app}:hb:{executorId}`, a JSON value, a PX TTL.
+ * Written by the executor kit, read by executor-death (false-alarm check), the reaper and the drain function.
+ */
+export const HeartbeatValue = z.object({
+  executorId: z.string(),
+  applicationName: z.string(),
+  applicationVersion: z.string(),
+  state: z.enum(['alive', 'draining', 'drained']),
+  startedAt: z.string(),
+  beatAt: z.string(),
+  inFlight: z.number().int().nonnegative(),
+});
+export type HeartbeatValue = z.infer<typeof HeartbeatValue>;
+
+export function heartbeatKey(applicationName: string, executorId: string, prefix = 'afterlife'): string {
+  return `${prefix}:${applicationName}:hb:${executorId}`;
+}
+
+export function heartbeatPattern(applicationName: string, prefix = 'afterlife'): string {
+  return `${prefix}:${escapeGlob(applicationName)}:hb:*`;
+}
+
+function escapeGlob(s: string): string {
+  return s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+}
+
+export interface HeartbeatReading {
+  value: HeartbeatValue | undefined;
+  /** Remaining TTL in ms, when the key exists. */
+  ttlMs: number | undefined;
+}
+
+/** Reads one heartbeat. A key with an unreadable value still proves the executor is alive. */
+export async function readHeartbeat(redis: Redis, key: string): Promise<HeartbeatReading | undefined> {
+  const [[, raw], [, ttl]] = (await redis.multi().get(key).pttl(key).exec()) as [[unknown, string | null], [unknown, number]];
+  if (raw === null) return undefined;
+  let value: HeartbeatValue | undefined;
+  try {
+    const parsed = HeartbeatValue.safeParse(JSON.parse(raw));
+    value = parsed.success ? parsed.data : undefined;
+  } catch {
+    value = undefined;
+  }
+  return { value, ttlMs: ttl >= 0 ? ttl : undefined };
+}
+
+/** All heartbeats of an app, by executor ID. SCAN, never KEYS: Memorystore is shared. */
+export async function readAllHeartbeats(redis: Redis, applicationName: string, prefix = 'afterlife'): Promise<Map<string, HeartbeatValue | undefined>> {
+  const out = new Map<string, HeartbeatValue | undefined>();
+  const keyPrefix = `${prefix}:${applicationName}:hb:`;
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', heartbeatPattern(applicationName, prefix), 'COUNT', 500);
+    cursor = next;
+    if (keys.length === 0) continue;
+    const values = await redis.mget(...keys);
+    keys.forEach((k, i) => {
+      const raw = values[i];
+      if (raw == null) return; // expired between SCAN and MGET
+      let v: HeartbeatValue | undefined;
+      try {
+        const p = HeartbeatValue.safeParse(JSON.parse(raw));
+        v = p.success ? p.data : undefined;
+      } catch {
+        v = undefined;
+      }
+      out.set(k.slice(keyPrefix.length), v);
+    });
+  } while (cursor !== '0');
+  return out;
+}

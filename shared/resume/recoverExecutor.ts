@@ -1,0 +1,198 @@
+import { hostname } from 'node:os';
+import type { Redis } from 'ioredis';
+import type { Db } from '../db/pool.js';
+import { setState } from '../db/queries/executors.js';
+import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
+import { type BatchCursor, pendingByVersion, reenqueueBatch } from '../dbos/recovery.js';
+import { BudgetExhaustedError } from '../errors.js';
+import type { DeathNotice } from '../events/deathNotice.js';
+import { heartbeatKey, readAllHeartbeats, readHeartbeat } from '../heartbeat/index.js';
+import type { Budget } from '../lifecycle/deadline.js';
+import { unlimitedBudget } from '../lifecycle/deadline.js';
+import { LockUnavailableError } from '../lock/errors.js';
+import type { RedisLock } from '../lock/lock.js';
+import type { Logger } from '../log.js';
+import { noFaults, type Faults } from '../testing/faults.js';
+
+/**
+ * Recovery of one dead executor: the Redis lock (or degraded mode) → the executor marked dead → DBOS's
+ * recovery statement per version in batches, stopping at a batch boundary when the lock is lost or the
+ * budget runs out → the audit → a summary. It re-enqueues; live executors of the same version claim and
+ * run the rows. Every statement re-checks its premise, so running this twice or concurrently is harmless.
+ */
+export interface RecoveryDeps {
+  db: Db;
+  redis: Redis | undefined;
+  lock: RedisLock | undefined;
+  logger: Logger;
+  faults?: Faults;
+  batchSize: number;
+  lockTtlMs: number;
+  keyPrefix?: string;
+  /** Who runs this recovery, for the audit. */
+  recoveredBy?: string;
+  /** The orphaned-version policy hook: called for versions no live executor runs, after re-enqueueing. */
+  onOrphanedVersion?: (info: { applicationName: string; executorId: string; applicationVersion: string | null; workflowIds: string[] }) => Promise<void>;
+}
+
+export interface RecoveryOptions {
+  messageId?: string;
+  budget?: Budget;
+  /** Aborts at the next batch boundary (SIGTERM of our own instance). */
+  signal?: AbortSignal;
+}
+
+export type RecoverySummary =
+  | { outcome: 'false-alarm'; executorId: string; applicationName: string; heartbeatTtlMs: number | undefined }
+  | {
+      outcome: 'completed' | 'nothing-to-do';
+      executorId: string;
+      applicationName: string;
+      recoveryId: number;
+      lockMode: 'locked' | 'degraded';
+      reenqueued: number;
+      batches: number;
+      durationMs: number;
+      versions: Record<string, number>;
+      /** Versions with re-enqueued rows and no live executor to claim them (or `unknown` without Redis). */
+      versionsWithoutExecutor: string[];
+      liveVersionsKnown: boolean;
+    };
+
+const NULL_VERSION = '(none)';
+
+export async function recoverExecutor(deps: RecoveryDeps, notice: DeathNotice, opts: RecoveryOptions = {}): Promise<RecoverySummary> {
+  const log = deps.logger.child({ executorId: notice.executorId, applicationName: notice.applicationName, messageId: opts.messageId });
+
+  if (notice.reason === 'heartbeat-lapsed' && deps.redis) {
+    const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => 'unavailable' as const);
+    if (hb !== undefined && hb !== 'unavailable') {
+      log.notice('heartbeat is fresh: false alarm, nothing recovered', { heartbeatTtlMs: hb.ttlMs, state: hb.value?.state });
+      return { outcome: 'false-alarm', executorId: notice.executorId, applicationName: notice.applicationName, heartbeatTtlMs: hb.ttlMs };
+    }
+  }
+
+  const resource = `${deps.keyPrefix ?? 'afterlife'}:${notice.applicationName}:recover:${notice.executorId}`;
+  if (deps.lock) {
+    try {
+      return await deps.lock.using(resource, deps.lockTtlMs, (signal) => run(deps, notice, opts, 'locked', signal, log));
+    } catch (err) {
+      if (!(err instanceof LockUnavailableError)) throw err;
+      log.warn('redis unavailable: recovering without the lock (degraded); Postgres still fences every write', { err });
+    }
+  } else {
+    log.warn('no REDIS_URL: recovering without the lock (degraded)');
+  }
+  return run(deps, notice, opts, 'degraded', undefined, log);
+}
+
+async function run(
+  deps: RecoveryDeps,
+  notice: DeathNotice,
+  opts: RecoveryOptions,
+  lockMode: 'locked' | 'degraded',
+  lockSignal: AbortSignal | undefined,
+  log: Logger,
+): Promise<RecoverySummary> {
+  const faults = deps.faults ?? noFaults;
+  const budget = opts.budget ?? unlimitedBudget();
+  const started = Date.now();
+  const { db } = deps;
+  const app = notice.applicationName;
+
+  await setState(db, { applicationName: app, executorId: notice.executorId, state: 'dead', reason: notice.reason, detectedBy: notice.detectedBy });
+  const recoveryId = await startRecovery(db, {
+    applicationName: app,
+    executorId: notice.executorId,
+    reason: notice.reason,
+    detectedBy: notice.detectedBy,
+    messageId: opts.messageId,
+    recoveredBy: deps.recoveredBy ?? `${hostname()}:${process.pid}`,
+    lockMode,
+  });
+
+  const versions: Record<string, number> = {};
+  const orphanedIds = new Map<string | null, string[]>();
+  let reenqueued = 0;
+  let batches = 0;
+  const finish = (outcome: 'completed' | 'partial' | 'failed', versionsWithoutExecutor: string[], error?: string) =>
+    finishRecovery(db, recoveryId, { outcome, reenqueued, batches, versions, versionsWithoutExecutor, ...(error ? { error } : {}) });
+
+  try {
+    const pending = await pendingByVersion(db, app, notice.executorId);
+    const live = await liveVersions(deps, app, log);
+    const stopReason = () =>
+      lockSignal?.aborted ? 'lock lost' : opts.signal?.aborted ? 'shutting down' : budget.expired() ? 'invocation budget' : undefined;
+
+    for (const { applicationVersion } of pending) {
+      const label = applicationVersion ?? NULL_VERSION;
+      const noExecutor = live !== undefined && !(applicationVersion !== null && live.has(applicationVersion));
+      let after: BatchCursor | undefined;
+      for (;;) {
+        const why = stopReason();
+        if (why) {
+          await finish('partial', []);
+          log.warn('recovery stopped at a batch boundary; redelivery finishes it', { why, reenqueued, batches });
+          throw new BudgetExhaustedError(`recovery of ${notice.executorId} (${why})`);
+        }
+        if (faults.enabled) await faults.hit('recover.beforeBatch', { recoveryId, batchNo: batches + 1, applicationVersion });
+        const batch = await reenqueueBatch(
+          db,
+          { applicationName: app, executorId: notice.executorId, applicationVersion },
+          { limit: deps.batchSize, after, recoveryId, batchNo: batches + 1 },
+        );
+        batches += 1;
+        reenqueued += batch.ids.length;
+        versions[label] = (versions[label] ?? 0) + batch.ids.length;
+        if (noExecutor && batch.ids.length) orphanedIds.set(applicationVersion, [...(orphanedIds.get(applicationVersion) ?? []), ...batch.ids]);
+        if (faults.enabled) await faults.hit('recover.afterBatch', { recoveryId, batchNo: batches, ids: batch.ids });
+        if (!batch.next) break;
+        after = batch.next;
+      }
+    }
+
+    const versionsWithoutExecutor =
+      live === undefined ? (reenqueued > 0 ? ['unknown'] : []) : [...orphanedIds.keys()].map((v) => v ?? NULL_VERSION);
+    await finish('completed', versionsWithoutExecutor);
+    for (const [applicationVersion, workflowIds] of orphanedIds) {
+      log.warn('re-enqueued workflows of a version no live executor runs: they wait until one appears', {
+        applicationVersion,
+        count: workflowIds.length,
+        event: 'orphaned_version',
+      });
+      await deps.onOrphanedVersion?.({ applicationName: app, executorId: notice.executorId, applicationVersion, workflowIds });
+    }
+    return {
+      outcome: reenqueued > 0 ? 'completed' : 'nothing-to-do',
+      executorId: notice.executorId,
+      applicationName: app,
+      recoveryId,
+      lockMode,
+      reenqueued,
+      batches,
+      durationMs: Date.now() - started,
+      versions,
+      versionsWithoutExecutor,
+      liveVersionsKnown: live !== undefined,
+    };
+  } catch (err) {
+    if (!(err instanceof BudgetExhaustedError)) {
+      await finish('failed', [], err instanceof Error ? err.message : String(err)).catch(() => undefined);
+    }
+    throw err;
+  }
+}
+
+/** Versions run by live (not draining) executors, from their heartbeats; undefined when Redis can't say. */
+async function liveVersions(deps: RecoveryDeps, app: string, log: Logger): Promise<Set<string> | undefined> {
+  if (!deps.redis) return undefined;
+  try {
+    const beats = await readAllHeartbeats(deps.redis, app, deps.keyPrefix);
+    const out = new Set<string>();
+    for (const v of beats.values()) if (v?.state === 'alive') out.add(v.applicationVersion);
+    return out;
+  } catch (err) {
+    log.warn('could not read heartbeats: live versions unknown', { err });
+    return undefined;
+  }
+}
