@@ -41,7 +41,38 @@ export class PubSubPublisher implements Publisher {
   }
 }
 
-export async function createPubSubPublisher(projectId: string | undefined): Promise<PubSubPublisher> {
+/**
+ * Local only: `npm start` without an installed emulator runs an in-process bridge that takes the Pub/Sub
+ * REST publish shape; `PUBSUB_BRIDGE_URL` (set by the stack for its functions) points publishers at it.
+ */
+export class HttpBridgePublisher implements Publisher {
+  constructor(
+    private readonly baseUrl: string,
+    private readonly projectId: string,
+  ) {}
+
+  async publish(topic: string, json: unknown, attributes: Record<string, string>, orderingKey?: string): Promise<string> {
+    const res = await fetch(`${this.baseUrl}/v1/projects/${encodeURIComponent(this.projectId)}/topics/${encodeURIComponent(topic)}:publish`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: [{ data: Buffer.from(JSON.stringify(json)).toString('base64'), attributes, ...(orderingKey ? { orderingKey } : {}) }] }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    if (!res.ok) throw new Error(`local bridge publish failed: HTTP ${res.status} ${await res.text()}`);
+    const body = (await res.json()) as { messageIds?: string[] };
+    const id = body.messageIds?.[0];
+    if (!id) throw new Error('local bridge publish returned no message ID');
+    return id;
+  }
+
+  async close(): Promise<void> {}
+}
+
+export async function createPubSubPublisher(
+  projectId: string | undefined,
+  bridgeUrl: string | undefined = process.env.PUBSUB_BRIDGE_URL,
+): Promise<Publisher> {
+  if (bridgeUrl) return new HttpBridgePublisher(bridgeUrl, projectId ?? 'afterlife-local');
   const { PubSub } = await import('@google-cloud/pubsub');
   return new PubSubPublisher(new PubSub(projectId ? { projectId } : {}));
 }

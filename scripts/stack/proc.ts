@@ -1,0 +1,118 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+
+/**
+ * Child processes of the local stack. Each runs in its own process group (detached), so stopping it
+ * reaches everything it started (functions-framework → node, the emulator's shell → java) and Ctrl-C on
+ * the stack never leaves a stray JVM or server behind.
+ */
+export interface Managed {
+  name: string;
+  child: ChildProcess;
+  /** The last lines it printed, for error messages. */
+  tail(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Resolves when a printed line matches; rejects when the process exits first or the bound passes. */
+  waitForLine(pattern: RegExp, timeoutMs: number): Promise<void>;
+  stop(graceMs?: number): Promise<void>;
+}
+
+export function spawnManaged(
+  name: string,
+  command: string,
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; onLine?: (line: string) => void; cwd?: string } = {},
+): Managed {
+  const child = spawn(command, args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+    env: opts.env ?? process.env,
+    ...(opts.cwd ? { cwd: opts.cwd } : {}),
+  });
+  const lines: string[] = [];
+  const watchers = new Set<(line: string) => void>();
+  const onData = (b: Buffer) => {
+    for (const line of b.toString().split('\n')) {
+      if (!line.trim()) continue;
+      lines.push(line);
+      if (lines.length > 50) lines.shift();
+      opts.onLine?.(line);
+      for (const w of watchers) w(line);
+    }
+  };
+  child.stdout?.on('data', onData);
+  child.stderr?.on('data', onData);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.once('exit', (code, signal) => resolve({ code, signal }));
+    // A command that cannot be spawned at all never exits; report it as an exit.
+    child.once('error', () => resolve({ code: 127, signal: null }));
+  });
+  const running = () => child.exitCode === null && child.signalCode === null;
+  const tail = () => lines.join('\n');
+  return {
+    name,
+    child,
+    tail,
+    exited,
+    waitForLine: (pattern, timeoutMs) =>
+      new Promise<void>((resolve, reject) => {
+        const done = (err?: Error) => {
+          clearTimeout(timer);
+          watchers.delete(watch);
+          if (err) reject(err);
+          else resolve();
+        };
+        const watch = (line: string) => {
+          if (pattern.test(line)) done();
+        };
+        const timer = setTimeout(() => done(new Error(`${name} not ready in ${timeoutMs} ms:\n${tail()}`)), timeoutMs);
+        watchers.add(watch);
+        if (lines.some((l) => pattern.test(l))) done();
+        void exited.then(({ code, signal }) => done(new Error(`${name} exited (${code ?? signal}) before it was ready:\n${tail()}`)));
+      }),
+    stop: async (graceMs = 5_000) => {
+      if (!running() || child.pid === undefined) return;
+      signalGroup(child.pid, 'SIGTERM');
+      const timer = setTimeout(() => signalGroup(child.pid ?? 0, 'SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(timer);
+      // The leader is gone; anything it left in its group goes too.
+      signalGroup(child.pid, 'SIGKILL');
+    },
+  };
+}
+
+function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  if (!pid) return;
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    /* the group is already gone */
+  }
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no free port'))));
+    });
+  });
+}
+
+/** Polls until `probe` is truthy; the bound is the failure. */
+export async function until(what: string, probe: () => Promise<boolean>, timeoutMs: number, intervalMs = 100): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      if (await probe()) return;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? ` (${String(last)})` : ''}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
