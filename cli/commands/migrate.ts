@@ -1,0 +1,44 @@
+import { DBOS } from '@dbos-inc/dbos-sdk';
+import { migrate as migrateAfterlife } from '../../shared/db/migrate.js';
+import { ident } from '../../shared/db/pool.js';
+import { checkDbosSchema } from '../../shared/dbos/schema.js';
+import type { CliContext } from '../context.js';
+import type { MigrateOutput } from '../schemas.js';
+import type { CommandResult } from './types.js';
+
+/**
+ * `afterlife migrate [--dbos]`: applies afterlife's own migrations (idempotent, under an advisory lock).
+ * With --dbos it first creates or upgrades DBOS's system schema through DBOS itself — once, before any
+ * executor launches, because concurrent DBOS launches race on a fresh database.
+ */
+export async function migrate(ctx: CliContext, o: { dbos: boolean }): Promise<CommandResult<MigrateOutput>> {
+  const { db, config } = ctx;
+  if (o.dbos) {
+    if (config.database.kind !== 'url') throw new Error('--dbos needs DATABASE_URL (DBOS migrates over its own connection)');
+    ctx.progress(`migrating DBOS's system schema "${config.dbosSchema}"…`);
+    // DBOS announces its migrations on stdout; stdout is ours (one JSON document with --json).
+    const log = console.log;
+    console.log = (...args: unknown[]) => console.error(...args);
+    try {
+      await DBOS.migrate(config.database.url, { schemaName: config.dbosSchema });
+    } finally {
+      console.log = log;
+    }
+  }
+  const { version } = await checkDbosSchema(db);
+  ctx.progress(`applying afterlife migrations to "${config.afterlifeSchema}"…`);
+  const { applied } = await migrateAfterlife(db);
+  const current = await db.query<{ name: string }>(`SELECT name FROM ${ident(config.afterlifeSchema)}.migrations ORDER BY id`);
+  const out: MigrateOutput = {
+    command: 'migrate',
+    dbosSchema: config.dbosSchema,
+    afterlifeSchema: config.afterlifeSchema,
+    dbosMigration: version,
+    applied,
+    current: current.rows.map((r) => r.name),
+  };
+  const text =
+    (applied.length ? `applied ${applied.length} migration(s): ${applied.join(', ')}\n` : 'afterlife schema is up to date\n') +
+    `schema "${config.afterlifeSchema}" is at ${out.current.at(-1) ?? '(empty)'}; DBOS system schema "${config.dbosSchema}" at migration ${version}\n`;
+  return { json: out, text, exitCode: 0 };
+}

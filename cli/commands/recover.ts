@@ -1,0 +1,103 @@
+import { hostname, userInfo } from 'node:os';
+import { pendingByVersion } from '../../shared/dbos/recovery.js';
+import { checkDbosSchema } from '../../shared/dbos/schema.js';
+import { deathNotice } from '../../shared/events/deathNotice.js';
+import { heartbeatKey, readHeartbeat } from '../../shared/heartbeat/index.js';
+import { recoverExecutor } from '../../shared/resume/recoverExecutor.js';
+import type { CliContext } from '../context.js';
+import { duration } from '../format.js';
+import type { RecoverOutput } from '../schemas.js';
+import type { CommandResult } from './types.js';
+
+/**
+ * `afterlife recover <executorId> [--dry-run] [--force]`: the same recovery executorDeath runs (lock or
+ * degraded → mark dead → DBOS's recovery statement in batches → audit), from an operator's terminal.
+ * Refuses an executor whose heartbeat is fresh unless --force: recovering live work runs steps twice.
+ */
+export async function recover(ctx: CliContext, executorId: string, o: { dryRun: boolean; force: boolean }): Promise<CommandResult<RecoverOutput>> {
+  const { db, config } = ctx;
+  const app = config.applicationName;
+  await checkDbosSchema(db);
+  const pending = await pendingByVersion(db, app, executorId);
+  const byVersion = Object.fromEntries(pending.map((p) => [p.applicationVersion ?? '(none)', p.count]));
+  const total = pending.reduce((n, p) => n + p.count, 0);
+  const base = { command: 'recover' as const, applicationName: app, executorId, pendingByVersion: byVersion };
+
+  if (o.dryRun) {
+    const out: RecoverOutput = {
+      ...base,
+      dryRun: true,
+      outcome: 'dry-run',
+      reenqueued: 0,
+      recoveryId: null,
+      lockMode: null,
+      durationMs: null,
+      versionsWithoutExecutor: [],
+    };
+    const text = `${executorId} owns ${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}; dry run: nothing changed.\n`;
+    return { json: out, text, exitCode: 0 };
+  }
+
+  if (ctx.redis && ctx.redisReady && !o.force) {
+    const beat = await readHeartbeat(ctx.redis, heartbeatKey(app, executorId, config.redis?.keyPrefix)).catch(() => undefined);
+    if (beat && beat.value?.state !== 'drained') {
+      throw new Error(
+        `${executorId} has a fresh heartbeat (state ${beat.value?.state ?? 'unknown'}): it is alive, and recovering its workflows would run their steps twice. Use --force if you are sure it is gone.`,
+      );
+    }
+  }
+
+  ctx.progress(`recovering ${executorId}: ${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}…`);
+  const summary = await recoverExecutor(
+    {
+      db,
+      redis: ctx.redisReady ? ctx.redis : undefined,
+      lock: ctx.redisReady ? ctx.lock : undefined,
+      logger: ctx.logger,
+      batchSize: config.recovery.batchSize,
+      lockTtlMs: config.recovery.lockTtlMs,
+      recoveredBy: `cli:${safeUser()}@${hostname()}`,
+      ...(config.redis ? { keyPrefix: config.redis.keyPrefix } : {}),
+    },
+    deathNotice({ executorId, applicationName: app, reason: 'manual', detectedBy: 'afterlife-cli' }),
+  );
+  if (summary.outcome === 'false-alarm') {
+    return {
+      json: { ...base, dryRun: false, outcome: 'false-alarm', reenqueued: 0, recoveryId: null, lockMode: null, durationMs: null, versionsWithoutExecutor: [] },
+      text: `${executorId} is alive (fresh heartbeat); nothing recovered.\n`,
+      exitCode: 0,
+    };
+  }
+  const out: RecoverOutput = {
+    ...base,
+    dryRun: false,
+    outcome: summary.outcome,
+    reenqueued: summary.reenqueued,
+    recoveryId: summary.recoveryId,
+    lockMode: summary.lockMode,
+    durationMs: summary.durationMs,
+    versionsWithoutExecutor: summary.versionsWithoutExecutor,
+  };
+  const lines = [
+    `recovery #${summary.recoveryId}: re-enqueued ${summary.reenqueued} workflow(s) of ${executorId} in ${summary.batches} batch(es), ${duration(summary.durationMs)} (${summary.lockMode}).`,
+  ];
+  if (summary.lockMode === 'degraded') lines.push('warning: ran without the Redis lock (degraded); Postgres still fenced every write.');
+  if (summary.versionsWithoutExecutor.length) {
+    lines.push(`warning: no live executor runs version(s) ${summary.versionsWithoutExecutor.join(', ')}: those workflows wait until one does.`);
+  }
+  return { json: out, text: `${lines.join('\n')}\n`, exitCode: 0 };
+}
+
+function describe(byVersion: Record<string, number>): string {
+  return Object.entries(byVersion)
+    .map(([v, n]) => `${v}: ${n}`)
+    .join(', ');
+}
+
+function safeUser(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return 'unknown';
+  }
+}

@@ -1,0 +1,145 @@
+import { listExecutors } from '../../shared/db/queries/executors.js';
+import { recentRecoveries } from '../../shared/db/queries/recentRecoveries.js';
+import { checkDbosSchema } from '../../shared/dbos/schema.js';
+import { pendingByExecutor, workflowCounts } from '../../shared/dbos/status.js';
+import { heartbeatKey, readAllHeartbeats, readHeartbeat, type HeartbeatValue } from '../../shared/heartbeat/index.js';
+import type { CliContext } from '../context.js';
+import { ago, duration, table } from '../format.js';
+import { StatusOutput } from '../schemas.js';
+import type { CommandResult } from './types.js';
+
+/**
+ * `afterlife status`: every executor afterlife knows of (heartbeats, the registry, and owners of PENDING
+ * rows), with state, version, heartbeat age, PENDING count and oldest activity; stuck and diverged counts;
+ * the latest recoveries. Read-only.
+ */
+type Executor = StatusOutput['executors'][number];
+
+export async function status(ctx: CliContext): Promise<CommandResult<StatusOutput>> {
+  const { db, config } = ctx;
+  const app = config.applicationName;
+  await checkDbosSchema(db);
+  const now = Date.now();
+
+  const [registry, pending, counts, recoveries] = [
+    await listExecutors(db, app),
+    await pendingByExecutor(db, app, config.reaper.stuckAfterMs),
+    await workflowCounts(db, app),
+    await recentRecoveries(db, app, 10),
+  ];
+
+  let redisState: StatusOutput['redis'] = config.redis ? 'ok' : 'not-configured';
+  const beats = new Map<string, { value: HeartbeatValue | undefined; ttlMs: number | undefined }>();
+  if (ctx.redis) {
+    try {
+      if (!ctx.redisReady) throw new Error('not connected');
+      const all = await readAllHeartbeats(ctx.redis, app, config.redis?.keyPrefix);
+      for (const id of all.keys()) {
+        const reading = await readHeartbeat(ctx.redis, heartbeatKey(app, id, config.redis?.keyPrefix));
+        if (reading) beats.set(id, reading);
+      }
+    } catch {
+      redisState = 'unavailable';
+    }
+  }
+
+  const ids = new Set<string | null>([...registry.map((r) => r.executor_id), ...beats.keys(), ...pending.map((p) => p.executorId)]);
+  const executors: Executor[] = [...ids]
+    .sort((a, b) => (a ?? '').localeCompare(b ?? ''))
+    .map((id) => {
+      const reg = registry.find((r) => r.executor_id === id);
+      const beat = id === null ? undefined : beats.get(id);
+      const p = pending.find((x) => x.executorId === id);
+      const versions = new Set<string>(p?.applicationVersions ?? []);
+      if (beat?.value) versions.add(beat.value.applicationVersion);
+      if (reg?.application_version) versions.add(reg.application_version);
+      let state: Executor['state'];
+      if (beat) state = beat.value?.state ?? 'alive';
+      else if (reg) state = reg.state === 'alive' || reg.state === 'draining' ? (redisState === 'ok' ? 'lapsed' : reg.state) : reg.state;
+      else state = 'unknown';
+      const beatAt = beat?.value ? Date.parse(beat.value.beatAt) : undefined;
+      return {
+        executorId: id,
+        state,
+        applicationVersions: [...versions].sort(),
+        heartbeatAgeMs: beatAt === undefined || Number.isNaN(beatAt) ? null : Math.max(0, now - beatAt),
+        heartbeatTtlMs: beat?.ttlMs ?? null,
+        inFlight: beat?.value?.inFlight ?? null,
+        pending: p?.pending ?? 0,
+        stuck: p?.stuck ?? 0,
+        oldestActivityAt: p?.oldestActivityMs == null ? null : new Date(p.oldestActivityMs).toISOString(),
+        oldestActivityAgeMs: p?.oldestActivityMs == null ? null : now - p.oldestActivityMs,
+        lastStateChangeAt: reg ? reg.state_changed_at.toISOString() : null,
+        reason: reg?.reason ?? null,
+      };
+    });
+
+  const out: StatusOutput = {
+    command: 'status',
+    applicationName: app,
+    generatedAt: new Date(now).toISOString(),
+    redis: redisState,
+    stuckAfterMs: config.reaper.stuckAfterMs,
+    executors,
+    totals: {
+      executors: executors.length,
+      alive: executors.filter((e) => e.state === 'alive').length,
+      pending: counts.byStatus.PENDING ?? 0,
+      enqueued: counts.byStatus.ENQUEUED ?? 0,
+      stuck: pending.reduce((n, p) => n + p.stuck, 0),
+      diverged: counts.diverged,
+      byStatus: counts.byStatus,
+    },
+    recentRecoveries: recoveries.map((r) => ({ ...r, startedAt: r.startedAt.toISOString() })),
+  };
+  return { json: out, text: render(out), exitCode: 0 };
+}
+
+function render(s: StatusOutput): string {
+  const lines = [`afterlife status — application ${s.applicationName} — ${s.generatedAt} — redis ${s.redis}`, ''];
+  if (s.executors.length === 0) lines.push('no executors known (no heartbeats, no registry rows, no PENDING workflows)');
+  else
+    lines.push(
+      table(
+        ['EXECUTOR', 'STATE', 'VERSION', 'HEARTBEAT', 'IN-FLIGHT', 'PENDING', 'STUCK', 'OLDEST ACTIVITY'],
+        s.executors.map((e) => [
+          e.executorId ?? '(none)',
+          e.state,
+          e.applicationVersions.join(',') || '-',
+          ago(e.heartbeatAgeMs),
+          e.inFlight === null ? '-' : String(e.inFlight),
+          String(e.pending),
+          String(e.stuck),
+          ago(e.oldestActivityAgeMs),
+        ]),
+      ),
+    );
+  const byStatus = Object.entries(s.totals.byStatus)
+    .map(([k, v]) => `${v} ${k}`)
+    .join(', ');
+  lines.push(
+    '',
+    `workflows: ${byStatus || 'none'}`,
+    `stuck: ${s.totals.stuck} (PENDING with no activity for ${duration(s.stuckAfterMs)})   diverged: ${s.totals.diverged} (ERROR with DBOSUnexpectedStepError, not forked)`,
+  );
+  if (s.recentRecoveries.length) {
+    lines.push('', 'recent recoveries:');
+    lines.push(
+      table(
+        ['ID', 'EXECUTOR', 'REASON', 'BY', 'OUTCOME', 'RE-ENQUEUED', 'TOOK', 'LOCK', 'WHEN'],
+        s.recentRecoveries.map((r) => [
+          `#${r.id}`,
+          r.executorId,
+          r.reason,
+          r.detectedBy,
+          r.outcome ?? 'running',
+          String(r.reenqueued),
+          r.durationMs === null ? '-' : duration(r.durationMs),
+          r.lockMode,
+          ago(Date.parse(s.generatedAt) - Date.parse(r.startedAt)),
+        ]),
+      ),
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}

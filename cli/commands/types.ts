@@ -1,0 +1,16 @@
+/** What a command returns: the JSON document (--json), the terminal rendering, and the exit code. */
+export interface CommandResult<T> {
+  json: T;
+  text: string;
+  exitCode: 0 | 1;
+}
+
+/** Wrong arguments: exit code 2 and the command's usage. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+/** A command that this build does not include yet (its module has not shipped). */
+export class NotAvailableError extends Error {
+  override name = 'NotAvailableError';
+}

@@ -1,0 +1,59 @@
+import type { Redis } from 'ioredis';
+import { type Config, loadConfig } from '../shared/config/index.js';
+import { createDb, createPool, type Db } from '../shared/db/pool.js';
+import { RedisLock } from '../shared/lock/lock.js';
+import { createRedis, waitReady } from '../shared/lock/redis.js';
+import { makeLogger, type Logger } from '../shared/log.js';
+
+/**
+ * What a CLI command works with: the same config, pool and Redis client the functions use, built from
+ * the environment. Logs go to stderr (stdout is the command's output, JSON with --json).
+ */
+export interface CliContext {
+  config: Config;
+  db: Db;
+  redis: Redis | undefined;
+  /** Redis configured but not answering: commands say so and carry on degraded. */
+  redisReady: boolean;
+  lock: RedisLock | undefined;
+  logger: Logger;
+  json: boolean;
+  /** A progress line on stderr (never on stdout, so --json output stays one document). */
+  progress(line: string): void;
+  close(): Promise<void>;
+}
+
+export async function createContext(o: { env: Record<string, string | undefined>; app?: string; json: boolean; verbose: boolean }): Promise<CliContext> {
+  const config = loadConfig({ ...o.env, ...(o.app ? { DBOS_APPLICATION_NAME: o.app } : {}) });
+  const logger = makeLogger((line) => process.stderr.write(`${JSON.stringify(line)}\n`), { component: 'afterlife-cli' }, o.verbose ? 'DEBUG' : 'ERROR');
+  const { pool, close: closePool } = await createPool(config, logger, 'afterlife-cli');
+  const db = createDb(pool, config.database.poolMax, {
+    dbosSchema: config.dbosSchema,
+    afterlifeSchema: config.afterlifeSchema,
+    logger,
+    // A CLI waits its turn rather than failing fast like a function instance.
+    budgetWaitMs: 30_000,
+  });
+  let redis: Redis | undefined;
+  let redisReady = false;
+  if (config.redis) {
+    redis = createRedis(config.redis.url);
+    redisReady = await waitReady(redis, 1_500);
+  }
+  return {
+    config,
+    db,
+    redis,
+    redisReady,
+    lock: redis ? new RedisLock(redis, { owner: 'afterlife-cli' }) : undefined,
+    logger,
+    json: o.json,
+    progress: (line) => {
+      process.stderr.write(`${line}\n`);
+    },
+    close: async () => {
+      redis?.disconnect();
+      await closePool();
+    },
+  };
+}

@@ -1,0 +1,164 @@
+#!/usr/bin/env node
+/**
+ * The operator CLI. Configured by the same environment as the functions (DATABASE_URL or the Cloud SQL
+ * variables, DBOS_APPLICATION_NAME, REDIS_URL, …). Tables on a terminal; `--json` prints one JSON document
+ * (schemas in cli/schemas.ts). Exit codes: 0 ok, 1 failure, 2 usage or configuration error.
+ */
+import { parseArgs } from 'node:util';
+import { AfterlifeError, ConfigError } from '../shared/errors.js';
+import { type CliContext, createContext } from './context.js';
+import { migrate } from './commands/migrate.js';
+import { recover } from './commands/recover.js';
+import { status } from './commands/status.js';
+import { type CommandResult, NotAvailableError, UsageError } from './commands/types.js';
+import { drain, fork, reap } from './commands/later.js';
+import type { ErrorOutput } from './schemas.js';
+
+const USAGE = `usage: afterlife <command> [options]
+
+commands:
+  status                                executors (state, version, heartbeat age, PENDING, oldest activity),
+                                        stuck and diverged counts, recent recoveries
+  recover <executorId> [--dry-run] [--force]
+                                        re-enqueue a dead executor's PENDING workflows (refuses a live one
+                                        unless --force)
+  reap [--dry-run]                      one reaper pass: dead executors, stuck and diverged workflows
+  fork <workflowId> [--from-step N]     fork a workflow (default: from its first divergent step)
+  drain --version V [--wait] [--timeout-s S]
+                                        drain every executor of version V; --wait follows until drained
+  migrate [--dbos]                      apply afterlife's migrations (--dbos: DBOS's system schema first)
+
+options (every command):
+  --json          one JSON document on stdout (progress goes to stderr)
+  --app NAME      DBOS application name (default: DBOS_APPLICATION_NAME)
+  --verbose       afterlife's own logs on stderr
+  -h, --help      this help
+
+environment: DATABASE_URL (or INSTANCE_CONNECTION_NAME, DB_USER, DB_NAME), DBOS_APPLICATION_NAME,
+REDIS_URL, and the rest of the README's configuration table.
+exit codes: 0 ok, 1 failure, 2 usage or configuration error.
+`;
+
+const COMMON = {
+  json: { type: 'boolean', default: false },
+  app: { type: 'string' },
+  verbose: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+
+const COMMANDS = {
+  status: {},
+  recover: { 'dry-run': { type: 'boolean', default: false }, force: { type: 'boolean', default: false } },
+  reap: { 'dry-run': { type: 'boolean', default: false } },
+  fork: { 'from-step': { type: 'string' } },
+  drain: { version: { type: 'string' }, wait: { type: 'boolean', default: false }, 'timeout-s': { type: 'string' } },
+  migrate: { dbos: { type: 'boolean', default: false } },
+} as const;
+type CommandName = keyof typeof COMMANDS;
+
+export async function main(argv: string[], env: Record<string, string | undefined> = process.env): Promise<number> {
+  const [name, ...rest] = argv;
+  const wantsJson = rest.includes('--json');
+  if (name === undefined || name === '-h' || name === '--help' || name === 'help') {
+    // Asked for help: stdout, success. Called with nothing: a usage error on stderr.
+    (name === undefined ? process.stderr : process.stdout).write(USAGE);
+    return name === undefined ? 2 : 0;
+  }
+  if (!(name in COMMANDS)) return fail(wantsJson, new UsageError(`unknown command "${name}"`), 2);
+  const command = name as CommandName;
+
+  let parsed: ReturnType<typeof parseCommand>;
+  try {
+    parsed = parseCommand(command, rest);
+  } catch (err) {
+    return fail(wantsJson, new UsageError(err instanceof Error ? err.message : String(err)), 2);
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const json = values.json === true;
+
+  let ctx: CliContext | undefined;
+  try {
+    const run = dispatch(command, values, positionals);
+    ctx = await createContext({ env, ...(typeof values.app === 'string' ? { app: values.app } : {}), json, verbose: values.verbose === true });
+    const result = await run(ctx);
+    process.stdout.write(json ? `${JSON.stringify(result.json)}\n` : result.text);
+    return result.exitCode;
+  } catch (err) {
+    const code = err instanceof UsageError || err instanceof ConfigError ? 2 : 1;
+    return fail(json, err, code);
+  } finally {
+    await ctx?.close().catch(() => undefined);
+  }
+}
+
+type Values = Record<string, string | boolean | undefined>;
+
+function parseCommand(command: CommandName, args: string[]): { values: Values; positionals: string[] } {
+  const { values, positionals } = parseArgs({ args, options: { ...COMMON, ...COMMANDS[command] }, allowPositionals: true, strict: true });
+  return { values: values as Values, positionals };
+}
+
+/** Validates arguments before anything connects, so usage errors never wait on a database. */
+function dispatch(command: CommandName, values: Values, positionals: string[]): (ctx: CliContext) => Promise<CommandResult<unknown>> {
+  const noPositionals = () => {
+    if (positionals.length) throw new UsageError(`${command} takes no positional arguments (got ${positionals.join(' ')})`);
+  };
+  switch (command) {
+    case 'status':
+      noPositionals();
+      return (ctx) => status(ctx);
+    case 'migrate':
+      noPositionals();
+      return (ctx) => migrate(ctx, { dbos: values.dbos === true });
+    case 'recover': {
+      const [executorId, ...extra] = positionals;
+      if (!executorId || extra.length) throw new UsageError('recover takes exactly one executor ID: afterlife recover <executorId> [--dry-run]');
+      return (ctx) => recover(ctx, executorId, { dryRun: values['dry-run'] === true, force: values.force === true });
+    }
+    case 'reap':
+      noPositionals();
+      return (ctx) => reap(ctx, { dryRun: values['dry-run'] === true });
+    case 'fork': {
+      const [workflowId, ...extra] = positionals;
+      if (!workflowId || extra.length) throw new UsageError('fork takes exactly one workflow ID: afterlife fork <workflowId> [--from-step N]');
+      const raw = values['from-step'];
+      let fromStep: number | undefined;
+      if (typeof raw === 'string') {
+        if (!/^\d+$/.test(raw)) throw new UsageError(`--from-step must be a non-negative integer (got "${raw}")`);
+        fromStep = Number(raw);
+      }
+      return (ctx) => fork(ctx, workflowId, fromStep === undefined ? {} : { fromStep });
+    }
+    case 'drain': {
+      noPositionals();
+      const version = values.version;
+      if (typeof version !== 'string' || version === '') throw new UsageError('drain needs --version V');
+      const rawTimeout = values['timeout-s'];
+      if (rawTimeout !== undefined && (typeof rawTimeout !== 'string' || !/^\d+$/.test(rawTimeout) || Number(rawTimeout) < 1)) {
+        throw new UsageError(`--timeout-s must be a positive integer (got "${String(rawTimeout)}")`);
+      }
+      return (ctx) => drain(ctx, { version, wait: values.wait === true, timeoutS: rawTimeout === undefined ? 300 : Number(rawTimeout) });
+    }
+  }
+}
+
+function fail(json: boolean, err: unknown, exitCode: 1 | 2): number {
+  const message = err instanceof Error ? err.message : String(err);
+  const code =
+    err instanceof UsageError ? 'usage' : err instanceof NotAvailableError ? 'not_available' : err instanceof AfterlifeError ? err.code : 'failed';
+  const issues = err instanceof ConfigError ? err.issues : undefined;
+  if (json) {
+    const out: ErrorOutput = { error: { code, message, ...(issues ? { issues } : {}) } };
+    process.stdout.write(`${JSON.stringify(out)}\n`);
+  } else {
+    process.stderr.write(`afterlife: ${message}\n`);
+    if (exitCode === 2 && err instanceof UsageError) process.stderr.write(`run "afterlife --help" for usage\n`);
+  }
+  return exitCode;
+}
+
+process.exitCode = await main(process.argv.slice(2));

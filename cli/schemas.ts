@@ -1,0 +1,86 @@
+import { z } from 'zod';
+
+/**
+ * The `--json` output of every command: one JSON document on stdout, validated by these schemas in the
+ * tests, so scripts can rely on the shape. Errors (any command) print `ErrorOutput` and exit non-zero.
+ */
+const iso = z.iso.datetime({ offset: true });
+
+export const ExecutorStatus = z.object({
+  executorId: z.string().nullable(),
+  /** From the heartbeat when there is one, else the registry; `lapsed` = registry says alive, no heartbeat; `unknown` = only seen in DBOS's rows. */
+  state: z.enum(['alive', 'draining', 'drained', 'dead', 'lapsed', 'unknown']),
+  applicationVersions: z.array(z.string()),
+  heartbeatAgeMs: z.number().int().nonnegative().nullable(),
+  heartbeatTtlMs: z.number().int().nonnegative().nullable(),
+  inFlight: z.number().int().nonnegative().nullable(),
+  pending: z.number().int().nonnegative(),
+  stuck: z.number().int().nonnegative(),
+  oldestActivityAt: iso.nullable(),
+  oldestActivityAgeMs: z.number().int().nullable(),
+  lastStateChangeAt: iso.nullable(),
+  reason: z.string().nullable(),
+});
+
+export const StatusOutput = z.object({
+  command: z.literal('status'),
+  applicationName: z.string(),
+  generatedAt: iso,
+  redis: z.enum(['ok', 'unavailable', 'not-configured']),
+  stuckAfterMs: z.number().int().positive(),
+  executors: z.array(ExecutorStatus),
+  totals: z.object({
+    executors: z.number().int().nonnegative(),
+    alive: z.number().int().nonnegative(),
+    pending: z.number().int().nonnegative(),
+    enqueued: z.number().int().nonnegative(),
+    stuck: z.number().int().nonnegative(),
+    diverged: z.number().int().nonnegative(),
+    byStatus: z.record(z.string(), z.number().int().nonnegative()),
+  }),
+  recentRecoveries: z.array(
+    z.object({
+      id: z.number().int(),
+      executorId: z.string(),
+      reason: z.string(),
+      detectedBy: z.string(),
+      lockMode: z.enum(['locked', 'degraded']),
+      outcome: z.enum(['completed', 'partial', 'failed']).nullable(),
+      reenqueued: z.number().int().nonnegative(),
+      startedAt: iso,
+      durationMs: z.number().int().nonnegative().nullable(),
+    }),
+  ),
+});
+export type StatusOutput = z.infer<typeof StatusOutput>;
+
+export const RecoverOutput = z.object({
+  command: z.literal('recover'),
+  applicationName: z.string(),
+  executorId: z.string(),
+  dryRun: z.boolean(),
+  /** PENDING rows the executor owns, per application version (`(none)` for NULL), before any change. */
+  pendingByVersion: z.record(z.string(), z.number().int().nonnegative()),
+  outcome: z.enum(['dry-run', 'completed', 'nothing-to-do', 'false-alarm']),
+  reenqueued: z.number().int().nonnegative(),
+  recoveryId: z.number().int().nullable(),
+  lockMode: z.enum(['locked', 'degraded']).nullable(),
+  durationMs: z.number().int().nonnegative().nullable(),
+  versionsWithoutExecutor: z.array(z.string()),
+});
+export type RecoverOutput = z.infer<typeof RecoverOutput>;
+
+export const MigrateOutput = z.object({
+  command: z.literal('migrate'),
+  dbosSchema: z.string(),
+  afterlifeSchema: z.string(),
+  dbosMigration: z.number().int(),
+  applied: z.array(z.string()),
+  current: z.array(z.string()),
+});
+export type MigrateOutput = z.infer<typeof MigrateOutput>;
+
+export const ErrorOutput = z.object({
+  error: z.object({ code: z.string(), message: z.string(), issues: z.array(z.string()).optional() }),
+});
+export type ErrorOutput = z.infer<typeof ErrorOutput>;
