@@ -1,0 +1,98 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ErrorOutput, RecoverOutput } from '../../../cli/schemas.js';
+import { createRedis } from '../../../shared/lock/redis.js';
+import { auditedIds, beat, checkpointCount, pendingIds, waitAllSuccess } from '../../helpers/agents.js';
+import { parseJson, runCli } from '../../helpers/cli.js';
+import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
+import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
+import { TEST_REDIS_URL } from '../../helpers/services.js';
+
+/**
+ * `afterlife recover` against real services: a real DBOS executor is SIGKILLed mid-run; the dry run counts
+ * its orphans and changes nothing; the recovery re-enqueues exactly them (audited) and a live executor of
+ * the same version completes them. A live executor is refused without --force.
+ */
+describe('afterlife recover', () => {
+  let tdb: TestDatabase;
+  const executors: ExecutorHandle[] = [];
+  const redis = createRedis(TEST_REDIS_URL);
+  const app = uniqueName('cli-recover');
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    env = { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: app, REDIS_URL: TEST_REDIS_URL };
+  });
+  afterAll(async () => {
+    await Promise.all(executors.map((e) => e.stop()));
+    redis.disconnect();
+    await tdb?.drop();
+  });
+
+  it('dry run counts, recovery re-enqueues exactly the orphans, a live executor finishes them', async () => {
+    const a = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-A' });
+    executors.push(a);
+    const ids = Array.from({ length: 5 }, (_, i) => `r-${i}`);
+    for (const id of ids) await a.start(id, { steps: 3, stepMs: 300 });
+    await waitFor('a checkpoint', async () => (await checkpointCount(tdb.sql)) >= 2);
+    a.kill('SIGKILL');
+    await a.exited;
+    const orphans = await pendingIds(tdb.sql, 'exec-A');
+    expect(orphans.length).toBeGreaterThan(0);
+
+    const dry = await runCli(['recover', 'exec-A', '--dry-run', '--json'], env);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(parseJson(dry, RecoverOutput)).toMatchObject({ dryRun: true, outcome: 'dry-run', reenqueued: 0, pendingByVersion: { v1: orphans.length } });
+    expect(await pendingIds(tdb.sql, 'exec-A')).toEqual(orphans);
+    const dryText = await runCli(['recover', 'exec-A', '--dry-run'], env);
+    expect(dryText.stdout).toBe(`exec-A owns ${orphans.length} PENDING workflow(s) (v1: ${orphans.length}); dry run: nothing changed.\n`);
+
+    const b = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-B' });
+    executors.push(b);
+    await beat(redis, app, 'exec-B', 'v1');
+
+    const run = await runCli(['recover', 'exec-A', '--json'], env);
+    expect(run.code, run.stderr).toBe(0);
+    const out = parseJson(run, RecoverOutput);
+    expect(out).toMatchObject({ dryRun: false, outcome: 'completed', reenqueued: orphans.length, lockMode: 'locked', versionsWithoutExecutor: [] });
+    expect(run.stderr).toMatch(`recovering exec-A: ${orphans.length} PENDING workflow(s) (v1: ${orphans.length})`);
+    expect(await auditedIds(tdb.sql, 'exec-A')).toEqual([...orphans].sort());
+    const audit = await tdb.sql.query<{ id: string; recovered_by: string; detected_by: string }>(`SELECT id::text, recovered_by, detected_by FROM afterlife.recoveries`);
+    expect(audit.rows).toHaveLength(1);
+    expect(Number(audit.rows[0]?.id)).toBe(out.recoveryId);
+    expect(audit.rows[0]?.detected_by).toBe('afterlife-cli');
+    expect(audit.rows[0]?.recovered_by).toMatch(/^cli:/);
+    await waitAllSuccess(tdb.sql, ids);
+
+    // Again: nothing left to do; the text output says so in one line.
+    const again = await runCli(['recover', 'exec-A'], env);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toMatch(/re-enqueued 0 workflow\(s\) of exec-A/);
+  });
+
+  it('refuses an executor with a fresh heartbeat unless --force', async () => {
+    await beat(redis, app, 'exec-live', 'v1');
+    const run = await runCli(['recover', 'exec-live', '--json'], env);
+    expect(run.code).toBe(1);
+    expect(parseJson(run, ErrorOutput).error.message).toMatch(/exec-live has a fresh heartbeat .* --force/);
+    const forced = await runCli(['recover', 'exec-live', '--force', '--json'], env);
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(parseJson(forced, RecoverOutput).outcome).toBe('nothing-to-do');
+  });
+
+  it('without Redis it runs degraded and says so', async () => {
+    await tdb.sql.query(
+      `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, executor_id, application_version, application_name) VALUES ('d-1', 'PENDING', 'agentWorkflow', 'exec-D', 'v9', $1)`,
+      [app],
+    );
+    const run = await runCli(['recover', 'exec-D'], { ...env, REDIS_URL: '' });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/re-enqueued 1 workflow\(s\) of exec-D .*\(degraded\)/);
+    expect(run.stdout).toMatch(/warning: ran without the Redis lock/);
+  });
+
+  it('usage errors exit 2', async () => {
+    expect((await runCli(['recover'], env)).code).toBe(2);
+    expect((await runCli(['recover', 'a', 'b'], env)).code).toBe(2);
+  });
+});
