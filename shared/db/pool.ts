@@ -43,8 +43,12 @@ export function createDb(pool: pg.Pool, limit: number, opts: DbOptions): Db {
     const release = await budget.acquire();
     let client: pg.PoolClient | undefined;
     let broken: Error | undefined;
+    // A backend killed while checked out (failover, pg_terminate_backend) emits 'error' on the client as
+    // well as failing the query; without a listener that second report would crash the process.
+    const onClientError = (err: Error) => opts.logger.warn('database connection lost during a statement', { err, tag });
     try {
       client = await pool.connect();
+      client.on('error', onClientError);
       if (faults.enabled) await faults.hit('db.beforeQuery', { tag, pid: (client as unknown as { processID?: number }).processID });
       return await fn(client);
     } catch (err) {
@@ -52,6 +56,7 @@ export function createDb(pool: pg.Pool, limit: number, opts: DbOptions): Db {
       throw err;
     } finally {
       // A client whose statement failed at the connection level must not go back to the pool.
+      client?.off('error', onClientError);
       client?.release(broken !== undefined && isConnectionError(broken) ? broken : undefined);
       release();
     }
