@@ -64,6 +64,7 @@ module "executor_death" {
   secret_environment_variables = local.secret_env
   vpc                          = local.vpc
   labels                       = local.labels
+  build_service_account        = var.build_service_account
 
   event_trigger = {
     pubsub_topic          = google_pubsub_topic.executor_deaths.id
@@ -77,7 +78,7 @@ module "executor_death" {
     trigger = "serviceAccount:${google_service_account.trigger.email}"
   }
 
-  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime]
+  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url]
 }
 
 module "reaper" {
@@ -95,12 +96,13 @@ module "reaper" {
   secret_environment_variables = local.secret_env
   vpc                          = local.vpc
   labels                       = local.labels
+  build_service_account        = var.build_service_account
 
   invokers = {
     scheduler = "serviceAccount:${google_service_account.scheduler.email}"
   }
 
-  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime]
+  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url]
 }
 
 module "drain" {
@@ -118,9 +120,10 @@ module "drain" {
   secret_environment_variables = local.secret_env
   vpc                          = local.vpc
   labels                       = local.labels
+  build_service_account        = var.build_service_account
 
   # Private: only the members named in drain_invokers (deployers, CI) may call it.
   invokers = var.drain_invokers
 
-  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime]
+  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url]
 }

@@ -14,12 +14,12 @@ resource "google_compute_network" "this" {
 }
 
 resource "google_compute_subnetwork" "this" {
-  count = var.network.create ? 1 : 0
+  count = var.network.create_subnetwork ? 1 : 0
 
   project = var.project_id
   region  = var.region
   name    = var.network.subnetwork
-  network = google_compute_network.this[0].id
+  network = local.network_id
   # Direct VPC egress takes one address per instance (twice that during revision changes); /26 suits the
   # default maximum of 14 instances.
   ip_cidr_range            = var.network.subnet_cidr
@@ -28,5 +28,5 @@ resource "google_compute_subnetwork" "this" {
 
 locals {
   network_id    = var.network.create ? google_compute_network.this[0].id : "projects/${var.project_id}/global/networks/${var.network.name}"
-  subnetwork_id = var.network.create ? google_compute_subnetwork.this[0].id : "projects/${var.project_id}/regions/${var.region}/subnetworks/${var.network.subnetwork}"
+  subnetwork_id = var.network.create_subnetwork ? google_compute_subnetwork.this[0].id : "projects/${var.project_id}/regions/${var.region}/subnetworks/${var.network.subnetwork}"
 }

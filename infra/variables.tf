@@ -44,6 +44,16 @@ variable "source_dir" {
   type        = string
 }
 
+variable "build_service_account" {
+  description = <<-EOT
+    Service account Cloud Build builds the functions with (projects/<project>/serviceAccounts/<email>).
+    Null uses the project's default build account, which new projects restrict; give a dedicated one
+    roles/cloudbuild.builds.builder there.
+  EOT
+  type        = string
+  default     = null
+}
+
 variable "source_bucket" {
   description = "Bucket for the source archive; created by the module when null."
   type        = string
@@ -206,15 +216,17 @@ variable "reaper_schedule" {
 
 variable "network" {
   description = <<-EOT
-    VPC for Direct VPC egress (Memorystore and a private-IP Cloud SQL live there). With create = true the
-    module creates the network and subnet; otherwise name and subnetwork name existing ones.
+    VPC for Direct VPC egress. Use the VPC where Cloud SQL's private IP lives (its private services
+    access peering is per network); Memorystore is peered into it. create makes a new VPC (then Cloud SQL
+    needs ip_type PUBLIC or its own peering); create_subnetwork makes the functions' subnet in region.
   EOT
   type = object({
-    create      = optional(bool, false)
-    name        = string
-    subnetwork  = string
-    subnet_cidr = optional(string, "10.8.0.0/26")
-    egress      = optional(string, "VPC_EGRESS_PRIVATE_RANGES_ONLY")
+    name              = string
+    create            = optional(bool, false)
+    subnetwork        = string
+    create_subnetwork = optional(bool, true)
+    subnet_cidr       = optional(string, "10.8.0.0/26")
+    egress            = optional(string, "VPC_EGRESS_PRIVATE_RANGES_ONLY")
   })
 
   validation {

@@ -20,9 +20,9 @@ module "afterlife" {
     dbos_application_name = var.dbos_application_name
   }
 
+  # The VPC of Cloud SQL's private IP; the module adds a /26 subnet for the functions.
   network = {
-    create     = true
-    name       = "afterlife"
+    name       = var.network
     subnetwork = "afterlife-${var.region}"
   }
 
@@ -31,6 +31,7 @@ module "afterlife" {
     database                 = var.database
   }
 
+  build_service_account     = var.build_service_account
   executor_service_accounts = var.executor_service_accounts
   drain_invokers            = var.drain_invokers
 }

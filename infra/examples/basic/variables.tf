@@ -24,6 +24,18 @@ variable "database" {
   type        = string
 }
 
+variable "network" {
+  description = "VPC of the Cloud SQL instance's private IP."
+  type        = string
+  default     = "default"
+}
+
+variable "build_service_account" {
+  description = "Cloud Build service account (projects/<p>/serviceAccounts/<email>), or null for the project default."
+  type        = string
+  default     = null
+}
+
 variable "executor_service_accounts" {
   description = "Service accounts of the DBOS executors that run the afterlife kit, keyed by a static name."
   type        = map(string)

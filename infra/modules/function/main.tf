@@ -18,8 +18,9 @@ resource "google_cloudfunctions2_function" "this" {
   labels      = var.labels
 
   build_config {
-    runtime     = var.runtime
-    entry_point = var.entry_point
+    runtime         = var.runtime
+    entry_point     = var.entry_point
+    service_account = var.build_service_account
     source {
       storage_source {
         bucket = var.source_archive.bucket

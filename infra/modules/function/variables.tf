@@ -38,6 +38,12 @@ variable "source_archive" {
   })
 }
 
+variable "build_service_account" {
+  description = "Service account Cloud Build uses to build the function (projects/<p>/serviceAccounts/<email>); null for the project default."
+  type        = string
+  default     = null
+}
+
 variable "service_account_email" {
   description = "Runtime service account: the identity the code runs as."
   type        = string
