@@ -59,7 +59,7 @@ module "executor_death" {
   entry_point                  = "executorDeath"
   source_archive               = local.source_archive
   service_account_email        = google_service_account.runtime["executor_death"].email
-  service                      = var.functions.executor_death
+  service                      = local.function_settings.executor_death
   environment_variables        = merge(local.common_env, local.function_env.executor_death)
   secret_environment_variables = local.secret_env
   vpc                          = local.vpc
@@ -91,7 +91,7 @@ module "reaper" {
   entry_point                  = "reaper"
   source_archive               = local.source_archive
   service_account_email        = google_service_account.runtime["reaper"].email
-  service                      = var.functions.reaper
+  service                      = local.function_settings.reaper
   environment_variables        = merge(local.common_env, local.function_env.reaper)
   secret_environment_variables = local.secret_env
   vpc                          = local.vpc
@@ -115,7 +115,7 @@ module "drain" {
   entry_point                  = "drain"
   source_archive               = local.source_archive
   service_account_email        = google_service_account.runtime["drain"].email
-  service                      = var.functions.drain
+  service                      = local.function_settings.drain
   environment_variables        = merge(local.common_env, local.function_env.drain)
   secret_environment_variables = local.secret_env
   vpc                          = local.vpc

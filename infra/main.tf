@@ -62,6 +62,19 @@ locals {
     }
   }
 
+  function_defaults = {
+    # Recovering a large backlog runs batch after batch within the budget; redelivery finishes the rest.
+    executor_death = { timeout_seconds = 300, max_instances = 10, ingress_settings = "ALLOW_INTERNAL_ONLY" }
+    # One invocation ticks every REAPER_TICK_MS until its budget ends; Scheduler starts the next a minute later.
+    reaper = { timeout_seconds = 60, max_instances = 2, ingress_settings = "ALLOW_INTERNAL_ONLY" }
+    # Called by deployers (CI) from outside the VPC; IAM still decides who may call it.
+    drain = { timeout_seconds = 540, max_instances = 2, ingress_settings = "ALLOW_ALL" }
+  }
+  function_settings = {
+    for key, defaults in local.function_defaults :
+    key => merge(defaults, { for field, value in try(var.functions[key], {}) : field => value if value != null })
+  }
+
   # Secrets reach the code as environment variables resolved by Cloud Run at instance start.
   secret_env = merge(
     var.redis.enabled ? { REDIS_URL = { secret = google_secret_manager_secret.redis_url[0].secret_id } } : {},

@@ -11,6 +11,6 @@ rm -rf "$out"
 mkdir -p "$out"
 cp package.json package-lock.json "$out/"
 cp -R dist "$out/dist"
-rm -rf "$out/dist/test" "$out/dist/bench"
+rm -rf "$out/dist/test" "$out/dist/bench" "$out/dist/examples" "$out/dist/scripts"  # not deployed: tests, benchmarks, example app, local stack
 (cd "$out" && npm pkg delete scripts >/dev/null)
 echo "deployable package in $out ($(du -sh "$out" | cut -f1))"

@@ -33,10 +33,15 @@ resource "google_pubsub_topic" "workflow_dead_letters" {
 }
 
 # A topic keeps nothing without a subscription: these hold dead letters until an operator reads them.
-resource "google_pubsub_subscription" "executor_deaths_dead_letter" {
+resource "google_pubsub_subscription" "hold" {
+  for_each = {
+    executor_deaths_dead_letter = google_pubsub_topic.executor_deaths_dead_letter
+    workflow_dead_letters       = google_pubsub_topic.workflow_dead_letters
+  }
+
   project                    = var.project_id
-  name                       = "${var.topics.executor_deaths_dead_letter}-hold"
-  topic                      = google_pubsub_topic.executor_deaths_dead_letter.id
+  name                       = "${each.value.name}-hold"
+  topic                      = each.value.id
   message_retention_duration = var.topics.message_retention
   retain_acked_messages      = true
   ack_deadline_seconds       = 60
@@ -44,20 +49,6 @@ resource "google_pubsub_subscription" "executor_deaths_dead_letter" {
 
   expiration_policy {
     ttl = "" # never expires for inactivity
-  }
-}
-
-resource "google_pubsub_subscription" "workflow_dead_letters" {
-  project                    = var.project_id
-  name                       = "${var.topics.workflow_dead_letters}-hold"
-  topic                      = google_pubsub_topic.workflow_dead_letters.id
-  message_retention_duration = var.topics.message_retention
-  retain_acked_messages      = true
-  ack_deadline_seconds       = 60
-  labels                     = local.labels
-
-  expiration_policy {
-    ttl = ""
   }
 }
 

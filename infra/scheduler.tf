@@ -13,7 +13,7 @@ resource "google_cloud_scheduler_job" "reaper" {
   time_zone   = var.reaper_schedule.time_zone
   paused      = var.reaper_schedule.paused
   # Scheduler waits for the whole invocation (its ticks run until the function's budget ends).
-  attempt_deadline = "${var.functions.reaper.timeout_seconds + 30}s"
+  attempt_deadline = "${local.function_settings.reaper.timeout_seconds + 30}s"
 
   retry_config {
     retry_count = 0

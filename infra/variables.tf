@@ -146,39 +146,26 @@ variable "executor_death_dead_letter" {
  *****************************************/
 
 variable "functions" {
-  description = "Per-function scaling. Instances × DB_POOL_MAX bounds afterlife's Postgres connections."
-  type = object({
-    executor_death = optional(object({
-      timeout_seconds  = optional(number, 300)
-      memory           = optional(string, "512Mi")
-      cpu              = optional(string, "1")
-      min_instances    = optional(number, 0)
-      max_instances    = optional(number, 10)
-      concurrency      = optional(number, 1)
-      ingress_settings = optional(string, "ALLOW_INTERNAL_ONLY")
-    }), {})
-    reaper = optional(object({
-      # One invocation ticks every REAPER_TICK_MS until its budget ends; Scheduler starts the next a minute later.
-      timeout_seconds  = optional(number, 60)
-      memory           = optional(string, "512Mi")
-      cpu              = optional(string, "1")
-      min_instances    = optional(number, 0)
-      max_instances    = optional(number, 2)
-      concurrency      = optional(number, 1)
-      ingress_settings = optional(string, "ALLOW_INTERNAL_ONLY")
-    }), {})
-    drain = optional(object({
-      timeout_seconds = optional(number, 540)
-      memory          = optional(string, "512Mi")
-      cpu             = optional(string, "1")
-      min_instances   = optional(number, 0)
-      max_instances   = optional(number, 2)
-      concurrency     = optional(number, 1)
-      # Called by deployers (CI) from outside the VPC; IAM still decides who may call it.
-      ingress_settings = optional(string, "ALLOW_ALL")
-    }), {})
-  })
+  description = <<-EOT
+    Per-function scaling, keyed executor_death, reaper, drain. Unset fields keep local.function_defaults
+    (main.tf) and then modules/function's defaults. Instances × DB_POOL_MAX bounds afterlife's Postgres
+    connections.
+  EOT
+  type = map(object({
+    timeout_seconds  = optional(number)
+    memory           = optional(string)
+    cpu              = optional(string)
+    min_instances    = optional(number)
+    max_instances    = optional(number)
+    concurrency      = optional(number)
+    ingress_settings = optional(string)
+  }))
   default = {}
+
+  validation {
+    condition     = alltrue([for key in keys(var.functions) : contains(["executor_death", "reaper", "drain"], key)])
+    error_message = "functions is keyed executor_death, reaper and drain."
+  }
 }
 
 variable "drain_invokers" {
