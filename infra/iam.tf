@@ -65,7 +65,7 @@ resource "google_project_iam_member" "runtime" {
 # The IAM database users; their Postgres grants (schemas, pg_read_all_stats for the reaper) are SQL,
 # which the google provider cannot run: README, "Deploying to Google Cloud", step 4.
 resource "google_sql_user" "runtime" {
-  for_each = var.cloud_sql.create_iam_users && local.iam_db_auth ? local.runtime_accounts : {}
+  for_each = { for key, description in local.runtime_accounts : key => description if var.cloud_sql.create_iam_users && local.iam_db_auth }
 
   project  = local.sql_project
   instance = local.sql_instance

@@ -4,7 +4,7 @@
  *****************************************/
 
 locals {
-  labels = merge({ app = "afterlife", "afterlife-app" = lower(replace(var.afterlife.dbos_application_name, "/[^a-zA-Z0-9_-]/", "-")) }, var.labels)
+  labels = merge({ app = "afterlife", "afterlife-app" = substr(lower(replace(var.afterlife.dbos_application_name, "/[^a-zA-Z0-9_-]/", "-")), 0, 63) }, var.labels)
 
   # Cloud SQL's IAM is project-level (no per-instance policy), and the instance may live in another project.
   sql_project  = split(":", var.cloud_sql.instance_connection_name)[0]
@@ -76,10 +76,14 @@ locals {
   }
 
   # Secrets reach the code as environment variables resolved by Cloud Run at instance start.
-  secret_env = merge(
-    var.redis.enabled ? { REDIS_URL = { secret = google_secret_manager_secret.redis_url[0].secret_id } } : {},
-    local.iam_db_auth ? {} : { DB_PASSWORD = { secret = var.cloud_sql.password_secret } },
-  )
+  # (A filtered for-expression, not `cond ? {...} : {}`: object literals of different shapes are
+  # inconsistent conditional types in Terraform.)
+  secret_env = {
+    for key, secret in {
+      REDIS_URL   = var.redis.enabled ? google_secret_manager_secret.redis_url[0].secret_id : null
+      DB_PASSWORD = var.cloud_sql.password_secret
+    } : key => { secret = secret } if secret != null
+  }
 
   vpc = {
     network    = local.network_id

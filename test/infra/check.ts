@@ -384,7 +384,7 @@ function resolveValue(scope: Scope, value: Json | undefined, depth = 0): Resolve
   return base;
 }
 
-const ENV_KEY_IN_EXPR = /[{,]\s*"?([A-Z][A-Z0-9_]*)"?\s*=/g;
+const ENV_KEY_IN_EXPR = /(?:^|[{,\n])\s*"?([A-Z][A-Z0-9_]*)"?\s*=(?!=)/g;
 
 /**
  * The keys of a map expression: object literals, plus the maps it references through var./local.

@@ -49,7 +49,7 @@ describe('infra/ as committed', () => {
 
   it('gives every function the database, app name, timeout and Redis it needs', () => {
     for (const f of real.functions) {
-      expect(f.env).toEqual(expect.arrayContaining(['DBOS_APPLICATION_NAME', 'INSTANCE_CONNECTION_NAME', 'DB_USER', 'DB_NAME', 'FUNCTION_TIMEOUT_S', 'REDIS_URL']));
+      expect(f.env).toEqual(expect.arrayContaining(['DBOS_APPLICATION_NAME', 'INSTANCE_CONNECTION_NAME', 'DB_USER', 'DB_NAME', 'FUNCTION_TIMEOUT_S', 'REDIS_URL', 'DB_PASSWORD']));
     }
   });
 
