@@ -47,6 +47,8 @@ locals {
 
 /******************************************
   The three functions. entry_point must be a target functions/index.ts registers.
+  Three explicit calls rather than one for_each: who may invoke each function, and what triggers it,
+  stays readable in review and checkable by test/infra without evaluating Terraform.
  *****************************************/
 
 module "executor_death" {
