@@ -33,18 +33,24 @@ resource "google_service_account" "runtime" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-${replace(each.key, "_", "-")}"
   display_name = each.value
+
+  depends_on = [google_project_service.this]
 }
 
 resource "google_service_account" "scheduler" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-scheduler"
   display_name = "afterlife: Cloud Scheduler's identity when it calls the reaper (OIDC)"
+
+  depends_on = [google_project_service.this]
 }
 
 resource "google_service_account" "trigger" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-trigger"
   display_name = "afterlife: Eventarc's identity when it delivers death notices to executorDeath"
+
+  depends_on = [google_project_service.this]
 }
 
 /******************************************
