@@ -778,7 +778,8 @@ export async function terraformFmt(root: string): Promise<Problem[] | null> {
   const cliConfig = join(dir, 'terraformrc');
   await writeFile(cliConfig, '');
   try {
-    await run(TERRAFORM, ['fmt', '-check', '-recursive', '-list=true', root], { env: { ...process.env, TF_CLI_CONFIG_FILE: cliConfig } });
+    // Run inside root so the listed files are relative to it, wherever the checkout lives.
+    await run(TERRAFORM, ['fmt', '-check', '-recursive', '-list=true', '.'], { cwd: root, env: { ...process.env, TF_CLI_CONFIG_FILE: cliConfig } });
     return [];
   } catch (err) {
     const stdout = (err as { stdout?: string }).stdout ?? '';
