@@ -13,10 +13,16 @@ export interface Db {
   readonly dbosSchema: string;
   readonly afterlifeSchema: string;
   readonly budget: DbBudget;
+  /**
+   * `tag` names the statement in logs and fault points. With `prepared`, the tag also names a server-side
+   * prepared statement, so a statement run many times in a row (recovery batches) is planned once per
+   * connection.
+   */
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(
     text: string,
     values?: unknown[],
     tag?: string,
+    opts?: { prepared?: boolean },
   ): Promise<pg.QueryResult<R>>;
   transaction<T>(fn: (client: pg.ClientBase) => Promise<T>, tag?: string): Promise<T>;
   end(): Promise<void>;
@@ -66,7 +72,8 @@ export function createDb(pool: pg.Pool, limit: number, opts: DbOptions): Db {
     dbosSchema: opts.dbosSchema,
     afterlifeSchema: opts.afterlifeSchema,
     budget,
-    query: (text, values, tag) => withClient(tag, (c) => c.query(text, values)),
+    query: (text, values, tag, o) =>
+      withClient(tag, (c) => (o?.prepared && tag ? c.query({ name: tag, text, values: values ?? [] }) : c.query(text, values))),
     transaction: (fn, tag) =>
       withClient(tag, async (c) => {
         await c.query('BEGIN');
