@@ -5,7 +5,7 @@ import { ROOT } from './functions.js';
 
 /**
  * A real DBOS executor — the example agent app (dist/examples/agent-app/main.js) — in a child process,
- * driven over IPC and stopped with real signals. The demo's executors; the tests' helper has the same shape.
+ * driven over IPC and stopped with real signals. The demo's executors and the tests' (test/helpers/executor.ts).
  */
 export const AGENT_APP = join(ROOT, 'dist/examples/agent-app/main.js');
 
@@ -17,35 +17,45 @@ export interface AgentExecutor {
   output: string[];
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   start(workflowId: string, spec: AgentSpec, queueName?: string): Promise<void>;
+  kill(signal: NodeJS.Signals): void;
+  /** SIGKILL if still running; safe to call twice. */
   stop(): Promise<void>;
 }
 
-export async function startAgentExecutor(o: {
+export interface AgentExecutorOptions {
   databaseUrl: string;
   applicationName: string;
   applicationVersion: string;
   executorId: string;
+  queues?: Record<string, { concurrency?: number; workerConcurrency?: number }>;
+  /** Applied last: overrides everything above. */
   env?: Record<string, string>;
+  /** Defaults to the example agent app. */
+  script?: string;
   readyTimeoutMs?: number;
-}): Promise<AgentExecutor> {
+}
+
+export async function startAgentExecutor(o: AgentExecutorOptions): Promise<AgentExecutor> {
   const output: string[] = [];
-  const child = fork(AGENT_APP, [], {
+  const child = fork(o.script ?? AGENT_APP, [], {
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     env: {
       ...process.env,
-      ...o.env,
       DBOS_SYSTEM_DATABASE_URL: o.databaseUrl,
       DBOS_APP_NAME: o.applicationName,
       DBOS__APPVERSION: o.applicationVersion,
       DBOS__VMID: o.executorId,
-      // The stack migrated DBOS's schema once; concurrent launches migrating a fresh database race.
+      AGENT_QUEUES: JSON.stringify(o.queues ?? {}),
+      // DBOS's schema is migrated once up front; concurrent launches migrating a fresh database race.
       DBOS_RUN_MIGRATIONS: 'false',
       METADATA_SERVER_DETECTION: 'none',
+      ...o.env,
     },
   });
   const keep = (b: Buffer) => {
     output.push(b.toString());
-    if (output.length > 200) output.shift();
+    // Bounded for long demo runs; error messages show the tail.
+    if (output.length > 5_000) output.shift();
   };
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
@@ -87,6 +97,9 @@ export async function startAgentExecutor(o: {
         pending.set(id, { resolve, reject });
         child.send({ id, cmd: 'start', workflowId, spec, ...(queueName ? { queueName } : {}) });
       }),
+    kill: (signal) => {
+      child.kill(signal);
+    },
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       await exited;
