@@ -37,7 +37,8 @@ export class Lifecycle {
   }
 }
 
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+/** Rejects after `ms`; the timer never keeps the process alive. */
+export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
     p,
@@ -51,9 +52,26 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
 let processHandlersInstalled = false;
 
 /**
- * Runs `lifecycle.shutdown()` on SIGTERM/SIGINT before the process exits. functions-framework calls
- * process.exit() synchronously from its own listener (invoker.ts, ErrorHandler.register); listeners added
- * at import time run first, so we defer that exit until cleanup finishes or the grace timer fires.
+ * Swallows `process.exit` until the returned function is called. functions-framework calls process.exit()
+ * synchronously from its own SIGTERM listener (invoker.ts, ErrorHandler.register) and offers no hook;
+ * listeners added at import time run before its own, so holding the exit there buys the time to clean up.
+ * The first code asked for is kept and used when we really exit.
+ */
+export function holdExit(): (code?: number) => void {
+  if (heldExit) return heldExit;
+  const realExit = process.exit.bind(process);
+  let requested: number | undefined;
+  process.exit = ((code?: number | string | null) => {
+    requested ??= typeof code === 'number' ? code : undefined;
+  }) as typeof process.exit;
+  heldExit = (code?: number) => realExit(code ?? requested ?? 0);
+  return heldExit;
+}
+let heldExit: ((code?: number) => void) | undefined;
+
+/**
+ * Runs `lifecycle.shutdown()` on SIGTERM/SIGINT before the process exits, deferring functions-framework's
+ * immediate exit until cleanup finishes or the grace timer fires.
  */
 export function installSignalHandlers(lifecycle: Lifecycle, graceMs = 8_000, log: (m: string) => void = () => undefined): void {
   if (processHandlersInstalled) return;
@@ -61,15 +79,11 @@ export function installSignalHandlers(lifecycle: Lifecycle, graceMs = 8_000, log
   for (const sig of ['SIGTERM', 'SIGINT'] as const) {
     process.once(sig, () => {
       log(`${sig}: shutting down`);
-      const realExit = process.exit.bind(process);
-      process.exit = ((code?: number) => {
-        exitCode = code ?? exitCode;
-      }) as typeof process.exit;
-      let exitCode: number | undefined = 0;
-      const timer = setTimeout(() => realExit(exitCode), graceMs);
+      const exit = holdExit();
+      const timer = setTimeout(() => exit(), graceMs);
       void lifecycle.shutdown().finally(() => {
         clearTimeout(timer);
-        realExit(exitCode);
+        exit();
       });
     });
   }
