@@ -1,0 +1,154 @@
+import { DBOSClient } from '@dbos-inc/dbos-sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useRuntime } from '../../../functions/runtime.js';
+import '../../../functions/index.js';
+import type { DrainProgress } from '../../../shared/drain/index.js';
+import { serve } from '../../helpers/cloudEvents.js';
+import { createTestDatabase, type TestDatabase, uniqueName, waitFor, workflowRows } from '../../helpers/db.js';
+import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
+import { kitEnv, statuses } from '../../helpers/kit.js';
+import { testRuntime } from '../../helpers/runtime.js';
+
+/**
+ * Acceptance D and E through the served `drain` function: a planned drain of v1 stops its executors
+ * claiming queued work (new work goes to v2), lets them finish what they hold and report drained, with
+ * GET showing progress and then `done`; bad requests get 400 with the reason, an unknown version an empty
+ * report.
+ */
+describe('drain function', () => {
+  let tdb: TestDatabase;
+  let rt: ReturnType<typeof testRuntime>;
+  let server: Awaited<ReturnType<typeof serve>>;
+  let client: DBOSClient | undefined;
+  const executors: ExecutorHandle[] = [];
+  const app = uniqueName('app-drain');
+  const queues = { agents: {} };
+
+  const post = (body: unknown, raw = false) =>
+    fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: raw ? String(body) : JSON.stringify(body) });
+  const progress = async (version: string) => {
+    const res = await fetch(`${server.url}/?applicationVersion=${encodeURIComponent(version)}`);
+    expect(res.status).toBe(200);
+    return (await res.json()) as DrainProgress;
+  };
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app });
+    useRuntime(rt);
+    server = await serve('drain');
+  });
+  afterAll(async () => {
+    await Promise.all(executors.map((e) => e.stop()));
+    await client?.destroy();
+    await server?.close();
+    await rt?.close();
+    await tdb?.drop();
+  });
+
+  it('E: bad requests get 400 with the reason; an unknown version is an empty report', async () => {
+    const cases: Array<[unknown, RegExp, boolean?]> = [
+      [{}, /exactly one of applicationVersion or executorIds/],
+      [{ applicationVersion: 'v1', executorIds: ['x'] }, /exactly one/],
+      [{ executorIds: [] }, /executorIds must not be empty/],
+      [{ applicationVersion: '' }, /applicationVersion/],
+      [{ applicationVersion: 'v1', budgetMs: -5 }, /budgetMs/],
+      [{ applicationVersion: 'v1', callbackUrl: 'http://attacker.example/' }, /callbackUrl/],
+      [{ executorIds: 'exec-1' }, /executorIds/],
+      ['{not json', /./, true],
+    ];
+    for (const [body, reason, raw] of cases) {
+      const res = await post(body, raw);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      const text = await res.text();
+      expect(text, JSON.stringify(body)).toMatch(reason);
+    }
+    const noQuery = await fetch(server.url);
+    expect(noQuery.status).toBe(400);
+    expect(await noQuery.text()).toMatch(/applicationVersion/);
+    expect((await fetch(server.url, { method: 'PUT' })).status).toBe(405);
+    expect(await progress('no-such-version')).toEqual({ applicationName: app, applicationVersion: 'no-such-version', executors: [], pending: 0, done: true, heartbeatsKnown: true });
+    // No drain request was written by any of the bad requests.
+    expect((await tdb.sql.query('SELECT 1 FROM afterlife.drain_requests')).rowCount).toBe(0);
+  });
+
+  it('D: v1 stops claiming, finishes what it holds, reports drained; new work goes to v2; GET shows progress then done', async () => {
+    const env = kitEnv({ ttlMs: 1_500 });
+    const v1 = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-v1', queues, env });
+    executors.push(v1);
+    const v2 = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v2', executorId: 'exec-v2', queues, env });
+    executors.push(v2);
+    const held = ['d-0', 'd-1', 'd-2'];
+    for (const id of held) await v1.start(id, { steps: 4, stepMs: 700 });
+    await waitFor('v1 beating', async () => (await progress('v1')).executors[0]?.state === 'alive');
+
+    const res = await post({ applicationVersion: 'v1', budgetMs: 30_000 });
+    expect(res.status).toBe(202);
+    const accepted = (await res.json()) as DrainProgress & { requestIds: number[]; budgetMs: number };
+    expect(accepted.requestIds).toHaveLength(1);
+    expect(accepted.budgetMs).toBe(30_000);
+    expect(accepted.executors.map((e) => e.executorId)).toEqual(['exec-v1']);
+    expect(accepted.done).toBe(false);
+
+    const seen = new Set<string>();
+    const during = await waitFor('v1 draining', async () => {
+      const p = await progress('v1');
+      seen.add(p.executors[0]?.state ?? 'none');
+      return p.executors[0]?.state === 'draining' ? p : undefined;
+    });
+    expect(during.done).toBe(false);
+    expect(during.pending).toBeGreaterThan(0);
+    expect(during.executors[0]?.heartbeatAgeMs).toBeLessThan(1_500);
+
+    // New work while v1 drains: unpinned work goes to the latest version (v2); work pinned to v1 waits,
+    // because the draining v1 executor no longer dequeues.
+    client = await DBOSClient.create({ systemDatabaseUrl: tdb.url });
+    await client.enqueue({ queueName: 'agents', workflowName: 'agentWorkflow', workflowID: 'd-new' }, { steps: 1, stepMs: 10 });
+    await client.enqueue({ queueName: 'agents', workflowName: 'agentWorkflow', workflowID: 'd-pinned', appVersion: 'v1' }, { steps: 1, stepMs: 10 });
+
+    const done = await waitFor(
+      'drain done',
+      async () => {
+        const p = await progress('v1');
+        seen.add(p.executors[0]?.state ?? 'none');
+        return p.done ? p : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    expect(done.executors).toMatchObject([{ executorId: 'exec-v1', state: 'drained', pending: 0, inFlight: 0 }]);
+    expect(seen.has('draining')).toBe(true);
+
+    // What v1 held finished on v1, each step once; no recovery was needed.
+    expect(await statuses(tdb.sql, held)).toEqual({ SUCCESS: 3 });
+    expect((await workflowRows(tdb.sql, held)).every((r) => r.executor_id === 'exec-v1')).toBe(true);
+    const twice = await tdb.sql.query(`SELECT workflow_id, step FROM public.step_runs WHERE phase = 'start' AND workflow_id = ANY($1) GROUP BY 1, 2 HAVING count(*) > 1`, [held]);
+    expect(twice.rows).toEqual([]);
+    expect((await tdb.sql.query('SELECT 1 FROM afterlife.recoveries')).rowCount).toBe(0);
+
+    await waitFor('new work done on v2', async () => (await workflowRows(tdb.sql, ['d-new']))[0]?.status === 'SUCCESS');
+    const [fresh] = await workflowRows(tdb.sql, ['d-new']);
+    expect(fresh?.executor_id).toBe('exec-v2');
+    const [pinned] = await workflowRows(tdb.sql, ['d-pinned']);
+    expect(pinned?.status).toBe('ENQUEUED');
+
+    // v1 stays up idle (not configured to exit) and keeps reporting drained; v2 is untouched.
+    expect(v1.child.exitCode).toBeNull();
+    expect((await progress('v2')).executors).toMatchObject([{ executorId: 'exec-v2', state: 'alive' }]);
+    const reg = await tdb.sql.query(`SELECT executor_id, state FROM afterlife.executors WHERE application_name = $1 ORDER BY 1`, [app]);
+    expect(reg.rows).toEqual([
+      { executor_id: 'exec-v1', state: 'drained' },
+      { executor_id: 'exec-v2', state: 'alive' },
+    ]);
+  });
+
+  it('POST by executor IDs reports each executor, unknown ones as unknown', async () => {
+    const res = await post({ executorIds: ['exec-v2', 'ghost'] });
+    expect(res.status).toBe(202);
+    const body = (await res.json()) as DrainProgress;
+    expect(body.executors.map((e) => [e.executorId, e.state])).toEqual([
+      ['exec-v2', 'alive'],
+      ['ghost', 'unknown'],
+    ]);
+    expect(body.done).toBe(false);
+  });
+});
