@@ -25,7 +25,7 @@ export async function handleDrainRequest(rt: Runtime, req: { method: string; bod
   try {
     if (req.method === 'POST') {
       const body = parse(DrainPostBody, req.body, 'drain request');
-      return { status: 202, body: await requestDrain(deps, body, 'drain-function') };
+      return { status: 202, body: await rt.lifecycle.track(requestDrain(deps, body, 'drain-function')) };
     }
     if (req.method === 'GET') {
       const q = parse(DrainQuery, req.query, 'query');
