@@ -1,7 +1,3 @@
-import { DBOS } from '@dbos-inc/dbos-sdk';
-import { attachExecutor, executorOptionsFromEnv, type ExecutorKit } from 'afterlife/executor';
-import { agentWorkflow, ensureStepTable, useAppDatabase, type AgentSpec } from './workflows.js';
-
 /**
  * A DBOS app as teams run it on Cloud Run: configured from the environment, launched once. The tests
  * start it as a child process (real DBOS, real signals) and drive it over the IPC channel; `serve.ts`
@@ -12,11 +8,16 @@ import { agentWorkflow, ensureStepTable, useAppDatabase, type AgentSpec } from '
  *   AGENT_QUEUES              JSON {name: {concurrency?, workerConcurrency?}}
  *   AFTERLIFE_KIT             `on` / `off`; by default the kit is attached when REDIS_URL is set
  */
+// --- README: installing the executor kit (begin) ---
+import { DBOS } from '@dbos-inc/dbos-sdk';
+import { attachExecutor, executorOptionsFromEnv, type ExecutorKit } from 'afterlife/executor';
+import { agentWorkflow, ensureStepTable, useAppDatabase, type AgentSpec } from './workflows.js';
+
 const systemDatabaseUrl = required('DBOS_SYSTEM_DATABASE_URL');
 const name = required('DBOS_APP_NAME');
+// This example also runs bare for other test suites; your app would simply always attach.
 const kitEnabled = process.env.AFTERLIFE_KIT === 'on' || (process.env.AFTERLIFE_KIT !== 'off' && !!process.env.REDIS_URL);
 
-// --- README: installing the executor kit (begin) ---
 DBOS.setConfig({
   name,
   systemDatabaseUrl,
