@@ -31,6 +31,8 @@ export const DEFAULT_HEARTBEAT_TTL_MS = 15_000;
 export const DEFAULT_PUBLISH_TIMEOUT_MS = 1_000;
 /** Whatever happens, the process exits this long before the grace ends (SIGKILL would lose the exit code). */
 const HARD_EXIT_BEFORE_GRACE_MS = 300;
+/** Of the drain budget, kept for the PENDING count, the death notice, the heartbeat delete and the exit. */
+export const DEFAULT_HANDOVER_RESERVE_MS = 1_500;
 const STEP_TIMEOUT_MS = 1_000;
 
 export type KitState = 'alive' | 'draining' | 'drained' | 'exiting';
@@ -56,8 +58,10 @@ export interface ExecutorKitOptions {
   allowLocalExecutorId?: boolean;
   /** Time between SIGTERM and SIGKILL (Cloud Run: 10 s). */
   shutdownGraceMs?: number;
-  /** Kept free at the end of the grace for the death notice, the heartbeat delete and the exit. */
+  /** Safety margin: the SIGTERM drain budget (signal → exit) is grace − margin, 8 s on Cloud Run. */
   shutdownMarginMs?: number;
+  /** Of that budget, kept for the death notice, the heartbeat delete and the exit; the rest waits for work. */
+  handOverReserveMs?: number;
   /** Install SIGTERM/SIGINT handlers (default true). */
   handleSignals?: boolean;
   /** After a planned drain, exit instead of staying up idle (default false). */
@@ -262,9 +266,10 @@ class Kit implements ExecutorKit {
       this.log.error('shutdown grace nearly over: exiting now', { event: 'shutdown_forced' });
       exit(1);
     }, Math.max(0, grace - HARD_EXIT_BEFORE_GRACE_MS));
-    this.log.notice(`${sig}: draining`, { budgetMs: grace - margin, event: 'executor_draining' });
+    const budgetMs = grace - margin;
+    const waitMs = Math.max(0, budgetMs - Math.min(this.o.handOverReserveMs ?? DEFAULT_HANDOVER_RESERVE_MS, budgetMs / 2));
+    this.log.notice(`${sig}: draining`, { budgetMs, waitMs, event: 'executor_draining' });
     void (async () => {
-      const waitMs = grace - margin;
       if (this.beatTimer) clearInterval(this.beatTimer);
       // Readers (reaper, recovery, drain status) see draining while we wait.
       const announce = Promise.all([this.beat(), this.registry('draining', 'sigterm')]);
@@ -276,10 +281,14 @@ class Kit implements ExecutorKit {
         const outcome = await Promise.race([stopped, this.fastPathRequested.then(() => 'fast' as const), sleep(waitMs + 250).then(() => 'timeout' as const)]);
         this.log.info('in-flight wait over', { outcome, elapsedMs: Date.now() - received });
       }
-      await withTimeout(announce, STEP_TIMEOUT_MS).catch(() => undefined);
+      // From here every step shares what is left of the budget, so the exit lands inside it (and, whatever
+      // happens, the hard timer still beats SIGKILL).
+      const deadline = received + budgetMs;
+      const left = (capMs: number) => Math.max(50, Math.min(capMs, deadline - Date.now()));
+      await withTimeout(announce, left(STEP_TIMEOUT_MS)).catch(() => undefined);
       this.resolveDrained();
-      await this.handOver('sigterm');
-      await withTimeout(this.close(), STEP_TIMEOUT_MS).catch(() => undefined);
+      await this.handOver('sigterm', left);
+      await withTimeout(this.close(left), left(STEP_TIMEOUT_MS)).catch(() => undefined);
       clearTimeout(hard);
       this.log.notice('exiting', { elapsedMs: Date.now() - received, event: 'executor_exit' });
       exit(0);
@@ -291,15 +300,15 @@ class Kit implements ExecutorKit {
    * executor now instead of after a heartbeat lapse. When Postgres can't tell, publish anyway: a notice for
    * an executor with nothing left costs one no-op recovery.
    */
-  private async handOver(reason: Extract<DeathReason, 'sigterm' | 'drained'>): Promise<void> {
-    const pending = await withTimeout(pendingByVersion(this.db, this.applicationName, this.executorId), STEP_TIMEOUT_MS).catch((err: unknown) => {
+  private async handOver(reason: Extract<DeathReason, 'sigterm' | 'drained'>, left: (capMs: number) => number = (c) => c): Promise<void> {
+    const pending = await withTimeout(pendingByVersion(this.db, this.applicationName, this.executorId), left(STEP_TIMEOUT_MS)).catch((err: unknown) => {
       this.log.warn('could not count PENDING workflows; publishing the death notice anyway', { err });
       return undefined;
     });
     const count = pending?.reduce((n, p) => n + p.count, 0);
     if (count === 0) {
       this.log.info('nothing left PENDING: no death notice needed');
-      if (reason === 'sigterm') await withTimeout(this.registry('dead', 'sigterm'), STEP_TIMEOUT_MS).catch(() => undefined);
+      if (reason === 'sigterm') await withTimeout(this.registry('dead', 'sigterm'), left(STEP_TIMEOUT_MS)).catch(() => undefined);
       return;
     }
     const versions = [...new Set((pending ?? []).map((p) => p.applicationVersion).filter((v): v is string => v !== null))];
@@ -315,14 +324,14 @@ class Kit implements ExecutorKit {
       detectedBy: `afterlife-executor:${this.executorId}`,
     });
     try {
-      const id = await withTimeout(publishDeathNotice(this.publisher, this.o.topic ?? 'executor-deaths', notice), this.o.publishTimeoutMs ?? DEFAULT_PUBLISH_TIMEOUT_MS);
+      const id = await withTimeout(publishDeathNotice(this.publisher, this.o.topic ?? 'executor-deaths', notice), left(this.o.publishTimeoutMs ?? DEFAULT_PUBLISH_TIMEOUT_MS));
       this.log.notice('death notice published', { messageId: id, pending: count, reason, event: 'death_notice_published' });
     } catch (err) {
       this.log.error('death notice not published; the reaper will find this executor by its heartbeat', { err, pending: count });
     }
   }
 
-  async close(): Promise<void> {
+  async close(left: (capMs: number) => number = (c) => c): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     if (this.beatTimer) clearInterval(this.beatTimer);
@@ -330,11 +339,12 @@ class Kit implements ExecutorKit {
     process.off('SIGINT', this.onSignal);
     const redis = this.redis;
     // Deleting the key is the "clean exit" signal: a key that expires instead means a crash.
-    if (redis) await withTimeout(redis.del(this.key), 500).catch((err: unknown) => this.log.warn('heartbeat delete failed; it expires with its TTL', { err }));
+    if (redis) await withTimeout(redis.del(this.key), left(500)).catch((err: unknown) => this.log.warn('heartbeat delete failed; it expires with its TTL', { err }));
+    // Polite closes, bounded: at exit the sockets are dropped anyway, which Postgres and Redis tolerate.
     await Promise.allSettled([
-      this.publisher ? withTimeout(this.publisher.close(), 500) : undefined,
-      this.ownsRedis && redis ? withTimeout(redis.quit(), 300).catch(() => redis.disconnect()) : undefined,
-      withTimeout(this.pool.end(), 500),
+      this.publisher ? withTimeout(this.publisher.close(), left(500)) : undefined,
+      this.ownsRedis && redis ? withTimeout(redis.quit(), left(300)).catch(() => redis.disconnect()) : undefined,
+      withTimeout(this.pool.end(), left(500)),
     ]);
   }
 }

@@ -1,13 +1,9 @@
 import { DBOSClient } from '@dbos-inc/dbos-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useRuntime } from '../../../functions/runtime.js';
-import '../../../functions/index.js';
 import type { DrainProgress } from '../../../shared/drain/index.js';
-import { serve } from '../../helpers/cloudEvents.js';
-import { createTestDatabase, type TestDatabase, uniqueName, waitFor, workflowRows } from '../../helpers/db.js';
-import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
+import { type TestDatabase, uniqueName, waitFor, workflowRows } from '../../helpers/db.js';
 import { kitEnv, statuses } from '../../helpers/kit.js';
-import { testRuntime } from '../../helpers/runtime.js';
+import { type Plane, startPlane } from '../../helpers/plane.js';
 
 /**
  * Acceptance D and E through the served `drain` function: a planned drain of v1 stops its executors
@@ -16,34 +12,27 @@ import { testRuntime } from '../../helpers/runtime.js';
  * report.
  */
 describe('drain function', () => {
+  let plane: Plane;
   let tdb: TestDatabase;
-  let rt: ReturnType<typeof testRuntime>;
-  let server: Awaited<ReturnType<typeof serve>>;
   let client: DBOSClient | undefined;
-  const executors: ExecutorHandle[] = [];
   const app = uniqueName('app-drain');
   const queues = { agents: {} };
 
   const post = (body: unknown, raw = false) =>
-    fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: raw ? String(body) : JSON.stringify(body) });
+    fetch(plane.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: raw ? String(body) : JSON.stringify(body) });
   const progress = async (version: string) => {
-    const res = await fetch(`${server.url}/?applicationVersion=${encodeURIComponent(version)}`);
+    const res = await fetch(`${plane.url}/?applicationVersion=${encodeURIComponent(version)}`);
     expect(res.status).toBe(200);
     return (await res.json()) as DrainProgress;
   };
 
   beforeAll(async () => {
-    tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app });
-    useRuntime(rt);
-    server = await serve('drain');
+    plane = await startPlane({ app, target: 'drain' });
+    tdb = plane.tdb;
   });
   afterAll(async () => {
-    await Promise.all(executors.map((e) => e.stop()));
     await client?.destroy();
-    await server?.close();
-    await rt?.close();
-    await tdb?.drop();
+    await plane?.close();
   });
 
   it('E: bad requests get 400 with the reason; an unknown version is an empty report', async () => {
@@ -63,10 +52,10 @@ describe('drain function', () => {
       const text = await res.text();
       expect(text, JSON.stringify(body)).toMatch(reason);
     }
-    const noQuery = await fetch(server.url);
+    const noQuery = await fetch(plane.url);
     expect(noQuery.status).toBe(400);
     expect(await noQuery.text()).toMatch(/applicationVersion/);
-    expect((await fetch(server.url, { method: 'PUT' })).status).toBe(405);
+    expect((await fetch(plane.url, { method: 'PUT' })).status).toBe(405);
     expect(await progress('no-such-version')).toEqual({ applicationName: app, applicationVersion: 'no-such-version', executors: [], pending: 0, done: true, heartbeatsKnown: true });
     // No drain request was written by any of the bad requests.
     expect((await tdb.sql.query('SELECT 1 FROM afterlife.drain_requests')).rowCount).toBe(0);
@@ -74,10 +63,8 @@ describe('drain function', () => {
 
   it('D: v1 stops claiming, finishes what it holds, reports drained; new work goes to v2; GET shows progress then done', async () => {
     const env = kitEnv({ ttlMs: 1_500 });
-    const v1 = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-v1', queues, env });
-    executors.push(v1);
-    const v2 = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v2', executorId: 'exec-v2', queues, env });
-    executors.push(v2);
+    const v1 = await plane.start({ applicationVersion: 'v1', executorId: 'exec-v1', queues, env });
+    await plane.start({ applicationVersion: 'v2', executorId: 'exec-v2', queues, env });
     const held = ['d-0', 'd-1', 'd-2'];
     for (const id of held) await v1.start(id, { steps: 4, stepMs: 700 });
     await waitFor('v1 beating', async () => (await progress('v1')).executors[0]?.state === 'alive');
