@@ -128,6 +128,8 @@ class Kit implements ExecutorKit {
   private readonly fastPathRequested = new Promise<void>((r) => (this.fastPath = r));
   private readonly onSignal = (sig: NodeJS.Signals) => this.terminate(sig);
   private closed = false;
+  /** In-flight count from Postgres, used only when DBOS's internal map is unreachable. */
+  private dbInFlight = 0;
 
   constructor(
     private readonly app: DbosApp,
@@ -175,6 +177,10 @@ class Kit implements ExecutorKit {
   /** One beat, then (while alive) a look for a drain request addressed to us. */
   private async tick(): Promise<void> {
     if (this.closed || this.state === 'exiting') return;
+    if (this.app.runningCount() === undefined) {
+      const pending = await guarded(this.log, 'count in-flight workflows', () => pendingByVersion(this.db, this.applicationName, this.executorId));
+      if (pending) this.dbInFlight = pending.reduce((n, p) => n + p.count, 0);
+    }
     await this.beat();
     if (this.state !== 'alive') return;
     const req = await guarded(this.log, 'poll drain requests', () =>
@@ -194,7 +200,7 @@ class Kit implements ExecutorKit {
       state: this.state === 'drained' ? 'drained' : this.state === 'alive' ? 'alive' : 'draining',
       startedAt: this.startedAt.toISOString(),
       beatAt: new Date().toISOString(),
-      inFlight: this.app.runningCount() ?? 0,
+      inFlight: this.app.runningCount() ?? this.dbInFlight,
     };
   }
 
