@@ -1,11 +1,14 @@
 import type pg from 'pg';
 import { heartbeatKey } from '../../shared/heartbeat/index.js';
+import { waitReady } from '../../shared/lock/redis.js';
 import type { Redis } from 'ioredis';
 import { waitFor } from './db.js';
+import { startExecutor } from './executor.js';
 
 /** Writes a heartbeat exactly as the executor kit does (for suites that test consumers of the contract). */
 export async function beat(redis: Redis, app: string, executorId: string, version: string, ttlMs = 60_000, state: 'alive' | 'draining' | 'drained' = 'alive'): Promise<void> {
   const now = new Date().toISOString();
+  await waitReady(redis, 2_000);
   await redis.set(
     heartbeatKey(app, executorId),
     JSON.stringify({ executorId, applicationName: app, applicationVersion: version, state, startedAt: now, beatAt: now, inFlight: 0 }),
@@ -46,4 +49,40 @@ export async function auditedIds(sql: pg.Pool, executorId?: string): Promise<str
     [executorId ?? null],
   );
   return r.rows.map((x) => x.id);
+}
+
+/**
+ * Real orphans: a real DBOS executor starts `n` workflows whose steps outlast the test, then is SIGKILLed,
+ * leaving its rows PENDING under its executor ID exactly as a dead Cloud Run instance does.
+ */
+export async function makeOrphans(o: {
+  databaseUrl: string;
+  sql: pg.Pool;
+  applicationName: string;
+  executorId: string;
+  applicationVersion: string;
+  ids: string[];
+  queueName?: string;
+  /** Long enough that nothing completes before the kill, short enough that a recovered run finishes. */
+  stepMs?: number;
+}): Promise<void> {
+  const e = await startExecutor({
+    databaseUrl: o.databaseUrl,
+    applicationName: o.applicationName,
+    applicationVersion: o.applicationVersion,
+    executorId: o.executorId,
+    ...(o.queueName ? { queues: { [o.queueName]: {} } } : {}),
+  });
+  try {
+    for (const id of o.ids) await e.start(id, { steps: 2, stepMs: o.stepMs ?? 4_000 }, o.queueName);
+    await waitFor(`${o.ids.length} PENDING on ${o.executorId}`, async () => {
+      const r = await o.sql.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status = 'PENDING' AND executor_id = $2`,
+        [o.ids, o.executorId],
+      );
+      return r.rows[0]?.n === o.ids.length;
+    });
+  } finally {
+    await e.stop();
+  }
 }
