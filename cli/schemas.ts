@@ -84,3 +84,29 @@ export const ErrorOutput = z.object({
   error: z.object({ code: z.string(), message: z.string(), issues: z.array(z.string()).optional() }),
 });
 export type ErrorOutput = z.infer<typeof ErrorOutput>;
+
+export const DrainOutput = z.object({
+  command: z.literal('drain'),
+  applicationName: z.string(),
+  applicationVersion: z.string(),
+  requestIds: z.array(z.number().int()),
+  budgetMs: z.number().int().positive(),
+  waited: z.boolean(),
+  timedOut: z.boolean(),
+  waitedMs: z.number().int().nonnegative(),
+  /** Every executor of the version drained or dead and none of its workflows PENDING. */
+  done: z.boolean(),
+  pending: z.number().int().nonnegative(),
+  heartbeatsKnown: z.boolean(),
+  executors: z.array(
+    z.object({
+      executorId: z.string(),
+      applicationVersion: z.string().nullable(),
+      state: z.enum(['alive', 'draining', 'drained', 'dead', 'unknown']),
+      heartbeatAgeMs: z.number().int().nonnegative().nullable(),
+      inFlight: z.number().int().nonnegative().nullable(),
+      pending: z.number().int().nonnegative(),
+    }),
+  ),
+});
+export type DrainOutput = z.infer<typeof DrainOutput>;

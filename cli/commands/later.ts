@@ -9,7 +9,3 @@ export async function reap(_ctx: CliContext, _o: { dryRun: boolean }): Promise<C
 export async function fork(_ctx: CliContext, _workflowId: string, _o: { fromStep?: number }): Promise<CommandResult<unknown>> {
   throw new NotAvailableError('fork is not available in this build (the fork module is not included)');
 }
-
-export async function drain(_ctx: CliContext, _o: { version: string; wait: boolean; timeoutS: number }): Promise<CommandResult<unknown>> {
-  throw new NotAvailableError('drain is not available in this build (the drain module is not included)');
-}

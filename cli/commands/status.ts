@@ -1,7 +1,7 @@
 import { listExecutors } from '../../shared/db/queries/executors.js';
 import { recentRecoveries } from '../../shared/db/queries/recentRecoveries.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
-import { pendingByExecutor, workflowCounts } from '../../shared/dbos/status.js';
+import { pendingSummaryByExecutor, workflowCounts } from '../../shared/dbos/status.js';
 import { heartbeatKey, readAllHeartbeats, readHeartbeat, type HeartbeatValue } from '../../shared/heartbeat/index.js';
 import type { CliContext } from '../context.js';
 import { ago, duration, table } from '../format.js';
@@ -23,7 +23,7 @@ export async function status(ctx: CliContext): Promise<CommandResult<StatusOutpu
 
   const [registry, pending, counts, recoveries] = [
     await listExecutors(db, app),
-    await pendingByExecutor(db, app, config.reaper.stuckAfterMs),
+    await pendingSummaryByExecutor(db, app, config.reaper.stuckAfterMs),
     await workflowCounts(db, app),
     await recentRecoveries(db, app, 10),
   ];

@@ -17,7 +17,7 @@ export function simpleActivity(db: Pick<Db, 'dbosSchema'>, w: string): string {
     (SELECT max(o.completed_at_epoch_ms) FROM ${oo} o WHERE o.workflow_uuid = ${w}.workflow_uuid))`;
 }
 
-export interface PendingByExecutor {
+export interface PendingSummary {
   executorId: string | null;
   applicationVersions: string[];
   pending: number;
@@ -27,7 +27,7 @@ export interface PendingByExecutor {
   stuck: number;
 }
 
-export async function pendingByExecutor(db: Db, applicationName: string, stuckAfterMs: number): Promise<PendingByExecutor[]> {
+export async function pendingSummaryByExecutor(db: Db, applicationName: string, stuckAfterMs: number): Promise<PendingSummary[]> {
   const ws = `${ident(db.dbosSchema)}.workflow_status`;
   const res = await db.query<{ executor_id: string | null; versions: string[] | null; n: string; oldest: string | null; stuck: string }>(
     `SELECT executor_id, array_agg(DISTINCT application_version) FILTER (WHERE application_version IS NOT NULL) AS versions,
