@@ -1,5 +1,6 @@
 import { DBOS } from '@dbos-inc/dbos-sdk';
 import { agentWorkflow, ensureStepTable, useAppDatabase, type AgentSpec } from './workflows.js';
+import './divergent.js';
 
 /**
  * A DBOS app as teams run it on Cloud Run: configured from the environment, launched once. The tests
