@@ -19,6 +19,8 @@ export interface DivergentSpec {
   key: string;
   /** How long the last step takes, so a test can kill the executor while it runs. */
   lastStepMs: number;
+  /** parentWorkflow only: start the child under this ID instead of DBOS's default `${parent}-${functionId}`. */
+  childId?: string;
 }
 
 let pool: pg.Pool | undefined;
@@ -74,7 +76,7 @@ export const divergentWorkflow = DBOS.registerWorkflow(divergentFn, { name: 'div
 
 async function parentFn(spec: DivergentSpec): Promise<string[]> {
   const out = [await runStep(0, 'prepare')];
-  const child = await DBOS.startWorkflow(divergentWorkflow)(spec); // function_id 1: the child-start step
+  const child = await DBOS.startWorkflow(divergentWorkflow, spec.childId ? { workflowID: spec.childId } : undefined)(spec); // function_id 1
   out.push(...(await child.getResult())); // function_id 2: DBOS.getResult
   out.push(await runStep(3, 'summarize'));
   return out;

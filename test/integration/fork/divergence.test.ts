@@ -37,13 +37,14 @@ describe('auto-fork of real replay divergence', () => {
     await enqueue(client, 'divergentWorkflow', 'wf-a', 'v1', spec('wf-a'));
     await enqueue(client, 'divergentWorkflow', 'wf-reaper', 'v1', spec('wf-reaper'));
     await enqueue(client, 'parentWorkflow', 'parent', 'v1', spec('parent'));
+    await enqueue(client, 'parentWorkflow', 'parent-x', 'v1', { ...spec('parent-x'), childId: 'explicit-child' });
     await enqueue(client, 'failingWorkflow', 'plain-error', 'v1');
     await waitStatus(tdb.sql, 'plain-error', 'ERROR');
     // Step 1 (the tool) is checkpointed everywhere, step 2 is in flight: flip the choice and kill A.
     await waitFor('tool steps checkpointed on A', async () =>
-      (await Promise.all(['wf-a', 'wf-reaper', 'parent-1'].map((id) => hasCheckpoint(tdb.sql, id, 1)))).every(Boolean),
+      (await Promise.all(['wf-a', 'wf-reaper', 'parent-1', 'explicit-child'].map((id) => hasCheckpoint(tdb.sql, id, 1)))).every(Boolean),
     );
-    await tdb.sql.query(`INSERT INTO public.divergent_choice VALUES ('wf-a', 'b'), ('wf-reaper', 'b'), ('parent', 'b')`);
+    await tdb.sql.query(`INSERT INTO public.divergent_choice VALUES ('wf-a', 'b'), ('wf-reaper', 'b'), ('parent', 'b'), ('parent-x', 'b')`);
     a.kill('SIGKILL');
     await a.exited;
 
@@ -53,7 +54,7 @@ describe('auto-fork of real replay divergence', () => {
       { db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, batchSize: 100, lockTtlMs: 5_000 },
       deathNotice({ executorId: 'exec-A', applicationName: app, reason: 'manual', detectedBy: 'test' }),
     );
-    for (const id of ['wf-a', 'wf-reaper', 'parent-1', 'parent']) await waitStatus(tdb.sql, id, 'ERROR');
+    for (const id of ['wf-a', 'wf-reaper', 'parent-1', 'parent', 'explicit-child', 'parent-x']) await waitStatus(tdb.sql, id, 'ERROR');
   }, 120_000);
 
   afterAll(async () => {
@@ -96,7 +97,7 @@ describe('auto-fork of real replay divergence', () => {
     const passes = await Promise.all([divergedPass(deps, { limit: 50 }), divergedPass(deps2, { limit: 50 })]);
     const all = passes.flat();
     // wf-a was forked already (was_forked_from); the child parent-1 is left to its parent; plain-error is no divergence.
-    expect(new Set(all.map((r) => r.workflowId))).toEqual(new Set(['wf-reaper', 'parent']));
+    expect(new Set(all.map((r) => r.workflowId))).toEqual(new Set(['wf-reaper', 'parent', 'parent-x']));
     expect(await forksOf(tdb.sql, 'wf-reaper')).toEqual(['wf-reaper-fork-1']);
     expect(await forksOf(tdb.sql, 'parent')).toEqual(['parent-fork-1']);
     const parentFork = all.find((r) => r.workflowId === 'parent' && (r.outcome === 'forked' || r.outcome === 'already-forked'));
@@ -117,6 +118,15 @@ describe('auto-fork of real replay divergence', () => {
     expect(await stepStarts(tdb.sql, 'parent', 0)).toBe(1);
     expect(await stepStarts(tdb.sql, 'parent-fork-1', 0)).toBe(0);
     expect(await stepStarts(tdb.sql, 'wf-reaper-fork-1', 0)).toBe(0);
+
+    // C with a child the app named: a fork from the start step would re-attach to the failed child, so the
+    // child is forked afresh and the parent forked past its start row, remapped to the fresh child.
+    expect(all.find((r) => r.workflowId === 'parent-x' && r.outcome === 'forked')).toMatchObject({ newWorkflowId: 'parent-x-fork-1', startStep: 2 });
+    await waitStatus(tdb.sql, 'parent-x-fork-1', 'SUCCESS');
+    expect(await client.getWorkflow('parent-x-fork-1-1')).toMatchObject({ status: 'SUCCESS', forkedFrom: 'explicit-child' });
+    expect((await client.listWorkflowSteps('parent-x-fork-1'))?.find((s) => s.functionID === 1)?.childWorkflowID).toBe('parent-x-fork-1-1');
+    expect(await stepStarts(tdb.sql, 'parent-x', 0)).toBe(1);
+    expect(await stepStarts(tdb.sql, 'parent-x-fork-1-1', 0)).toBe(1); // the child started afresh
 
     // F: the ordinary ERROR is never forked, directly or by the pass.
     expect(await autoFork(deps, 'plain-error')).toMatchObject({ outcome: 'skipped', why: 'not-diverged' });

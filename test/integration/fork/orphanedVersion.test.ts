@@ -40,7 +40,7 @@ describe('fork-to-latest for a version no live executor runs', () => {
     await tdb?.drop();
   });
 
-  it('forks the v1 orphans onto v2, cancels the originals, and all complete', async () => {
+  it('forks the v1 orphans onto v2, cancels the originals, and all complete', { timeout: 120_000 }, async () => {
     const v1 = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-v1', queues: QUEUES });
     executors.push(v1);
     for (const id of agents) await enqueue(client, 'agentWorkflow', id, 'v1', { steps: 4, stepMs: 700 });
