@@ -8,5 +8,5 @@ export { lazyDbosClient } from './client.js';
 export { type Divergence, divergenceOf, parseDivergence, UNEXPECTED_STEP_CODE } from './detect.js';
 export { forkDepsFromRuntime } from './deps.js';
 export { ForkBudgetExhaustedError, getResultWithAutoFork, type AutoForkOptions } from './getResultWithAutoFork.js';
-export { forkOrphansToLatest, type OrphanInfo, type OrphanOutcome } from './orphans.js';
+export { cancelForkedOriginals, forkOrphansToLatest, type OrphanInfo, type OrphanOutcome } from './orphans.js';
 export { ForkConflictError, forkId, forkOnce, planDivergenceFork, type ForkClient, type ForkPlan, type Planned } from './plan.js';

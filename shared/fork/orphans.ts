@@ -1,4 +1,4 @@
-import { markOriginalCancelled } from '../db/queries/forks.js';
+import { markOriginalCancelled, uncancelledOriginals } from '../db/queries/forks.js';
 import { deadLetter, type ForkDeps, ledger, underRootLock } from './autoFork.js';
 import { forkId, forkOnce, type ForkPlan, lineageOf } from './plan.js';
 
@@ -22,7 +22,7 @@ export interface OrphanInfo {
 
 export type OrphanOutcome =
   | { workflowId: string; outcome: 'forked' | 'already-forked'; newWorkflowId: string; cancelled: boolean }
-  | { workflowId: string; outcome: 'dead-lettered' | 'busy' | 'skipped'; why?: string };
+  | { workflowId: string; outcome: 'dead-lettered' | 'busy' | 'skipped' | 'failed'; why?: string };
 
 const LIVE = new Set(['ENQUEUED', 'PENDING']);
 
@@ -83,6 +83,8 @@ export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo): Pro
   for (const id of order) {
     const plan = plans.get(id);
     if (!plan) continue;
+    // One row's failure must not strand the rest: the batch is no longer PENDING, so a redelivery of the
+    // death notice would not find it again. Failures are logged for the reaper's sweep and a human.
     const result = await underRootLock(deps, plan.root, async (): Promise<OrphanOutcome> => {
       if ('exhausted' in plan) {
         await deadLetter(deps, { workflowId: id, root: plan.root, forks: plan.n - 1, reason: 'orphaned-version', error: undefined }, log);
@@ -97,11 +99,15 @@ export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo): Pro
         ...(replacementChildren ? { replacementChildren } : {}),
       });
       await ledger(deps, plan);
+      if (deps.faults?.enabled) await deps.faults.hit('fork.beforeCancelOriginal', { workflowId: id, newWorkflowId: plan.newWorkflowId });
       // cancelWorkflow is DBOS's statement (status NOT IN SUCCESS/ERROR): a v1 run that claimed the row in
       // the meantime parks at its next checkpoint; a finished one is left alone.
       await client.cancelWorkflow(id);
       await markOriginalCancelled(deps.db, plan.newWorkflowId);
       return { workflowId: id, outcome, newWorkflowId: plan.newWorkflowId, cancelled: true };
+    }).catch((err: unknown): OrphanOutcome => {
+      log.error('fork-to-latest failed for a workflow; it stays ENQUEUED on its old version', { workflowId: id, err, event: 'orphaned_version_fork_failed' });
+      return { workflowId: id, outcome: 'failed', why: err instanceof Error ? err.message : String(err) };
     });
     out.push(result === 'busy' ? { workflowId: id, outcome: 'busy' } : result);
   }
@@ -113,4 +119,22 @@ export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo): Pro
     total: info.workflowIds.length,
   });
   return out;
+}
+
+/**
+ * Finishes fork-to-latest forks interrupted between the fork and the cancel (the ledger says the original
+ * is not cancelled yet), so two lineages never run. Idempotent; the reaper calls it each tick.
+ */
+export async function cancelForkedOriginals(deps: ForkDeps, limit = 100): Promise<string[]> {
+  const pending = await uncancelledOriginals(deps.db, deps.applicationName, limit);
+  if (!pending.length) return [];
+  const client = await deps.dbos();
+  const done: string[] = [];
+  for (const { source, newWorkflowId } of pending) {
+    await client.cancelWorkflow(source);
+    await markOriginalCancelled(deps.db, newWorkflowId);
+    done.push(source);
+  }
+  deps.logger.notice('cancelled originals of interrupted fork-to-latest forks', { event: 'orphaned_version_cancelled', count: done.length });
+  return done;
 }

@@ -29,6 +29,18 @@ export async function recordFork(db: Db, f: ForkRecord): Promise<void> {
   );
 }
 
+/** fork-to-latest forks whose original is not cancelled yet (the step after the fork was interrupted). */
+export async function uncancelledOriginals(db: Db, applicationName: string, limit: number): Promise<Array<{ source: string; newWorkflowId: string }>> {
+  const res = await db.query<{ source_workflow_id: string; new_workflow_id: string }>(
+    `SELECT source_workflow_id, new_workflow_id FROM ${ident(db.afterlifeSchema)}.forks
+      WHERE application_name = $1 AND reason = 'orphaned-version' AND original_cancelled_at IS NULL
+      ORDER BY created_at LIMIT $2`,
+    [applicationName, limit],
+    'forks.uncancelled',
+  );
+  return res.rows.map((r) => ({ source: r.source_workflow_id, newWorkflowId: r.new_workflow_id }));
+}
+
 export async function markOriginalCancelled(db: Db, newWorkflowId: string): Promise<void> {
   await db.query(
     `UPDATE ${ident(db.afterlifeSchema)}.forks SET original_cancelled_at = now() WHERE new_workflow_id = $1 AND original_cancelled_at IS NULL`,
