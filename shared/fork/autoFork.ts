@@ -4,6 +4,7 @@ import { findDiverged } from '../dbos/diverged.js';
 import { claimDeadLetter, markDeadLetterPublished, recordFork } from '../db/queries/forks.js';
 import { publishDeadLetter } from '../events/deadLetter.js';
 import type { Publisher } from '../events/publisher.js';
+import type { Budget } from '../lifecycle/deadline.js';
 import { LockContendedError, LockUnavailableError } from '../lock/errors.js';
 import type { RedisLock } from '../lock/lock.js';
 import type { Logger } from '../log.js';
@@ -101,7 +102,7 @@ export async function autoFork(deps: ForkDeps, workflowId: string): Promise<Auto
   return done === 'busy' ? { outcome: 'busy', workflowId, root } : done;
 }
 
-export function ledger(deps: ForkDeps, plan: ForkPlan): Promise<void> {
+export function ledger(deps: ForkDeps, plan: ForkPlan, awaitedBy?: string): Promise<void> {
   return recordFork(deps.db, {
     applicationName: deps.applicationName,
     root: plan.root,
@@ -114,6 +115,8 @@ export function ledger(deps: ForkDeps, plan: ForkPlan): Promise<void> {
     divergedWorkflowId: plan.divergedWorkflowId,
     detail: plan.detail,
     forkedBy: deps.forkedBy ?? `${hostname()}:${process.pid}`,
+    childForkId: plan.child?.newWorkflowId,
+    awaitedBy,
   });
 }
 
@@ -155,10 +158,17 @@ export async function deadLetter(
  * The reaper's diverged pass: autoFork each workflow in turn. One failure is logged and does not stop the
  * rest; the reaper's next tick retries it.
  */
-export async function forkDiverged(deps: ForkDeps, workflowIds: string[], opts: { signal?: AbortSignal } = {}): Promise<AutoForkResult[]> {
+export interface PassOptions {
+  /** Stops before the next workflow (SIGTERM of our instance, or a lost lease). */
+  signal?: AbortSignal;
+  /** Stops before the next workflow once the invocation budget is spent; the next tick goes on. */
+  budget?: Budget;
+}
+
+export async function forkDiverged(deps: ForkDeps, workflowIds: string[], opts: PassOptions = {}): Promise<AutoForkResult[]> {
   const out: AutoForkResult[] = [];
   for (const id of workflowIds) {
-    if (opts.signal?.aborted) break;
+    if (opts.signal?.aborted || opts.budget?.expired()) break;
     try {
       out.push(await autoFork(deps, id));
     } catch (err) {
@@ -169,7 +179,7 @@ export async function forkDiverged(deps: ForkDeps, workflowIds: string[], opts: 
 }
 
 /** What the reaper calls each tick: the oldest `limit` diverged top-level workflows of the app, forked. */
-export async function divergedPass(deps: ForkDeps, opts: { limit: number; signal?: AbortSignal }): Promise<AutoForkResult[]> {
+export async function divergedPass(deps: ForkDeps, opts: PassOptions & { limit: number }): Promise<AutoForkResult[]> {
   const rows = await findDiverged(deps.db, deps.applicationName, opts.limit);
-  return forkDiverged(deps, rows.map((r) => r.workflowId), opts.signal ? { signal: opts.signal } : {});
+  return forkDiverged(deps, rows.map((r) => r.workflowId), opts);
 }

@@ -98,7 +98,8 @@ export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo): Pro
         applicationVersion: plan.applicationVersion,
         ...(replacementChildren ? { replacementChildren } : {}),
       });
-      await ledger(deps, plan);
+      const parentPlan = plans.get(parents.get(id) ?? '');
+      await ledger(deps, plan, parentPlan && !('exhausted' in parentPlan) ? parentPlan.newWorkflowId : undefined);
       if (deps.faults?.enabled) await deps.faults.hit('fork.beforeCancelOriginal', { workflowId: id, newWorkflowId: plan.newWorkflowId });
       // cancelWorkflow is DBOS's statement (status NOT IN SUCCESS/ERROR): a v1 run that claimed the row in
       // the meantime parks at its next checkpoint; a finished one is left alone.

@@ -128,7 +128,8 @@ export async function planDivergenceFork(client: ForkClient, workflowId: string,
     detail: d.message,
   };
   if (explicitChild) {
-    const freshChild = `${newWorkflowId}-${startStep}`;
+    // Not DBOS's default child name, so that a later divergence of this child is again seen as app-named.
+    const freshChild = `${newWorkflowId}-child-${startStep}`;
     // Fork the parent past the start row (copied, remapped to the fresh child), which then starts from 0.
     plan.startStep = startStep + 1;
     plan.child = { source: explicitChild, newWorkflowId: freshChild, replacementChildren: { [explicitChild]: freshChild } };

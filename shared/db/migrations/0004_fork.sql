@@ -18,8 +18,14 @@ CREATE TABLE :SCHEMA:.forks (
   created_at           timestamptz NOT NULL DEFAULT now(),
   -- For fork-to-latest: when the original was cancelled (NULL = still to do), so two lineages never run.
   original_cancelled_at timestamptz,
+  -- A child forked afresh together with this fork (the child had an app-chosen ID), and, for a fork of a
+  -- child, the fork that awaits it. Forks carry no parent_workflow_id, so the diverged pass reads these to
+  -- leave such children to their parent instead of forking them on their own.
+  child_fork_id        text,
+  awaited_by           text,
   PRIMARY KEY (root_workflow_id, n)
 );
+CREATE INDEX forks_child_fork_idx ON :SCHEMA:.forks (child_fork_id) WHERE child_fork_id IS NOT NULL;
 CREATE INDEX forks_app_idx ON :SCHEMA:.forks (application_name, created_at DESC);
 
 -- Lineages that exhausted their forks. One row per root; the dead-letter message is published by whoever

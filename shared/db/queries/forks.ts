@@ -14,6 +14,8 @@ export interface ForkRecord {
   divergedWorkflowId: string | undefined;
   detail: string | undefined;
   forkedBy: string;
+  childForkId?: string | undefined;
+  awaitedBy?: string | undefined;
 }
 
 /** Records a fork; a repeat (same root and n) is a no-op, so retries and racing callers leave one row. */
@@ -21,10 +23,10 @@ export async function recordFork(db: Db, f: ForkRecord): Promise<void> {
   await db.query(
     `INSERT INTO ${ident(db.afterlifeSchema)}.forks
        (root_workflow_id, n, application_name, source_workflow_id, from_step, new_workflow_id, application_version,
-        reason, diverged_workflow_id, detail, forked_by)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+        reason, diverged_workflow_id, detail, forked_by, child_fork_id, awaited_by)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
      ON CONFLICT DO NOTHING`,
-    [f.root, f.n, f.applicationName, f.source, f.fromStep, f.newWorkflowId, f.applicationVersion ?? null, f.reason, f.divergedWorkflowId ?? null, f.detail ?? null, f.forkedBy],
+    [f.root, f.n, f.applicationName, f.source, f.fromStep, f.newWorkflowId, f.applicationVersion ?? null, f.reason, f.divergedWorkflowId ?? null, f.detail ?? null, f.forkedBy, f.childForkId ?? null, f.awaitedBy ?? null],
     'forks.record',
   );
 }

@@ -52,6 +52,8 @@ describe('findDiverged (the reaper pass scan)', () => {
       ['forked-already', APP, null, true, null, envelope('forked-already', 1)],
       ['dead', APP, null, false, null, envelope('dead', 1)],
       ['other-app', 'someone-else', null, false, null, envelope('other-app', 1)],
+      ['p-fork-1-child-1', APP, null, false, null, envelope('p-fork-1-child-1', 1)], // a fresh child fork: no parent_workflow_id
+      ['c-fork-1', APP, null, false, null, envelope('c-fork-1', 1)], // a fork-to-latest fork of a child
     ];
     for (const [id, app, parent, forked, legacy, output] of rows) {
       await tdb.sql.query(
@@ -65,13 +67,19 @@ describe('findDiverged (the reaper pass scan)', () => {
       `INSERT INTO afterlife.dead_letters (root_workflow_id, application_name, workflow_id, forks, reason, published_at) VALUES ('dead', $1, 'dead', 3, 'diverged', now())`,
       [APP],
     );
+    await tdb.sql.query(
+      `INSERT INTO afterlife.forks (root_workflow_id, n, application_name, source_workflow_id, from_step, new_workflow_id, reason, forked_by, child_fork_id, awaited_by, original_cancelled_at)
+       VALUES ('p', 1, $1, 'p', 2, 'p-fork-1', 'child-diverged', 'test', 'p-fork-1-child-1', NULL, NULL),
+              ('c', 1, $1, 'c', 3, 'c-fork-1', 'orphaned-version', 'test', NULL, 'q-fork-1', now())`,
+      [APP],
+    );
   });
   afterAll(async () => {
     await db?.end();
     await tdb?.drop();
   });
 
-  it('lists only top-level, unforked, not dead-lettered code-26 ERRORs of this app (legacy column included)', async () => {
+  it('lists only top-level, unforked, not dead-lettered code-26 ERRORs of this app (legacy column included), never a child’s fork', async () => {
     const found = await findDiverged(db, APP, 100);
     expect(found.map((f) => f.workflowId).sort()).toEqual(['legacy', 'new-style', 'unclaimed']);
     expect(found.find((f) => f.workflowId === 'legacy')?.divergence.stepId).toBe(2);

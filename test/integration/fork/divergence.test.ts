@@ -123,10 +123,10 @@ describe('auto-fork of real replay divergence', () => {
     // child is forked afresh and the parent forked past its start row, remapped to the fresh child.
     expect(all.find((r) => r.workflowId === 'parent-x' && r.outcome === 'forked')).toMatchObject({ newWorkflowId: 'parent-x-fork-1', startStep: 2 });
     await waitStatus(tdb.sql, 'parent-x-fork-1', 'SUCCESS');
-    expect(await client.getWorkflow('parent-x-fork-1-1')).toMatchObject({ status: 'SUCCESS', forkedFrom: 'explicit-child' });
-    expect((await client.listWorkflowSteps('parent-x-fork-1'))?.find((s) => s.functionID === 1)?.childWorkflowID).toBe('parent-x-fork-1-1');
+    expect(await client.getWorkflow('parent-x-fork-1-child-1')).toMatchObject({ status: 'SUCCESS', forkedFrom: 'explicit-child' });
+    expect((await client.listWorkflowSteps('parent-x-fork-1'))?.find((s) => s.functionID === 1)?.childWorkflowID).toBe('parent-x-fork-1-child-1');
     expect(await stepStarts(tdb.sql, 'parent-x', 0)).toBe(1);
-    expect(await stepStarts(tdb.sql, 'parent-x-fork-1-1', 0)).toBe(1); // the child started afresh
+    expect(await stepStarts(tdb.sql, 'parent-x-fork-1-child-1', 0)).toBe(1); // the child started afresh
 
     // F: the ordinary ERROR is never forked, directly or by the pass.
     expect(await autoFork(deps, 'plain-error')).toMatchObject({ outcome: 'skipped', why: 'not-diverged' });

@@ -87,9 +87,17 @@ describe('fork-to-latest for a version no live executor runs', () => {
       expect(await stepStarts(tdb.sql, `${workflow_uuid}-fork-1`, function_id)).toBe(0);
     }
     const ledger = await tdb.sql.query(
-      `SELECT source_workflow_id, reason, application_version, original_cancelled_at IS NOT NULL AS cancelled FROM afterlife.forks ORDER BY 1`,
+      `SELECT source_workflow_id, reason, application_version, original_cancelled_at IS NOT NULL AS cancelled, awaited_by FROM afterlife.forks ORDER BY 1`,
     );
-    expect(ledger.rows).toEqual(orphans.map((id) => ({ source_workflow_id: id, reason: 'orphaned-version', application_version: 'v2', cancelled: true })));
+    expect(ledger.rows).toEqual(
+      orphans.map((id) => ({
+        source_workflow_id: id,
+        reason: 'orphaned-version',
+        application_version: 'v2',
+        cancelled: true,
+        awaited_by: id === 'parent-1' ? 'parent-fork-1' : null,
+      })),
+    );
     // The originals never ran again: v1 is gone and they are cancelled.
     const originals = await tdb.sql.query(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status <> 'CANCELLED'`, [orphans]);
     expect(originals.rows[0]).toEqual({ n: 0 });
