@@ -67,25 +67,14 @@ const EnvSchema = z
     FORK_TARGET_VERSION: z.enum(['latest', 'original']).default('latest'),
 
     LOG_LEVEL: z.enum(['DEBUG', 'INFO', 'NOTICE', 'WARNING', 'ERROR']).default('INFO'),
-  })
-  .superRefine((env, ctx) => {
-    const hasUrl = env.DATABASE_URL !== undefined;
-    const hasConnector = env.INSTANCE_CONNECTION_NAME !== undefined;
-    if (!hasUrl && !hasConnector) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['DATABASE_URL'],
-        message: 'set DATABASE_URL, or INSTANCE_CONNECTION_NAME with DB_USER and DB_NAME',
-      });
-    }
-    if (hasConnector) {
-      for (const key of ['DB_USER', 'DB_NAME'] as const) {
-        if (env[key] === undefined) {
-          ctx.addIssue({ code: 'custom', path: [key], message: 'is required with INSTANCE_CONNECTION_NAME' });
-        }
-      }
-    }
   });
+
+function databaseTargetProblems(env: Record<string, string>): string[] {
+  if (env.INSTANCE_CONNECTION_NAME === undefined) {
+    return env.DATABASE_URL === undefined ? ['DATABASE_URL: set DATABASE_URL, or INSTANCE_CONNECTION_NAME with DB_USER and DB_NAME'] : [];
+  }
+  return (['DB_USER', 'DB_NAME'] as const).filter((k) => env[k] === undefined).map((k) => `${k}: is required with INSTANCE_CONNECTION_NAME`);
+}
 
 export type Env = z.input<typeof EnvSchema>;
 type Parsed = z.output<typeof EnvSchema>;
@@ -147,7 +136,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (value !== undefined && value !== '') picked[key] = value;
   }
   const parsed = EnvSchema.safeParse(picked);
-  if (!parsed.success) throw new ConfigError(describe(parsed.error.issues));
+  // Cross-field rules are checked on the raw values so they are reported together with field errors.
+  const problems = [...(parsed.success ? [] : describe(parsed.error.issues)), ...databaseTargetProblems(picked)];
+  if (!parsed.success || problems.length) throw new ConfigError(problems);
   const e = parsed.data;
   const pool = {
     poolMax: e.DB_POOL_MAX,
