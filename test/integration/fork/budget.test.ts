@@ -57,7 +57,9 @@ describe.skipIf(!emulatorHost)('fork budget, dead letters and races', () => {
       close: () => real.close(),
     };
     tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, publisher, env: { DEAD_LETTER_TOPIC: topic } });
+    // Five concurrent callers each write the ledger once: a DB budget of 8 keeps 'retry later' (DbBusyError)
+    // out of a test about the fork fence.
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, publisher, poolMax: 8, env: { DEAD_LETTER_TOPIC: topic } });
     client = await dbosClient(tdb.url, app);
     executor = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-1', queues: QUEUES });
   }, 90_000);
