@@ -1,11 +1,12 @@
 import { divergenceOf } from './detect.js';
-import { executePlan, type ForkClient, planDivergenceFork, type TargetVersion } from './plan.js';
+import { executePlan, type ForkClient, forkId, lineageOf, planDivergenceFork, type TargetVersion } from './plan.js';
 
 /**
  * For app code: await a workflow's result; when it ends in replay divergence, fork it (from the divergent
  * step, or a parent from the step that started the diverged child) and follow the fork, at most
  * `maxForks` per lineage. It uses the same planner and deterministic fork IDs as afterlife's reaper, so
  * whichever of them acts first makes the fork and the other finds it (23505 → already forked).
+ * It also follows a fork-to-latest fork of a cancelled original (same deterministic ID).
  * It needs only a DBOSClient; afterlife's ledger and dead letter are written by the reaper's pass.
  */
 export class ForkBudgetExhaustedError extends Error {
@@ -29,7 +30,12 @@ export async function getResultWithAutoFork<R>(client: ForkClient, workflowId: s
     try {
       return (await client.retrieveWorkflow<R>(current).getResult()) as R;
     } catch (err) {
-      if (!divergenceOf(err)) throw err;
+      if (!divergenceOf(err)) {
+        const next = await forkedOnward(client, current);
+        if (!next) throw err;
+        current = next;
+        continue;
+      }
       const planned = await planDivergenceFork(client, current, { maxForks, targetVersion: opts.targetVersion ?? 'latest' });
       if (planned.kind === 'exhausted') throw new ForkBudgetExhaustedError(planned.root, planned.n - 1, current, err);
       if (planned.kind === 'skip') throw err;
@@ -38,4 +44,13 @@ export async function getResultWithAutoFork<R>(client: ForkClient, workflowId: s
       current = planned.plan.newWorkflowId;
     }
   }
+}
+
+/** The fork that replaced a cancelled original (fork-to-latest), if there is one. */
+async function forkedOnward(client: ForkClient, workflowId: string): Promise<string | undefined> {
+  const status = await client.getWorkflow(workflowId);
+  if (status?.status !== 'CANCELLED' || !status.wasForkedFrom) return undefined;
+  const { root, depth } = await lineageOf(client, workflowId, status.forkedFrom);
+  const candidate = forkId(root, depth + 1);
+  return (await client.getWorkflow(candidate))?.forkedFrom === workflowId ? candidate : undefined;
 }

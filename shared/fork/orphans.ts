@@ -1,6 +1,6 @@
 import { markOriginalCancelled, uncancelledOriginals } from '../db/queries/forks.js';
 import { deadLetter, type ForkDeps, ledger, underRootLock } from './autoFork.js';
-import { forkId, forkOnce, type ForkPlan, lineageOf } from './plan.js';
+import { forkId, forkOnce, type ForkPlan, lineageOf, queueOf } from './plan.js';
 
 /**
  * ORPHANED_VERSION_POLICY=fork-to-latest: recovery re-enqueued rows of a version no live executor runs,
@@ -64,6 +64,7 @@ export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo): Pro
       newWorkflowId: forkId(root, n),
       startStep,
       applicationVersion: latest,
+      queue: queueOf(status),
       reason: 'orphaned-version',
       divergedWorkflowId: undefined,
       detail: `version ${info.applicationVersion ?? '(none)'} has no live executor; forked onto ${latest}`,
@@ -96,6 +97,7 @@ export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo): Pro
         newWorkflowId: plan.newWorkflowId,
         startStep: plan.startStep,
         applicationVersion: plan.applicationVersion,
+        queue: plan.queue,
         ...(replacementChildren ? { replacementChildren } : {}),
       });
       const parentPlan = plans.get(parents.get(id) ?? '');

@@ -23,6 +23,8 @@ export interface ForkPlan {
   newWorkflowId: string;
   startStep: number;
   applicationVersion: string | undefined;
+  /** The original's queue (and partition), so the fork passes the same flow control; DBOS would default to its internal queue. */
+  queue: QueueTarget;
   reason: ForkReason;
   divergedWorkflowId: string | undefined;
   detail: string;
@@ -31,6 +33,19 @@ export interface ForkPlan {
    * step; such a child is forked afresh under a new ID first and the parent's copied start row remapped.
    */
   child?: { source: string; newWorkflowId: string; replacementChildren: Record<string, string> };
+}
+
+export interface QueueTarget {
+  queueName?: string;
+  queuePartitionKey?: string;
+}
+
+const INTERNAL_QUEUE = '_dbos_internal_queue';
+
+/** The queue a fork should run on: the original's own, unless it had none or DBOS's internal one. */
+export function queueOf(status: { queueName?: string | undefined; queuePartitionKey?: string | undefined }): QueueTarget {
+  if (!status.queueName || status.queueName === INTERNAL_QUEUE) return {};
+  return { queueName: status.queueName, ...(status.queuePartitionKey ? { queuePartitionKey: status.queuePartitionKey } : {}) };
 }
 
 export type Planned =
@@ -123,6 +138,7 @@ export async function planDivergenceFork(client: ForkClient, workflowId: string,
     newWorkflowId,
     startStep,
     applicationVersion,
+    queue: queueOf(status),
     reason,
     divergedWorkflowId: d.workflowId,
     detail: d.message,
@@ -162,11 +178,19 @@ function isUniqueViolation(err: unknown): boolean {
  */
 export async function forkOnce(
   client: ForkClient,
-  f: { source: string; newWorkflowId: string; startStep: number; applicationVersion: string | undefined; replacementChildren?: Record<string, string> },
+  f: {
+    source: string;
+    newWorkflowId: string;
+    startStep: number;
+    applicationVersion: string | undefined;
+    queue?: QueueTarget;
+    replacementChildren?: Record<string, string>;
+  },
 ): Promise<'forked' | 'already-forked'> {
   try {
     await client.forkWorkflow(f.source, f.startStep, {
       newWorkflowID: f.newWorkflowId,
+      ...f.queue,
       ...(f.applicationVersion !== undefined ? { applicationVersion: f.applicationVersion } : {}),
       ...(f.replacementChildren ? { replacementChildren: f.replacementChildren } : {}),
     });
@@ -182,13 +206,21 @@ export async function forkOnce(
 /** Executes a plan: the fresh child first (when there is one), then the fork itself. */
 export async function executePlan(client: ForkClient, plan: ForkPlan): Promise<'forked' | 'already-forked'> {
   if (plan.child) {
-    await forkOnce(client, { source: plan.child.source, newWorkflowId: plan.child.newWorkflowId, startStep: 0, applicationVersion: plan.applicationVersion });
+    const child = await client.getWorkflow(plan.child.source);
+    await forkOnce(client, {
+      source: plan.child.source,
+      newWorkflowId: plan.child.newWorkflowId,
+      startStep: 0,
+      applicationVersion: plan.applicationVersion,
+      ...(child ? { queue: queueOf(child) } : {}),
+    });
   }
   return forkOnce(client, {
     source: plan.source,
     newWorkflowId: plan.newWorkflowId,
     startStep: plan.startStep,
     applicationVersion: plan.applicationVersion,
+    queue: plan.queue,
     ...(plan.child ? { replacementChildren: plan.child.replacementChildren } : {}),
   });
 }

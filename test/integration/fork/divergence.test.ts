@@ -80,6 +80,7 @@ describe('auto-fork of real replay divergence', () => {
     const res = await autoFork(deps, 'wf-a');
     expect(res).toMatchObject({ outcome: 'forked', newWorkflowId: 'wf-a-fork-1', root: 'wf-a', n: 1, startStep: 1, reason: 'diverged' });
     await waitStatus(tdb.sql, 'wf-a-fork-1', 'SUCCESS');
+    expect(await client.getWorkflow('wf-a-fork-1')).toMatchObject({ forkedFrom: 'wf-a', queueName: 'forktest', applicationVersion: 'v1' });
     expect(await stepStarts(tdb.sql, 'wf-a', 0)).toBe(1);
     expect(await stepStarts(tdb.sql, 'wf-a-fork-1', 0)).toBe(0); // step 0 copied, not run
     expect(await stepStarts(tdb.sql, 'wf-a-fork-1', 1)).toBe(1);

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useRuntime } from '../../../functions/runtime.js';
 import '../../../functions/index.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { getResultWithAutoFork } from '../../../shared/fork/index.js';
 import { heartbeatKey } from '../../../shared/heartbeat/index.js';
 import { postEvent, pubsubCloudEvent, serve } from '../../helpers/cloudEvents.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
@@ -70,7 +71,13 @@ describe('fork-to-latest for a version no live executor runs', () => {
     for (const id of orphans) {
       await waitStatus(tdb.sql, `${id}-fork-1`, 'SUCCESS', 60_000);
       expect(await client.getWorkflow(id)).toMatchObject({ status: 'CANCELLED', wasForkedFrom: true });
-      expect(await client.getWorkflow(`${id}-fork-1`)).toMatchObject({ applicationVersion: 'v2', executorId: 'exec-v2', forkedFrom: id });
+      expect(await client.getWorkflow(`${id}-fork-1`)).toMatchObject({
+        applicationVersion: 'v2',
+        executorId: 'exec-v2',
+        forkedFrom: id,
+        // Queued workflows stay on their queue (and its limits); direct starts go to DBOS's internal queue.
+        queueName: agents.includes(id) || id === 'parent' ? 'forktest' : '_dbos_internal_queue',
+      });
     }
     // The parent's fork awaited its child's fork (the copied child-start row was remapped), not the cancelled child.
     const parentSteps = await client.listWorkflowSteps('parent-fork-1');
@@ -82,6 +89,8 @@ describe('fork-to-latest for a version no live executor runs', () => {
       'answer@exec-v2',
       'summarize@exec-v2',
     ]);
+    // App code awaiting an original follows it to its fork.
+    expect(await getResultWithAutoFork<string[]>(client, 'agent-0')).toHaveLength(4);
     // Nothing checkpointed on v1 ran again on v2.
     for (const { workflow_uuid, function_id } of checkpointed.rows) {
       expect(await stepStarts(tdb.sql, `${workflow_uuid}-fork-1`, function_id)).toBe(0);
