@@ -128,6 +128,9 @@ function describe(issues: readonly z.core.$ZodIssue[]): string[] {
 /** Keys the config reads; unknown env variables are ignored, as on any Cloud Run instance. */
 const KEYS = Object.keys(EnvSchema.shape) as Array<keyof Parsed>;
 
+/** Every variable name loadConfig reads: the deploy contract (test/infra checks Terraform against it). */
+export const CONFIG_KEYS: readonly string[] = KEYS;
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const picked: Record<string, string> = {};
   for (const key of KEYS) {

@@ -37,7 +37,7 @@ export async function reenqueueBatch(
           AND ${appScope(`${t}application_name`, '$3')}`;
   const res = await db.query<{ ids: string[] | null; last: [string, string] | null }>(
     `WITH candidates AS (
-       SELECT workflow_uuid, created_at FROM ${ws}
+       SELECT ctid, workflow_uuid, created_at FROM ${ws}
         WHERE ${premise('')}
           -- The plain bound on created_at is what lets idx_workflow_status_pending start at the cursor;
           -- the row comparison alone would be a filter, rescanning moved rows on every batch.
@@ -49,9 +49,11 @@ export async function reenqueueBatch(
        UPDATE ${ws} w
           SET started_at_epoch_ms = NULL, status = 'ENQUEUED', owner_xid = NULL,
               updated_at = ${NOW_MS}, queue_name = COALESCE(w.queue_name, '_dbos_internal_queue')
-        -- = ANY(ARRAY(...)) makes the planner fetch the batch by primary key; a join would hash every
-        -- PENDING row of the executor on every batch, which turns a large recovery quadratic.
-        WHERE w.workflow_uuid = ANY (ARRAY(SELECT workflow_uuid FROM candidates)) AND ${premise('w.')}
+        -- The batch is fetched by tuple ID (a join would hash every PENDING row of the executor on every
+        -- batch, turning a large recovery quadratic). If a row changed since the candidate scan, READ
+        -- COMMITTED follows it to its newest version and re-evaluates the premise below, so a row a live
+        -- executor claimed meanwhile is skipped.
+        WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM candidates)) AND ${premise('w.')}
         RETURNING w.workflow_uuid
      ),
      logged AS (

@@ -2,6 +2,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
+import { BudgetExhaustedError } from '../../../shared/errors.js';
 import { createRedis } from '../../../shared/lock/redis.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { auditedIds, beat, makeOrphans, pendingIds } from '../../helpers/agents.js';
@@ -29,6 +31,7 @@ describe('executor-death safety', () => {
     await makeOrphans({ ...common, executorId: 'exec-D', ids: ids('d', 3), stepMs: 60_000 });
     await makeOrphans({ ...common, executorId: 'exec-E', ids: ids('e', 7), stepMs: 60_000 });
     await makeOrphans({ ...common, executorId: 'exec-G', ids: ids('g', 2), stepMs: 60_000 });
+    await makeOrphans({ ...common, executorId: 'exec-T', ids: ids('t', 5), stepMs: 60_000 });
   });
   afterAll(async () => {
     for (const c of closers) await c();
@@ -137,5 +140,25 @@ describe('executor-death safety', () => {
     expect(audit.rowCount).toBe(0);
     const registry = await tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE executor_id = 'exec-G' AND state = 'dead'`);
     expect(registry.rowCount).toBe(0);
+  });
+
+  it('stops at a batch boundary when the invocation budget runs out, and the redelivery finishes the rest', async () => {
+    const faults = new FaultInjector();
+    const rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, faults });
+    closers.push(rt.close);
+    let expired = false;
+    faults.onNth('recover.afterBatch', 1, () => {
+      expired = true; // the deadline passes while the first batch runs
+    });
+    const deps = { db: rt.db, redis: rt.redis, lock: rt.lock, logger: rt.logger, faults, batchSize: 2, lockTtlMs: 5_000 };
+    const budget = { deadline: 0, remaining: () => (expired ? 0 : 1_000), expired: () => expired };
+    await expect(recoverExecutor(deps, notice('exec-T'), { budget })).rejects.toBeInstanceOf(BudgetExhaustedError);
+    expect(await auditedIds(tdb.sql, 'exec-T')).toHaveLength(2);
+    expect(await pendingIds(tdb.sql, 'exec-T')).toHaveLength(3);
+    // The lock was released on the way out, so the redelivery is not contended.
+    const rest = await recoverExecutor(deps, notice('exec-T'));
+    expect(rest).toMatchObject({ outcome: 'completed', reenqueued: 3 });
+    const outcomes = await tdb.sql.query(`SELECT outcome FROM afterlife.recoveries WHERE executor_id = 'exec-T' ORDER BY id`);
+    expect(outcomes.rows.map((r: { outcome: string }) => r.outcome)).toEqual(['partial', 'completed']);
   });
 });
