@@ -52,6 +52,7 @@ const EnvSchema = z
     HEARTBEAT_TTL_MS: int(15_000, 500),
     FUNCTION_TIMEOUT_S: int(60, 1, 3_600),
     BUDGET_MARGIN_MS: int(5_000, 0),
+    DRAIN_BUDGET_MS: int(600_000, 1_000, 86_400_000),
 
     RECOVERY_BATCH_SIZE: int(1_000, 1, 100_000),
     LOCK_TTL_MS: int(30_000, 1_000),
@@ -102,6 +103,8 @@ export interface Config {
   heartbeatTtlMs: number;
   functionTimeoutS: number;
   budgetMarginMs: number;
+  /** Default budget of a planned drain (the drain function's POST without `budgetMs`). */
+  drainBudgetMs: number;
   recovery: { batchSize: number; lockTtlMs: number; orphanedVersionPolicy: 'leave' | 'fork-to-latest' };
   reaper: {
     tickMs: number;
@@ -172,6 +175,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     heartbeatTtlMs: e.HEARTBEAT_TTL_MS,
     functionTimeoutS: e.FUNCTION_TIMEOUT_S,
     budgetMarginMs: e.BUDGET_MARGIN_MS,
+    drainBudgetMs: e.DRAIN_BUDGET_MS,
     recovery: {
       batchSize: e.RECOVERY_BATCH_SIZE,
       lockTtlMs: e.LOCK_TTL_MS,
