@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import type { Db } from '../db/pool.js';
+import { classify } from '../errors.js';
 import { findDiverged } from '../dbos/diverged.js';
 import { claimDeadLetter, markDeadLetterPublished, recordFork } from '../db/queries/forks.js';
 import { publishDeadLetter } from '../events/deadLetter.js';
@@ -172,7 +173,8 @@ export async function forkDiverged(deps: ForkDeps, workflowIds: string[], opts: 
     try {
       out.push(await autoFork(deps, id));
     } catch (err) {
-      deps.logger.warn('autoFork failed; the next pass retries it', { workflowId: id, err, event: 'fork_failed' });
+      if (classify(err) === 'permanent') deps.logger.error('autoFork cannot proceed; needs a human', { workflowId: id, err, event: 'fork_failed' });
+      else deps.logger.warn('autoFork failed; the next pass retries it', { workflowId: id, err, event: 'fork_failed' });
     }
   }
   return out;

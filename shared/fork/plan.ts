@@ -1,4 +1,5 @@
 import type { DBOSClient } from '@dbos-inc/dbos-sdk';
+import { AfterlifeError } from '../errors.js';
 import { type Divergence, divergenceOf } from './detect.js';
 
 /**
@@ -153,11 +154,13 @@ export async function planDivergenceFork(client: ForkClient, workflowId: string,
   return { kind: 'fork', plan };
 }
 
-/** Thrown when the deterministic fork ID exists but was forked from another workflow: a naming clash. */
-export class ForkConflictError extends Error {
+/**
+ * The deterministic fork ID exists but was forked from another workflow (two branches of one lineage
+ * diverged, or an ID the app chose clashes). Retrying cannot change that: permanent, for a human.
+ */
+export class ForkConflictError extends AfterlifeError {
   constructor(readonly newWorkflowId: string, readonly expectedSource: string, readonly actualSource: string | undefined) {
-    super(`workflow ${newWorkflowId} exists but was forked from ${actualSource ?? 'nothing'}, not ${expectedSource}`);
-    this.name = 'ForkConflictError';
+    super(`workflow ${newWorkflowId} exists but was forked from ${actualSource ?? 'nothing'}, not ${expectedSource}`, 'fork_conflict', 'permanent');
   }
 }
 
