@@ -13,6 +13,7 @@ locals {
     reap             = "the reaper declared an executor dead or acted on stuck work"
     fork             = "a diverged workflow was forked"
     dead_letter      = "a workflow exhausted its forks and was dead-lettered"
+    drain_requested  = "an operator or deploy pipeline asked executors to drain"
   }
 
   # Only afterlife's own services; the executors' kit logs in the app's services.
