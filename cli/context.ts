@@ -1,6 +1,10 @@
 import type { Redis } from 'ioredis';
 import { type Config, loadConfig } from '../shared/config/index.js';
 import { createDb, createPool, type Db } from '../shared/db/pool.js';
+import { createPubSubPublisher, type Publisher } from '../shared/events/publisher.js';
+import { lazyDbosClient } from '../shared/fork/client.js';
+import type { ForkDeps } from '../shared/fork/index.js';
+import { Lifecycle } from '../shared/lifecycle/shutdown.js';
 import { RedisLock } from '../shared/lock/lock.js';
 import { createRedis, waitReady } from '../shared/lock/redis.js';
 import { makeLogger, type Logger } from '../shared/log.js';
@@ -18,6 +22,10 @@ export interface CliContext {
   lock: RedisLock | undefined;
   logger: Logger;
   json: boolean;
+  /** DBOS's own client, created on first use (fork), destroyed on close. */
+  dbosClient: ForkDeps['dbos'];
+  /** The Pub/Sub publisher (dead letters, death notices), created on first use; undefined without a project. */
+  publisher(): Promise<Publisher | undefined>;
   /** A progress line on stderr (never on stdout, so --json output stays one document). */
   progress(line: string): void;
   close(): Promise<void>;
@@ -40,6 +48,8 @@ export async function createContext(o: { env: Record<string, string | undefined>
     redis = createRedis(config.redis.url);
     redisReady = await waitReady(redis, 1_500);
   }
+  const lifecycle = new Lifecycle();
+  let publisher: Promise<Publisher | undefined> | undefined;
   return {
     config,
     db,
@@ -48,10 +58,22 @@ export async function createContext(o: { env: Record<string, string | undefined>
     lock: redis ? new RedisLock(redis, { owner: 'afterlife-cli' }) : undefined,
     logger,
     json: o.json,
+    dbosClient: lazyDbosClient(config, logger, lifecycle),
+    publisher: () => {
+      publisher ??= (async () => {
+        // Without a project (or a local emulator / bridge) there is nowhere to publish: callers degrade.
+        if (!config.project && !o.env.PUBSUB_EMULATOR_HOST && !o.env.PUBSUB_BRIDGE_URL) return undefined;
+        const p = await createPubSubPublisher(config.project, o.env.PUBSUB_BRIDGE_URL);
+        lifecycle.onShutdown('pubsub', () => p.close());
+        return p;
+      })();
+      return publisher;
+    },
     progress: (line) => {
       process.stderr.write(`${line}\n`);
     },
     close: async () => {
+      await lifecycle.shutdown();
       redis?.disconnect();
       await closePool();
     },

@@ -12,7 +12,8 @@ import { recover } from './commands/recover.js';
 import { status } from './commands/status.js';
 import { type CommandResult, NotAvailableError, UsageError } from './commands/types.js';
 import { drain } from './commands/drain.js';
-import { fork, reap } from './commands/later.js';
+import { fork } from './commands/fork.js';
+import { reap } from './commands/later.js';
 import type { ErrorOutput } from './schemas.js';
 
 const USAGE = `usage: afterlife <command> [options]

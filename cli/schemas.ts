@@ -110,3 +110,22 @@ export const DrainOutput = z.object({
   ),
 });
 export type DrainOutput = z.infer<typeof DrainOutput>;
+
+export const ForkOutput = z.object({
+  command: z.literal('fork'),
+  applicationName: z.string(),
+  workflowId: z.string(),
+  outcome: z.enum(['forked', 'already-forked', 'dead-lettered', 'busy', 'skipped']),
+  newWorkflowId: z.string().nullable(),
+  root: z.string().nullable(),
+  /** This fork's number in the lineage (1 = first). */
+  n: z.number().int().positive().nullable(),
+  startStep: z.number().int().nonnegative().nullable(),
+  reason: z.enum(['diverged', 'child-diverged', 'orphaned-version']).nullable(),
+  /** dead-lettered: how many forks the lineage used. */
+  forks: z.number().int().nonnegative().nullable(),
+  deadLetterPublished: z.boolean().nullable(),
+  skippedBecause: z.enum(['missing', 'not-diverged', 'not-forkable']).nullable(),
+  status: z.string().nullable(),
+});
+export type ForkOutput = z.infer<typeof ForkOutput>;

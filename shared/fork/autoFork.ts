@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import type { Db } from '../db/pool.js';
-import { classify } from '../errors.js';
+import { classify, InvalidInputError } from '../errors.js';
 import { findDiverged } from '../dbos/diverged.js';
 import { claimDeadLetter, markDeadLetterPublished, recordFork } from '../db/queries/forks.js';
 import { publishDeadLetter } from '../events/deadLetter.js';
@@ -10,7 +10,7 @@ import { LockContendedError, LockUnavailableError } from '../lock/errors.js';
 import type { RedisLock } from '../lock/lock.js';
 import type { Logger } from '../log.js';
 import { noFaults, type Faults } from '../testing/faults.js';
-import { executePlan, type ForkClient, type ForkPlan, planDivergenceFork, type TargetVersion } from './plan.js';
+import { executePlan, type ForkClient, type ForkPlan, type Planned, planDivergenceFork, type TargetVersion } from './plan.js';
 
 /**
  * autoFork: the bounded, deterministic escape from replay divergence. Postgres is the fence (the fork ID
@@ -71,11 +71,19 @@ export async function underRootLock<T>(deps: ForkDeps, root: string, fn: () => P
   }
 }
 
-export async function autoFork(deps: ForkDeps, workflowId: string): Promise<AutoForkResult> {
+export interface ForkPointOptions {
+  /**
+   * An operator's fork point (`afterlife fork --from-step N`) instead of the first divergent step. Only
+   * earlier steps are accepted: a fork that copies the divergent checkpoint diverges again.
+   */
+  fromStep?: number;
+}
+
+export async function autoFork(deps: ForkDeps, workflowId: string, opts: ForkPointOptions = {}): Promise<AutoForkResult> {
   const faults = deps.faults ?? noFaults;
   const log = deps.logger.child({ workflowId, component: 'fork' });
   const client = await deps.dbos();
-  const planned = await planDivergenceFork(client, workflowId, { maxForks: deps.maxForks, targetVersion: deps.targetVersion });
+  const planned = withFromStep(await planDivergenceFork(client, workflowId, { maxForks: deps.maxForks, targetVersion: deps.targetVersion }), opts.fromStep);
   if (planned.kind === 'skip') {
     if (planned.why === 'not-forkable') log.warn('diverged but not forkable; left for a human', { detail: planned.detail, event: 'fork_skipped' });
     return { outcome: 'skipped', workflowId, why: planned.why, status: planned.status };
@@ -101,6 +109,20 @@ export async function autoFork(deps: ForkDeps, workflowId: string): Promise<Auto
     return { outcome, workflowId, newWorkflowId: plan.newWorkflowId, root, n: plan.n, startStep: plan.startStep, reason: plan.reason };
   });
   return done === 'busy' ? { outcome: 'busy', workflowId, root } : done;
+}
+
+function withFromStep(planned: Planned, fromStep: number | undefined): Planned {
+  if (fromStep === undefined || planned.kind !== 'fork') return planned;
+  const { plan } = planned;
+  if (plan.child) {
+    throw new InvalidInputError(`${plan.source} diverged in a child it started under its own ID; fork it without --from-step`);
+  }
+  if (fromStep > plan.startStep) {
+    throw new InvalidInputError(
+      `--from-step ${fromStep} is past the first divergent step ${plan.startStep} of ${plan.source}: the fork would copy the divergent checkpoint and diverge again`,
+    );
+  }
+  return { kind: 'fork', plan: { ...plan, startStep: fromStep } };
 }
 
 export function ledger(deps: ForkDeps, plan: ForkPlan, awaitedBy?: string): Promise<void> {

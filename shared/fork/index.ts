@@ -3,7 +3,7 @@
  * App code: `getResultWithAutoFork(client, id, { maxForks })`. afterlife: `autoFork(deps, id)`, the reaper's
  * `divergedPass(deps, { limit })`, and the `fork-to-latest` orphaned-version handler.
  */
-export { autoFork, divergedPass, forkDiverged, forkLockKey, type AutoForkResult, type ForkDeps, type PassOptions } from './autoFork.js';
+export { autoFork, divergedPass, forkDiverged, forkLockKey, type AutoForkResult, type ForkPointOptions, type ForkDeps, type PassOptions } from './autoFork.js';
 export { lazyDbosClient } from './client.js';
 export { type Divergence, divergenceOf, parseDivergence, UNEXPECTED_STEP_CODE } from './detect.js';
 export { forkDepsFromRuntime } from './deps.js';
