@@ -2,12 +2,12 @@ import type { Redis } from 'ioredis';
 import { type Config, loadConfig } from '../shared/config/index.js';
 import { createDb, createPool, type Db } from '../shared/db/pool.js';
 import { createPubSubPublisher, type Publisher } from '../shared/events/publisher.js';
-import { lazyDbosClient } from '../shared/fork/client.js';
-import type { ForkDeps } from '../shared/fork/index.js';
 import { Lifecycle } from '../shared/lifecycle/shutdown.js';
 import { RedisLock } from '../shared/lock/lock.js';
 import { createRedis, waitReady } from '../shared/lock/redis.js';
 import { makeLogger, type Logger } from '../shared/log.js';
+import type { Runtime } from '../shared/runtime.js';
+import { noFaults } from '../shared/testing/faults.js';
 
 /**
  * What a CLI command works with: the same config, pool and Redis client the functions use, built from
@@ -22,10 +22,12 @@ export interface CliContext {
   lock: RedisLock | undefined;
   logger: Logger;
   json: boolean;
-  /** DBOS's own client, created on first use (fork), destroyed on close. */
-  dbosClient: ForkDeps['dbos'];
-  /** The Pub/Sub publisher (dead letters, death notices), created on first use; undefined without a project. */
-  publisher(): Promise<Publisher | undefined>;
+  /**
+   * The same Runtime a function instance has (so the reaper and fork modules get their deps exactly as the
+   * functions build them), with the publisher created on first use; undefined without a project, emulator
+   * or local bridge. Redis that did not answer is left out (degraded), as a function would run.
+   */
+  runtime(): Promise<Runtime>;
   /** A progress line on stderr (never on stdout, so --json output stays one document). */
   progress(line: string): void;
   close(): Promise<void>;
@@ -49,7 +51,7 @@ export async function createContext(o: { env: Record<string, string | undefined>
     redisReady = await waitReady(redis, 1_500);
   }
   const lifecycle = new Lifecycle();
-  let publisher: Promise<Publisher | undefined> | undefined;
+  let runtime: Promise<Runtime> | undefined;
   return {
     config,
     db,
@@ -58,16 +60,28 @@ export async function createContext(o: { env: Record<string, string | undefined>
     lock: redis ? new RedisLock(redis, { owner: 'afterlife-cli' }) : undefined,
     logger,
     json: o.json,
-    dbosClient: lazyDbosClient(config, logger, lifecycle),
-    publisher: () => {
-      publisher ??= (async () => {
+    runtime: () => {
+      runtime ??= (async () => {
+        let publisher: Publisher | undefined;
         // Without a project (or a local emulator / bridge) there is nowhere to publish: callers degrade.
-        if (!config.project && !o.env.PUBSUB_EMULATOR_HOST && !o.env.PUBSUB_BRIDGE_URL) return undefined;
-        const p = await createPubSubPublisher(config.project, o.env.PUBSUB_BRIDGE_URL);
-        lifecycle.onShutdown('pubsub', () => p.close());
-        return p;
+        if (config.project || o.env.PUBSUB_EMULATOR_HOST || o.env.PUBSUB_BRIDGE_URL) {
+          const p = await createPubSubPublisher(config.project, o.env.PUBSUB_BRIDGE_URL);
+          lifecycle.onShutdown('pubsub', () => p.close());
+          publisher = p;
+        }
+        return {
+          config,
+          db,
+          redis: redisReady ? redis : undefined,
+          lock: redisReady && redis ? new RedisLock(redis, { owner: 'afterlife-cli' }) : undefined,
+          publisher,
+          logger,
+          faults: noFaults,
+          lifecycle,
+          clock: Date.now,
+        };
       })();
-      return publisher;
+      return runtime;
     },
     progress: (line) => {
       process.stderr.write(`${line}\n`);

@@ -1,6 +1,5 @@
 import { hostname } from 'node:os';
-import { autoFork, type AutoForkResult } from '../../shared/fork/index.js';
-import type { ForkDeps } from '../../shared/fork/index.js';
+import { autoFork, type AutoForkResult, forkDepsFromRuntime } from '../../shared/fork/index.js';
 import type { CliContext } from '../context.js';
 import type { ForkOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
@@ -13,20 +12,7 @@ import type { CommandResult } from './types.js';
  */
 export async function fork(ctx: CliContext, workflowId: string, o: { fromStep?: number }): Promise<CommandResult<ForkOutput>> {
   const { config } = ctx;
-  const deps: ForkDeps = {
-    db: ctx.db,
-    dbos: ctx.dbosClient,
-    lock: ctx.redisReady ? ctx.lock : undefined,
-    publisher: await ctx.publisher(),
-    logger: ctx.logger,
-    applicationName: config.applicationName,
-    deadLetterTopic: config.topics.deadLetters,
-    maxForks: config.fork.maxForks,
-    targetVersion: config.fork.targetVersion,
-    lockTtlMs: config.recovery.lockTtlMs,
-    forkedBy: `cli@${hostname()}`,
-    ...(config.redis ? { keyPrefix: config.redis.keyPrefix } : {}),
-  };
+  const deps = forkDepsFromRuntime(await ctx.runtime(), { forkedBy: `cli@${hostname()}` });
   ctx.progress(`forking ${workflowId}${o.fromStep === undefined ? ' from its first divergent step' : ` from step ${o.fromStep}`}…`);
   const r = await autoFork(deps, workflowId, o.fromStep === undefined ? {} : { fromStep: o.fromStep });
   const out = toOutput(config.applicationName, r);
