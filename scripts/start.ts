@@ -42,6 +42,17 @@ try {
 if (stopping) await new Promise(() => {}); // a signal arrived while starting: its handler stops and exits
 
 const s = stack;
+// A function process that dies while the stack runs is reported, not silently missing.
+for (const f of s.functions) {
+  void f.proc.exited.then(({ code, signal }) => {
+    if (!stopping) logger.error(`function ${f.target} exited unexpectedly (${code ?? signal}); restart npm start`, { target: f.target });
+  });
+}
+process.on('uncaughtException', (err) => {
+  process.stderr.write(`npm start: ${err.stack ?? String(err)}\nstopping the local stack…\n`);
+  stopping = true;
+  void s.stop().finally(() => process.exit(1));
+});
 if (values.json) {
   process.stdout.write(
     `${JSON.stringify({

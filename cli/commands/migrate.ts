@@ -1,6 +1,6 @@
-import { DBOS } from '@dbos-inc/dbos-sdk';
 import { migrate as migrateAfterlife } from '../../shared/db/migrate.js';
 import { ident } from '../../shared/db/pool.js';
+import { migrateDbosSchema } from '../../shared/dbos/migrate.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
 import type { CliContext } from '../context.js';
 import type { MigrateOutput } from '../schemas.js';
@@ -16,14 +16,7 @@ export async function migrate(ctx: CliContext, o: { dbos: boolean }): Promise<Co
   if (o.dbos) {
     if (config.database.kind !== 'url') throw new Error('--dbos needs DATABASE_URL (DBOS migrates over its own connection)');
     ctx.progress(`migrating DBOS's system schema "${config.dbosSchema}"…`);
-    // DBOS announces its migrations on stdout; stdout is ours (one JSON document with --json).
-    const log = console.log;
-    console.log = (...args: unknown[]) => console.error(...args);
-    try {
-      await DBOS.migrate(config.database.url, { schemaName: config.dbosSchema });
-    } finally {
-      console.log = log;
-    }
+    await migrateDbosSchema(config.database.url, config.dbosSchema);
   }
   const { version } = await checkDbosSchema(db);
   ctx.progress(`applying afterlife migrations to "${config.afterlifeSchema}"…`);

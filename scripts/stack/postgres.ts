@@ -1,10 +1,10 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DBOS } from '@dbos-inc/dbos-sdk';
 import pg from 'pg';
 import { migrate } from '../../shared/db/migrate.js';
 import { createDb } from '../../shared/db/pool.js';
+import { migrateDbosSchema } from '../../shared/dbos/migrate.js';
 import { silentLogger } from '../../shared/log.js';
 import { freePort } from './proc.js';
 
@@ -82,7 +82,7 @@ async function startEmbedded(): Promise<{ url: string; dataDir: string; stop: ()
 
 /** DBOS's system schema, then afterlife's schema. Both are idempotent. */
 export async function migrateAll(url: string, dbosSchema: string, afterlifeSchema: string): Promise<string[]> {
-  await DBOS.migrate(url, { schemaName: dbosSchema });
+  await migrateDbosSchema(url, dbosSchema);
   const pool = new pg.Pool({ connectionString: url, max: 1, application_name: 'afterlife-migrate' });
   try {
     const { applied } = await migrate(createDb(pool, 1, { dbosSchema, afterlifeSchema, logger: silentLogger() }));
