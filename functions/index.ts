@@ -1,2 +1,3 @@
 /** Registers every function target; `functions-framework --target=<name>` serves any of them. */
 import './executorDeath/index.js';
+import './reaper/index.js';

@@ -1,0 +1,35 @@
+import { findDiverged } from '../dbos/reaper.js';
+import type { DivergedPassResult, ReaperDeps, TickContext } from './types.js';
+
+/**
+ * Diverged workflows (replay divergence, DBOSUnexpectedStepError, code 26) are handed to the fork module,
+ * which owns the lineage bound, the deterministic IDs and the dead letter. The pass only finds them; the
+ * fork function is a dependency so the module can be wired in without touching this file.
+ */
+export const DIVERGED_BATCH = 20;
+
+export async function divergedPass(deps: ReaperDeps, ctx: TickContext): Promise<DivergedPassResult> {
+  const { db, config } = deps;
+  const since = deps.clock() - config.reaper.divergedLookbackMs;
+  const ids = await findDiverged(db, config.applicationName, since, DIVERGED_BATCH);
+  const result: DivergedPassResult = { found: ids.length, handed: 0, failed: 0 };
+  if (ctx.dryRun) {
+    for (const id of ids) ctx.planned.push({ pass: 'diverged', action: 'fork', workflowId: id });
+    return result;
+  }
+  if (!deps.autoFork) {
+    if (ids.length) deps.logger.warn('diverged workflows found; no fork module wired', { event: 'diverged_not_forked', workflowIds: ids });
+    return { ...result, skipped: 'no fork module wired' };
+  }
+  for (const id of ids) {
+    if (ctx.signal?.aborted) break;
+    try {
+      await deps.autoFork(id);
+      result.handed += 1;
+    } catch (err) {
+      result.failed += 1;
+      deps.logger.error('auto-fork of a diverged workflow failed', { workflowId: id, err, tick: ctx.tick });
+    }
+  }
+  return result;
+}
