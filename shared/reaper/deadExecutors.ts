@@ -1,5 +1,5 @@
 import { listExecutors } from '../db/queries/executors.js';
-import { type Absence, executorsSeenBeating, recordAbsent, recordDeclaredDead, recordPresent } from '../db/queries/observations.js';
+import { type Absence, executorsSeenBeating, recordAbsent, recordDeclaredDead, recordPresent, resetHeartbeatAbsences } from '../db/queries/observations.js';
 import { canSeeOtherSessions, executorsWithSessions, lastActivityByExecutor, pendingOwners, sessionPrefix } from '../dbos/reaper.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
 import { deathNotice } from '../events/deathNotice.js';
@@ -72,7 +72,13 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
   }
 
   const dead: Array<{ executorId: string; evidence: 'heartbeat' | 'sessions'; absence: Absence; cutoffMs?: number }> = [];
-  if (beating instanceof Set) {
+  if (beating instanceof Set && beating.redisLostKeys) {
+    // Flushed or restarted since the last tick: every key vanished at once and the kits are rewriting
+    // them. Absence counts from the next tick, so only a kit silent for a whole TTL after that is dead.
+    await resetHeartbeatAbsences(db, app);
+    result.heartbeat = { skipped: 'redis lost its keys since the last tick (flush or restart): absence counts from the next tick' };
+    log.warn('redis lost its keys (flush or restart): heartbeat absences restart', { event: 'redis_reset' });
+  } else if (beating instanceof Set) {
     const absentKit = candidates.filter((id) => !beating.has(id) && kit.has(id));
     const absences = await recordAbsent(db, app, absentKit, 'heartbeat', continuityMs);
     result.absent += absences.length;
@@ -113,8 +119,8 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
     if (deps.faults.enabled) await deps.faults.hit('reaper.beforeDeclareDead', { executorId: d.executorId, evidence: d.evidence });
     if (d.evidence === 'heartbeat') {
       const now = await readBeats(deps, [d.executorId]);
-      if (!(now instanceof Set)) {
-        log.warn('redis stopped answering before the executor was declared dead: left for a later tick', { executorId: d.executorId });
+      if (!(now instanceof Set) || now.redisLostKeys) {
+        log.warn('redis stopped answering or lost its keys before the executor was declared dead: left for a later tick', { executorId: d.executorId });
         continue;
       }
       if (now.has(d.executorId)) {
@@ -178,14 +184,31 @@ function redeclarable(a: Absence): boolean {
   return a.declaredAgoMs === undefined || a.declaredAgoMs >= REDECLARE_AFTER_MS;
 }
 
-/** Which candidates have a heartbeat key, in one MGET; `skipped` when Redis cannot say. */
-async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Set<string> | { skipped: string }> {
+/** The set of candidates with a heartbeat key, plus whether Redis lost its keys since the last tick. */
+type Beats = Set<string> & { redisLostKeys?: boolean };
+
+/**
+ * Which candidates have a heartbeat key, in one round trip; `skipped` when Redis cannot say. A sentinel key
+ * without TTL (SET NX) tells a flushed or restarted Redis apart from executors that stopped beating: if it
+ * is missing, every absence this tick is the flush's, not the executors'.
+ */
+async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats | { skipped: string }> {
   if (!deps.redis) return { skipped: 'REDIS_URL is not set' };
-  const prefix = deps.config.redis?.keyPrefix;
+  const prefix = deps.config.redis?.keyPrefix ?? 'afterlife';
+  const sentinel = `${prefix}:${deps.config.applicationName}:reaper:sentinel`;
   try {
-    const values = await deps.redis.mget(...ids.map((id) => heartbeatKey(deps.config.applicationName, id, prefix)));
+    const replies = await deps.redis
+      .multi()
+      .set(sentinel, new Date().toISOString(), 'NX')
+      .mget(...ids.map((id) => heartbeatKey(deps.config.applicationName, id, prefix)))
+      .exec();
+    if (!replies) throw new Error('transaction aborted');
+    const [[setErr, created], [getErr, values]] = replies as [[Error | null, unknown], [Error | null, Array<string | null>]];
+    if (setErr || getErr) throw setErr ?? getErr;
     // Any value proves life: an unparsable one is still a key the kit refreshed within its TTL.
-    return new Set(ids.filter((_, i) => values[i] !== null && values[i] !== undefined));
+    const out: Beats = new Set(ids.filter((_, i) => values[i] !== null && values[i] !== undefined));
+    out.redisLostKeys = created === 'OK';
+    return out;
   } catch (err) {
     return { skipped: `redis unreachable: ${err instanceof Error ? err.message : String(err)}` };
   }

@@ -103,3 +103,13 @@ export async function recordDeclaredDead(db: Db, applicationName: string, execut
     'observations.declared',
   );
 }
+
+/** Restarts every heartbeat-absence streak of the app: Redis lost its keys, so earlier absences prove nothing. */
+export async function resetHeartbeatAbsences(db: Db, applicationName: string): Promise<void> {
+  await db.query(
+    `UPDATE ${table(db)} SET evidence = NULL, first_absent_at = NULL, last_absent_at = NULL, absent_ticks = 0
+      WHERE application_name = $1 AND evidence = 'heartbeat'`,
+    [applicationName],
+    'observations.resetHeartbeat',
+  );
+}

@@ -1,0 +1,74 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runReaper } from '../../../shared/reaper/index.js';
+import { createTestDatabase, type TestDatabase, uniqueName, waitFor, workflowRows } from '../../helpers/db.js';
+import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
+import { type Beater, beatWhileAlive } from '../../helpers/heartbeat.js';
+import { FAST_REAPER_ENV, testReaperDeps } from '../../helpers/reaper.js';
+import { testRuntime } from '../../helpers/runtime.js';
+import { TEST_REDIS_URL } from '../../helpers/services.js';
+
+/**
+ * Acceptance B (the one long test): through 60 s of 1 s ticks, a live executor running a 60 s step — which
+ * writes nothing to DBOS's tables while it runs — is never declared dead and its workflow never touched.
+ * A second live executor without the kit runs the same step with a grace far shorter than the step: its
+ * workflow's activity clock goes stale, but its sessions are in pg_stat_activity, so it is alive too.
+ */
+describe('reaper: a live executor in a 60 s step', () => {
+  const app = uniqueName('app-long');
+  let tdb: TestDatabase;
+  let rt: ReturnType<typeof testRuntime>;
+  const executors: ExecutorHandle[] = [];
+  const beaters: Beater[] = [];
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    rt = testRuntime({
+      databaseUrl: tdb.url,
+      applicationName: app,
+      env: { ...FAST_REAPER_ENV, FUNCTION_TIMEOUT_S: '62', BUDGET_MARGIN_MS: '1500', UNKNOWN_EXECUTOR_GRACE_MS: '5000' },
+    });
+  });
+  afterAll(async () => {
+    beaters.forEach((b) => b.stop());
+    await Promise.all(executors.map((e) => e.stop()));
+    await rt?.close();
+    await tdb?.drop();
+  });
+
+  it('B: never declared dead, its workflow never touched', { timeout: 150_000 }, async () => {
+    const base = { databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1' };
+    const [kit, noKit] = await Promise.all([startExecutor({ ...base, executorId: 'exec-kit' }), startExecutor({ ...base, executorId: 'exec-nokit' })]);
+    executors.push(kit, noKit);
+    beaters.push(beatWhileAlive({ redisUrl: TEST_REDIS_URL, applicationName: app, executor: kit, applicationVersion: 'v1', ttlMs: 3_000 }));
+    await beaters[0]?.ready;
+    await kit.start('long-kit', { steps: 1, stepMs: 60_000 });
+    await noKit.start('long-nokit', { steps: 1, stepMs: 60_000 });
+    const ids = ['long-kit', 'long-nokit'];
+    const before = await tdb.sql.query(`SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts, updated_at FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) ORDER BY 1`, [ids]);
+
+    const t0 = Date.now();
+    const summary = await runReaper(testReaperDeps(rt));
+    const ranMs = Date.now() - t0;
+    if (summary.outcome !== 'completed') throw new Error('reaper skipped');
+    console.log(`[acceptance B] ${summary.ticks} ticks over ${ranMs} ms; dead pass max ${summary.passes.dead.maxDurationMs} ms`);
+    expect(ranMs).toBeGreaterThanOrEqual(58_000);
+    expect(summary.ticks).toBeGreaterThanOrEqual(55);
+    expect(summary.declaredDead).toEqual([]);
+    expect(summary.errors).toEqual([]);
+    expect(summary.sessions).toBe('visible');
+    expect(summary.passes.dead.alive).toBe(2 * summary.ticks);
+
+    // Untouched while the step ran: same status, owner, ownership token, attempts and status clock.
+    const during = await tdb.sql.query(`SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts, updated_at FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) ORDER BY 1`, [ids]);
+    expect(during.rows).toEqual(before.rows);
+    expect((await tdb.sql.query(`SELECT count(*)::int AS n FROM afterlife.recoveries`)).rows[0]).toEqual({ n: 0 });
+
+    // Both finish on their own executor, each step body ran exactly once.
+    await waitFor('both long workflows finish', async () => (await workflowRows(tdb.sql, ids)).every((r) => r.status === 'SUCCESS'), { timeoutMs: 30_000 });
+    const runs = await tdb.sql.query(`SELECT workflow_id, executor_id, count(*)::int AS n FROM public.step_runs WHERE phase = 'start' GROUP BY 1, 2 ORDER BY 1`);
+    expect(runs.rows).toEqual([
+      { workflow_id: 'long-kit', executor_id: 'exec-kit', n: 1 },
+      { workflow_id: 'long-nokit', executor_id: 'exec-nokit', n: 1 },
+    ]);
+  });
+});
