@@ -1,6 +1,5 @@
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { heartbeatKey } from '../../shared/heartbeat/index.js';
-import { createRedis } from '../../shared/lock/redis.js';
 import type { ExecutorHandle } from './executor.js';
 
 /**
@@ -23,7 +22,9 @@ export function beatWhileAlive(o: {
   ttlMs: number;
   redis?: Redis;
 }): Beater {
-  const redis = o.redis ?? createRedis(o.redisUrl);
+  // Reconnects every 100 ms, as a kit should, so a restarted Redis has its keys back within a beat.
+  const redis = o.redis ?? new Redis(o.redisUrl, { maxRetriesPerRequest: 0, enableOfflineQueue: false, connectTimeout: 1_000, retryStrategy: () => 100 });
+  redis.on('error', () => undefined);
   const key = heartbeatKey(o.applicationName, o.executor.executorId);
   const startedAt = new Date().toISOString();
   let stopped = false;

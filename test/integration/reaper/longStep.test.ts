@@ -13,6 +13,9 @@ import { TEST_REDIS_URL } from '../../helpers/services.js';
  * A second live executor without the kit runs the same step with a grace far shorter than the step: its
  * workflow's activity clock goes stale, but its sessions are in pg_stat_activity, so it is alive too.
  */
+/** Longer than the 60 s of ticks, so every tick happens while the step runs (and writes nothing). */
+const STEP_MS = 70_000;
+
 describe('reaper: a live executor in a 60 s step', () => {
   const app = uniqueName('app-long');
   let tdb: TestDatabase;
@@ -37,12 +40,14 @@ describe('reaper: a live executor in a 60 s step', () => {
 
   it('B: never declared dead, its workflow never touched', { timeout: 150_000 }, async () => {
     const base = { databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1' };
-    const [kit, noKit] = await Promise.all([startExecutor({ ...base, executorId: 'exec-kit' }), startExecutor({ ...base, executorId: 'exec-nokit' })]);
+    // One at a time: the example app's CREATE TABLE IF NOT EXISTS races when two launch at once.
+    const kit = await startExecutor({ ...base, executorId: 'exec-kit' });
+    const noKit = await startExecutor({ ...base, executorId: 'exec-nokit' });
     executors.push(kit, noKit);
     beaters.push(beatWhileAlive({ redisUrl: TEST_REDIS_URL, applicationName: app, executor: kit, applicationVersion: 'v1', ttlMs: 3_000 }));
     await beaters[0]?.ready;
-    await kit.start('long-kit', { steps: 1, stepMs: 60_000 });
-    await noKit.start('long-nokit', { steps: 1, stepMs: 60_000 });
+    await kit.start('long-kit', { steps: 1, stepMs: STEP_MS });
+    await noKit.start('long-nokit', { steps: 1, stepMs: STEP_MS });
     const ids = ['long-kit', 'long-nokit'];
     const before = await tdb.sql.query(`SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts, updated_at FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) ORDER BY 1`, [ids]);
 
@@ -56,7 +61,10 @@ describe('reaper: a live executor in a 60 s step', () => {
     expect(summary.declaredDead).toEqual([]);
     expect(summary.errors).toEqual([]);
     expect(summary.sessions).toBe('visible');
-    expect(summary.passes.dead.alive).toBe(2 * summary.ticks);
+    // Every tick saw both executors, and judged both alive.
+    const ticks = rt.logger.lines.filter((l) => l.event === 'reaper_tick').map((l) => l.dead as { candidates: number; alive: number });
+    expect(ticks).toHaveLength(summary.ticks);
+    expect(ticks.every((d) => d.candidates === 2 && d.alive === 2)).toBe(true);
 
     // Untouched while the step ran: same status, owner, ownership token, attempts and status clock.
     const during = await tdb.sql.query(`SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts, updated_at FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) ORDER BY 1`, [ids]);

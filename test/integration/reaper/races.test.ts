@@ -72,7 +72,9 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
     tdb = await createTestDatabase();
     rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, faults, env: { ...FAST_REAPER_ENV, STUCK_AFTER_MS: '60000' } });
     const base = { databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1' };
-    [live, dead] = await Promise.all([startExecutor({ ...base, executorId: 'exec-live' }), startExecutor({ ...base, executorId: 'exec-dead' })]);
+    // One at a time: the example app's CREATE TABLE IF NOT EXISTS races when two launch at once.
+    live = await startExecutor({ ...base, executorId: 'exec-live' });
+    dead = await startExecutor({ ...base, executorId: 'exec-dead' });
     for (const e of [live, dead]) beaters.push(beatWhileAlive({ redisUrl: TEST_REDIS_URL, applicationName: app, executor: e, applicationVersion: 'v1', ttlMs: 3_000 }));
     await Promise.all(beaters.map((b) => b.ready));
 

@@ -39,10 +39,9 @@ describe('reaper: a SIGKILLed executor with the kit', () => {
 
   it('A: its workflows are claimed by a live executor within TTL + 2 ticks + a claim', async () => {
     const base = { databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1' };
-    const [victim, survivor] = await Promise.all([
-      startExecutor({ ...base, executorId: 'exec-victim' }),
-      startExecutor({ ...base, executorId: 'exec-survivor' }),
-    ]);
+    // One at a time: the example app's CREATE TABLE IF NOT EXISTS races when two launch at once.
+    const victim = await startExecutor({ ...base, executorId: 'exec-victim' });
+    const survivor = await startExecutor({ ...base, executorId: 'exec-survivor' });
     executors.push(victim, survivor);
     for (const e of executors) beaters.push(beatWhileAlive({ redisUrl: TEST_REDIS_URL, applicationName: app, executor: e, applicationVersion: 'v1', ttlMs: TTL_MS }));
     await Promise.all(beaters.map((b) => b.ready));
