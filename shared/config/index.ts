@@ -62,7 +62,7 @@ const EnvSchema = z
     STUCK_POLICY: z.enum(['report', 'cancel-and-fork']).default('report'),
     UNKNOWN_EXECUTOR_GRACE_MS: int(600_000, 0),
     REAPER_LEASE_MS: int(90_000, 1_000),
-    REAPER_DIVERGED_LOOKBACK_MS: int(86_400_000, 60_000),
+    REAPER_DIVERGED_LOOKBACK_MS: int(3_600_000, 60_000),
 
     MAX_FORKS: int(3, 1, 100),
     FORK_TARGET_VERSION: z.enum(['latest', 'original']).default('latest'),

@@ -30,9 +30,26 @@ export function activityClock(db: Pick<Db, 'dbosSchema'>, w: string): string {
 }
 
 /**
- * "Quiet since `$param`": the row's own timestamps first (cheap, no subquery) and then the full clock, as
- * two predicates so Postgres evaluates the subqueries only for rows that pass the cheap one.
+ * "Quiet since `$param`": no claim, status change, checkpoint (or future sleep deadline) at or after it,
+ * in the workflow or any descendant. Same signals as `activityClock`, written for speed: the row's own
+ * timestamps first (no subquery), then the checkpoints newest-first (a backward scan of the primary key
+ * that stops at the first recent one — a busy workflow costs one index probe, not all its steps), then
+ * the descendants.
  */
 export function quietSince(db: Pick<Db, 'dbosSchema'>, w: string, param: string): string {
-  return `GREATEST(${w}.started_at_epoch_ms, ${w}.updated_at) < ${param} AND ${activityClock(db, w)} < ${param}`;
+  const ws = `${ident(db.dbosSchema)}.workflow_status`;
+  const recentStep = (alias: string) =>
+    `(SELECT o.completed_at_epoch_ms FROM ${ident(db.dbosSchema)}.operation_outputs o
+       WHERE o.workflow_uuid = ${alias}.workflow_uuid AND o.completed_at_epoch_ms >= ${param}
+       ORDER BY o.function_id DESC LIMIT 1) IS NULL`;
+  return `GREATEST(${w}.started_at_epoch_ms, ${w}.updated_at) < ${param}
+      AND ${recentStep(w)}
+      AND NOT EXISTS (
+        WITH RECURSIVE d(id, depth) AS (
+            SELECT c.workflow_uuid, 1 FROM ${ws} c WHERE c.parent_workflow_id = ${w}.workflow_uuid
+            UNION ALL
+            SELECT c.workflow_uuid, d.depth + 1 FROM ${ws} c JOIN d ON c.parent_workflow_id = d.id
+             WHERE d.depth < ${MAX_CHILD_DEPTH})
+        SELECT 1 FROM d JOIN ${ws} x ON x.workflow_uuid = d.id
+         WHERE NOT (COALESCE(GREATEST(x.started_at_epoch_ms, x.updated_at, x.completed_at), 0) < ${param} AND ${recentStep('x')}))`;
 }

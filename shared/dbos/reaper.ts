@@ -135,18 +135,19 @@ export async function cancelIfStillQuiet(
 
 /**
  * Workflows that ended in replay divergence (DBOSUnexpectedStepError, dbosErrorCode 26) since `sinceMs`
- * and were not forked yet. The error lives in workflow_output.error (superjson envelope); `name` is
- * "Error", so the code is what identifies it.
+ * (their terminal transition, database clock) and were not forked yet. The error lives in
+ * workflow_output.error (superjson envelope); `name` is "Error", so the code is what identifies it.
+ * The range on completed_at is served by DBOS's idx_workflow_status_completed_at.
  */
 export async function findDiverged(db: Db, applicationName: string, sinceMs: number, limit: number): Promise<string[]> {
   const res = await db.query<{ workflow_uuid: string }>(
     `SELECT w.workflow_uuid
        FROM ${ident(db.dbosSchema)}.workflow_status w
        JOIN ${ident(db.dbosSchema)}.workflow_output o ON o.workflow_uuid = w.workflow_uuid
-      WHERE w.status = 'ERROR' AND w.created_at >= $2 AND NOT w.was_forked_from
+      WHERE w.completed_at >= $2 AND w.status = 'ERROR' AND NOT w.was_forked_from
         AND ${appScope('w.application_name', '$1')}
-        AND o.error ~ '"dbosErrorCode"\\s*:\\s*26[^0-9]'
-      ORDER BY w.created_at
+        AND o.error LIKE '%"dbosErrorCode":26%'
+      ORDER BY w.completed_at
       LIMIT $3`,
     [applicationName, sinceMs, limit],
     'reaper.findDiverged',

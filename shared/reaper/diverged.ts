@@ -1,5 +1,5 @@
 import { findDiverged } from '../dbos/reaper.js';
-import type { DivergedPassResult, ReaperDeps, TickContext } from './types.js';
+import type { DivergedPassResult, ReaperDeps, ReaperState, TickContext } from './types.js';
 
 /**
  * Diverged workflows (replay divergence, DBOSUnexpectedStepError, code 26) are handed to the fork module,
@@ -7,11 +7,18 @@ import type { DivergedPassResult, ReaperDeps, TickContext } from './types.js';
  * fork function is a dependency so the module can be wired in without touching this file.
  */
 export const DIVERGED_BATCH = 20;
+/** Overlap between consecutive scans: completed_at is the database clock, the cursor the reaper's. */
+export const DIVERGED_SLACK_MS = 60_000;
 
-export async function divergedPass(deps: ReaperDeps, ctx: TickContext): Promise<DivergedPassResult> {
+export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: ReaperState = {}): Promise<DivergedPassResult> {
   const { db, config } = deps;
-  const since = deps.clock() - config.reaper.divergedLookbackMs;
+  const now = deps.clock();
+  // The first tick of an invocation looks back REAPER_DIVERGED_LOOKBACK_MS; later ticks only since the
+  // previous scan, so the pass stays a short index range scan however long the history is.
+  const since = state.divergedScannedTo ?? now - config.reaper.divergedLookbackMs;
   const ids = await findDiverged(db, config.applicationName, since, DIVERGED_BATCH);
+  // A full batch may have more behind it: scan the same window again next tick (handled rows drop out).
+  if (ids.length < DIVERGED_BATCH) state.divergedScannedTo = now - DIVERGED_SLACK_MS;
   const result: DivergedPassResult = { found: ids.length, handed: 0, failed: 0 };
   if (ctx.dryRun) {
     for (const id of ids) ctx.planned.push({ pass: 'diverged', action: 'fork', workflowId: id });

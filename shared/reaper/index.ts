@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { releaseLease, renewLease, tryAcquireLease } from '../db/queries/leases.js';
 import { budgetFrom } from '../lifecycle/deadline.js';
 import { runTick } from './tick.js';
-import type { PlannedAction, ReaperDeps, TickResult } from './types.js';
+import type { PlannedAction, ReaperDeps, ReaperState, TickResult } from './types.js';
 
 export type { ReaperDeps } from './types.js';
 
@@ -69,6 +69,7 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   const errors: Array<{ tick: number; pass: string; error: string }> = [];
   const planned: PlannedAction[] = [];
   let sessions: 'visible' | 'unknown' | 'not-needed' = 'not-needed';
+  const state: ReaperState = {};
   let ticks = 0;
   let stoppedBecause: 'budget' | 'max-ticks' | 'lease-lost' | 'shutting-down' = 'budget';
 
@@ -77,7 +78,7 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
       const tickStart = deps.clock();
       ticks += 1;
       if (deps.faults.enabled) await deps.faults.hit('reaper.tick', { tick: ticks, holder });
-      const r = await runTick(deps, { tick: ticks, dryRun, planned, signal: opts.signal }, budget);
+      const r = await runTick(deps, { tick: ticks, dryRun, planned, signal: opts.signal }, budget, state);
       accumulate(totals, r, errors);
       if (!('error' in r.dead)) {
         declaredDead.push(...r.dead.declared);
@@ -140,7 +141,8 @@ function accumulate(totals: Record<'dead' | 'stuck' | 'diverged', PassTotals>, r
   for (const pass of ['dead', 'stuck', 'diverged'] as const) {
     const p = r[pass] as unknown as Record<string, unknown>;
     const t = totals[pass];
-    if ('skipped' in p && typeof p.skipped === 'string' && pass === 'stuck') continue;
+    // A pass that did not run this tick (not due, or its prerequisite failed) is not counted.
+    if (typeof p.skipped === 'string' && !('found' in p)) continue;
     t.runs += 1;
     t.durationMs += Number(p.durationMs);
     t.maxDurationMs = Math.max(t.maxDurationMs, Number(p.durationMs));

@@ -45,6 +45,17 @@ export interface TickContext {
   signal?: AbortSignal | undefined;
 }
 
+/**
+ * What one invocation remembers between its ticks. The slow passes need not run every few seconds: the
+ * stuck threshold is an hour by default, and a diverged workflow only needs finding once.
+ */
+export interface ReaperState {
+  /** When the stuck pass last ran (reaper clock). */
+  stuckRanAt?: number;
+  /** The diverged pass has looked at every workflow that ended before this (epoch ms). */
+  divergedScannedTo?: number;
+}
+
 export interface DeadPassResult {
   candidates: number;
   alive: number;
@@ -83,5 +94,5 @@ export interface TickResult {
   durationMs: number;
   dead: (DeadPassResult & { durationMs: number }) | { error: string; durationMs: number };
   stuck: (StuckPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
-  diverged: (DivergedPassResult & { durationMs: number }) | { error: string; durationMs: number };
+  diverged: (DivergedPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
 }
