@@ -133,7 +133,7 @@ function emptyTotals(): PassTotals {
 
 const COUNTS: Record<'dead' | 'stuck' | 'diverged', string[]> = {
   dead: ['candidates', 'alive', 'absent', 'published', 'recoveredInline', 'reenqueued', 'reappeared'],
-  stuck: ['found', 'reported', 'cancelled', 'forked', 'raced'],
+  stuck: ['examined', 'found', 'reported', 'cancelled', 'forked', 'raced'],
   diverged: ['found', 'handed', 'failed'],
 };
 

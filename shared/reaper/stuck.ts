@@ -18,7 +18,7 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
   const log = deps.logger.child({ pass: 'stuck', tick: ctx.tick });
   const cutoffMs = deps.clock() - config.reaper.stuckAfterMs;
   const found = await findQuietPending(db, app, liveOwners, cutoffMs, STUCK_BATCH);
-  const result: StuckPassResult = { found: found.length, reported: 0, cancelled: 0, forked: 0, raced: 0, workflowIds: found.map((f) => f.workflowId) };
+  const result: StuckPassResult = { examined: liveOwners.length, found: found.length, reported: 0, cancelled: 0, forked: 0, raced: 0, workflowIds: found.map((f) => f.workflowId) };
   if (found.length === 0) return result;
 
   for (const f of found) {

@@ -5,12 +5,24 @@ import { stuckPass } from './stuck.js';
 import type { ReaperDeps, ReaperState, TickContext, TickResult } from './types.js';
 
 /**
- * How often the stuck pass runs: STUCK_AFTER_MS / 60 (a minute for the default hour), at least every
- * tick. Being late by 1/60 of the threshold changes nothing, and the pass reads every quiet-looking
- * PENDING row's checkpoints, which is the most expensive statement of a tick.
+ * The stuck pass examines each live executor's workflows once every STUCK_AFTER_MS / 60 (a minute for the
+ * default hour; every tick for short thresholds): each tick takes the slice of executors whose ID hashes to
+ * the current time slot. Finding a stuck workflow 1/60 of the threshold late changes nothing, and it keeps
+ * every tick equally cheap — the pass reads the checkpoints of every quiet-looking PENDING row, the most
+ * expensive statement of a tick. The slot comes from the clock, so it keeps rotating across invocations.
  */
-export function stuckEveryMs(stuckAfterMs: number, tickMs: number): number {
-  return Math.min(60_000, Math.max(tickMs, Math.floor(stuckAfterMs / 60)));
+export function stuckSlice(executorIds: string[], now: number, stuckAfterMs: number, tickMs: number): string[] {
+  const every = Math.min(60_000, Math.max(tickMs, Math.floor(stuckAfterMs / 60)));
+  const slices = Math.max(1, Math.round(every / tickMs));
+  if (slices === 1) return executorIds;
+  const slot = Math.floor(now / tickMs) % slices;
+  return executorIds.filter((id) => fnv1a(id) % slices === slot);
+}
+
+function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193) >>> 0;
+  return h;
 }
 
 /**
@@ -31,14 +43,10 @@ export async function runTick(deps: ReaperDeps, ctx: TickContext, budget: Budget
   };
   const dead = await timed(() => deadExecutorsPass(deps, ctx, budget));
   const { tickMs, stuckAfterMs } = deps.config.reaper;
-  const stuckDue = state.stuckRanAt === undefined || deps.clock() - state.stuckRanAt >= stuckEveryMs(stuckAfterMs, tickMs) - tickMs / 2;
-  let stuck: TickResult['stuck'];
-  if ('error' in dead) stuck = { skipped: 'dead-executor pass failed: live owners unknown', durationMs: 0 };
-  else if (!stuckDue) stuck = { skipped: 'not due', durationMs: 0 };
-  else {
-    stuck = await timed(() => stuckPass(deps, ctx, dead.liveOwners));
-    if (!('error' in stuck)) state.stuckRanAt = deps.clock();
-  }
+  const stuck: TickResult['stuck'] =
+    'error' in dead
+      ? { skipped: 'dead-executor pass failed: live owners unknown', durationMs: 0 }
+      : await timed(() => stuckPass(deps, ctx, stuckSlice(dead.liveOwners, deps.clock(), stuckAfterMs, tickMs)));
   const diverged = await timed(() => divergedPass(deps, ctx, state));
   return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck, diverged };
 }

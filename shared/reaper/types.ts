@@ -1,25 +1,11 @@
-import type { Redis } from 'ioredis';
-import type { Config } from '../config/index.js';
-import type { Db } from '../db/pool.js';
-import type { Publisher } from '../events/publisher.js';
-import type { RedisLock } from '../lock/lock.js';
-import type { Logger } from '../log.js';
-import type { Faults } from '../testing/faults.js';
+import type { Runtime } from '../runtime.js';
 
 /**
  * What the reaper needs, passed in. The two fork functions are dependencies rather than imports because
  * the fork module (shared/fork, issue #5) is built separately: until it is wired, diverged workflows are
  * only reported and stuck ones are only cancelled.
  */
-export interface ReaperDeps {
-  config: Config;
-  db: Db;
-  redis: Redis | undefined;
-  lock: RedisLock | undefined;
-  publisher: Publisher | undefined;
-  logger: Logger;
-  faults: Faults;
-  clock: () => number;
+export interface ReaperDeps extends Pick<Runtime, 'config' | 'db' | 'redis' | 'lock' | 'publisher' | 'logger' | 'faults' | 'clock'> {
   /** Who detects, for death notices and the recovery audit. */
   detectedBy: string;
   /** Hands one diverged workflow to the fork module (`autoFork(deps, workflowId)` of shared/fork). */
@@ -45,13 +31,8 @@ export interface TickContext {
   signal?: AbortSignal | undefined;
 }
 
-/**
- * What one invocation remembers between its ticks. The slow passes need not run every few seconds: the
- * stuck threshold is an hour by default, and a diverged workflow only needs finding once.
- */
+/** What one invocation remembers between its ticks: a diverged workflow only needs finding once. */
 export interface ReaperState {
-  /** When the stuck pass last ran (reaper clock). */
-  stuckRanAt?: number;
   /** The diverged pass has looked at every workflow that ended before this (epoch ms). */
   divergedScannedTo?: number;
 }
@@ -74,6 +55,8 @@ export interface DeadPassResult {
 }
 
 export interface StuckPassResult {
+  /** Live executors whose workflows this tick examined (a rotating slice of them, see stuckSlice). */
+  examined: number;
   found: number;
   reported: number;
   cancelled: number;

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
+import { freePort } from './services.js';
 
 /**
  * A private redis-server for tests that flush, kill or restart Redis: the shared test Redis belongs to
@@ -57,14 +57,4 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
     },
     stop: kill,
   };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
-    });
-  });
 }

@@ -1,11 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runReaper } from '../../../shared/reaper/index.js';
-import { createTestDatabase, type TestDatabase, uniqueName, waitFor, workflowRows } from '../../helpers/db.js';
-import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
-import { type Beater, beatWhileAlive } from '../../helpers/heartbeat.js';
-import { FAST_REAPER_ENV, testReaperDeps } from '../../helpers/reaper.js';
-import { testRuntime } from '../../helpers/runtime.js';
-import { TEST_REDIS_URL } from '../../helpers/services.js';
+import { waitFor, workflowRows } from '../../helpers/db.js';
+import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 
 /**
  * Acceptance B (the one long test): through 60 s of 1 s ticks, a live executor running a 60 s step — which
@@ -17,35 +13,12 @@ import { TEST_REDIS_URL } from '../../helpers/services.js';
 const STEP_MS = 70_000;
 
 describe('reaper: a live executor in a 60 s step', () => {
-  const app = uniqueName('app-long');
-  let tdb: TestDatabase;
-  let rt: ReturnType<typeof testRuntime>;
-  const executors: ExecutorHandle[] = [];
-  const beaters: Beater[] = [];
-
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    rt = testRuntime({
-      databaseUrl: tdb.url,
-      applicationName: app,
-      env: { ...FAST_REAPER_ENV, FUNCTION_TIMEOUT_S: '62', BUDGET_MARGIN_MS: '1500', UNKNOWN_EXECUTOR_GRACE_MS: '5000' },
-    });
-  });
-  afterAll(async () => {
-    beaters.forEach((b) => b.stop());
-    await Promise.all(executors.map((e) => e.stop()));
-    await rt?.close();
-    await tdb?.drop();
-  });
+  const fx = reaperFixture('app-long', { env: { FUNCTION_TIMEOUT_S: '62', BUDGET_MARGIN_MS: '1500', UNKNOWN_EXECUTOR_GRACE_MS: '5000' } });
 
   it('B: never declared dead, its workflow never touched', { timeout: 150_000 }, async () => {
-    const base = { databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1' };
-    // One at a time: the example app's CREATE TABLE IF NOT EXISTS races when two launch at once.
-    const kit = await startExecutor({ ...base, executorId: 'exec-kit' });
-    const noKit = await startExecutor({ ...base, executorId: 'exec-nokit' });
-    executors.push(kit, noKit);
-    beaters.push(beatWhileAlive({ redisUrl: TEST_REDIS_URL, applicationName: app, executor: kit, applicationVersion: 'v1', ttlMs: 3_000 }));
-    await beaters[0]?.ready;
+    const { tdb, rt } = fx;
+    const kit = await fx.executor('exec-kit', { beat: true });
+    const noKit = await fx.executor('exec-nokit');
     await kit.start('long-kit', { steps: 1, stepMs: STEP_MS });
     await noKit.start('long-nokit', { steps: 1, stepMs: STEP_MS });
     const ids = ['long-kit', 'long-nokit'];

@@ -4,12 +4,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sessionPrefix } from '../../../shared/dbos/reaper.js';
 import { runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
-import { createTestDatabase, type TestDatabase, uniqueName, waitFor, workflowRows } from '../../helpers/db.js';
-import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
-import { type Beater, beatWhileAlive } from '../../helpers/heartbeat.js';
-import { FAST_REAPER_ENV, testReaperDeps } from '../../helpers/reaper.js';
+import { waitFor, workflowRows } from '../../helpers/db.js';
+import { FAST_REAPER_ENV, reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { ADMIN_DATABASE_URL, TEST_REDIS_URL } from '../../helpers/services.js';
+import { ADMIN_DATABASE_URL } from '../../helpers/services.js';
 
 /**
  * Acceptance E: an executor without the kit (it never heart-beat) is judged by pg_stat_activity and the
@@ -19,48 +17,34 @@ import { ADMIN_DATABASE_URL, TEST_REDIS_URL } from '../../helpers/services.js';
  * recovery statement keeps that workflow where it is.
  */
 describe('reaper: an executor without the kit', () => {
-  const app = uniqueName('app-nokit');
   const faults = new FaultInjector();
   const role = `reaper_nopriv_${randomBytes(4).toString('hex')}`;
-  let tdb: TestDatabase;
-  let rt: ReturnType<typeof testRuntime>;
+  const env = { UNKNOWN_EXECUTOR_GRACE_MS: '60000', STUCK_AFTER_MS: '86400000' };
+  const fx = reaperFixture('app-nokit', { faults, env });
   let rtNoPriv: ReturnType<typeof testRuntime> | undefined;
-  const executors: ExecutorHandle[] = [];
-  const beaters: Beater[] = [];
   const ids = ['nokit-1', 'nokit-2'];
-  const env = { ...FAST_REAPER_ENV, UNKNOWN_EXECUTOR_GRACE_MS: '60000', STUCK_AFTER_MS: '86400000' };
 
   const tick = async (r: ReturnType<typeof testRuntime>) => {
     const s: ReaperSummary = await runReaper(testReaperDeps(r), { maxTicks: 1 });
     if (s.outcome !== 'completed') throw new Error('skipped');
     return s;
   };
-  const state = async () => (await workflowRows(tdb.sql, ids)).map((r) => [r.workflow_uuid, r.status, r.executor_id]);
+  const state = async () => (await workflowRows(fx.tdb.sql, ids)).map((r) => [r.workflow_uuid, r.status, r.executor_id]);
 
   beforeAll(async () => {
-    tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, faults, env });
-    const base = { databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1' };
-    // One at a time: the example app's CREATE TABLE IF NOT EXISTS races when two launch at once.
-    const live = await startExecutor({ ...base, executorId: 'exec-live' });
-    const noKit = await startExecutor({ ...base, executorId: 'exec-nokit' });
-    executors.push(live, noKit);
-    beaters.push(beatWhileAlive({ redisUrl: TEST_REDIS_URL, applicationName: app, executor: live, applicationVersion: 'v1', ttlMs: 3_000 }));
-    await beaters[0]?.ready;
+    await fx.executor('exec-live', { beat: true });
+    const noKit = await fx.executor('exec-nokit');
     for (const id of ids) await noKit.start(id, { steps: 2, stepMs: 60_000 });
-    await waitFor('both PENDING on exec-nokit', async () => (await workflowRows(tdb.sql, ids)).every((r) => r.status === 'PENDING' && r.executor_id === 'exec-nokit'));
+    await waitFor('both PENDING on exec-nokit', async () => (await workflowRows(fx.tdb.sql, ids)).every((r) => r.status === 'PENDING' && r.executor_id === 'exec-nokit'));
     // Claimed two hours ago and no checkpoint since: older than the grace (1 min) by far.
-    await tdb.sql.query(
+    await fx.tdb.sql.query(
       `UPDATE dbos.workflow_status SET started_at_epoch_ms = started_at_epoch_ms - 7200000, updated_at = updated_at - 7200000 WHERE workflow_uuid = ANY($1)`,
       [ids],
     );
   });
   afterAll(async () => {
-    beaters.forEach((b) => b.stop());
-    await Promise.all(executors.map((e) => e.stop()));
     await rtNoPriv?.close();
-    await rt?.close();
-    await tdb?.drop();
+    await fx.tdb.sql.query(`DROP OWNED BY ${role}`).catch(() => undefined);
     const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
     await admin.connect();
     await admin.query(`DROP ROLE IF EXISTS ${role}`);
@@ -69,7 +53,7 @@ describe('reaper: an executor without the kit', () => {
 
   it('E: left alone while one of its sessions is in pg_stat_activity, even with old activity', async () => {
     for (let i = 0; i < 3; i++) {
-      const s = await tick(rt);
+      const s = await tick(fx.rt);
       expect(s.sessions).toBe('visible');
       expect(s.declaredDead).toEqual([]);
     }
@@ -77,7 +61,8 @@ describe('reaper: an executor without the kit', () => {
   });
 
   it('E: left alone when afterlife’s role cannot see other roles’ sessions', async () => {
-    const noKit = executors[1]!;
+    const noKit = fx.executors[1]!;
+    const { tdb, app } = fx;
     noKit.kill('SIGKILL');
     await noKit.exited;
     await waitFor('its sessions leave pg_stat_activity', async () => {
@@ -91,7 +76,7 @@ describe('reaper: an executor without the kit', () => {
     const url = new URL(tdb.url);
     url.username = role;
     url.password = 'x';
-    rtNoPriv = testRuntime({ databaseUrl: url.toString(), applicationName: app, env });
+    rtNoPriv = testRuntime({ databaseUrl: url.toString(), applicationName: app, env: { ...FAST_REAPER_ENV, ...env } });
     // What this Postgres shows such a role about other roles' sessions (for the report).
     const seen = await rtNoPriv.db.query<{ n: number; named: number }>(
       `SELECT count(*)::int AS n, count(*) FILTER (WHERE application_name <> '')::int AS named FROM pg_stat_activity WHERE usename <> current_user`,
@@ -107,15 +92,16 @@ describe('reaper: an executor without the kit', () => {
   });
 
   it('E + C: recovered once it has no session and quiet workflows; a checkpoint landing before the UPDATE keeps that one', async () => {
+    const { tdb } = fx;
     faults.on('reaper.beforeDeclareDead', async () => {
       await tdb.sql.query(
         `INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name, started_at_epoch_ms, completed_at_epoch_ms)
          VALUES ('nokit-1', 0, 'step-0', (EXTRACT(EPOCH FROM now())*1000)::bigint, (EXTRACT(EPOCH FROM now())*1000)::bigint)`,
       );
     });
-    const first = await tick(rt);
+    const first = await tick(fx.rt);
     expect(first.declaredDead).toEqual([]); // absent on one tick only
-    const second = await tick(rt);
+    const second = await tick(fx.rt);
     faults.off('reaper.beforeDeclareDead');
     expect(second.declaredDead).toEqual(['exec-nokit']);
     expect(second.passes.dead.reenqueued).toBe(1);

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { useRuntime } from '../../../functions/runtime.js';
 import '../../../functions/index.js';
 import { readLease, tryAcquireLease } from '../../../shared/db/queries/leases.js';
@@ -6,12 +6,9 @@ import { heartbeatKey } from '../../../shared/heartbeat/index.js';
 import { leaseName, runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
 import { FaultInjector, noFaults } from '../../../shared/testing/faults.js';
 import { serve } from '../../helpers/cloudEvents.js';
-import { createTestDatabase, type TestDatabase, uniqueName, waitFor, workflowRows } from '../../helpers/db.js';
-import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
-import { type Beater, beatWhileAlive } from '../../helpers/heartbeat.js';
-import { FAST_REAPER_ENV, testReaperDeps } from '../../helpers/reaper.js';
-import { testRuntime } from '../../helpers/runtime.js';
-import { TEST_REDIS_URL } from '../../helpers/services.js';
+import { type TestDatabase, waitFor, workflowRows } from '../../helpers/db.js';
+import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
+import type { testRuntime } from '../../helpers/runtime.js';
 
 /**
  * Acceptance C (races through fault points), D (single flight), F (stuck on a live executor) and G (dry
@@ -19,13 +16,11 @@ import { TEST_REDIS_URL } from '../../helpers/services.js';
  * SIGKILLed. Time is simulated by backdating rows (observations, claim times), never by sleeping.
  */
 describe('reaper: races, lease, stuck workflows and dry run', () => {
-  const app = uniqueName('app-reap');
   const faults = new FaultInjector();
+  const fx = reaperFixture('app-reap', { faults, env: { STUCK_AFTER_MS: '60000' } });
   let tdb: TestDatabase;
   let rt: ReturnType<typeof testRuntime>;
-  let live: ExecutorHandle;
-  let dead: ExecutorHandle;
-  const beaters: Beater[] = [];
+  let app: string;
   const deadIds = ['dead-wf-1', 'dead-wf-2'];
   const stuckIds = ['stuck-1', 'stuck-2'];
 
@@ -69,15 +64,9 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
   };
 
   beforeAll(async () => {
-    tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, faults, env: { ...FAST_REAPER_ENV, STUCK_AFTER_MS: '60000' } });
-    const base = { databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1' };
-    // One at a time: the example app's CREATE TABLE IF NOT EXISTS races when two launch at once.
-    live = await startExecutor({ ...base, executorId: 'exec-live' });
-    dead = await startExecutor({ ...base, executorId: 'exec-dead' });
-    for (const e of [live, dead]) beaters.push(beatWhileAlive({ redisUrl: TEST_REDIS_URL, applicationName: app, executor: e, applicationVersion: 'v1', ttlMs: 3_000 }));
-    await Promise.all(beaters.map((b) => b.ready));
-
+    ({ tdb, rt, app } = fx);
+    await fx.executor('exec-live', { beat: true });
+    const dead = await fx.executor('exec-dead', { beat: true });
     for (const id of deadIds) await dead.start(id, { steps: 2, stepMs: 60_000 });
     // Workflows whose function no executor has: the live executor claims them and they never progress.
     for (const id of stuckIds) {
@@ -98,12 +87,6 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
     await dead.exited;
     // The key's TTL lapsing, without waiting for it.
     await rt.redis?.del(heartbeatKey(app, 'exec-dead'));
-  });
-  afterAll(async () => {
-    beaters.forEach((b) => b.stop());
-    await Promise.all([live, dead].filter(Boolean).map((e) => e.stop()));
-    await rt?.close();
-    await tdb?.drop();
   });
 
   it('G: a dry run lists what it would do and changes nothing (also through the served function)', async () => {

@@ -3,12 +3,9 @@ import { heartbeatKey } from '../../../shared/heartbeat/index.js';
 import { waitReady } from '../../../shared/lock/redis.js';
 import { runReaper } from '../../../shared/reaper/index.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
-import { createTestDatabase, type TestDatabase, uniqueName, waitFor, workflowRows } from '../../helpers/db.js';
-import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
-import { type Beater, beatWhileAlive } from '../../helpers/heartbeat.js';
-import { FAST_REAPER_ENV, testReaperDeps } from '../../helpers/reaper.js';
+import { waitFor, workflowRows } from '../../helpers/db.js';
+import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 import { type PrivateRedis, startPrivateRedis } from '../../helpers/redisServer.js';
-import { testRuntime } from '../../helpers/runtime.js';
 
 /**
  * Acceptance H, on a private redis-server (the shared one must never be flushed): while two executors are
@@ -17,46 +14,34 @@ import { testRuntime } from '../../helpers/runtime.js';
  * tied to tick numbers through the `reaper.tick` fault point, not to sleeps.
  */
 describe('reaper: Redis flushed, unreachable and restarted while executors live', () => {
-  const app = uniqueName('app-redis');
   const faults = new FaultInjector();
-  let priv: PrivateRedis;
-  let tdb: TestDatabase;
-  let rt: ReturnType<typeof testRuntime>;
-  const executors: ExecutorHandle[] = [];
-  const beaters: Beater[] = [];
+  let priv: PrivateRedis | undefined;
   const ids = ['hb-1', 'hb-2'];
-
   beforeAll(async () => {
     priv = await startPrivateRedis();
-    tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, redisUrl: priv.url, faults, env: FAST_REAPER_ENV });
-    const base = { databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1' };
-    for (const executorId of ['exec-1', 'exec-2']) {
-      const e = await startExecutor({ ...base, executorId });
-      executors.push(e);
-      beaters.push(beatWhileAlive({ redisUrl: priv.url, applicationName: app, executor: e, applicationVersion: 'v1', ttlMs: 3_000 }));
+  });
+  const fx = reaperFixture('app-redis', { faults, redisUrl: () => priv?.url ?? 'redis://127.0.0.1:1' });
+  beforeAll(async () => {
+    for (const [i, id] of ids.entries()) {
+      const e = await fx.executor(`exec-${i + 1}`, { beat: true });
+      await e.start(id, { steps: 1, stepMs: 60_000 });
     }
-    await Promise.all(beaters.map((b) => b.ready));
-    await executors[0]!.start(ids[0]!, { steps: 1, stepMs: 60_000 });
-    await executors[1]!.start(ids[1]!, { steps: 1, stepMs: 60_000 });
-    await waitFor('both PENDING', async () => (await workflowRows(tdb.sql, ids)).every((r) => r.status === 'PENDING'));
+    await waitFor('both PENDING', async () => (await workflowRows(fx.tdb.sql, ids)).every((r) => r.status === 'PENDING'));
   });
   afterAll(async () => {
-    beaters.forEach((b) => b.stop());
-    await Promise.all(executors.map((e) => e.stop()));
-    await rt?.close();
-    await tdb?.drop();
     await priv?.stop();
   });
 
   it('H: no executor is declared dead; the heartbeat pass is skipped while Redis is unreachable, saying why', { timeout: 90_000 }, async () => {
+    const { tdb, rt, app } = fx;
+    const redis = priv!;
     const before = await tdb.sql.query(`SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts FROM dbos.workflow_status ORDER BY 1`);
     faults.on('reaper.tick', async (ctx) => {
       const tick = Number(ctx.tick);
-      if (tick === 3 || tick === 4) await priv.flushAll(); // flushed on two consecutive ticks
-      if (tick === 6) await priv.kill(); // unreachable for ticks 6–8
+      if (tick === 3 || tick === 4) await redis.flushAll(); // flushed on two consecutive ticks
+      if (tick === 6) await redis.kill(); // unreachable for ticks 6–8
       if (tick === 9) {
-        await priv.start(); // back, empty
+        await redis.start(); // back, empty
         if (rt.redis && !(await waitReady(rt.redis, 5_000))) throw new Error('reaper redis did not reconnect');
       }
       // Only the heartbeat keys vanish (not the sentinel), on two consecutive ticks: two samples of

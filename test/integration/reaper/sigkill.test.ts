@@ -1,12 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { heartbeatKey } from '../../../shared/heartbeat/index.js';
 import { runReaper } from '../../../shared/reaper/index.js';
-import { createTestDatabase, type TestDatabase, uniqueName, waitFor, workflowRows } from '../../helpers/db.js';
-import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
-import { type Beater, beatWhileAlive } from '../../helpers/heartbeat.js';
-import { FAST_REAPER_ENV, testReaperDeps } from '../../helpers/reaper.js';
-import { testRuntime } from '../../helpers/runtime.js';
-import { TEST_REDIS_URL } from '../../helpers/services.js';
+import { waitFor, workflowRows } from '../../helpers/db.js';
+import { FAST_REAPER_ENV, reaperFixture, TEST_TTL_MS, testReaperDeps } from '../../helpers/reaper.js';
 
 /**
  * Acceptance A: an executor with the kit's heartbeat (TTL 3 s; the reaper ticks every 1 s) is SIGKILLed
@@ -14,37 +10,18 @@ import { TEST_REDIS_URL } from '../../helpers/services.js';
  * recovers it; the other executor claims its workflows. Measured from the key's expiry (when the death
  * becomes observable) and from the kill.
  */
-const TTL_MS = 3_000;
-const TICK_MS = 1_000;
+const TTL_MS = TEST_TTL_MS;
+const TICK_MS = Number(FAST_REAPER_ENV.REAPER_TICK_MS);
 /** DBOS claims an ENQUEUED row 0.3–1 s after it appears (poll interval 1 s with jitter). */
 const CLAIM_MS = 1_500;
 
 describe('reaper: a SIGKILLed executor with the kit', () => {
-  const app = uniqueName('app-kill');
-  let tdb: TestDatabase;
-  let rt: ReturnType<typeof testRuntime>;
-  const executors: ExecutorHandle[] = [];
-  const beaters: Beater[] = [];
-
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { ...FAST_REAPER_ENV, FUNCTION_TIMEOUT_S: '60' } });
-  });
-  afterAll(async () => {
-    beaters.forEach((b) => b.stop());
-    await Promise.all(executors.map((e) => e.stop()));
-    await rt?.close();
-    await tdb?.drop();
-  });
+  const fx = reaperFixture('app-kill', { env: { FUNCTION_TIMEOUT_S: '60' } });
 
   it('A: its workflows are claimed by a live executor within TTL + 2 ticks + a claim', async () => {
-    const base = { databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1' };
-    // One at a time: the example app's CREATE TABLE IF NOT EXISTS races when two launch at once.
-    const victim = await startExecutor({ ...base, executorId: 'exec-victim' });
-    const survivor = await startExecutor({ ...base, executorId: 'exec-survivor' });
-    executors.push(victim, survivor);
-    for (const e of executors) beaters.push(beatWhileAlive({ redisUrl: TEST_REDIS_URL, applicationName: app, executor: e, applicationVersion: 'v1', ttlMs: TTL_MS }));
-    await Promise.all(beaters.map((b) => b.ready));
+    const { tdb, rt, app } = fx;
+    const victim = await fx.executor('exec-victim', { beat: true });
+    await fx.executor('exec-survivor', { beat: true });
     const ids = ['kill-1', 'kill-2', 'kill-3'];
     for (const id of ids) await victim.start(id, { steps: 3, stepMs: 1_500 });
     await waitFor('a checkpoint on the victim', async () => {
