@@ -10,5 +10,6 @@ export default defineConfig({
     maxWorkers: 2,
     fileParallelism: true,
     reporters: ['default'],
+    env: { METADATA_SERVER_DETECTION: 'none' },
   },
 });

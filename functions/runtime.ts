@@ -1,4 +1,5 @@
 import { installSignalHandlers, Lifecycle } from '../shared/lifecycle/shutdown.js';
+import { consoleLogger } from '../shared/log.js';
 import { createRuntime, lazyRuntime, type Runtime } from '../shared/runtime.js';
 
 /**
@@ -6,7 +7,8 @@ import { createRuntime, lazyRuntime, type Runtime } from '../shared/runtime.js';
  * it is built from process.env on first use; tests and the local stack hand in their own with `useRuntime`.
  */
 export const lifecycle = new Lifecycle();
-installSignalHandlers(lifecycle);
+const lifecycleLog = consoleLogger({ component: 'afterlife-lifecycle' });
+installSignalHandlers(lifecycle, 8_000, (m) => lifecycleLog.notice(m));
 
 let factory: () => Promise<Runtime> = lazyRuntime(() => createRuntime({ lifecycle, publisher: 'pubsub' }));
 

@@ -1,16 +1,22 @@
-import { DBOS } from '@dbos-inc/dbos-sdk';
-import { agentWorkflow, ensureStepTable, useAppDatabase, type AgentSpec } from './workflows.js';
-
 /**
  * A DBOS app as teams run it on Cloud Run: configured from the environment, launched once. The tests
- * start it as a child process (real DBOS, real signals) and drive it over the IPC channel.
+ * start it as a child process (real DBOS, real signals) and drive it over the IPC channel; `serve.ts`
+ * serves the same app through functions-framework.
  *
  *   DBOS_SYSTEM_DATABASE_URL  system database      DBOS_APP_NAME     application name
  *   DBOS__VMID                executor ID           DBOS__APPVERSION  application version
  *   AGENT_QUEUES              JSON {name: {concurrency?, workerConcurrency?}}
+ *   AFTERLIFE_KIT             `on` / `off`; by default the kit is attached when REDIS_URL is set
  */
+// --- README: installing the executor kit (begin) ---
+import { DBOS } from '@dbos-inc/dbos-sdk';
+import { attachExecutor, executorOptionsFromEnv, type ExecutorKit } from 'afterlife/executor';
+import { agentWorkflow, ensureStepTable, useAppDatabase, type AgentSpec } from './workflows.js';
+
 const systemDatabaseUrl = required('DBOS_SYSTEM_DATABASE_URL');
 const name = required('DBOS_APP_NAME');
+// This example also runs bare for other test suites; your app would simply always attach.
+const kitEnabled = process.env.AFTERLIFE_KIT === 'on' || (process.env.AFTERLIFE_KIT !== 'off' && !!process.env.REDIS_URL);
 
 DBOS.setConfig({
   name,
@@ -25,6 +31,17 @@ await DBOS.launch();
 const queues = JSON.parse(process.env.AGENT_QUEUES ?? '{}') as Record<string, { concurrency?: number; workerConcurrency?: number }>;
 for (const [queueName, opts] of Object.entries(queues)) await DBOS.registerQueue(queueName, opts);
 
+// After launch: heartbeat, SIGTERM drain, drain requests, death notice. Options come from the environment
+// (REDIS_URL, HEARTBEAT_TTL_MS, GOOGLE_CLOUD_PROJECT, EXECUTOR_DEATH_TOPIC, AFTERLIFE_SHUTDOWN_GRACE_MS, …).
+export const kit: ExecutorKit | undefined = kitEnabled ? await attachExecutor(executorOptionsFromEnv(process.env)) : undefined;
+
+/** Intake goes through here: once the kit is draining, new work belongs to another executor. */
+export async function startAgent(workflowId: string, spec: AgentSpec, queueName?: string): Promise<void> {
+  if (kit?.draining) throw new Error('draining: retry on another instance');
+  await DBOS.startWorkflow(agentWorkflow, { workflowID: workflowId, ...(queueName ? { queueName } : {}) })(spec);
+}
+// --- README: installing the executor kit (end) ---
+
 type Command = { id: number; cmd: 'start'; workflowId: string; spec: AgentSpec; queueName?: string };
 
 process.on('message', (raw) => {
@@ -32,10 +49,7 @@ process.on('message', (raw) => {
   void (async () => {
     try {
       if (msg.cmd === 'start') {
-        await DBOS.startWorkflow(agentWorkflow, {
-          workflowID: msg.workflowId,
-          ...(msg.queueName ? { queueName: msg.queueName } : {}),
-        })(msg.spec);
+        await startAgent(msg.workflowId, msg.spec, msg.queueName);
         process.send?.({ id: msg.id, ok: true });
       }
     } catch (err) {
@@ -44,7 +58,7 @@ process.on('message', (raw) => {
   })();
 });
 
-process.send?.({ event: 'ready', executorId: DBOS.executorID, applicationVersion: DBOS.applicationVersion });
+process.send?.({ event: 'ready', executorId: DBOS.executorID, applicationVersion: DBOS.applicationVersion, kit: kit !== undefined });
 
 function required(key: string): string {
   const v = process.env[key];

@@ -35,7 +35,8 @@ export async function handleDeathEvent(rt: Runtime, body: unknown, eventId?: str
     return { ack: true, kind: 'poison', reason, issues: [] };
   }
   try {
-    const summary = await recoverExecutor(
+    // Tracked: on SIGTERM the loop stops at a batch boundary and releases its lock before Redis closes.
+    const summary = await rt.lifecycle.track(recoverExecutor(
       {
         db: rt.db,
         redis: rt.redis,
@@ -52,7 +53,7 @@ export async function handleDeathEvent(rt: Runtime, body: unknown, eventId?: str
         budget: budgetFrom(started, rt.config.functionTimeoutS, rt.config.budgetMarginMs, rt.clock),
         signal: rt.lifecycle.signal,
       },
-    );
+    ));
     log.info('executor death handled', { event: 'recovery', ...summary, elapsedMs: rt.clock() - started });
     return { ack: true, kind: 'recovered', summary };
   } catch (err) {

@@ -52,6 +52,7 @@ const EnvSchema = z
     HEARTBEAT_TTL_MS: int(15_000, 500),
     FUNCTION_TIMEOUT_S: int(60, 1, 3_600),
     BUDGET_MARGIN_MS: int(5_000, 0),
+    DRAIN_BUDGET_MS: int(600_000, 1_000, 86_400_000),
 
     RECOVERY_BATCH_SIZE: int(1_000, 1, 100_000),
     LOCK_TTL_MS: int(30_000, 1_000),
@@ -68,25 +69,14 @@ const EnvSchema = z
     FORK_TARGET_VERSION: z.enum(['latest', 'original']).default('latest'),
 
     LOG_LEVEL: z.enum(['DEBUG', 'INFO', 'NOTICE', 'WARNING', 'ERROR']).default('INFO'),
-  })
-  .superRefine((env, ctx) => {
-    const hasUrl = env.DATABASE_URL !== undefined;
-    const hasConnector = env.INSTANCE_CONNECTION_NAME !== undefined;
-    if (!hasUrl && !hasConnector) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['DATABASE_URL'],
-        message: 'set DATABASE_URL, or INSTANCE_CONNECTION_NAME with DB_USER and DB_NAME',
-      });
-    }
-    if (hasConnector) {
-      for (const key of ['DB_USER', 'DB_NAME'] as const) {
-        if (env[key] === undefined) {
-          ctx.addIssue({ code: 'custom', path: [key], message: 'is required with INSTANCE_CONNECTION_NAME' });
-        }
-      }
-    }
   });
+
+function databaseTargetProblems(env: Record<string, string>): string[] {
+  if (env.INSTANCE_CONNECTION_NAME === undefined) {
+    return env.DATABASE_URL === undefined ? ['DATABASE_URL: set DATABASE_URL, or INSTANCE_CONNECTION_NAME with DB_USER and DB_NAME'] : [];
+  }
+  return (['DB_USER', 'DB_NAME'] as const).filter((k) => env[k] === undefined).map((k) => `${k}: is required with INSTANCE_CONNECTION_NAME`);
+}
 
 export type Env = z.input<typeof EnvSchema>;
 type Parsed = z.output<typeof EnvSchema>;
@@ -114,6 +104,8 @@ export interface Config {
   heartbeatTtlMs: number;
   functionTimeoutS: number;
   budgetMarginMs: number;
+  /** Default budget of a planned drain (the drain function's POST without `budgetMs`). */
+  drainBudgetMs: number;
   recovery: { batchSize: number; lockTtlMs: number; orphanedVersionPolicy: 'leave' | 'fork-to-latest' };
   reaper: {
     tickMs: number;
@@ -141,6 +133,9 @@ function describe(issues: readonly z.core.$ZodIssue[]): string[] {
 /** Keys the config reads; unknown env variables are ignored, as on any Cloud Run instance. */
 const KEYS = Object.keys(EnvSchema.shape) as Array<keyof Parsed>;
 
+/** Every variable name loadConfig reads: the deploy contract (test/infra checks Terraform against it). */
+export const CONFIG_KEYS: readonly string[] = KEYS;
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const picked: Record<string, string> = {};
   for (const key of KEYS) {
@@ -149,7 +144,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (value !== undefined && value !== '') picked[key] = value;
   }
   const parsed = EnvSchema.safeParse(picked);
-  if (!parsed.success) throw new ConfigError(describe(parsed.error.issues));
+  // Cross-field rules are checked on the raw values so they are reported together with field errors.
+  const problems = [...(parsed.success ? [] : describe(parsed.error.issues)), ...databaseTargetProblems(picked)];
+  if (!parsed.success || problems.length) throw new ConfigError(problems);
   const e = parsed.data;
   const pool = {
     poolMax: e.DB_POOL_MAX,
@@ -180,6 +177,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     heartbeatTtlMs: e.HEARTBEAT_TTL_MS,
     functionTimeoutS: e.FUNCTION_TIMEOUT_S,
     budgetMarginMs: e.BUDGET_MARGIN_MS,
+    drainBudgetMs: e.DRAIN_BUDGET_MS,
     recovery: {
       batchSize: e.RECOVERY_BATCH_SIZE,
       lockTtlMs: e.LOCK_TTL_MS,

@@ -13,10 +13,16 @@ export interface Db {
   readonly dbosSchema: string;
   readonly afterlifeSchema: string;
   readonly budget: DbBudget;
+  /**
+   * `tag` names the statement in logs and fault points. With `prepared`, the tag also names a server-side
+   * prepared statement, so a statement run many times in a row (recovery batches) is planned once per
+   * connection.
+   */
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(
     text: string,
     values?: unknown[],
     tag?: string,
+    opts?: { prepared?: boolean },
   ): Promise<pg.QueryResult<R>>;
   transaction<T>(fn: (client: pg.ClientBase) => Promise<T>, tag?: string): Promise<T>;
   end(): Promise<void>;
@@ -43,8 +49,12 @@ export function createDb(pool: pg.Pool, limit: number, opts: DbOptions): Db {
     const release = await budget.acquire();
     let client: pg.PoolClient | undefined;
     let broken: Error | undefined;
+    // A backend killed while checked out (failover, pg_terminate_backend) emits 'error' on the client as
+    // well as failing the query; without a listener that second report would crash the process.
+    const onClientError = (err: Error) => opts.logger.warn('database connection lost during a statement', { err, tag });
     try {
       client = await pool.connect();
+      client.on('error', onClientError);
       if (faults.enabled) await faults.hit('db.beforeQuery', { tag, pid: (client as unknown as { processID?: number }).processID });
       return await fn(client);
     } catch (err) {
@@ -52,6 +62,7 @@ export function createDb(pool: pg.Pool, limit: number, opts: DbOptions): Db {
       throw err;
     } finally {
       // A client whose statement failed at the connection level must not go back to the pool.
+      client?.off('error', onClientError);
       client?.release(broken !== undefined && isConnectionError(broken) ? broken : undefined);
       release();
     }
@@ -61,7 +72,8 @@ export function createDb(pool: pg.Pool, limit: number, opts: DbOptions): Db {
     dbosSchema: opts.dbosSchema,
     afterlifeSchema: opts.afterlifeSchema,
     budget,
-    query: (text, values, tag) => withClient(tag, (c) => c.query(text, values)),
+    query: (text, values, tag, o) =>
+      withClient(tag, (c) => (o?.prepared && tag ? c.query({ name: tag, text, values: values ?? [] }) : c.query(text, values))),
     transaction: (fn, tag) =>
       withClient(tag, async (c) => {
         await c.query('BEGIN');

@@ -46,11 +46,13 @@ export async function reenqueueBatch(
   const premise = (t: string) =>
     `${t}status = 'PENDING' AND ${t}executor_id = $1 AND ${t}application_version IS NOT DISTINCT FROM $2
           AND ${appScope(`${t}application_name`, '$3')}`;
-  const res = await db.query<{ ids: string[] | null; last_created: string | null; last_id: string | null }>(
+  const res = await db.query<{ ids: string[] | null; last: [string, string] | null }>(
     `WITH candidates AS (
-       SELECT workflow_uuid, created_at FROM ${ws}
+       SELECT ctid, workflow_uuid, created_at FROM ${ws}
         WHERE ${premise('')}
-          AND ($5::bigint IS NULL OR (created_at, workflow_uuid) > ($5::bigint, $6::text))
+          -- The plain bound on created_at is what lets idx_workflow_status_pending start at the cursor;
+          -- the row comparison alone would be a filter, rescanning moved rows on every batch.
+          AND ($5::bigint IS NULL OR (created_at >= $5::bigint AND (created_at, workflow_uuid) > ($5::bigint, $6::text)))
         ORDER BY created_at, workflow_uuid
         LIMIT $4
      ),
@@ -58,8 +60,11 @@ export async function reenqueueBatch(
        UPDATE ${ws} w
           SET started_at_epoch_ms = NULL, status = 'ENQUEUED', owner_xid = NULL,
               updated_at = ${NOW_MS}, queue_name = COALESCE(w.queue_name, '_dbos_internal_queue')
-         FROM candidates c
-        WHERE w.workflow_uuid = c.workflow_uuid AND ${premise('w.')}
+        -- The batch is fetched by tuple ID (a join would hash every PENDING row of the executor on every
+        -- batch, turning a large recovery quadratic). If a row changed since the candidate scan, READ
+        -- COMMITTED follows it to its newest version and re-evaluates the premise below, so a row a live
+        -- executor claimed meanwhile is skipped.
+        WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM candidates)) AND ${premise('w.')}
           AND ($9::bigint IS NULL OR (${quietSince(db, 'w', '$9::bigint')}))
           AND ($10::text IS NULL OR NOT EXISTS (
                 SELECT 1 FROM pg_stat_activity a
@@ -71,8 +76,7 @@ export async function reenqueueBatch(
        SELECT $7, $8, $2, array_agg(workflow_uuid) FROM moved HAVING count(*) > 0
      )
      SELECT (SELECT array_agg(workflow_uuid) FROM moved) AS ids,
-            (SELECT created_at::text FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last_created,
-            (SELECT workflow_uuid FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last_id`,
+            (SELECT ARRAY[created_at::text, workflow_uuid] FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last`,
     [
       scope.executorId,
       scope.applicationVersion,
@@ -86,11 +90,11 @@ export async function reenqueueBatch(
       opts.guard?.noSessionsPrefix ?? null,
     ],
     'recover.batch',
+    { prepared: true },
   );
   const row = res.rows[0];
   const ids = row?.ids ?? [];
-  const next =
-    row?.last_created != null && row.last_id != null ? { createdAt: row.last_created, workflowId: row.last_id } : undefined;
+  const next = row?.last ? { createdAt: row.last[0], workflowId: row.last[1] } : undefined;
   return { ids, next };
 }
 

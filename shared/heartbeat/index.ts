@@ -34,18 +34,21 @@ export interface HeartbeatReading {
   ttlMs: number | undefined;
 }
 
+/** A value we cannot read still came from a live writer, so callers treat the key's presence as the signal. */
+export function parseHeartbeat(raw: string): HeartbeatValue | undefined {
+  try {
+    const parsed = HeartbeatValue.safeParse(JSON.parse(raw));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Reads one heartbeat. A key with an unreadable value still proves the executor is alive. */
 export async function readHeartbeat(redis: Redis, key: string): Promise<HeartbeatReading | undefined> {
   const [[, raw], [, ttl]] = (await redis.multi().get(key).pttl(key).exec()) as [[unknown, string | null], [unknown, number]];
   if (raw === null) return undefined;
-  let value: HeartbeatValue | undefined;
-  try {
-    const parsed = HeartbeatValue.safeParse(JSON.parse(raw));
-    value = parsed.success ? parsed.data : undefined;
-  } catch {
-    value = undefined;
-  }
-  return { value, ttlMs: ttl >= 0 ? ttl : undefined };
+  return { value: parseHeartbeat(raw), ttlMs: ttl >= 0 ? ttl : undefined };
 }
 
 /** All heartbeats of an app, by executor ID. SCAN, never KEYS: Memorystore is shared. */
@@ -61,14 +64,7 @@ export async function readAllHeartbeats(redis: Redis, applicationName: string, p
     keys.forEach((k, i) => {
       const raw = values[i];
       if (raw == null) return; // expired between SCAN and MGET
-      let v: HeartbeatValue | undefined;
-      try {
-        const p = HeartbeatValue.safeParse(JSON.parse(raw));
-        v = p.success ? p.data : undefined;
-      } catch {
-        v = undefined;
-      }
-      out.set(k.slice(keyPrefix.length), v);
+      out.set(k.slice(keyPrefix.length), parseHeartbeat(raw));
     });
   } while (cursor !== '0');
   return out;

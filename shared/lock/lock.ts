@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { LockContendedError, LockLostError, LockUnavailableError } from './errors.js';
+import { waitReady } from './redis.js';
 import { EXTEND, RELEASE } from './scripts.js';
 
 /**
@@ -17,6 +18,8 @@ export interface LockOptions {
   extendAt?: number;
   /** Identifies the holder in logs; the token stays random. */
   owner?: string;
+  /** How long to wait for a (re)connecting client before declaring Redis unavailable. */
+  connectWaitMs?: number;
 }
 
 export class RedisLock {
@@ -28,6 +31,8 @@ export class RedisLock {
   async using<T>(resource: string, ttlMs: number, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const token = `${this.opts.owner ?? 'afterlife'}:${randomBytes(12).toString('hex')}`;
     let acquired: unknown;
+    // A client that is (re)connecting gets a moment: a blip should not push every recovery into degraded mode.
+    await waitReady(this.redis, this.opts.connectWaitMs ?? 500);
     try {
       acquired = await this.redis.set(resource, token, 'PX', ttlMs, 'NX');
     } catch (err) {

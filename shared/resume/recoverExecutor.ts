@@ -11,6 +11,7 @@ import type { Budget } from '../lifecycle/deadline.js';
 import { unlimitedBudget } from '../lifecycle/deadline.js';
 import { LockUnavailableError } from '../lock/errors.js';
 import type { RedisLock } from '../lock/lock.js';
+import { waitReady } from '../lock/redis.js';
 import type { Logger } from '../log.js';
 import { noFaults, type Faults } from '../testing/faults.js';
 
@@ -67,6 +68,7 @@ export async function recoverExecutor(deps: RecoveryDeps, notice: DeathNotice, o
   const log = deps.logger.child({ executorId: notice.executorId, applicationName: notice.applicationName, messageId: opts.messageId });
 
   if (notice.reason === 'heartbeat-lapsed' && deps.redis) {
+    await waitReady(deps.redis, 500);
     const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => 'unavailable' as const);
     if (hb !== undefined && hb !== 'unavailable') {
       log.notice('heartbeat is fresh: false alarm, nothing recovered', { heartbeatTtlMs: hb.ttlMs, state: hb.value?.state });
@@ -121,7 +123,11 @@ async function run(
     finishRecovery(db, recoveryId, { outcome, reenqueued, batches, versions, versionsWithoutExecutor, ...(error ? { error } : {}) });
 
   try {
-    const pending = await pendingByVersion(db, app, notice.executorId);
+    // A notice that names versions scopes the recovery to them (an executor that ran several builds).
+    const named = notice.applicationVersions ? new Set(notice.applicationVersions) : undefined;
+    const pending = (await pendingByVersion(db, app, notice.executorId)).filter(
+      (p) => !named || (p.applicationVersion !== null && named.has(p.applicationVersion)),
+    );
     const live = await liveVersions(deps, app, log);
     const stopReason = () =>
       lockSignal?.aborted ? 'lock lost' : opts.signal?.aborted ? 'shutting down' : budget.expired() ? 'invocation budget' : undefined;

@@ -65,3 +65,20 @@ export async function listExecutors(db: Db, applicationName: string, states?: Ex
   );
   return res.rows;
 }
+
+/** Registry rows of the given executors, or of every executor of a version. */
+export async function findExecutors(
+  db: Db,
+  applicationName: string,
+  target: { executorIds: string[] } | { applicationVersion: string },
+): Promise<ExecutorRow[]> {
+  const byIds = 'executorIds' in target;
+  const res = await db.query<ExecutorRow>(
+    `SELECT * FROM ${table(db)} WHERE application_name = $1
+        AND ${byIds ? 'executor_id = ANY($2::text[])' : 'application_version = $2'}
+      ORDER BY executor_id`,
+    [applicationName, byIds ? target.executorIds : target.applicationVersion],
+    'executors.find',
+  );
+  return res.rows;
+}

@@ -1,0 +1,134 @@
+/**
+ * Question: does afterlife's batched recovery cost more than DBOS's own single recovery statement, and
+ * how long does any one statement hold row locks?
+ *
+ * For N orphans (10k, 100k) of a dead executor, shaped like DBOS's rows and mixed with 4×N rows of other
+ * executors, statuses and apps, one template database is cloned per run so both methods see identical data.
+ * Runs alternate (DBOS, afterlife, DBOS, afterlife, …) to spread the machine's noise over both.
+ *
+ *   npm run build && node dist/bench/recovery.js [sizes=10000,100000] [reps=3]
+ */
+import pg from 'pg';
+import { reenqueueBatch, type BatchCursor } from '../shared/dbos/recovery.js';
+import { afterlifeDb, cloneDatabase, createDbosDatabase, dropDatabase, median, ms } from './lib.js';
+
+const sizes = (process.argv[2] ?? '10000,100000').split(',').map(Number);
+const reps = Number(process.argv[3] ?? 3);
+const APP = 'bench-app';
+
+async function seed(url: string, n: number): Promise<void> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  // Orphans of 'dead-1' (v1), then noise: live executors' PENDING rows, finished rows, another app's orphans.
+  await c.query(
+    `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, class_name, config_name, executor_id, application_version,
+        application_name, queue_name, recovery_attempts, owner_xid, created_at, updated_at, started_at_epoch_ms, serialization)
+     SELECT 'orphan-' || g, 'PENDING', 'agentWorkflow', '', '', 'dead-1', 'v1', $2,
+            CASE WHEN g % 2 = 0 THEN 'agents' END, 1, md5(g::text), 1700000000000 + g, 1700000000000 + g,
+            CASE WHEN g % 2 = 0 THEN 1700000000000 + g END, 'js_superjson'
+       FROM generate_series(1, $1) g`,
+    [n, APP],
+  );
+  await c.query(
+    `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, class_name, config_name, executor_id, application_version,
+        application_name, queue_name, recovery_attempts, owner_xid, created_at, updated_at, serialization)
+     SELECT 'noise-' || g,
+            (ARRAY['PENDING', 'SUCCESS', 'SUCCESS', 'ERROR'])[1 + g % 4],
+            'agentWorkflow', '', '', 'live-' || (g % 20), 'v1',
+            CASE WHEN g % 10 = 0 THEN 'other-app' ELSE $2 END,
+            NULL, 1, md5(g::text), 1700000000000 + g, 1700000000000 + g, 'js_superjson'
+       FROM generate_series(1, $1 * 4) g`,
+    [n, APP],
+  );
+  await c.query('VACUUM ANALYZE dbos.workflow_status');
+  await c.end();
+}
+
+/** DBOS's statement, verbatim from recoverPendingWorkflows, as one statement over every orphan. */
+async function runDbos(url: string): Promise<{ total: number; longest: number; rows: number }> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  const t = process.hrtime.bigint();
+  const res = await c.query(
+    `UPDATE dbos.workflow_status
+        SET started_at_epoch_ms = NULL, status = 'ENQUEUED', owner_xid = NULL,
+            updated_at = (EXTRACT(EPOCH FROM now()) * 1000)::bigint,
+            queue_name = COALESCE(queue_name, '_dbos_internal_queue')
+      WHERE status = 'PENDING' AND executor_id = $1 AND application_version = $2
+        AND (application_name = ANY($3) OR application_name IS NULL)
+      RETURNING workflow_uuid`,
+    ['dead-1', 'v1', [APP]],
+  );
+  const total = ms(t);
+  await c.end();
+  return { total, longest: total, rows: res.rowCount ?? 0 };
+}
+
+/** afterlife's path: the same statement in keyset batches of 1000, each recording its IDs in the audit. */
+async function runAfterlife(url: string): Promise<{ total: number; longest: number; rows: number }> {
+  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  const db = afterlifeDb(pool, 1);
+  const { rows } = await pool.query<{ id: string }>(
+    `INSERT INTO afterlife.recoveries (application_name, executor_id, reason, detected_by, recovered_by, lock_mode)
+     VALUES ($1, 'dead-1', 'manual', 'bench', 'bench', 'locked') RETURNING id::text`,
+    [APP],
+  );
+  const recoveryId = Number(rows[0]?.id);
+  let after: BatchCursor | undefined;
+  let longest = 0;
+  let moved = 0;
+  let batchNo = 0;
+  const t = process.hrtime.bigint();
+  for (;;) {
+    const s = process.hrtime.bigint();
+    const batch = await reenqueueBatch(db, { applicationName: APP, executorId: 'dead-1', applicationVersion: 'v1' }, {
+      limit: 1_000,
+      after,
+      recoveryId,
+      batchNo: ++batchNo,
+    });
+    longest = Math.max(longest, ms(s));
+    moved += batch.ids.length;
+    if (!batch.next) break;
+    after = batch.next;
+  }
+  const total = ms(t);
+  await pool.end();
+  return { total, longest, rows: moved };
+}
+
+const lines: string[] = [];
+for (const n of sizes) {
+  const template = `afterlife_bench_tpl_${process.pid}`;
+  const t = process.hrtime.bigint();
+  await seed(await createDbosDatabase(template), n);
+  console.error(`seeded ${n} orphans + ${4 * n} other rows in ${(ms(t) / 1000).toFixed(1)} s`);
+  const dbos: number[] = [];
+  const ours: number[] = [];
+  let longestOurs = 0;
+  let longestDbos = 0;
+  for (let r = 0; r < reps; r++) {
+    for (const method of ['dbos', 'afterlife'] as const) {
+      const name = `afterlife_bench_${method}_${process.pid}`;
+      const url = await cloneDatabase(template, name);
+      const out = method === 'dbos' ? await runDbos(url) : await runAfterlife(url);
+      if (out.rows !== n) throw new Error(`${method} moved ${out.rows} rows, expected ${n}`);
+      if (method === 'dbos') {
+        dbos.push(out.total);
+        longestDbos = Math.max(longestDbos, out.longest);
+      } else {
+        ours.push(out.total);
+        longestOurs = Math.max(longestOurs, out.longest);
+      }
+      await dropDatabase(name);
+    }
+  }
+  await dropDatabase(template);
+  const ratio = median(ours) / median(dbos);
+  lines.push(
+    `| ${n.toLocaleString('en')} | ${median(dbos).toFixed(0)} ms | ${median(ours).toFixed(0)} ms | ${ratio.toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${longestOurs.toFixed(1)} ms |`,
+  );
+}
+console.log(`| orphans | DBOS single statement (median of ${reps}) | afterlife batched (median of ${reps}) | ratio | longest statement, DBOS | longest statement, afterlife |`);
+console.log('|---|---|---|---|---|---|');
+for (const l of lines) console.log(l);

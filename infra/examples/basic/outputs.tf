@@ -1,0 +1,14 @@
+output "functions" {
+  description = "The deployed functions."
+  value       = module.afterlife.functions
+}
+
+output "db_users" {
+  description = "Postgres users to grant (README, \"Deploying to Google Cloud\", step 4)."
+  value       = module.afterlife.db_users
+}
+
+output "redis" {
+  description = "Memorystore and the REDIS_URL secret."
+  value       = module.afterlife.redis
+}

@@ -1,0 +1,114 @@
+/******************************************
+  Identities: one runtime service account per function, plus one for each caller
+  (Scheduler → reaper, Eventarc → executorDeath). Nobody else may invoke anything but drain.
+ *****************************************/
+
+locals {
+  runtime_accounts = {
+    executor_death = "afterlife executorDeath: recovers dead executors' workflows"
+    reaper         = "afterlife reaper: detects dead executors, stuck and diverged workflows"
+    drain          = "afterlife drain: drains executors during deploys"
+  }
+
+  # Cloud SQL grants are project-level; instanceUser is only needed for IAM database auth.
+  runtime_project_roles = concat(["roles/cloudsql.client"], local.iam_db_auth ? ["roles/cloudsql.instanceUser"] : [])
+
+  # Who publishes where (roles/pubsub.publisher on that one topic, nothing project-wide). executorDeath
+  # never publishes a death notice; it can dead-letter a workflow when ORPHANED_VERSION_POLICY forks.
+  publishers = {
+    executor_deaths = {
+      reaper = "serviceAccount:${google_service_account.runtime["reaper"].email}"
+      drain  = "serviceAccount:${google_service_account.runtime["drain"].email}"
+    }
+    workflow_dead_letters = {
+      reaper         = "serviceAccount:${google_service_account.runtime["reaper"].email}"
+      executor_death = "serviceAccount:${google_service_account.runtime["executor_death"].email}"
+    }
+  }
+}
+
+resource "google_service_account" "runtime" {
+  for_each = local.runtime_accounts
+
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-${replace(each.key, "_", "-")}"
+  display_name = each.value
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_service_account" "scheduler" {
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-scheduler"
+  display_name = "afterlife: Cloud Scheduler's identity when it calls the reaper (OIDC)"
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_service_account" "trigger" {
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-trigger"
+  display_name = "afterlife: Eventarc's identity when it delivers death notices to executorDeath"
+
+  depends_on = [google_project_service.this]
+}
+
+/******************************************
+  Runtime: Cloud SQL (connector + IAM database auth)
+ *****************************************/
+
+resource "google_project_iam_member" "runtime" {
+  for_each = {
+    for pair in setproduct(keys(local.runtime_accounts), local.runtime_project_roles) :
+    "${pair[0]}/${pair[1]}" => { account = pair[0], role = pair[1] }
+  }
+
+  project = local.sql_project
+  role    = each.value.role
+  member  = "serviceAccount:${google_service_account.runtime[each.value.account].email}"
+}
+
+# The IAM database users; their Postgres grants (schemas, pg_read_all_stats for the reaper) are SQL,
+# which the google provider cannot run: README, "Deploying to Google Cloud", step 4.
+resource "google_sql_user" "runtime" {
+  for_each = { for key, description in local.runtime_accounts : key => description if var.cloud_sql.create_iam_users && local.iam_db_auth }
+
+  project  = local.sql_project
+  instance = local.sql_instance
+  name     = local.db_users[each.key]
+  type     = "CLOUD_IAM_SERVICE_ACCOUNT"
+}
+
+/******************************************
+  Pub/Sub publishers
+ *****************************************/
+
+resource "google_pubsub_topic_iam_member" "executor_deaths_publisher" {
+  for_each = merge(local.publishers.executor_deaths, { for key, email in var.executor_service_accounts : "executor/${key}" => "serviceAccount:${email}" })
+
+  project = var.project_id
+  topic   = google_pubsub_topic.executor_deaths.name
+  role    = "roles/pubsub.publisher"
+  member  = each.value
+}
+
+resource "google_pubsub_topic_iam_member" "workflow_dead_letters_publisher" {
+  for_each = local.publishers.workflow_dead_letters
+
+  project = var.project_id
+  topic   = google_pubsub_topic.workflow_dead_letters.name
+  role    = "roles/pubsub.publisher"
+  member  = each.value
+}
+
+/******************************************
+  Callers. run.invoker itself is granted per function in modules/function (invokers).
+ *****************************************/
+
+# Pub/Sub mints the OIDC token of each Eventarc push delivery as the trigger's account. Needed on
+# projects whose Pub/Sub service agent predates April 2021; harmless elsewhere; scoped to this one account.
+resource "google_service_account_iam_member" "pubsub_mints_trigger_tokens" {
+  service_account_id = google_service_account.trigger.name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = "serviceAccount:${local.pubsub_service_agent}"
+}

@@ -1,0 +1,72 @@
+/******************************************
+  Log-based metrics. The code logs JSON lines on stdout; Cloud Run turns them into jsonPayload, and
+  every countable outcome carries an `event` field. This map is the one list of them: add an event
+  here when the code starts logging a new one.
+ *****************************************/
+
+locals {
+  log_events = {
+    recovery         = "executorDeath recovered a dead executor's workflows"
+    recovery_retry   = "a death notice was nacked for redelivery (transient failure)"
+    poison_message   = "a message was acked without effect: invalid, foreign, or permanently failing"
+    orphaned_version = "rows of an application version no live executor runs"
+    reap             = "the reaper declared an executor dead or acted on stuck work"
+    fork             = "a diverged workflow was forked"
+    dead_letter      = "a workflow exhausted its forks and was dead-lettered"
+  }
+
+  # Only afterlife's own services; the executors' kit logs in the app's services.
+  log_scope = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=(\"${module.executor_death.service}\" OR \"${module.reaper.service}\" OR \"${module.drain.service}\")"
+}
+
+resource "google_logging_metric" "event" {
+  for_each = local.log_events
+
+  project     = var.project_id
+  name        = "${var.name_prefix}/${each.key}"
+  description = each.value
+  filter      = "${local.log_scope} AND jsonPayload.event=\"${each.key}\""
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+    labels {
+      key         = "service"
+      value_type  = "STRING"
+      description = "Cloud Run service (function) that logged the event"
+    }
+  }
+
+  label_extractors = {
+    service = "EXTRACT(resource.labels.service_name)"
+  }
+
+  depends_on = [google_project_service.this]
+}
+
+# How long a recovery took from notice to last batch (the `elapsedMs` of `event: recovery` lines).
+resource "google_logging_metric" "recovery_latency" {
+  project     = var.project_id
+  name        = "${var.name_prefix}/recovery_latency"
+  description = "Time executorDeath spent on one death notice"
+  filter      = "${local.log_scope} AND jsonPayload.event=\"recovery\""
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "DISTRIBUTION"
+    unit        = "ms"
+  }
+
+  value_extractor = "EXTRACT(jsonPayload.elapsedMs)"
+
+  bucket_options {
+    exponential_buckets {
+      num_finite_buckets = 20
+      growth_factor      = 2
+      scale              = 10
+    }
+  }
+
+  depends_on = [google_project_service.this]
+}

@@ -1,0 +1,59 @@
+output "functions" {
+  description = "The three functions: name, URI and Cloud Run service."
+  value = {
+    executor_death = { name = module.executor_death.name, uri = module.executor_death.uri, service = module.executor_death.service, trigger = module.executor_death.trigger }
+    reaper         = { name = module.reaper.name, uri = module.reaper.uri, service = module.reaper.service }
+    drain          = { name = module.drain.name, uri = module.drain.uri, service = module.drain.service }
+  }
+}
+
+output "service_accounts" {
+  description = "Runtime accounts of the functions, and the callers' accounts."
+  value = merge(
+    { for key, sa in google_service_account.runtime : key => sa.email },
+    { scheduler = google_service_account.scheduler.email, trigger = google_service_account.trigger.email },
+  )
+}
+
+output "db_users" {
+  description = "Postgres user of each function; grant them the SQL of README, \"Deploying to Google Cloud\", step 4."
+  value       = local.db_users
+}
+
+output "topics" {
+  description = "Topic IDs."
+  value = {
+    executor_deaths             = google_pubsub_topic.executor_deaths.id
+    executor_deaths_dead_letter = google_pubsub_topic.executor_deaths_dead_letter.id
+    workflow_dead_letters       = google_pubsub_topic.workflow_dead_letters.id
+  }
+}
+
+output "executor_death_dead_letter_command" {
+  description = "The gcloud commands that give the Eventarc trigger's subscription its dead-letter policy (run by Terraform unless disabled)."
+  value       = local.executor_death_dead_letter_command
+}
+
+output "redis" {
+  description = "Memorystore host and port, and the secret holding REDIS_URL (mount it in the executors too)."
+  value = var.redis.enabled ? {
+    host       = google_redis_instance.this[0].host
+    port       = google_redis_instance.this[0].port
+    url_secret = google_secret_manager_secret.redis_url[0].id
+  } : null
+}
+
+output "reaper_job" {
+  description = "Cloud Scheduler job that ticks the reaper."
+  value       = google_cloud_scheduler_job.reaper.id
+}
+
+output "log_metrics" {
+  description = "Log-based metric names, by event."
+  value       = merge({ for key, m in google_logging_metric.event : key => m.name }, { recovery_latency = google_logging_metric.recovery_latency.name })
+}
+
+output "source_object" {
+  description = "The uploaded source archive, named by its content hash."
+  value       = "gs://${google_storage_bucket_object.source.bucket}/${google_storage_bucket_object.source.name}"
+}

@@ -1,0 +1,273 @@
+/******************************************
+  Where
+ *****************************************/
+
+variable "project_id" {
+  description = "Project to deploy into."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the functions, Scheduler job, Redis and subnet."
+  type        = string
+}
+
+variable "name_prefix" {
+  description = "Prefix of every named resource, so two deployments (e.g. two DBOS apps) can share a project."
+  type        = string
+  default     = "afterlife"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{0,13}$", var.name_prefix))
+    error_message = "name_prefix must be lower-case letters, digits and hyphens, at most 14 characters (service-account IDs are limited to 30)."
+  }
+}
+
+variable "labels" {
+  description = "Labels on every resource that takes them."
+  type        = map(string)
+  default     = {}
+}
+
+variable "enable_apis" {
+  description = "Enable the Google APIs the module uses (turn off when the project is managed elsewhere)."
+  type        = bool
+  default     = true
+}
+
+/******************************************
+  Code
+ *****************************************/
+
+variable "source_dir" {
+  description = "Directory holding the deployable package: package.json, package-lock.json and dist/ (see infra/package.sh)."
+  type        = string
+}
+
+variable "build_service_account" {
+  description = <<-EOT
+    Service account Cloud Build builds the functions with (projects/<project>/serviceAccounts/<email>).
+    Null uses the project's default build account, which new projects restrict; give a dedicated one
+    roles/cloudbuild.builds.builder there.
+  EOT
+  type        = string
+  default     = null
+}
+
+variable "source_bucket" {
+  description = "Bucket for the source archive; created by the module when null."
+  type        = string
+  default     = null
+}
+
+/******************************************
+  What afterlife guards, and how (the config of shared/config/index.ts)
+ *****************************************/
+
+variable "afterlife" {
+  description = <<-EOT
+    Configuration passed to every function as the environment variables of shared/config/index.ts.
+    Null fields fall back to the code's defaults (README, "Configuration").
+  EOT
+  type = object({
+    dbos_application_name     = string
+    dbos_system_schema        = optional(string, "dbos")
+    afterlife_schema          = optional(string, "afterlife")
+    redis_key_prefix          = optional(string, "afterlife")
+    heartbeat_ttl_ms          = optional(number, 15000)
+    budget_margin_ms          = optional(number, 5000)
+    db_pool_max               = optional(number, 3)
+    db_connect_timeout_ms     = optional(number, 5000)
+    db_statement_timeout_ms   = optional(number, 30000)
+    recovery_batch_size       = optional(number, 1000)
+    lock_ttl_ms               = optional(number, 30000)
+    orphaned_version_policy   = optional(string, "leave")
+    reaper_tick_ms            = optional(number, 5000)
+    stuck_after_ms            = optional(number, 3600000)
+    stuck_policy              = optional(string, "report")
+    unknown_executor_grace_ms = optional(number, 600000)
+    reaper_lease_ms           = optional(number, 90000)
+    max_forks                 = optional(number, 3)
+    fork_target_version       = optional(string, "latest")
+    log_level                 = optional(string, "INFO")
+  })
+
+  validation {
+    condition     = contains(["leave", "fork-to-latest"], var.afterlife.orphaned_version_policy)
+    error_message = "orphaned_version_policy must be leave or fork-to-latest."
+  }
+  validation {
+    condition     = contains(["report", "cancel-and-fork"], var.afterlife.stuck_policy)
+    error_message = "stuck_policy must be report or cancel-and-fork."
+  }
+  validation {
+    condition     = contains(["latest", "original"], var.afterlife.fork_target_version)
+    error_message = "fork_target_version must be latest or original."
+  }
+  validation {
+    condition     = can(regex("^[A-Za-z_][A-Za-z0-9_]{0,62}$", var.afterlife.dbos_system_schema)) && can(regex("^[A-Za-z_][A-Za-z0-9_]{0,62}$", var.afterlife.afterlife_schema))
+    error_message = "Schema names must be SQL identifiers."
+  }
+}
+
+variable "topics" {
+  description = "Pub/Sub topic names. The first two are also the EXECUTOR_DEATH_TOPIC and DEAD_LETTER_TOPIC the code reads."
+  type = object({
+    executor_deaths             = optional(string, "executor-deaths")
+    workflow_dead_letters       = optional(string, "workflow-dead-letters")
+    executor_deaths_dead_letter = optional(string, "executor-deaths-dead-letter")
+    message_retention           = optional(string, "604800s")
+  })
+  default = {}
+}
+
+variable "executor_death_dead_letter" {
+  description = <<-EOT
+    Dead-lettering of death notices that keep failing. The provider cannot set a dead-letter policy on
+    the subscription Eventarc creates (hashicorp/terraform-provider-google#25069), so with
+    patch_trigger_subscription the module patches it after apply with gcloud (which must be on PATH where
+    terraform runs). Set it to false to apply the printed `gcloud` command yourself (output
+    executor_death_dead_letter_command).
+  EOT
+  type = object({
+    patch_trigger_subscription = optional(bool, true)
+    max_delivery_attempts      = optional(number, 10)
+  })
+  default = {}
+
+  validation {
+    condition     = var.executor_death_dead_letter.max_delivery_attempts >= 5 && var.executor_death_dead_letter.max_delivery_attempts <= 100
+    error_message = "Pub/Sub allows 5 to 100 delivery attempts before dead-lettering."
+  }
+}
+
+/******************************************
+  Functions
+ *****************************************/
+
+variable "functions" {
+  description = <<-EOT
+    Per-function scaling, keyed executor_death, reaper, drain. Unset fields keep local.function_defaults
+    (main.tf) and then modules/function's defaults. Instances × DB_POOL_MAX bounds afterlife's Postgres
+    connections.
+  EOT
+  type = map(object({
+    timeout_seconds  = optional(number)
+    memory           = optional(string)
+    cpu              = optional(string)
+    min_instances    = optional(number)
+    max_instances    = optional(number)
+    concurrency      = optional(number)
+    ingress_settings = optional(string)
+  }))
+  default = {}
+
+  validation {
+    condition     = alltrue([for key in keys(var.functions) : contains(["executor_death", "reaper", "drain"], key)])
+    error_message = "functions is keyed executor_death, reaper and drain."
+  }
+}
+
+variable "drain_invokers" {
+  description = "Members allowed to call the drain function, keyed by a static name, e.g. { ci = \"serviceAccount:deployer@p.iam.gserviceaccount.com\" }."
+  type        = map(string)
+  default     = {}
+}
+
+variable "executor_service_accounts" {
+  description = <<-EOT
+    Service accounts of the DBOS executors running the afterlife kit, keyed by a static name. They get
+    roles/pubsub.publisher on the death-notice topic and read access to the Redis URL secret (heartbeats).
+  EOT
+  type        = map(string)
+  default     = {}
+}
+
+/******************************************
+  Reaper schedule
+ *****************************************/
+
+variable "reaper_schedule" {
+  description = "Cloud Scheduler job of the reaper. Scheduler never retries: the next tick is the retry."
+  type = object({
+    schedule  = optional(string, "* * * * *")
+    time_zone = optional(string, "Etc/UTC")
+    paused    = optional(bool, false)
+  })
+  default = {}
+}
+
+/******************************************
+  Network, Redis, Cloud SQL
+ *****************************************/
+
+variable "network" {
+  description = <<-EOT
+    VPC for Direct VPC egress. Use the VPC where Cloud SQL's private IP lives (its private services
+    access peering is per network); Memorystore is peered into it. create makes a new VPC (then Cloud SQL
+    needs ip_type PUBLIC or its own peering); create_subnetwork makes the functions' subnet in region.
+  EOT
+  type = object({
+    name              = string
+    create            = optional(bool, false)
+    subnetwork        = string
+    create_subnetwork = optional(bool, true)
+    subnet_cidr       = optional(string, "10.8.0.0/26")
+    egress            = optional(string, "VPC_EGRESS_PRIVATE_RANGES_ONLY")
+  })
+
+  validation {
+    condition     = contains(["VPC_EGRESS_PRIVATE_RANGES_ONLY", "VPC_EGRESS_ALL_TRAFFIC"], var.network.egress)
+    error_message = "egress must be VPC_EGRESS_PRIVATE_RANGES_ONLY or VPC_EGRESS_ALL_TRAFFIC."
+  }
+}
+
+variable "redis" {
+  description = <<-EOT
+    Memorystore for Redis. Without it (enabled = false) afterlife runs degraded: recovery still works,
+    the reaper declares nothing dead. Transit encryption stays off because the code has no setting for
+    Memorystore's server CA yet; the AUTH string travels only inside the VPC.
+  EOT
+  type = object({
+    enabled        = optional(bool, true)
+    tier           = optional(string, "BASIC")
+    memory_size_gb = optional(number, 1)
+    redis_version  = optional(string, "REDIS_7_2")
+    connect_mode   = optional(string, "DIRECT_PEERING")
+  })
+  default = {}
+
+  validation {
+    condition     = contains(["BASIC", "STANDARD_HA"], var.redis.tier)
+    error_message = "tier must be BASIC or STANDARD_HA."
+  }
+}
+
+variable "cloud_sql" {
+  description = <<-EOT
+    The Cloud SQL instance holding DBOS's system database, reached through the Cloud SQL connector.
+    With password_secret null each function logs in with IAM database auth as its own service account
+    (DB_USER = its email without .gserviceaccount.com); otherwise all use user + the password secret.
+  EOT
+  type = object({
+    instance_connection_name = string
+    database                 = string
+    ip_type                  = optional(string, "PRIVATE")
+    create_iam_users         = optional(bool, true)
+    user                     = optional(string)
+    password_secret          = optional(string)
+  })
+
+  validation {
+    condition     = can(regex("^[^:]+:[^:]+:[^:]+$", var.cloud_sql.instance_connection_name))
+    error_message = "instance_connection_name must be project:region:instance."
+  }
+  validation {
+    condition     = contains(["PUBLIC", "PRIVATE", "PSC"], var.cloud_sql.ip_type)
+    error_message = "ip_type must be PUBLIC, PRIVATE or PSC."
+  }
+  validation {
+    condition     = var.cloud_sql.password_secret == null || var.cloud_sql.user != null
+    error_message = "password auth needs cloud_sql.user as well as cloud_sql.password_secret."
+  }
+}

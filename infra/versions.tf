@@ -1,0 +1,16 @@
+terraform {
+  required_version = ">= 1.5"
+
+  required_providers {
+    google = {
+      source = "hashicorp/google"
+      # 7.10 brought Direct VPC egress to gen2 functions; 7.26 fixed the "only one of
+      # direct_vpc_network_interface or vpc_connector" validation that rejected it.
+      version = "~> 7.26"
+    }
+    archive = {
+      source  = "hashicorp/archive"
+      version = ">= 2.4"
+    }
+  }
+}

@@ -1,0 +1,46 @@
+import type { Db } from '../pool.js';
+import { ident } from '../pool.js';
+
+/** Planned-drain requests: written by the drain function, polled by the executor kit on each beat. */
+export type DrainTarget = { executorIds: string[] } | { applicationVersion: string };
+
+export interface DrainRequest {
+  id: number;
+  budgetMs: number;
+  requestedAt: Date;
+}
+
+const table = (db: Db) => `${ident(db.afterlifeSchema)}.drain_requests`;
+
+/** One row per executor, or one row for the version; returns the new request IDs. */
+export async function insertDrainRequests(
+  db: Db,
+  r: { applicationName: string; target: DrainTarget; budgetMs: number; requestedBy: string },
+): Promise<number[]> {
+  const executorIds = 'executorIds' in r.target ? r.target.executorIds : [null];
+  const version = 'applicationVersion' in r.target ? r.target.applicationVersion : null;
+  const res = await db.query<{ id: string }>(
+    `INSERT INTO ${table(db)} (application_name, executor_id, application_version, budget_ms, requested_by)
+     SELECT $1, e, $3, $4, $5 FROM unnest($2::text[]) AS e
+     RETURNING id::text`,
+    [r.applicationName, executorIds, version, r.budgetMs, r.requestedBy],
+    'drainRequests.insert',
+  );
+  return res.rows.map((x) => Number(x.id));
+}
+
+/** The earliest drain request addressed to this executor or its version, if any. */
+export async function findDrainRequest(
+  db: Db,
+  e: { applicationName: string; executorId: string; applicationVersion: string },
+): Promise<DrainRequest | undefined> {
+  const res = await db.query<{ id: string; budget_ms: number; requested_at: Date }>(
+    `SELECT id::text, budget_ms, requested_at FROM ${table(db)}
+      WHERE application_name = $1 AND (executor_id = $2 OR application_version = $3)
+      ORDER BY requested_at, id LIMIT 1`,
+    [e.applicationName, e.executorId, e.applicationVersion],
+    'drainRequests.find',
+  );
+  const row = res.rows[0];
+  return row ? { id: Number(row.id), budgetMs: row.budget_ms, requestedAt: row.requested_at } : undefined;
+}

@@ -1,0 +1,136 @@
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import { type DrainTarget, insertDrainRequests } from '../db/queries/drainRequests.js';
+import { type ExecutorRow, findExecutors } from '../db/queries/executors.js';
+import type { Db } from '../db/pool.js';
+import { pendingByExecutor, pendingForVersion } from '../dbos/pending.js';
+import { InvalidInputError } from '../errors.js';
+import { type HeartbeatValue, readAllHeartbeats } from '../heartbeat/index.js';
+import type { Logger } from '../log.js';
+
+/**
+ * Planned drains (deploys): write drain requests that the executor kit picks up on its next beat, and
+ * report progress from the registry, the heartbeats and DBOS's PENDING rows. Nothing here contacts an
+ * executor: the request is data in Postgres, so it works for executors behind any network and while
+ * Redis is down.
+ */
+const name = z.string().trim().min(1).max(512);
+export const DrainPostBody = z
+  .object({
+    applicationVersion: name.optional(),
+    executorIds: z.array(name).min(1, 'executorIds must not be empty').max(500).optional(),
+    budgetMs: z.number().int().min(1_000).max(86_400_000).optional(),
+  })
+  .strict()
+  .refine((b) => (b.applicationVersion === undefined) !== (b.executorIds === undefined), 'give exactly one of applicationVersion or executorIds');
+export type DrainPostBody = z.infer<typeof DrainPostBody>;
+
+export const DrainQuery = z.object({ applicationVersion: name }).strict();
+
+export type ReportedState = 'alive' | 'draining' | 'drained' | 'dead' | 'unknown';
+
+export interface ExecutorProgress {
+  executorId: string;
+  applicationVersion: string | null;
+  state: ReportedState;
+  heartbeatAgeMs: number | null;
+  inFlight: number | null;
+  pending: number;
+}
+
+export interface DrainProgress {
+  applicationName: string;
+  applicationVersion?: string;
+  executors: ExecutorProgress[];
+  /** PENDING workflows of the target (of the version, whoever holds them; or of the listed executors). */
+  pending: number;
+  /** Every executor drained or dead and nothing PENDING. */
+  done: boolean;
+  /** False when Redis could not be read: states then come from the registry alone. */
+  heartbeatsKnown: boolean;
+}
+
+export interface DrainDeps {
+  db: Db;
+  redis: Redis | undefined;
+  keyPrefix?: string;
+  logger: Logger;
+  applicationName: string;
+  defaultBudgetMs: number;
+  clock?: () => number;
+}
+
+/** Parses with zod; every failure is an InvalidInputError naming the field. */
+export function parse<T>(schema: z.ZodType<T>, input: unknown, what: string): T {
+  const r = schema.safeParse(input ?? {});
+  if (!r.success) {
+    const issues = r.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`);
+    throw new InvalidInputError(`invalid ${what}: ${issues.join('; ')}`, issues);
+  }
+  return r.data;
+}
+
+export async function requestDrain(deps: DrainDeps, body: DrainPostBody, requestedBy: string): Promise<DrainProgress & { requestIds: number[]; budgetMs: number }> {
+  const target: DrainTarget = body.executorIds ? { executorIds: [...new Set(body.executorIds)] } : { applicationVersion: body.applicationVersion ?? '' };
+  const budgetMs = body.budgetMs ?? deps.defaultBudgetMs;
+  const requestIds = await insertDrainRequests(deps.db, { applicationName: deps.applicationName, target, budgetMs, requestedBy });
+  deps.logger.notice('drain requested', { event: 'drain_requested', target, budgetMs, requestIds });
+  return { ...(await drainProgress(deps, target)), requestIds, budgetMs };
+}
+
+export async function drainProgress(deps: DrainDeps, target: DrainTarget): Promise<DrainProgress> {
+  const now = (deps.clock ?? Date.now)();
+  const app = deps.applicationName;
+  const rows = await findExecutors(deps.db, app, target);
+  let beats: Map<string, HeartbeatValue | undefined> | undefined;
+  if (deps.redis) {
+    beats = await readAllHeartbeats(deps.redis, app, deps.keyPrefix).catch((err: unknown) => {
+      deps.logger.warn('heartbeats unreadable; reporting registry states only', { err });
+      return undefined;
+    });
+  }
+  const registry = new Map(rows.map((r) => [r.executor_id, r]));
+  const ids = new Set(registry.keys());
+  if ('executorIds' in target) target.executorIds.forEach((id) => ids.add(id));
+  // An executor that beats but whose registry row failed to write is still part of its version.
+  else for (const [id, v] of beats ?? []) if (v?.applicationVersion === target.applicationVersion) ids.add(id);
+
+  const executorIds = [...ids].sort();
+  const pendingBy = executorIds.length ? await pendingByExecutor(deps.db, app, executorIds) : new Map<string, number>();
+  const executors = executorIds.map((id): ExecutorProgress => {
+    const hb = beats?.get(id);
+    const beating = beats?.has(id) ?? false;
+    return {
+      executorId: id,
+      applicationVersion: registry.get(id)?.application_version ?? hb?.applicationVersion ?? null,
+      state: reportedState(registry.get(id), beating, hb, beats !== undefined),
+      heartbeatAgeMs: hb ? Math.max(0, now - Date.parse(hb.beatAt)) : null,
+      inFlight: hb ? hb.inFlight : null,
+      pending: pendingBy.get(id) ?? 0,
+    };
+  });
+  const pending =
+    'applicationVersion' in target
+      ? await pendingForVersion(deps.db, app, target.applicationVersion)
+      : executors.reduce((n, e) => n + e.pending, 0);
+  return {
+    applicationName: app,
+    ...('applicationVersion' in target ? { applicationVersion: target.applicationVersion } : {}),
+    executors,
+    pending,
+    done: pending === 0 && executors.every((e) => e.state === 'drained' || e.state === 'dead'),
+    heartbeatsKnown: beats !== undefined,
+  };
+}
+
+/**
+ * Dead is final (registry). A heartbeat is the live truth. Without one, an executor that drained and exited
+ * is `drained`; anything else is `unknown` — it may have crashed, and only the reaper declares death.
+ */
+function reportedState(row: ExecutorRow | undefined, beating: boolean, hb: HeartbeatValue | undefined, heartbeatsKnown: boolean): ReportedState {
+  if (row?.state === 'dead') return 'dead';
+  if (beating) return hb?.state ?? 'alive';
+  if (row?.state === 'drained') return 'drained';
+  if (!heartbeatsKnown && row) return row.state;
+  return 'unknown';
+}

@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import { ConfigError } from '../errors.js';
+import type { ExecutorKitOptions } from './attach.js';
+
+/**
+ * The kit's options from the environment, validated like afterlife's own config (same variable names
+ * where they mean the same thing), so an app on Cloud Run configures it with env vars alone.
+ */
+const int = (min: number) => z.coerce.number().int().min(min).optional();
+const EnvSchema = z.object({
+  AFTERLIFE_DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  DBOS_SYSTEM_DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  DBOS_SYSTEM_SCHEMA: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/).optional(),
+  AFTERLIFE_SCHEMA: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/).optional(),
+  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
+  REDIS_KEY_PREFIX: z.string().min(1).optional(),
+  HEARTBEAT_TTL_MS: int(500),
+  GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
+  EXECUTOR_DEATH_TOPIC: z.string().min(1).optional(),
+  AFTERLIFE_PUBLISH: z.enum(['pubsub', 'none']).default('pubsub'),
+  AFTERLIFE_SHUTDOWN_GRACE_MS: int(1_000),
+  AFTERLIFE_SHUTDOWN_MARGIN_MS: int(0),
+  AFTERLIFE_EXIT_AFTER_DRAIN: z.enum(['true', 'false']).optional(),
+});
+
+export function executorOptionsFromEnv(env: Record<string, string | undefined> = process.env): ExecutorKitOptions {
+  const picked = Object.fromEntries(Object.keys(EnvSchema.shape).flatMap((k) => (env[k] ? [[k, env[k]]] : [])));
+  const parsed = EnvSchema.safeParse(picked);
+  if (!parsed.success) throw new ConfigError(parsed.error.issues.map((i) => `${String(i.path[0])}: ${i.message}`));
+  const e = parsed.data;
+  const databaseUrl = e.AFTERLIFE_DATABASE_URL ?? e.DBOS_SYSTEM_DATABASE_URL;
+  if (!databaseUrl) throw new ConfigError(['AFTERLIFE_DATABASE_URL: set it, or DBOS_SYSTEM_DATABASE_URL']);
+  return {
+    databaseUrl,
+    publisher: e.AFTERLIFE_PUBLISH,
+    ...(e.DBOS_SYSTEM_SCHEMA ? { dbosSchema: e.DBOS_SYSTEM_SCHEMA } : {}),
+    ...(e.AFTERLIFE_SCHEMA ? { afterlifeSchema: e.AFTERLIFE_SCHEMA } : {}),
+    ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
+    ...(e.REDIS_KEY_PREFIX ? { keyPrefix: e.REDIS_KEY_PREFIX } : {}),
+    ...(e.HEARTBEAT_TTL_MS ? { heartbeatTtlMs: e.HEARTBEAT_TTL_MS } : {}),
+    ...(e.GOOGLE_CLOUD_PROJECT ? { project: e.GOOGLE_CLOUD_PROJECT } : {}),
+    ...(e.EXECUTOR_DEATH_TOPIC ? { topic: e.EXECUTOR_DEATH_TOPIC } : {}),
+    ...(e.AFTERLIFE_SHUTDOWN_GRACE_MS ? { shutdownGraceMs: e.AFTERLIFE_SHUTDOWN_GRACE_MS } : {}),
+    ...(e.AFTERLIFE_SHUTDOWN_MARGIN_MS !== undefined ? { shutdownMarginMs: e.AFTERLIFE_SHUTDOWN_MARGIN_MS } : {}),
+    ...(e.AFTERLIFE_EXIT_AFTER_DRAIN ? { exitAfterPlannedDrain: e.AFTERLIFE_EXIT_AFTER_DRAIN === 'true' } : {}),
+  };
+}

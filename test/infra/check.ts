@@ -1,0 +1,816 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import { getReferencesInExpression, parse } from '@cdktf/hcl2json';
+import { CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
+import { ConfigError } from '../../shared/errors.js';
+
+/**
+ * Offline checks of infra/: what `terraform validate` cannot do here (no google provider in the local
+ * mirror, no registry), plus the contracts between the Terraform and the code. Every check returns
+ * problems instead of throwing, so a test can plant a break and assert that it is reported.
+ *
+ * What it checks: every .tf parses; every `${...}` reference resolves to a declared resource, data
+ * source, variable, local, module (and module output); module calls pass only declared variables and
+ * every required one; each function's runtime, entry point (a registered target), environment (what
+ * loadConfig requires, only keys it reads, FUNCTION_TIMEOUT_S from the real timeout), Eventarc retry
+ * policy and invokers; Scheduler jobs (OIDC, no retries); no public members or broad roles; the source
+ * object named by content hash; log-based metrics covering every `event` the code logs.
+ */
+
+type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+type Obj = { [key: string]: Json };
+
+export interface Problem {
+  file: string;
+  where: string;
+  message: string;
+}
+
+interface Block {
+  file: string;
+  body: Obj;
+}
+
+interface TfModule {
+  dir: string;
+  rel: string;
+  resources: Map<string, Block>;
+  data: Map<string, Block>;
+  modules: Map<string, Block>;
+  variables: Map<string, Block>;
+  outputs: Map<string, Block>;
+  locals: Map<string, { file: string; value: Json }>;
+  /** Every block in file order, for the walkers. */
+  blocks: Array<{ kind: string; name: string } & Block>;
+}
+
+/** A module as instantiated: its caller's arguments, resolved in the caller's own scope. */
+interface Scope {
+  module: TfModule;
+  args?: Obj;
+  parent?: Scope;
+}
+
+export interface CheckOptions {
+  /** Targets the code registers (functions-framework names). */
+  registeredTargets: ReadonlySet<string>;
+  /** Contract targets whose code has not landed yet: reported as warnings, not problems. */
+  pendingTargets?: ReadonlySet<string>;
+  /** `event` values the code logs; each needs a log-based metric. */
+  loggedEvents?: ReadonlySet<string>;
+}
+
+export interface CheckResult {
+  problems: Problem[];
+  warnings: string[];
+  /** Per function: its label, entry point and the environment keys it gets (for reports and tests). */
+  functions: Array<{ label: string; entryPoint: string | undefined; env: string[] }>;
+}
+
+const isObj = (v: Json | undefined): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isExpr = (v: Json | undefined): v is string => typeof v === 'string' && v.includes('${');
+
+/** hcl2json gives nested blocks as arrays of bodies; attributes holding objects as plain objects. */
+function first(v: Json | undefined): Obj | undefined {
+  if (Array.isArray(v)) return isObj(v[0]) ? v[0] : undefined;
+  return isObj(v) ? v : undefined;
+}
+
+function dig(body: Obj | undefined, ...path: string[]): Json | undefined {
+  let cur: Json | undefined = body;
+  for (const key of path) {
+    const obj = first(cur);
+    if (!obj) return undefined;
+    cur = obj[key];
+  }
+  return cur;
+}
+
+/**
+ * The top-level `${...}` interpolations of a template string. hcl2json hands template strings back
+ * unescaped (a filter such as `a="x" AND ${b}`), which its own expression parser cannot re-read as a
+ * whole, so each interpolation is parsed on its own. `$${` is a literal; nested strings and braces nest.
+ */
+export function interpolations(template: string): string[] {
+  const out: string[] = [];
+  let i = 0;
+  while (i < template.length) {
+    const start = template.indexOf('${', i);
+    if (start < 0) break;
+    if (start > 0 && template[start - 1] === '$') {
+      i = start + 2;
+      continue;
+    }
+    const end = scanExpression(template, start + 2);
+    out.push(template.slice(start, end));
+    i = end;
+  }
+  return out;
+}
+
+/** From just after `${` to just after its matching `}`, skipping string literals and their templates. */
+function scanExpression(s: string, from: number): number {
+  let depth = 1;
+  let i = from;
+  while (i < s.length && depth > 0) {
+    const c = s[i];
+    if (c === '"') {
+      i++;
+      while (i < s.length && s[i] !== '"') {
+        if (s[i] === '\\') i += 2;
+        else if (s.startsWith('${', i)) i = scanExpression(s, i + 2);
+        else i++;
+      }
+      i++;
+      continue;
+    }
+    if (c === '{') depth++;
+    else if (c === '}') depth--;
+    i++;
+  }
+  return i;
+}
+
+/** Memoised: hcl2json runs Go in WASM; the same expression strings recur across checks. */
+const refCache = new Map<string, Promise<string[]>>();
+function refsOf(file: string, expr: string): Promise<string[]> {
+  let hit = refCache.get(expr);
+  if (!hit) {
+    hit = Promise.all(interpolations(expr).map((seg) => getReferencesInExpression(file, seg))).then((all) =>
+      all.flat().map((r) => r.value),
+    );
+    refCache.set(expr, hit);
+  }
+  return hit;
+}
+
+// ───────────────────────────── loading ─────────────────────────────
+
+async function tfDirs(root: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (dir: string) => {
+    const entries = await readdir(dir, { withFileTypes: true });
+    if (entries.some((e) => e.isFile() && e.name.endsWith('.tf'))) out.push(dir);
+    for (const e of entries) {
+      if (e.isDirectory() && !e.name.startsWith('.')) await walk(join(dir, e.name));
+    }
+  };
+  await walk(root);
+  return out.sort();
+}
+
+async function loadModule(root: string, dir: string, problems: Problem[]): Promise<TfModule> {
+  const mod: TfModule = {
+    dir,
+    rel: relative(root, dir) || '.',
+    resources: new Map(),
+    data: new Map(),
+    modules: new Map(),
+    variables: new Map(),
+    outputs: new Map(),
+    locals: new Map(),
+    blocks: [],
+  };
+  const files = (await readdir(dir)).filter((f) => f.endsWith('.tf')).sort();
+  for (const name of files) {
+    const file = join(mod.rel, name);
+    let json: Obj;
+    try {
+      json = (await parse(name, await readFile(join(dir, name), 'utf8'))) as Obj;
+    } catch (err) {
+      problems.push({ file, where: '(parse)', message: err instanceof Error ? err.message : String(err) });
+      continue;
+    }
+    const declare = (map: Map<string, Block>, kind: string, key: string, body: Obj) => {
+      if (map.has(key)) problems.push({ file, where: `${kind} ${key}`, message: 'declared twice' });
+      map.set(key, { file, body });
+      mod.blocks.push({ kind, name: key, file, body });
+    };
+    for (const [kind, value] of Object.entries(json)) {
+      if (kind === 'resource' || kind === 'data') {
+        for (const [type, named] of Object.entries(value as Obj)) {
+          for (const [name, bodies] of Object.entries(named as Obj)) {
+            declare(kind === 'resource' ? mod.resources : mod.data, kind, `${type}.${name}`, first(bodies) ?? {});
+          }
+        }
+      } else if (kind === 'module' || kind === 'variable' || kind === 'output') {
+        const map = kind === 'module' ? mod.modules : kind === 'variable' ? mod.variables : mod.outputs;
+        for (const [name, bodies] of Object.entries(value as Obj)) declare(map, kind, name, first(bodies) ?? {});
+      } else if (kind === 'locals') {
+        for (const body of value as Json[]) {
+          for (const [name, v] of Object.entries(body as Obj)) {
+            if (mod.locals.has(name)) problems.push({ file, where: `local.${name}`, message: 'declared twice' });
+            mod.locals.set(name, { file, value: v });
+          }
+          mod.blocks.push({ kind, name: '', file, body: body as Obj });
+        }
+      } else if (kind === 'provider') {
+        for (const [name, bodies] of Object.entries(value as Obj)) {
+          mod.blocks.push({ kind, name, file, body: first(bodies) ?? {} });
+        }
+      }
+    }
+  }
+  return mod;
+}
+
+// ───────────────────────────── references ─────────────────────────────
+
+const META_ARGS = new Set(['source', 'version', 'providers', 'depends_on', 'count', 'for_each']);
+
+function localTarget(mods: Map<string, TfModule>, from: TfModule, body: Obj): TfModule | undefined {
+  const source = body.source;
+  if (typeof source !== 'string' || !/^\.\.?\//.test(source)) return undefined;
+  return mods.get(resolve(from.dir, source));
+}
+
+function resolves(mods: Map<string, TfModule>, mod: TfModule, ref: string, allowed: ReadonlySet<string>): boolean {
+  const parts = ref.split('.');
+  const [root, a, b] = parts;
+  if (root === undefined) return false;
+  if (allowed.has(root)) return true;
+  switch (root) {
+    case 'var':
+      return a !== undefined && mod.variables.has(a);
+    case 'local':
+      return a !== undefined && mod.locals.has(a);
+    case 'path':
+    case 'terraform':
+      return true;
+    case 'data':
+      return a !== undefined && b !== undefined && mod.data.has(`${a}.${b}`);
+    case 'module': {
+      const call = a === undefined ? undefined : mod.modules.get(a);
+      if (!call) return false;
+      const target = localTarget(mods, mod, call.body);
+      return b === undefined || target === undefined || target.outputs.has(b);
+    }
+    default:
+      return a !== undefined && mod.resources.has(`${root}.${a}`);
+  }
+}
+
+async function checkReferences(mods: Map<string, TfModule>, mod: TfModule, problems: Problem[]): Promise<void> {
+  const walk = async (file: string, where: string, value: Json, allowed: ReadonlySet<string>): Promise<void> => {
+    if (typeof value === 'string') {
+      if (!value.includes('${')) return;
+      for (const ref of await refsOf(file, value)) {
+        if (!resolves(mods, mod, ref, allowed)) {
+          problems.push({ file, where, message: `reference ${ref} resolves to nothing declared in ${mod.rel}` });
+        }
+      }
+      return;
+    }
+    if (Array.isArray(value)) {
+      for (const v of value) await walk(file, where, v, allowed);
+      return;
+    }
+    if (!isObj(value)) return;
+    for (const [key, v] of Object.entries(value)) {
+      if (key === 'dynamic' && isObj(v)) {
+        // A dynamic block's iterator (its label, or `iterator`) is in scope only inside its content.
+        for (const [label, bodies] of Object.entries(v)) {
+          for (const body of Array.isArray(bodies) ? bodies : [bodies]) {
+            if (!isObj(body)) continue;
+            const iterator = typeof body.iterator === 'string' ? body.iterator.replace(/^\$\{(.*)\}$/, '$1') : label;
+            if (body.for_each !== undefined) await walk(file, `${where}.dynamic.${label}`, body.for_each, allowed);
+            const inner = new Set([...allowed, iterator]);
+            await walk(file, `${where}.dynamic.${label}`, body.content ?? null, inner);
+          }
+        }
+        continue;
+      }
+      await walk(file, `${where}.${key}`, v, allowed);
+    }
+  };
+
+  for (const block of mod.blocks) {
+    const where = block.kind === 'locals' ? 'locals' : `${block.kind} ${block.name}`;
+    if (block.kind === 'variable') {
+      // `type` is a type expression (string, object(...)), not references.
+      for (const [key, v] of Object.entries(block.body)) if (key !== 'type') await walk(block.file, `${where}.${key}`, v, new Set());
+      continue;
+    }
+    const allowed = new Set<string>();
+    if (block.body.for_each !== undefined) allowed.add('each');
+    if (block.body.count !== undefined) allowed.add('count');
+    if (block.kind === 'resource' || block.kind === 'data') allowed.add('self');
+    await walk(block.file, where, block.body, allowed);
+  }
+}
+
+function checkModuleCalls(mods: Map<string, TfModule>, mod: TfModule, problems: Problem[]): void {
+  for (const [name, call] of mod.modules) {
+    const where = `module ${name}`;
+    const target = localTarget(mods, mod, call.body);
+    if (!target) {
+      const source = String(call.body.source);
+      if (/^\.\.?\//.test(source)) problems.push({ file: call.file, where, message: `module source ${source} has no .tf files` });
+      continue;
+    }
+    for (const arg of Object.keys(call.body)) {
+      if (!META_ARGS.has(arg) && !target.variables.has(arg)) {
+        problems.push({ file: call.file, where, message: `argument ${arg} is not a variable of ${target.rel}` });
+      }
+    }
+    for (const [variable, decl] of target.variables) {
+      if (!('default' in decl.body) && !(variable in call.body)) {
+        problems.push({ file: call.file, where, message: `required variable ${variable} of ${target.rel} is not set` });
+      }
+    }
+  }
+}
+
+/** terraform-google-modules shape: every variable typed and described, every output described. */
+function checkShape(mod: TfModule, problems: Problem[]): void {
+  for (const [name, v] of mod.variables) {
+    if (v.body.type === undefined) problems.push({ file: v.file, where: `variable ${name}`, message: 'has no type' });
+    if (v.body.description === undefined) problems.push({ file: v.file, where: `variable ${name}`, message: 'has no description' });
+  }
+  for (const [name, o] of mod.outputs) {
+    if (o.body.description === undefined) problems.push({ file: o.file, where: `output ${name}`, message: 'has no description' });
+  }
+}
+
+// ───────────────────────────── resolution ─────────────────────────────
+
+type Resolved = { value: Json; scope: Scope } | undefined;
+
+const PURE_TRAVERSAL = /^\$\{((?:var|local)\.[A-Za-z0-9_\-.]+)\}$/;
+
+/** The default of an optional object attribute, read from the type expression (optional(type, value)). */
+function optionalDefault(typeExpr: Json | undefined, field: string): Json | undefined {
+  if (typeof typeExpr !== 'string') return undefined;
+  const m = new RegExp(`\\b${field}\\s*=\\s*optional\\([^,()]+(?:\\([^()]*\\))?\\s*,\\s*("(?:[^"\\\\]|\\\\.)*"|-?[0-9.]+|true|false)\\s*\\)`).exec(typeExpr);
+  if (!m?.[1]) return undefined;
+  return JSON.parse(m[1]) as Json;
+}
+
+/** Follows var./local. traversals through callers' arguments, defaults and optional() defaults. */
+function resolveValue(scope: Scope, value: Json | undefined, depth = 0): Resolved {
+  if (value === undefined || depth > 20) return undefined;
+  if (typeof value !== 'string') return { value, scope };
+  const m = PURE_TRAVERSAL.exec(value);
+  if (!m?.[1]) return { value, scope };
+  const [root, name, ...rest] = m[1].split('.');
+  if (name === undefined) return undefined;
+  let base: Resolved;
+  let typeExpr: Json | undefined;
+  if (root === 'local') {
+    base = resolveValue(scope, scope.module.locals.get(name)?.value, depth + 1);
+  } else {
+    const decl = scope.module.variables.get(name);
+    typeExpr = decl?.body.type;
+    if (scope.args && name in scope.args && scope.parent) base = resolveValue(scope.parent, scope.args[name], depth + 1);
+    else base = resolveValue(scope, decl?.body.default, depth + 1);
+  }
+  for (const key of rest) {
+    if (!base) return undefined;
+    const obj = first(base.value);
+    const next = obj?.[key];
+    if (next === undefined && root === 'var') {
+      const def = optionalDefault(typeExpr, key);
+      base = def === undefined ? undefined : { value: def, scope };
+    } else {
+      base = resolveValue(base.scope, next, depth + 1);
+    }
+    typeExpr = undefined;
+  }
+  return base;
+}
+
+const ENV_KEY_IN_EXPR = /(?:^|[{,\n])\s*"?([A-Z][A-Z0-9_]*)"?\s*=(?!=)/g;
+
+/**
+ * The keys of a map expression: object literals, plus the maps it references through var./local.
+ * (merge(local.common, local.per_fn.x)), plus `KEY = ` literals inside conditionals. Values are kept
+ * when they are plain literals, so literal settings can be validated too.
+ */
+async function mapEntries(scope: Scope, value: Json | undefined, file: string, depth = 0): Promise<Map<string, Json | undefined>> {
+  const out = new Map<string, Json | undefined>();
+  if (depth > 20) return out;
+  const r = resolveValue(scope, value);
+  if (!r) return out;
+  if (isObj(r.value)) {
+    for (const [k, v] of Object.entries(r.value)) out.set(k, isExpr(v) ? undefined : v);
+    return out;
+  }
+  if (!isExpr(r.value)) return out;
+  for (const ref of await refsOf(file, r.value)) {
+    if (!/^(var|local)\./.test(ref)) continue;
+    for (const [k, v] of await mapEntries(r.scope, `\${${ref.replace(/\."([^"]+)"/g, '.$1')}}`, file, depth + 1)) out.set(k, v);
+  }
+  for (const m of r.value.matchAll(ENV_KEY_IN_EXPR)) if (m[1] && !out.has(m[1])) out.set(m[1], undefined);
+  return out;
+}
+
+/** A block that may be static or `dynamic` over one var: its fields as the caller set them. */
+function blockOf(scope: Scope, body: Obj, name: string): { present: boolean; field: (f: string) => Resolved } {
+  const staticBlock = first(body[name]);
+  if (staticBlock) return { present: true, field: (f) => resolveValue(scope, staticBlock[f]) };
+  const dyn = first(first(body.dynamic)?.[name]);
+  if (!dyn) return { present: false, field: () => undefined };
+  const content = first(dyn.content) ?? {};
+  const forEach = typeof dyn.for_each === 'string' ? dyn.for_each : '';
+  const varName = /var\.([A-Za-z0-9_-]+)/.exec(forEach)?.[1];
+  const source = varName ? resolveValue(scope, `\${var.${varName}}`) : undefined;
+  const present = source !== undefined && source.value !== null;
+  const decl = varName ? scope.module.variables.get(varName) : undefined;
+  return {
+    present,
+    field: (f) => {
+      const expr = content[f];
+      const viaIterator = typeof expr === 'string' ? new RegExp(`^\\$\\{${name}\\.value\\.([A-Za-z0-9_]+)\\}$`).exec(expr)?.[1] : undefined;
+      if (!viaIterator) return resolveValue(scope, expr);
+      const obj = source ? first(source.value) : undefined;
+      if (obj && viaIterator in obj && source) return resolveValue(source.scope, obj[viaIterator]);
+      const def = optionalDefault(decl?.body.type, viaIterator);
+      return def === undefined ? undefined : { value: def, scope };
+    },
+  };
+}
+
+// ───────────────────────────── functions ─────────────────────────────
+
+interface FnInstance {
+  label: string;
+  file: string;
+  scope: Scope;
+  /** The module call creating it, in the caller (for invokers and scheduler targets). */
+  call?: { module: TfModule; name: string };
+  body: Obj;
+}
+
+function functionInstances(mods: Map<string, TfModule>): FnInstance[] {
+  const called = new Set<string>();
+  const out: FnInstance[] = [];
+  for (const mod of mods.values()) {
+    for (const [name, call] of mod.modules) {
+      const target = localTarget(mods, mod, call.body);
+      if (!target) continue;
+      called.add(target.dir);
+      for (const [key, res] of target.resources) {
+        if (!key.startsWith('google_cloudfunctions2_function.')) continue;
+        out.push({
+          label: `${mod.rel}: module.${name}`,
+          file: call.file,
+          scope: { module: target, args: call.body, parent: { module: mod } },
+          call: { module: mod, name },
+          body: res.body,
+        });
+      }
+    }
+  }
+  for (const mod of mods.values()) {
+    if (called.has(mod.dir)) continue;
+    for (const [key, res] of mod.resources) {
+      if (key.startsWith('google_cloudfunctions2_function.')) out.push({ label: `${mod.rel}: ${key}`, file: res.file, scope: { module: mod }, body: res.body });
+    }
+  }
+  return out;
+}
+
+/** Valid stand-ins for values Terraform computes, so loadConfig reports only missing variables. */
+const SAMPLES: Record<string, string> = {
+  DATABASE_URL: 'postgres://u@127.0.0.1:5432/d',
+  INSTANCE_CONNECTION_NAME: 'project:region:instance',
+  DB_IP_TYPE: 'PRIVATE',
+  REDIS_URL: 'redis://:auth@10.0.0.3:6379',
+  ORPHANED_VERSION_POLICY: 'leave',
+  STUCK_POLICY: 'report',
+  FORK_TARGET_VERSION: 'latest',
+  LOG_LEVEL: 'INFO',
+  DBOS_SYSTEM_SCHEMA: 'dbos',
+  AFTERLIFE_SCHEMA: 'afterlife',
+};
+const sampleFor = (key: string) => SAMPLES[key] ?? (/_MS$/.test(key) ? '60000' : /_S$/.test(key) ? '60' : /(_MAX|_SIZE|FORKS)$/.test(key) ? '3' : 'sample');
+
+/** Beyond what loadConfig insists on, what each deployed target needs to do its job. */
+const DEPLOY_REQUIRES: Record<string, readonly string[]> = {
+  '*': ['FUNCTION_TIMEOUT_S', 'GOOGLE_CLOUD_PROJECT', 'REDIS_URL'],
+  reaper: ['EXECUTOR_DEATH_TOPIC', 'DEAD_LETTER_TOPIC'],
+  drain: ['EXECUTOR_DEATH_TOPIC'],
+};
+
+function validateEnv(env: Map<string, Json | undefined>): string[] {
+  const issues: string[] = [];
+  const input: Record<string, string> = {};
+  for (const [key, value] of env) {
+    if (!CONFIG_KEYS.includes(key)) {
+      issues.push(`sets ${key}, which shared/config does not read`);
+      continue;
+    }
+    input[key] = value === undefined || value === null ? sampleFor(key) : String(value);
+  }
+  try {
+    loadConfig(input);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    for (const issue of err.issues) {
+      const key = issue.split(':')[0] ?? '';
+      const sampled = env.has(key) && (env.get(key) === undefined || env.get(key) === null);
+      issues.push(sampled ? `${issue} (check.ts has no valid sample for ${key}: add one to SAMPLES)` : issue);
+    }
+  }
+  return issues;
+}
+
+const norm = (ref: string) => ref.split('.').slice(0, 2).join('.');
+
+async function refRoots(file: string, value: Json | undefined): Promise<Set<string>> {
+  const out = new Set<string>();
+  if (typeof value === 'string' && value.includes('${')) for (const r of await refsOf(file, value)) out.add(norm(r));
+  return out;
+}
+
+async function checkFunctions(mods: Map<string, TfModule>, opts: CheckOptions, result: CheckResult): Promise<void> {
+  const { problems, warnings } = result;
+  const jobs = [...mods.values()].flatMap((mod) =>
+    [...mod.resources].filter(([k]) => k.startsWith('google_cloud_scheduler_job.')).map(([key, b]) => ({ mod, key, ...b })),
+  );
+
+  for (const fn of functionInstances(mods)) {
+    const { scope, body, file, label } = fn;
+    const problem = (message: string) => problems.push({ file, where: label, message });
+
+    const runtime = resolveValue(scope, dig(body, 'build_config', 'runtime'))?.value;
+    if (runtime !== 'nodejs22') problem(`runtime is ${JSON.stringify(runtime)}, not nodejs22 (nodejs20 is decommissioned)`);
+
+    const entry = resolveValue(scope, dig(body, 'build_config', 'entry_point'))?.value;
+    const entryPoint = typeof entry === 'string' && !isExpr(entry) ? entry : undefined;
+    if (entryPoint === undefined) problem(`entry_point is not a literal target name (${JSON.stringify(entry)})`);
+    else if (!opts.registeredTargets.has(entryPoint)) {
+      if (opts.pendingTargets?.has(entryPoint)) warnings.push(`${label}: entry point ${entryPoint} is not registered yet (its code has not landed)`);
+      else problem(`entry_point ${entryPoint} is not a target functions/index.ts registers (${[...opts.registeredTargets].join(', ') || 'none'})`);
+    }
+
+    // Environment: plain and secret variables together are what loadConfig sees.
+    const service = first(body.service_config) ?? {};
+    const env = await mapEntries(scope, service.environment_variables, file);
+    const secretBlock = first(first(service.dynamic)?.secret_environment_variables);
+    const secrets = secretBlock
+      ? await mapEntries(scope, secretBlock.for_each, file)
+      : new Map((Array.isArray(service.secret_environment_variables) ? service.secret_environment_variables : []).flatMap((s) => (isObj(s) && typeof s.key === 'string' ? [[s.key, undefined] as const] : [])));
+    for (const key of secrets.keys()) {
+      if (env.has(key)) problem(`${key} is both a plain and a secret variable`);
+      env.set(key, undefined);
+    }
+    for (const issue of validateEnv(env)) problem(`environment: ${issue}`);
+    for (const key of [...(DEPLOY_REQUIRES['*'] ?? []), ...(entryPoint ? (DEPLOY_REQUIRES[entryPoint] ?? []) : [])]) {
+      if (!env.has(key)) problem(`environment: ${key} is not set`);
+    }
+    result.functions.push({ label, entryPoint, env: [...env.keys()].sort() });
+
+    // FUNCTION_TIMEOUT_S must come from the same number as the timeout, or the budget lies.
+    const timeoutRefs = await refRoots(file, service.timeout_seconds);
+    const envExpr = await envValueExpr(scope, service.environment_variables, 'FUNCTION_TIMEOUT_S', file);
+    if (env.has('FUNCTION_TIMEOUT_S')) {
+      const fromTimeout = envExpr !== undefined && (await refsOf(file, envExpr)).some((r) => [...timeoutRefs].some((t) => r.startsWith(t)));
+      if (!fromTimeout) problem('FUNCTION_TIMEOUT_S is not derived from service_config.timeout_seconds');
+    }
+
+    // Eventarc trigger: Pub/Sub, explicit RETRY_POLICY_RETRY.
+    const trigger = blockOf(scope, body, 'event_trigger');
+    const triggerAccounts = new Set<string>();
+    if (trigger.present) {
+      const type = trigger.field('event_type')?.value;
+      if (type !== 'google.cloud.pubsub.topic.v1.messagePublished') problem(`event_type ${JSON.stringify(type)} is not Pub/Sub messagePublished`);
+      const retry = trigger.field('retry_policy')?.value;
+      if (retry !== 'RETRY_POLICY_RETRY') problem(`event_trigger retry_policy is ${JSON.stringify(retry)}, not RETRY_POLICY_RETRY`);
+      const topic = trigger.field('pubsub_topic');
+      const topicRefs = topic ? await refRoots(file, topic.value) : new Set<string>();
+      if (![...topicRefs].some((r) => r.startsWith('google_pubsub_topic.'))) problem('event_trigger pubsub_topic is not a google_pubsub_topic');
+      const sa = trigger.field('service_account_email');
+      for (const r of sa ? await refRoots(file, sa.value) : []) triggerAccounts.add(r);
+      if (triggerAccounts.size === 0) problem('event_trigger has no dedicated service_account_email (it would default to the Compute SA)');
+    } else if (entryPoint === 'executorDeath') {
+      problem('executorDeath has no Eventarc Pub/Sub trigger');
+    }
+
+    // Scheduler jobs calling this function (http_target.uri = module.<call>.uri in the caller).
+    const schedulerAccounts = new Set<string>();
+    for (const job of jobs) {
+      const uriRefs = await refRoots(job.file, dig(job.body, 'http_target', 'uri'));
+      const targetsThis = fn.call ? job.mod === fn.call.module && uriRefs.has(`module.${fn.call.name}`) : false;
+      if (!targetsThis) continue;
+      for (const r of await refRoots(job.file, dig(job.body, 'http_target', 'oidc_token', 'service_account_email'))) schedulerAccounts.add(r);
+    }
+    if (entryPoint === 'reaper' && schedulerAccounts.size === 0) problem('no Cloud Scheduler job with OIDC calls the reaper');
+
+    await checkInvokers(fn, triggerAccounts, schedulerAccounts, problem);
+  }
+}
+
+/** The expression of one environment key, following var./local. through merge() arguments. */
+async function envValueExpr(scope: Scope, value: Json | undefined, key: string, file: string, depth = 0): Promise<string | undefined> {
+  const r = resolveValue(scope, value);
+  if (!r || depth > 20) return undefined;
+  if (isObj(r.value)) {
+    const v = r.value[key];
+    return v === undefined ? undefined : typeof v === 'string' ? v : JSON.stringify(v);
+  }
+  if (!isExpr(r.value)) return undefined;
+  for (const ref of await refsOf(file, r.value)) {
+    if (!/^(var|local)\./.test(ref)) continue;
+    const found = await envValueExpr(r.scope, `\${${ref}}`, key, file, depth + 1);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/**
+ * run.invoker only for the trigger's and the scheduler's accounts; operator-supplied members only on
+ * functions nothing calls automatically (drain). Invokers are the module's `invokers` map.
+ */
+async function checkInvokers(fn: FnInstance, triggerAccounts: Set<string>, schedulerAccounts: Set<string>, problem: (m: string) => void): Promise<void> {
+  const mod = fn.scope.module;
+  const grants = [...mod.resources.values()].filter((r) => r.body.role === 'roles/run.invoker');
+  const members = new Set<string>();
+  let operatorSupplied = false;
+  for (const grant of grants) {
+    const member = grant.body.member;
+    const forEach = grant.body.for_each;
+    if (member === '${each.value}' && typeof forEach === 'string') {
+      const src = resolveValue(fn.scope, forEach);
+      if (src && isObj(src.value)) {
+        for (const v of Object.values(src.value)) for (const r of await refRoots(grant.file, v)) members.add(r);
+      } else if (src && isExpr(src.value)) {
+        if ((await refsOf(grant.file, src.value)).some((r) => r.startsWith('var.'))) operatorSupplied = true;
+        else problem(`invokers come from ${src.value}, which cannot be checked`);
+      }
+    } else {
+      for (const r of await refRoots(grant.file, member)) members.add(r);
+    }
+  }
+  const automatic = new Set([...triggerAccounts, ...schedulerAccounts]);
+  for (const m of members) if (!automatic.has(m)) problem(`run.invoker granted to ${m}, which is neither its trigger's nor its scheduler's account`);
+  for (const a of automatic) if (!members.has(a)) problem(`its caller ${a} is not granted run.invoker`);
+  if (operatorSupplied && automatic.size > 0) problem('operator-supplied invokers on a function that Eventarc or Scheduler calls');
+}
+
+// ───────────────────────────── the rest of the resources ─────────────────────────────
+
+const BROAD_ROLES = new Set(['roles/owner', 'roles/editor', 'roles/run.admin', 'roles/pubsub.admin', 'roles/cloudsql.admin', 'roles/secretmanager.admin', 'roles/iam.serviceAccountAdmin']);
+
+async function checkResources(mods: Map<string, TfModule>, opts: CheckOptions, problems: Problem[]): Promise<void> {
+  const metricEvents = new Set<string>();
+  let metrics = 0;
+  for (const mod of mods.values()) {
+    // Public members anywhere but a variable's validation are a leak.
+    for (const block of mod.blocks) {
+      if (block.kind === 'variable') continue;
+      const text = JSON.stringify(block.body);
+      for (const member of ['allUsers', 'allAuthenticatedUsers']) {
+        if (text.includes(`"${member}"`) || text.includes(`:${member}`)) {
+          problems.push({ file: block.file, where: `${block.kind} ${block.name}`, message: `grants ${member}: afterlife's functions are private` });
+        }
+      }
+    }
+    for (const [key, res] of mod.resources) {
+      const where = `resource ${key}`;
+      const role = res.body.role;
+      if (typeof role === 'string' && BROAD_ROLES.has(role)) problems.push({ file: res.file, where, message: `grants the broad role ${role}` });
+      if (role === 'roles/run.invoker' && !(res.body.member === '${each.value}' && /var\.invokers/.test(String(res.body.for_each)))) {
+        problems.push({ file: res.file, where, message: 'grants run.invoker outside a function module\'s invokers' });
+      }
+
+      if (key.startsWith('google_cloud_scheduler_job.')) {
+        const retry = dig(res.body, 'retry_config', 'retry_count');
+        if (retry !== 0) problems.push({ file: res.file, where, message: `retry_config.retry_count is ${JSON.stringify(retry)}, not 0 (the next tick is the retry)` });
+        if (!first(dig(res.body, 'http_target', 'oidc_token') ?? null)?.service_account_email) {
+          problems.push({ file: res.file, where, message: 'http_target has no oidc_token with a service account' });
+        }
+        const schedule = resolveValue({ module: mod }, res.body.schedule)?.value;
+        if (schedule !== undefined && schedule !== '* * * * *') problems.push({ file: res.file, where, message: `schedule ${JSON.stringify(schedule)} is not every minute` });
+      }
+
+      if (key.startsWith('google_storage_bucket_object.') && typeof res.body.source === 'string' && res.body.source.includes('data.archive_file.')) {
+        if (!/data\.archive_file\.[A-Za-z0-9_-]+\.output_(md5|sha|sha256|base64sha256|sha512)/.test(String(res.body.name))) {
+          problems.push({ file: res.file, where, message: 'the source object is not named by the archive\'s content hash, so a code change would not redeploy' });
+        }
+      }
+
+      if (key.startsWith('google_logging_metric.')) {
+        metrics++;
+        const filter = String(res.body.filter ?? '');
+        const eachKey = /jsonPayload\.event="?\$\{each\.key\}/.test(filter);
+        if (eachKey) {
+          for (const k of (await mapEntries({ module: mod }, res.body.for_each, res.file)).keys()) metricEvents.add(k);
+        } else {
+          for (const m of filter.matchAll(/jsonPayload\.event="([a-z_]+)"/g)) if (m[1]) metricEvents.add(m[1]);
+        }
+        if (!/jsonPayload\.event=/.test(filter)) problems.push({ file: res.file, where, message: 'log metric does not filter on jsonPayload.event' });
+      }
+    }
+  }
+  if (opts.loggedEvents && metrics > 0) {
+    for (const event of opts.loggedEvents) {
+      if (!metricEvents.has(event)) problems.push({ file: 'infra/logging.tf', where: 'local.log_events', message: `the code logs event "${event}" but no log-based metric counts it` });
+    }
+  }
+}
+
+// ───────────────────────────── entry points ─────────────────────────────
+
+export async function checkInfra(root: string, opts: CheckOptions): Promise<CheckResult> {
+  const result: CheckResult = { problems: [], warnings: [], functions: [] };
+  const mods = new Map<string, TfModule>();
+  for (const dir of await tfDirs(root)) mods.set(dir, await loadModule(root, dir, result.problems));
+  for (const mod of mods.values()) {
+    await checkReferences(mods, mod, result.problems);
+    checkModuleCalls(mods, mod, result.problems);
+    checkShape(mod, result.problems);
+  }
+  await checkFunctions(mods, opts, result);
+  await checkResources(mods, opts, result.problems);
+  return result;
+}
+
+const run = promisify(execFile);
+
+/**
+ * Which of `names` the code registers, asked of functions-framework itself (getFunction) in a child
+ * process, so importing the functions (and their SIGTERM handlers) never touches the test worker.
+ */
+export async function registeredTargets(repoRoot: string, names: readonly string[]): Promise<Set<string>> {
+  const index = pathToFileURL(join(repoRoot, 'functions', 'index.ts')).href;
+  const script = [
+    `const { getFunction } = await import('@google-cloud/functions-framework/testing');`,
+    `await import(${JSON.stringify(index)});`,
+    `const names = ${JSON.stringify(names)};`,
+    `process.stdout.write(JSON.stringify(names.filter((n) => getFunction(n) !== undefined)));`,
+    `process.exit(0);`,
+  ].join('\n');
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: repoRoot, timeout: 60_000 });
+  return new Set(JSON.parse(stdout) as string[]);
+}
+
+/** `event` values the code logs (`event: 'name'` in functions/ and shared/, tests excluded). */
+export async function loggedEvents(repoRoot: string): Promise<Set<string>> {
+  const out = new Set<string>();
+  const walk = async (dir: string): Promise<void> => {
+    if (!existsSync(dir)) return;
+    for (const e of await readdir(dir, { withFileTypes: true })) {
+      const path = join(dir, e.name);
+      if (e.isDirectory() && e.name !== 'testing') await walk(path);
+      else if (e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.test.ts')) {
+        for (const m of (await readFile(path, 'utf8')).matchAll(/\bevent:\s*['"]([a-z][a-z0-9_]*)['"]/g)) if (m[1]) out.add(m[1]);
+      }
+    }
+  };
+  await walk(join(repoRoot, 'functions'));
+  await walk(join(repoRoot, 'shared'));
+  return out;
+}
+
+export const TERRAFORM = '/usr/local/bin/terraform';
+
+/** `terraform fmt -check -recursive`; null when terraform is not installed. */
+export async function terraformFmt(root: string): Promise<Problem[] | null> {
+  if (!existsSync(TERRAFORM)) return null;
+  // An existing empty CLI config silences "Unable to open CLI configuration file".
+  const dir = await mkdtemp(join(tmpdir(), 'tfcli-'));
+  const cliConfig = join(dir, 'terraformrc');
+  await writeFile(cliConfig, '');
+  try {
+    // Run inside root so the listed files are relative to it, wherever the checkout lives.
+    await run(TERRAFORM, ['fmt', '-check', '-recursive', '-list=true', '.'], { cwd: root, env: { ...process.env, TF_CLI_CONFIG_FILE: cliConfig } });
+    return [];
+  } catch (err) {
+    const stdout = (err as { stdout?: string }).stdout ?? '';
+    const files = stdout.split('\n').filter(Boolean);
+    if (files.length === 0) return [{ file: root, where: 'terraform fmt', message: err instanceof Error ? err.message : String(err) }];
+    return files.map((file) => ({ file: relative(root, resolve(root, file)) || file, where: 'terraform fmt', message: 'not formatted (run terraform fmt -recursive infra/)' }));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+export const CONTRACT_TARGETS = ['executorDeath', 'reaper', 'drain'] as const;
+
+/** Contract targets whose functions/<target>/ folder does not exist yet. */
+export function pendingTargets(repoRoot: string, registered: ReadonlySet<string>): Set<string> {
+  return new Set(CONTRACT_TARGETS.filter((t) => !registered.has(t) && !existsSync(join(repoRoot, 'functions', t))));
+}
+
+/** `npx tsx test/infra/check.ts [infra-dir]`: prints problems, exits 1 when there are any. */
+async function main(): Promise<void> {
+  const repoRoot = resolve(dirname(new URL(import.meta.url).pathname), '..', '..');
+  const root = resolve(process.argv[2] ?? join(repoRoot, 'infra'));
+  const registered = await registeredTargets(repoRoot, CONTRACT_TARGETS);
+  const result = await checkInfra(root, { registeredTargets: registered, pendingTargets: pendingTargets(repoRoot, registered), loggedEvents: await loggedEvents(repoRoot) });
+  const fmt = await terraformFmt(root);
+  const problems = [...result.problems, ...(fmt ?? [])];
+  for (const w of result.warnings) console.warn(`warning: ${w}`);
+  if (fmt === null) console.warn(`warning: ${TERRAFORM} not found; terraform fmt skipped`);
+  for (const p of problems) console.log(`${p.file}: ${p.where}: ${p.message}`);
+  console.log(`${problems.length} problem(s) in ${root}`);
+  process.exitCode = problems.length > 0 ? 1 : 0;
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) await main();

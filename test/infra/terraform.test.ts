@@ -1,0 +1,190 @@
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type CheckResult,
+  checkInfra,
+  CONTRACT_TARGETS,
+  loggedEvents,
+  pendingTargets,
+  registeredTargets,
+  TERRAFORM,
+  terraformFmt,
+} from './check.js';
+
+/**
+ * infra/ checked offline (no provider, no registry here): parse, references, the code's contracts, and
+ * `terraform fmt`. The planted breaks prove each check can fail: a copy of infra/ is edited in one place
+ * and the problem must be reported.
+ */
+
+const repoRoot = resolve(import.meta.dirname, '..', '..');
+const infra = join(repoRoot, 'infra');
+const fmtAvailable = await import('node:fs').then((fs) => fs.existsSync(TERRAFORM));
+
+let registered: Set<string>;
+let pending: Set<string>;
+let events: Set<string>;
+let real: CheckResult;
+
+beforeAll(async () => {
+  registered = await registeredTargets(repoRoot, CONTRACT_TARGETS);
+  pending = pendingTargets(repoRoot, registered);
+  events = await loggedEvents(repoRoot);
+  real = await checkInfra(infra, { registeredTargets: registered, pendingTargets: pending, loggedEvents: events });
+  for (const w of real.warnings) console.warn(`\n!!! ${w}: that entry point is NOT checked against the code yet`);
+}, 60_000);
+
+describe('infra/ as committed', () => {
+  it('has no problems', () => {
+    expect(real.problems).toEqual([]);
+  });
+
+  it('deploys the three contract targets, and only targets the code registers or has yet to land', () => {
+    expect(real.functions.map((f) => f.entryPoint).sort()).toEqual([...CONTRACT_TARGETS].sort());
+    expect(registered.has('executorDeath')).toBe(true);
+    for (const f of real.functions) expect(registered.has(f.entryPoint ?? '') || pending.has(f.entryPoint ?? '')).toBe(true);
+  });
+
+  it('gives every function the database, app name, timeout and Redis it needs', () => {
+    for (const f of real.functions) {
+      expect(f.env).toEqual(expect.arrayContaining(['DBOS_APPLICATION_NAME', 'INSTANCE_CONNECTION_NAME', 'DB_USER', 'DB_NAME', 'FUNCTION_TIMEOUT_S', 'REDIS_URL', 'DB_PASSWORD']));
+    }
+  });
+
+  it('counts every event the code logs', () => {
+    expect([...events]).toEqual(expect.arrayContaining(['recovery', 'poison_message', 'recovery_retry', 'orphaned_version']));
+  });
+
+  it.skipIf(!fmtAvailable)('is terraform fmt clean', async () => {
+    expect(await terraformFmt(infra)).toEqual([]);
+  });
+  if (!fmtAvailable) console.warn(`\n!!! ${TERRAFORM} not found: the terraform fmt check is SKIPPED`);
+});
+
+describe('planted breaks are reported', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'afterlife-infra-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  /** Copies infra/, replaces one exact snippet (which must exist), and checks the copy. */
+  async function plant(file: string, from: string, to: string, opts: { events?: Set<string> } = {}): Promise<CheckResult & { root: string }> {
+    const root = await mkdtemp(join(dir, 'plant-'));
+    await cp(infra, root, { recursive: true });
+    const path = join(root, file);
+    const text = await readFile(path, 'utf8');
+    expect(text, `snippet to plant in ${file}`).toContain(from);
+    await writeFile(path, text.replace(from, to));
+    const result = await checkInfra(root, {
+      registeredTargets: new Set(CONTRACT_TARGETS),
+      loggedEvents: opts.events ?? events,
+    });
+    return { ...result, root };
+  }
+  const messages = (r: CheckResult) => r.problems.map((p) => `${p.file}: ${p.where}: ${p.message}`);
+
+  it('a reference to an undeclared resource', async () => {
+    const r = await plant('functions.tf', 'pubsub_topic          = google_pubsub_topic.executor_deaths.id', 'pubsub_topic          = google_pubsub_topic.executor_deathz.id');
+    expect(messages(r)).toEqual([expect.stringMatching(/functions\.tf: module executor_death\.event_trigger\.pubsub_topic: reference google_pubsub_topic\.executor_deathz\.id resolves to nothing/)]);
+  });
+
+  it('a reference to an undeclared local, variable and module output', async () => {
+    const r = await plant('scheduler.tf', 'uri         = module.reaper.uri', 'uri         = module.reaper.url');
+    expect(messages(r)).toEqual([expect.stringMatching(/reference module\.reaper\.url resolves to nothing/)]);
+    const v = await plant('redis.tf', 'memory_size_gb     = var.redis.memory_size_gb', 'memory_size_gb     = var.rediss.memory_size_gb');
+    expect(messages(v)).toEqual([expect.stringMatching(/reference var\.rediss\.memory_size_gb resolves to nothing/)]);
+  });
+
+  it('a syntax error', async () => {
+    const r = await plant('pubsub.tf', 'resource "google_pubsub_topic" "executor_deaths" {', 'resource "google_pubsub_topic" "executor_deaths" {\n  name = ');
+    expect(messages(r).join('\n')).toMatch(/pubsub\.tf: \(parse\)/);
+  });
+
+  it('an entry point the code does not register', async () => {
+    const r = await plant('functions.tf', 'entry_point                  = "executorDeath"', 'entry_point                  = "executorDeth"');
+    expect(messages(r)).toContainEqual(expect.stringMatching(/module\.executor_death: entry_point executorDeth is not a target/));
+  });
+
+  it('a function without a variable loadConfig requires, or with one it does not read', async () => {
+    const r = await plant('main.tf', '    DBOS_APPLICATION_NAME    = var.afterlife.dbos_application_name\n', '');
+    expect(messages(r).filter((m) => m.includes('DBOS_APPLICATION_NAME'))).toHaveLength(3);
+    const u = await plant('main.tf', '      DB_USER = local.db_users.drain\n', '');
+    expect(messages(u)).toEqual([expect.stringMatching(/module\.drain: environment: DB_USER: is required with INSTANCE_CONNECTION_NAME/)]);
+    const t = await plant('main.tf', '      DB_USER                   = local.db_users.reaper\n', '      DB_USER                   = local.db_users.reaper\n      HEARTBEAT_TTL             = "5000"\n');
+    expect(messages(t)).toEqual([expect.stringMatching(/module\.reaper: environment: sets HEARTBEAT_TTL, which shared\/config does not read/)]);
+    const l = await plant('main.tf', '    DB_IP_TYPE               = var.cloud_sql.ip_type', '    DB_IP_TYPE               = "PRIVAT"');
+    expect(messages(l)).toContainEqual(expect.stringMatching(/environment: DB_IP_TYPE: Invalid option/));
+  });
+
+  it('FUNCTION_TIMEOUT_S not taken from the timeout', async () => {
+    const r = await plant('modules/function/main.tf', 'FUNCTION_TIMEOUT_S = tostring(var.service.timeout_seconds)', 'FUNCTION_TIMEOUT_S = "60"');
+    expect(messages(r)).toHaveLength(3);
+    expect(messages(r)[0]).toMatch(/FUNCTION_TIMEOUT_S is not derived from service_config\.timeout_seconds/);
+  });
+
+  it('a runtime other than nodejs22', async () => {
+    const r = await plant('modules/function/variables.tf', 'default     = "nodejs22"', 'default     = "nodejs20"');
+    expect(messages(r)).toHaveLength(3);
+    expect(messages(r)[0]).toMatch(/runtime is "nodejs20"/);
+  });
+
+  it('a trigger that does not retry', async () => {
+    const r = await plant('functions.tf', 'retry_policy = "RETRY_POLICY_RETRY"', 'retry_policy = "RETRY_POLICY_DO_NOT_RETRY"');
+    expect(messages(r)).toEqual([expect.stringMatching(/module\.executor_death: event_trigger retry_policy is "RETRY_POLICY_DO_NOT_RETRY"/)]);
+  });
+
+  it('a Scheduler job that retries, or has no OIDC token', async () => {
+    const r = await plant('scheduler.tf', 'retry_count = 0', 'retry_count = 3');
+    expect(messages(r)).toEqual([expect.stringMatching(/google_cloud_scheduler_job\.reaper: retry_config\.retry_count is 3/)]);
+    const o = await plant('scheduler.tf', 'oidc_token {', 'oauth_token {');
+    expect(messages(o)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/http_target has no oidc_token/),
+        expect.stringMatching(/no Cloud Scheduler job with OIDC calls the reaper/),
+      ]),
+    );
+  });
+
+  it('run.invoker for anyone but the callers, and public functions', async () => {
+    const r = await plant('functions.tf', 'scheduler = "serviceAccount:${google_service_account.scheduler.email}"', 'scheduler = "serviceAccount:${google_service_account.trigger.email}"');
+    expect(messages(r)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/module\.reaper: run\.invoker granted to google_service_account\.trigger/),
+        expect.stringMatching(/module\.reaper: its caller google_service_account\.scheduler is not granted run\.invoker/),
+      ]),
+    );
+    const p = await plant('functions.tf', 'invokers = var.drain_invokers', 'invokers = { public = "allUsers" }');
+    expect(messages(p)).toContainEqual(expect.stringMatching(/module drain: grants allUsers/));
+  });
+
+  it('a source object not named by content hash', async () => {
+    const r = await plant('functions.tf', 'name   = "afterlife-${data.archive_file.source.output_md5}.zip"', 'name   = "afterlife-source.zip"');
+    expect(messages(r)).toEqual([expect.stringMatching(/not named by the archive's content hash/)]);
+  });
+
+  it('an event the code logs that no metric counts', async () => {
+    // Checked against the code's events plus the fork engine's, which may not have landed yet.
+    const r = await plant('logging.tf', '    fork             = "a diverged workflow was forked"\n', '', { events: new Set([...events, 'fork']) });
+    expect(messages(r)).toEqual([expect.stringMatching(/the code logs event "fork" but no log-based metric counts it/)]);
+  });
+
+  it('a module argument the module does not declare', async () => {
+    const r = await plant('examples/basic/main.tf', 'source_dir = ', 'source_dirr = ');
+    expect(messages(r)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/argument source_dirr is not a variable of \./),
+        expect.stringMatching(/required variable source_dir of \. is not set/),
+      ]),
+    );
+  });
+
+  it.skipIf(!fmtAvailable)('unformatted HCL fails terraform fmt', async () => {
+    const r = await plant('redis.tf', '  tier               = var.redis.tier', '  tier = var.redis.tier');
+    expect(await terraformFmt(r.root)).toEqual([expect.objectContaining({ file: 'redis.tf' })]);
+  });
+});

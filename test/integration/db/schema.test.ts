@@ -1,0 +1,50 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../../../shared/db/migrate.js';
+import { checkDbosSchema, MIN_DBOS_MIGRATION } from '../../../shared/dbos/schema.js';
+import { DbosSchemaError } from '../../../shared/errors.js';
+import { afterlifeDb, createTestDatabase, type TestDatabase } from '../../helpers/db.js';
+
+/** The DBOS schema check and afterlife's own migrations against a real database. */
+describe('schemas', () => {
+  let tdb: TestDatabase;
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await tdb?.drop();
+  });
+
+  it('accepts a DBOS 5.2+ system schema and explains what to do otherwise', async () => {
+    const db = afterlifeDb(tdb.url);
+    try {
+      const { version } = await checkDbosSchema(db);
+      expect(version).toBeGreaterThanOrEqual(MIN_DBOS_MIGRATION);
+
+      const missing = Object.assign(Object.create(db) as typeof db, { dbosSchema: 'nope' });
+      await expect(checkDbosSchema(missing)).rejects.toThrow(/not found.*DBOS_SYSTEM_SCHEMA/s);
+
+      await tdb.sql.query(`CREATE SCHEMA old_dbos; CREATE TABLE old_dbos.dbos_migrations (version bigint PRIMARY KEY); INSERT INTO old_dbos.dbos_migrations VALUES (114)`);
+      const old = Object.assign(Object.create(db) as typeof db, { dbosSchema: 'old_dbos' });
+      const err = await checkDbosSchema(old).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(DbosSchemaError);
+      expect(String(err)).toMatch(/migration 114.*123.*5\.2/s);
+    } finally {
+      await db.end();
+    }
+  });
+
+  it('migrates a fresh schema once, even when several instances start at the same moment', async () => {
+    const dbs = Array.from({ length: 4 }, () => afterlifeDb(tdb.url, { max: 1 }));
+    const fresh = dbs.map((d) => Object.assign(Object.create(d) as typeof d, { afterlifeSchema: 'afterlife_fresh' }));
+    try {
+      const results = await Promise.all(fresh.map((d) => migrate(d)));
+      const applied = results.flatMap((r) => r.applied);
+      const files = (await tdb.sql.query<{ name: string }>(`SELECT name FROM afterlife_fresh.migrations ORDER BY id`)).rows.map((r) => r.name);
+      expect(applied.sort()).toEqual([...files].sort()); // each applied by exactly one instance
+      expect(files[0]).toBe('0001_foundation');
+      expect((await migrate(fresh[0]!)).applied).toEqual([]);
+    } finally {
+      await Promise.all(dbs.map((d) => d.end()));
+    }
+  });
+});

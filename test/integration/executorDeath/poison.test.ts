@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useRuntime } from '../../../functions/runtime.js';
+import '../../../functions/index.js';
+import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { postEvent, pubsubCloudEvent, serve } from '../../helpers/cloudEvents.js';
+import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';
+import { testRuntime } from '../../helpers/runtime.js';
+
+/** Acceptance F: poison notices are acked (2xx) with a logged reason, nothing is recovered, the process stays up. */
+describe('poison death notices', () => {
+  let tdb: TestDatabase;
+  let rt: ReturnType<typeof testRuntime>;
+  let server: Awaited<ReturnType<typeof serve>>;
+  const app = uniqueName('app-p');
+  const valid = () => deathNotice({ executorId: 'exec-P', applicationName: app, reason: 'manual', detectedBy: 'test' });
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app });
+    useRuntime(rt);
+    server = await serve('executorDeath');
+  });
+  afterAll(async () => {
+    await server?.close();
+    await rt?.close();
+    await tdb?.drop();
+  });
+
+  const raw = (data: string | undefined) => pubsubCloudEvent(data === undefined ? undefined : Buffer.from(data, 'latin1'));
+  const withBase64 = (b64: string) => {
+    const ev = pubsubCloudEvent('x');
+    const body = JSON.parse(ev.body) as { message: { data: string } };
+    body.message.data = b64;
+    return { ...ev, body: JSON.stringify(body) };
+  };
+  const json = (v: unknown) => pubsubCloudEvent(JSON.stringify(v));
+
+  const cases: Array<[string, { headers: Record<string, string>; body: string }, RegExp]> = [
+    ['not JSON', raw('executor exec-P died'), /not JSON/],
+    ['bad base64', withBase64('%%%not-base64%%%'), /base64/],
+    ['wrong types', json({ ...valid(), version: '1', executorId: 42 }), /schema/],
+    ['missing fields', json({ type: 'executor.dead', version: 1, executorId: 'exec-P' }), /schema/],
+    ['unknown reason', json({ ...valid(), reason: 'bored' }), /schema/],
+    ['1 MB payload', json({ ...valid(), padding: 'x'.repeat(1024 * 1024) }), /larger than/],
+    ['empty data', raw(undefined), /no data/],
+    ['empty body', { headers: pubsubCloudEvent('x').headers, body: '' }, /empty|envelope/],
+    ['a JSON array', json([valid()]), /schema/],
+    ['another application', json({ ...valid(), applicationName: 'someone-else' }), /guards/],
+  ];
+
+  it.each(cases)('%s → acked with a reason, nothing recovered', async (_name, ev, reason) => {
+    const before = rt.logger.lines.length;
+    const res = await postEvent(server.url, ev);
+    expect(res.status).toBeGreaterThanOrEqual(200);
+    expect(res.status).toBeLessThan(300);
+    const logged = rt.logger.lines.slice(before).find((l) => l.event === 'poison_message');
+    expect(logged?.reason).toMatch(reason);
+    const audit = await tdb.sql.query('SELECT 1 FROM afterlife.recoveries');
+    expect(audit.rowCount).toBe(0);
+  });
+
+  it('stays up: a valid notice after the poison is handled', async () => {
+    const res = await postEvent(server.url, json(valid()));
+    expect(res.status).toBe(204);
+    const audit = await tdb.sql.query(`SELECT outcome FROM afterlife.recoveries WHERE executor_id = 'exec-P'`);
+    expect(audit.rows).toEqual([{ outcome: 'completed' }]);
+  });
+});

@@ -1,0 +1,72 @@
+import { PubSub } from '@google-cloud/pubsub';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { useRuntime } from '../../../functions/runtime.js';
+import '../../../functions/index.js';
+import { startPullBridge, type Bridge } from '../../../shared/events/bridge.js';
+import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { PubSubPublisher, publishDeathNotice } from '../../../shared/events/publisher.js';
+import { silentLogger } from '../../../shared/log.js';
+import { beat, checkpointCount, pendingIds, waitAllSuccess } from '../../helpers/agents.js';
+import { serve } from '../../helpers/cloudEvents.js';
+import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
+import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
+import { testRuntime } from '../../helpers/runtime.js';
+
+/** Acceptance H: publisher → real Pub/Sub emulator → pull-and-post bridge → served function → B completes. */
+const emulatorHost = inject('pubsubEmulatorHost');
+if (!emulatorHost) console.warn('!!! SKIPPED: executorDeath through the Pub/Sub emulator (emulator not installed)');
+
+describe.skipIf(!emulatorHost)('executorDeath through the real Pub/Sub emulator', () => {
+  let tdb: TestDatabase;
+  let rt: ReturnType<typeof testRuntime>;
+  let server: Awaited<ReturnType<typeof serve>>;
+  let pubsub: PubSub;
+  let bridge: Bridge;
+  const executors: ExecutorHandle[] = [];
+  const app = uniqueName('app-h');
+  const topic = uniqueName('executor-deaths');
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app });
+    useRuntime(rt);
+    server = await serve('executorDeath');
+    pubsub = new PubSub({ projectId: 'afterlife-test', apiEndpoint: emulatorHost ?? '' });
+    bridge = await startPullBridge({ pubsub, topic, subscription: `${topic}-sub`, targetUrl: server.url, logger: silentLogger() });
+  });
+  afterAll(async () => {
+    await Promise.all(executors.map((e) => e.stop()));
+    await bridge?.close();
+    await pubsub?.close();
+    await server?.close();
+    await rt?.close();
+    await tdb?.drop();
+  });
+
+  it('a published notice is delivered, acked and the workflows complete on a live executor', async () => {
+    const a = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-A' });
+    executors.push(a);
+    const ids = Array.from({ length: 6 }, (_, i) => `h-${i}`);
+    for (const id of ids) await a.start(id, { steps: 4, stepMs: 300 });
+    await waitFor('some checkpoints', async () => (await checkpointCount(tdb.sql)) >= 3);
+    a.kill('SIGKILL');
+    await a.exited;
+    expect((await pendingIds(tdb.sql, 'exec-A')).length).toBeGreaterThan(0);
+
+    const b = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-B' });
+    executors.push(b);
+    if (rt.redis) await beat(rt.redis, app, 'exec-B', 'v1');
+
+    const messageId = await publishDeathNotice(
+      new PubSubPublisher(pubsub),
+      topic,
+      deathNotice({ executorId: 'exec-A', applicationName: app, reason: 'manual', detectedBy: 'test' }),
+    );
+    expect(messageId).toBeTruthy();
+    await waitAllSuccess(tdb.sql, ids);
+    expect(bridge.delivered).toBeGreaterThanOrEqual(1);
+    const audit = await tdb.sql.query<{ message_id: string; outcome: string }>(`SELECT message_id, outcome FROM afterlife.recoveries`);
+    expect(audit.rows.some((r) => r.message_id === messageId && r.outcome === 'completed')).toBe(true);
+    expect(await pendingIds(tdb.sql, 'exec-A')).toEqual([]);
+  });
+});

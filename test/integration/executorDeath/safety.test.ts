@@ -1,0 +1,164 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
+import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
+import { BudgetExhaustedError } from '../../../shared/errors.js';
+import { createRedis } from '../../../shared/lock/redis.js';
+import { FaultInjector } from '../../../shared/testing/faults.js';
+import { auditedIds, beat, makeOrphans, pendingIds } from '../../helpers/agents.js';
+import { pubsubCloudEvent } from '../../helpers/cloudEvents.js';
+import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName, waitFor, workflowRows } from '../../helpers/db.js';
+import { testRuntime } from '../../helpers/runtime.js';
+
+/** Acceptance C, D, E, G: duplicate deliveries, Redis down, a connection killed mid-batch, a false alarm. */
+const envelope = (n: ReturnType<typeof deathNotice>, messageId = 'm') =>
+  JSON.parse(pubsubCloudEvent(JSON.stringify(n), { messageId }).body) as unknown;
+
+describe('executor-death safety', () => {
+  let tdb: TestDatabase;
+  const app = uniqueName('app-s');
+  const closers: Array<() => Promise<void>> = [];
+  const notice = (executorId: string, reason: 'manual' | 'heartbeat-lapsed' = 'manual') =>
+    deathNotice({ executorId, applicationName: app, reason, detectedBy: 'test' });
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    const ids = (p: string, n: number) => Array.from({ length: n }, (_, i) => `${p}-${i}`);
+    const common = { databaseUrl: tdb.url, sql: tdb.sql, applicationName: app, applicationVersion: 'v1' };
+    // One real dead executor per scenario; none of their steps completes before the kill.
+    await makeOrphans({ ...common, executorId: 'exec-C', ids: ids('c', 8), stepMs: 60_000 });
+    await makeOrphans({ ...common, executorId: 'exec-D', ids: ids('d', 3), stepMs: 60_000 });
+    await makeOrphans({ ...common, executorId: 'exec-E', ids: ids('e', 7), stepMs: 60_000 });
+    await makeOrphans({ ...common, executorId: 'exec-G', ids: ids('g', 2), stepMs: 60_000 });
+    await makeOrphans({ ...common, executorId: 'exec-T', ids: ids('t', 5), stepMs: 60_000 });
+  });
+  afterAll(async () => {
+    for (const c of closers) await c();
+    await tdb?.drop();
+  });
+
+  it('C: five concurrent deliveries re-enqueue each workflow once; contended ones nack, then ack with nothing to do', async () => {
+    const faults = new FaultInjector();
+    const rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, faults, poolMax: 5 });
+    closers.push(rt.close);
+    const before = await pendingIds(tdb.sql, 'exec-C');
+    expect(before).toHaveLength(8);
+
+    // The first delivery to reach a batch holds there until the four others have answered.
+    let release!: () => void;
+    const othersAnswered = new Promise<void>((r) => (release = r));
+    faults.onNth('recover.beforeBatch', 1, () => othersAnswered);
+    const deliveries = Array.from({ length: 5 }, (_, i) => handleDeathEvent(rt, envelope(notice('exec-C'), `c-${i}`)));
+    const settled: Array<Awaited<(typeof deliveries)[number]>> = [];
+    const others = deliveries.map((d) => d.then((o) => (settled.push(o), o)));
+    await waitFor('four deliveries answered', async () => settled.length >= 4);
+    release();
+    const outcomes = await Promise.all(others);
+
+    const nacked = outcomes.filter((o) => !o.ack);
+    const acked = outcomes.filter((o) => o.ack);
+    expect(acked).toHaveLength(1);
+    expect(nacked).toHaveLength(4);
+    for (const n of nacked) expect(n).toMatchObject({ kind: 'retry', code: 'lock_contended' });
+
+    // Redelivery of the nacked ones: acked, nothing to do.
+    for (const [i] of nacked.entries()) {
+      const again = await handleDeathEvent(rt, envelope(notice('exec-C'), `c-redelivered-${i}`));
+      expect(again).toMatchObject({ ack: true, kind: 'recovered', summary: { outcome: 'nothing-to-do', reenqueued: 0 } });
+    }
+    const audited = await auditedIds(tdb.sql, 'exec-C');
+    expect(audited).toEqual([...before].sort()); // each exactly once
+    expect(await pendingIds(tdb.sql, 'exec-C')).toEqual([]);
+  });
+
+  it('D: with Redis unreachable, recovery still completes and is logged as degraded', async () => {
+    const down = createRedis('redis://127.0.0.1:1'); // nothing listens on port 1
+    closers.push(async () => down.disconnect());
+    const rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, redis: down });
+    closers.push(rt.close);
+    const before = await pendingIds(tdb.sql, 'exec-D');
+    expect(before).toHaveLength(3);
+    const out = await handleDeathEvent(rt, envelope(notice('exec-D')));
+    expect(out).toMatchObject({ ack: true, kind: 'recovered', summary: { lockMode: 'degraded', reenqueued: 3, liveVersionsKnown: false } });
+    expect(rt.logger.lines.some((l) => l.severity === 'WARNING' && /degraded/.test(l.message))).toBe(true);
+    expect(await pendingIds(tdb.sql, 'exec-D')).toEqual([]);
+    const audit = await tdb.sql.query(`SELECT lock_mode, outcome FROM afterlife.recoveries WHERE executor_id = 'exec-D'`);
+    expect(audit.rows).toEqual([{ lock_mode: 'degraded', outcome: 'completed' }]);
+  });
+
+  it('E: a connection killed mid-batch nacks that delivery; the redelivery finishes; nothing is re-enqueued twice', async () => {
+    const faults = new FaultInjector();
+    const db = afterlifeDb(tdb.url, { faults, sessionName: 'afterlife-e' });
+    const rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, faults, db, env: { RECOVERY_BATCH_SIZE: '3' } });
+    closers.push(async () => {
+      await rt.close();
+      await db.end();
+    });
+    const before = await pendingIds(tdb.sql, 'exec-E');
+    expect(before).toHaveLength(7);
+
+    // On the second batch statement, terminate the very backend that is about to run it.
+    const admin = new pg.Client({ connectionString: tdb.url });
+    await admin.connect();
+    closers.push(() => admin.end());
+    let batchNo = 0;
+    faults.on('db.beforeQuery', async (ctx) => {
+      if (ctx.tag !== 'recover.batch' || ++batchNo !== 2) return;
+      await admin.query('SELECT pg_terminate_backend($1)', [ctx.pid]);
+      await waitFor('backend gone', async () => {
+        const r = await admin.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [ctx.pid]);
+        return r.rowCount === 0;
+      });
+    });
+    const first = await handleDeathEvent(rt, envelope(notice('exec-E'), 'e-1'));
+    expect(first).toMatchObject({ ack: false, kind: 'retry' });
+    const afterFirst = await auditedIds(tdb.sql, 'exec-E');
+    expect(afterFirst).toHaveLength(3); // batch 1 committed with its audit; batch 2 died
+
+    faults.off('db.beforeQuery');
+    const second = await handleDeathEvent(rt, envelope(notice('exec-E'), 'e-1'));
+    expect(second).toMatchObject({ ack: true, summary: { reenqueued: 4 } });
+    const audited = await auditedIds(tdb.sql, 'exec-E');
+    expect(audited).toEqual([...before].sort());
+    expect(new Set(audited).size).toBe(audited.length);
+    const rows = await workflowRows(tdb.sql, before);
+    expect(rows.every((r) => r.status === 'ENQUEUED')).toBe(true);
+    const runs = await tdb.sql.query(`SELECT outcome FROM afterlife.recoveries WHERE executor_id = 'exec-E' ORDER BY id`);
+    expect(runs.rows.map((r: { outcome: string }) => r.outcome)).toEqual(['failed', 'completed']);
+  });
+
+  it('G: a heartbeat-lapsed notice for an executor whose heartbeat is fresh is a false alarm', async () => {
+    const rt = testRuntime({ databaseUrl: tdb.url, applicationName: app });
+    closers.push(rt.close);
+    if (!rt.redis) throw new Error('redis required');
+    await beat(rt.redis, app, 'exec-G', 'v1', 10_000);
+    const out = await handleDeathEvent(rt, envelope(notice('exec-G', 'heartbeat-lapsed')));
+    expect(out).toMatchObject({ ack: true, kind: 'recovered', summary: { outcome: 'false-alarm' } });
+    expect(await pendingIds(tdb.sql, 'exec-G')).toHaveLength(2);
+    const audit = await tdb.sql.query(`SELECT 1 FROM afterlife.recoveries WHERE executor_id = 'exec-G'`);
+    expect(audit.rowCount).toBe(0);
+    const registry = await tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE executor_id = 'exec-G' AND state = 'dead'`);
+    expect(registry.rowCount).toBe(0);
+  });
+
+  it('stops at a batch boundary when the invocation budget runs out, and the redelivery finishes the rest', async () => {
+    const faults = new FaultInjector();
+    const rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, faults });
+    closers.push(rt.close);
+    let expired = false;
+    faults.onNth('recover.afterBatch', 1, () => {
+      expired = true; // the deadline passes while the first batch runs
+    });
+    const deps = { db: rt.db, redis: rt.redis, lock: rt.lock, logger: rt.logger, faults, batchSize: 2, lockTtlMs: 5_000 };
+    const budget = { deadline: 0, remaining: () => (expired ? 0 : 1_000), expired: () => expired };
+    await expect(recoverExecutor(deps, notice('exec-T'), { budget })).rejects.toBeInstanceOf(BudgetExhaustedError);
+    expect(await auditedIds(tdb.sql, 'exec-T')).toHaveLength(2);
+    expect(await pendingIds(tdb.sql, 'exec-T')).toHaveLength(3);
+    // The lock was released on the way out, so the redelivery is not contended.
+    const rest = await recoverExecutor(deps, notice('exec-T'));
+    expect(rest).toMatchObject({ outcome: 'completed', reenqueued: 3 });
+    const outcomes = await tdb.sql.query(`SELECT outcome FROM afterlife.recoveries WHERE executor_id = 'exec-T' ORDER BY id`);
+    expect(outcomes.rows.map((r: { outcome: string }) => r.outcome)).toEqual(['partial', 'completed']);
+  });
+});
