@@ -3,9 +3,11 @@ import { reaperDeps } from '../../functions/reaper/handle.js';
 import type { ReaperDeps } from '../../shared/reaper/types.js';
 import type { Runtime } from '../../shared/runtime.js';
 import type { Faults } from '../../shared/testing/faults.js';
-import { createTestDatabase, type TestDatabase, uniqueName } from './db.js';
+import { heartbeatKey } from '../../shared/heartbeat/index.js';
+import { createRedis } from '../../shared/lock/redis.js';
+import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from './db.js';
 import { type ExecutorHandle, startExecutor } from './executor.js';
-import { type Beater, beatWhileAlive } from './heartbeat.js';
+import { kitEnv } from './kit.js';
 import { testRuntime } from './runtime.js';
 import { TEST_REDIS_URL } from './services.js';
 
@@ -28,9 +30,9 @@ export interface ReaperFixture {
   readonly rt: ReturnType<typeof testRuntime>;
   readonly executors: ExecutorHandle[];
   /**
-   * Starts a real DBOS executor (version v1) of the fixture's app; with `beat`, the kit's heartbeat for as
-   * long as its process lives. Call them one at a time: the example app's CREATE TABLE IF NOT EXISTS
-   * races when two launch at once.
+   * Starts a real DBOS executor (version v1) of the fixture's app; with `beat`, with the executor kit
+   * attached (heartbeat TTL 3 s, registry, no publishing), otherwise bare (no kit, like `local`). Call them
+   * one at a time: the example app's CREATE TABLE IF NOT EXISTS races when two launch at once.
    */
   executor(executorId: string, o?: { beat?: boolean }): Promise<ExecutorHandle>;
 }
@@ -42,7 +44,6 @@ export interface ReaperFixture {
 export function reaperFixture(prefix: string, o: { env?: Record<string, string>; faults?: Faults; redisUrl?: () => string } = {}): ReaperFixture {
   const app = uniqueName(prefix);
   const executors: ExecutorHandle[] = [];
-  const beaters: Beater[] = [];
   let tdb: TestDatabase | undefined;
   let rt: ReturnType<typeof testRuntime> | undefined;
   const redisUrl = () => o.redisUrl?.() ?? TEST_REDIS_URL;
@@ -57,7 +58,6 @@ export function reaperFixture(prefix: string, o: { env?: Record<string, string>;
     });
   });
   afterAll(async () => {
-    beaters.forEach((b) => b.stop());
     await Promise.all(executors.map((e) => e.stop()));
     await rt?.close();
     await tdb?.drop();
@@ -76,12 +76,17 @@ export function reaperFixture(prefix: string, o: { env?: Record<string, string>;
     },
     executors,
     async executor(executorId, opts = {}) {
-      const e = await startExecutor({ databaseUrl: need(tdb, 'test database').url, applicationName: app, applicationVersion: 'v1', executorId });
+      const env = opts.beat ? kitEnv({ ttlMs: TEST_TTL_MS, env: { REDIS_URL: redisUrl() } }) : { AFTERLIFE_KIT: 'off' };
+      const e = await startExecutor({ databaseUrl: need(tdb, 'test database').url, applicationName: app, applicationVersion: 'v1', executorId, env });
       executors.push(e);
       if (opts.beat) {
-        const b = beatWhileAlive({ redisUrl: redisUrl(), applicationName: app, executor: e, applicationVersion: 'v1', ttlMs: TEST_TTL_MS });
-        beaters.push(b);
-        await b.ready;
+        const key = heartbeatKey(app, executorId);
+        const probe = createRedis(redisUrl());
+        try {
+          await waitFor(`the kit of ${executorId} beats`, async () => (await probe.exists(key)) === 1);
+        } finally {
+          probe.disconnect();
+        }
       }
       return e;
     },

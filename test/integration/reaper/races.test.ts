@@ -66,9 +66,8 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
   beforeAll(async () => {
     ({ tdb, rt, app } = fx);
     await fx.executor('exec-live', { beat: true });
-    const dead = await fx.executor('exec-dead', { beat: true });
-    for (const id of deadIds) await dead.start(id, { steps: 2, stepMs: 60_000 });
     // Workflows whose function no executor has: the live executor claims them and they never progress.
+    // Enqueued before exec-dead starts, so exec-live is the only one polling the internal queue.
     for (const id of stuckIds) {
       await tdb.sql.query(
         `SELECT dbos.enqueue_workflow(workflow_name => 'noSuchWorkflow', queue_name => '_dbos_internal_queue',
@@ -76,10 +75,14 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
         [id, app],
       );
     }
-    await waitFor('stuck workflows claimed by exec-live', async () => {
-      const rows = await workflowRows(tdb.sql, [...stuckIds, ...deadIds]);
-      return rows.length === 4 && rows.every((r) => r.status === 'PENDING' && r.executor_id === (stuckIds.includes(r.workflow_uuid) ? 'exec-live' : 'exec-dead'));
-    });
+    await waitFor('stuck workflows claimed by exec-live', async () =>
+      (await workflowRows(tdb.sql, stuckIds)).every((r) => r.status === 'PENDING' && r.executor_id === 'exec-live'),
+    );
+    const dead = await fx.executor('exec-dead', { beat: true });
+    for (const id of deadIds) await dead.start(id, { steps: 2, stepMs: 60_000 });
+    await waitFor('exec-dead runs its workflows', async () =>
+      (await workflowRows(tdb.sql, deadIds)).every((r) => r.status === 'PENDING' && r.executor_id === 'exec-dead'),
+    );
     // One tick while both beat: the reaper learns they have the kit.
     const first = await tick();
     expect(first.passes.dead.alive).toBe(2);
