@@ -1,7 +1,7 @@
 /**
  * bench/reaper — how long one reaper tick takes against a large DBOS system database (acceptance I).
  *
- *   npx tsx bench/reaper.ts [--rows 100000] [--rows 1000000] [--index] [--ticks 30]
+ *   npm run bench:reaper -- [--rows 100000] [--rows 1000000] [--index] [--ticks 30] [--keep]
  *
  * For each size: a fresh database (dropped afterwards), DBOS's schema from DBOS.migrate, afterlife's
  * migrations, then set-based rows (generate_series): 10k PENDING workflows across 100 executors (100 each;
@@ -13,12 +13,9 @@
  * `--index` also applies the opt-in index migration and repeats the measurement (before/after).
  */
 import { randomBytes } from 'node:crypto';
-import { DBOS } from '@dbos-inc/dbos-sdk';
 import pg from 'pg';
 import { loadConfig } from '../shared/config/index.js';
-import { migrate } from '../shared/db/migrate.js';
 import { applyOptInIndexes } from '../shared/db/optIn.js';
-import { createDb } from '../shared/db/pool.js';
 import { heartbeatKey } from '../shared/heartbeat/index.js';
 import { unlimitedBudget } from '../shared/lifecycle/deadline.js';
 import { createRedis } from '../shared/lock/redis.js';
@@ -26,8 +23,8 @@ import { silentLogger } from '../shared/log.js';
 import { runTick } from '../shared/reaper/tick.js';
 import type { ReaperDeps, ReaperState } from '../shared/reaper/types.js';
 import { noFaults } from '../shared/testing/faults.js';
+import { afterlifeDb, createDbosDatabase, dropDatabase } from './lib.js';
 
-const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const EXECUTORS = 100;
 const PENDING_PER_EXECUTOR = 100;
@@ -39,22 +36,6 @@ const withIndex = args.includes('--index');
 /** Keep the database for EXPLAIN (drop it yourself). */
 const keep = args.includes('--keep');
 const tickCount = (args.includes('--ticks') ? Number(args[args.indexOf('--ticks') + 1]) : 0) || 30;
-
-function dbUrl(name: string): string {
-  const u = new URL(ADMIN_URL);
-  u.pathname = `/${name}`;
-  return u.toString();
-}
-
-async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: ADMIN_URL });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
 
 /** Set-based data: one INSERT … SELECT generate_series per table. */
 async function generate(sql: pg.Pool, rows: number, app: string): Promise<void> {
@@ -135,16 +116,13 @@ interface Measured {
 async function measure(rows: number, index: boolean): Promise<Measured> {
   const name = `afterlife_bench_${process.pid}_${randomBytes(3).toString('hex')}`;
   const app = `bench-${randomBytes(3).toString('hex')}`;
-  await admin((c) => c.query(`CREATE DATABASE ${name}`));
-  const url = dbUrl(name);
+  const url = await createDbosDatabase(name);
   const redis = createRedis(REDIS_URL);
   // The same session settings as afterlife's pool (shared/db/pool.ts), JIT off included.
   const pool = new pg.Pool({ connectionString: url, max: 3, application_name: 'afterlife-bench', options: '-c jit=off' });
   const keys = Array.from({ length: EXECUTORS - 1 }, (_, i) => heartbeatKey(app, `exec-${String(i + 1).padStart(3, '0')}`));
   try {
-    await DBOS.migrate(url);
-    const db = createDb(pool, 3, { dbosSchema: 'dbos', afterlifeSchema: 'afterlife', logger: silentLogger() });
-    await migrate(db);
+    const db = afterlifeDb(pool, 3);
     const t0 = Date.now();
     await generate(pool, rows, app);
     const counts = await pool.query<{ ws: string; oo: string }>(
@@ -220,7 +198,7 @@ async function measure(rows: number, index: boolean): Promise<Measured> {
     redis.disconnect();
     await pool.end();
     if (keep) console.error(`  kept database ${name} (app ${app})`);
-    else await admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+    else await dropDatabase(name);
   }
 }
 

@@ -11,7 +11,7 @@ import { ident } from './pool.js';
  * CONCURRENTLY (outside a transaction, never blocking DBOS's writes) and is idempotent; an index left
  * INVALID by an interrupted build is dropped and rebuilt.
  */
-export const OPT_IN_DIR = fileURLToPath(new URL('./optin/', import.meta.url));
+export const OPT_IN_DIR = fileURLToPath(new URL('./migrations/optin/', import.meta.url));
 
 export async function listOptInIndexes(dir = OPT_IN_DIR): Promise<string[]> {
   return (await readdir(dir)).filter((f) => /^afterlife_[a-z0-9_]+\.sql$/.test(f)).map((f) => f.replace(/\.sql$/, '')).sort();
