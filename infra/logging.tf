@@ -6,13 +6,19 @@
 
 locals {
   log_events = {
-    recovery         = "executorDeath recovered a dead executor's workflows"
-    recovery_retry   = "a death notice was nacked for redelivery (transient failure)"
-    poison_message   = "a message was acked without effect: invalid, foreign, or permanently failing"
-    orphaned_version = "rows of an application version no live executor runs"
-    reap             = "the reaper declared an executor dead or acted on stuck work"
-    fork             = "a diverged workflow was forked"
-    dead_letter      = "a workflow exhausted its forks and was dead-lettered"
+    recovery                     = "executorDeath recovered a dead executor's workflows"
+    recovery_retry               = "a death notice was nacked for redelivery (transient failure)"
+    poison_message               = "a message was acked without effect: invalid, foreign, or permanently failing"
+    orphaned_version             = "rows of an application version no live executor runs"
+    reap                         = "the reaper declared an executor dead or acted on stuck work"
+    fork                         = "a diverged workflow was forked"
+    dead_letter                  = "a workflow exhausted its forks and was dead-lettered"
+    drain_requested              = "an operator or deploy pipeline asked executors to drain"
+    fork_skipped                 = "a diverged workflow was not forked (already forked, busy, or not eligible)"
+    fork_failed                  = "forking a diverged workflow failed; the next pass retries"
+    orphaned_version_forked      = "a workflow of a version no live executor runs was forked onto the latest version"
+    orphaned_version_cancelled   = "the original of a fork-to-latest fork was cancelled"
+    orphaned_version_fork_failed = "fork-to-latest failed for a workflow; it waits for the reaper's sweep"
   }
 
   # Only afterlife's own services; the executors' kit logs in the app's services.

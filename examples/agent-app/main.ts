@@ -42,6 +42,9 @@ export async function startAgent(workflowId: string, spec: AgentSpec, queueName?
 }
 // --- README: installing the executor kit (end) ---
 
+// Test-only workflows that replay differently (the fork suites); imports are hoisted, so they register before launch.
+import './divergent.js';
+
 type Command = { id: number; cmd: 'start'; workflowId: string; spec: AgentSpec; queueName?: string };
 
 process.on('message', (raw) => {

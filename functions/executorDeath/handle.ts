@@ -1,6 +1,8 @@
 import { classify } from '../../shared/errors.js';
 import { InvalidInputError } from '../../shared/errors.js';
 import { DeathNotice } from '../../shared/events/deathNotice.js';
+import { forkDepsFromRuntime } from '../../shared/fork/deps.js';
+import { forkOrphansToLatest } from '../../shared/fork/orphans.js';
 import { decodePubSubJson } from '../../shared/events/pubsub.js';
 import { budgetFrom } from '../../shared/lifecycle/deadline.js';
 import { recoverExecutor, type RecoverySummary } from '../../shared/resume/recoverExecutor.js';
@@ -46,6 +48,9 @@ export async function handleDeathEvent(rt: Runtime, body: unknown, eventId?: str
         batchSize: rt.config.recovery.batchSize,
         lockTtlMs: rt.config.recovery.lockTtlMs,
         ...(rt.config.redis ? { keyPrefix: rt.config.redis.keyPrefix } : {}),
+        ...(rt.config.recovery.orphanedVersionPolicy === 'fork-to-latest'
+          ? { onOrphanedVersion: async (info) => void (await forkOrphansToLatest(forkDepsFromRuntime(rt, { logger: log }), info)) }
+          : {}),
       },
       notice,
       {

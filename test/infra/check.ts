@@ -750,14 +750,18 @@ export async function registeredTargets(repoRoot: string, names: readonly string
   return new Set(JSON.parse(stdout) as string[]);
 }
 
-/** `event` values the code logs (`event: 'name'` in functions/ and shared/, tests excluded). */
+/**
+ * `event` values afterlife's functions log (`event: 'name'` in functions/ and shared/, tests excluded).
+ * shared/executor is the kit that runs inside the DBOS apps: its lines land in the apps' services, which
+ * the metrics (scoped to afterlife's services) do not read.
+ */
 export async function loggedEvents(repoRoot: string): Promise<Set<string>> {
   const out = new Set<string>();
   const walk = async (dir: string): Promise<void> => {
     if (!existsSync(dir)) return;
     for (const e of await readdir(dir, { withFileTypes: true })) {
       const path = join(dir, e.name);
-      if (e.isDirectory() && e.name !== 'testing') await walk(path);
+      if (e.isDirectory() && e.name !== 'testing' && path !== join(repoRoot, 'shared', 'executor')) await walk(path);
       else if (e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.test.ts')) {
         for (const m of (await readFile(path, 'utf8')).matchAll(/\bevent:\s*['"]([a-z][a-z0-9_]*)['"]/g)) if (m[1]) out.add(m[1]);
       }

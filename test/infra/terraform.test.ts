@@ -169,7 +169,8 @@ describe('planted breaks are reported', () => {
 
   it('an event the code logs that no metric counts', async () => {
     // Checked against the code's events plus the fork engine's, which may not have landed yet.
-    const r = await plant('logging.tf', '    fork             = "a diverged workflow was forked"\n', '', { events: new Set([...events, 'fork']) });
+    const line = /^ {4}fork +=.*\n/m.exec(await readFile(join(infra, 'logging.tf'), 'utf8'))?.[0] ?? 'fork metric line';
+    const r = await plant('logging.tf', line, '', { events: new Set([...events, 'fork']) });
     expect(messages(r)).toEqual([expect.stringMatching(/the code logs event "fork" but no log-based metric counts it/)]);
   });
 

@@ -1,0 +1,91 @@
+import type { Db } from '../pool.js';
+import { ident } from '../pool.js';
+
+/** The fork ledger and the dead letters (migration 0004). */
+export interface ForkRecord {
+  applicationName: string;
+  root: string;
+  n: number;
+  source: string;
+  fromStep: number;
+  newWorkflowId: string;
+  applicationVersion: string | undefined;
+  reason: 'diverged' | 'child-diverged' | 'orphaned-version';
+  divergedWorkflowId: string | undefined;
+  detail: string | undefined;
+  forkedBy: string;
+  childForkId?: string | undefined;
+  awaitedBy?: string | undefined;
+}
+
+/** Records a fork; a repeat (same root and n) is a no-op, so retries and racing callers leave one row. */
+export async function recordFork(db: Db, f: ForkRecord): Promise<void> {
+  await db.query(
+    `INSERT INTO ${ident(db.afterlifeSchema)}.forks
+       (root_workflow_id, n, application_name, source_workflow_id, from_step, new_workflow_id, application_version,
+        reason, diverged_workflow_id, detail, forked_by, child_fork_id, awaited_by)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+     ON CONFLICT DO NOTHING`,
+    [f.root, f.n, f.applicationName, f.source, f.fromStep, f.newWorkflowId, f.applicationVersion ?? null, f.reason, f.divergedWorkflowId ?? null, f.detail ?? null, f.forkedBy, f.childForkId ?? null, f.awaitedBy ?? null],
+    'forks.record',
+  );
+}
+
+/** fork-to-latest forks whose original is not cancelled yet (the step after the fork was interrupted). */
+export async function uncancelledOriginals(db: Db, applicationName: string, limit: number): Promise<Array<{ source: string; newWorkflowId: string }>> {
+  const res = await db.query<{ source_workflow_id: string; new_workflow_id: string }>(
+    `SELECT source_workflow_id, new_workflow_id FROM ${ident(db.afterlifeSchema)}.forks
+      WHERE application_name = $1 AND reason = 'orphaned-version' AND original_cancelled_at IS NULL
+      ORDER BY created_at LIMIT $2`,
+    [applicationName, limit],
+    'forks.uncancelled',
+  );
+  return res.rows.map((r) => ({ source: r.source_workflow_id, newWorkflowId: r.new_workflow_id }));
+}
+
+export async function markOriginalCancelled(db: Db, newWorkflowId: string): Promise<void> {
+  await db.query(
+    `UPDATE ${ident(db.afterlifeSchema)}.forks SET original_cancelled_at = now() WHERE new_workflow_id = $1 AND original_cancelled_at IS NULL`,
+    [newWorkflowId],
+    'forks.markCancelled',
+  );
+}
+
+export interface DeadLetterRow {
+  root_workflow_id: string;
+  application_name: string;
+  workflow_id: string;
+  forks: number;
+  reason: string;
+  error: string | null;
+  created_at: Date;
+}
+
+/**
+ * Inserts the lineage's dead letter and claims the right to publish it. Returns the row only to the one
+ * caller that must publish: the inserter, or a retry once an earlier claim went stale without publishing.
+ * Racing callers inside the claim window get nothing, so exactly one message goes out.
+ */
+export async function claimDeadLetter(
+  db: Db,
+  d: { applicationName: string; root: string; workflowId: string; forks: number; reason: string; error: string | undefined; staleClaimMs: number },
+): Promise<DeadLetterRow | undefined> {
+  const res = await db.query<DeadLetterRow>(
+    `INSERT INTO ${ident(db.afterlifeSchema)}.dead_letters AS d (root_workflow_id, application_name, workflow_id, forks, reason, error)
+     VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (root_workflow_id) DO UPDATE SET publish_claimed_at = now()
+      WHERE d.published_at IS NULL AND d.publish_claimed_at < now() - make_interval(secs => $7::double precision / 1000)
+     RETURNING root_workflow_id, application_name, workflow_id, forks, reason, error, created_at`,
+    [d.root, d.applicationName, d.workflowId, d.forks, d.reason, d.error ?? null, d.staleClaimMs],
+    'deadLetters.claim',
+  );
+  return res.rows[0];
+}
+
+export async function markDeadLetterPublished(db: Db, root: string, messageId: string): Promise<void> {
+  await db.query(
+    `UPDATE ${ident(db.afterlifeSchema)}.dead_letters SET published_at = now(), message_id = $2 WHERE root_workflow_id = $1`,
+    [root, messageId],
+    'deadLetters.published',
+  );
+}

@@ -1,0 +1,187 @@
+import { hostname } from 'node:os';
+import type { Db } from '../db/pool.js';
+import { classify } from '../errors.js';
+import { findDiverged } from '../dbos/diverged.js';
+import { claimDeadLetter, markDeadLetterPublished, recordFork } from '../db/queries/forks.js';
+import { publishDeadLetter } from '../events/deadLetter.js';
+import type { Publisher } from '../events/publisher.js';
+import type { Budget } from '../lifecycle/deadline.js';
+import { LockContendedError, LockUnavailableError } from '../lock/errors.js';
+import type { RedisLock } from '../lock/lock.js';
+import type { Logger } from '../log.js';
+import { noFaults, type Faults } from '../testing/faults.js';
+import { executePlan, type ForkClient, type ForkPlan, planDivergenceFork, type TargetVersion } from './plan.js';
+
+/**
+ * autoFork: the bounded, deterministic escape from replay divergence. Postgres is the fence (the fork ID
+ * is derived from the lineage root and the fork number, so a repeat hits DBOS's primary key and counts as
+ * "already forked"; the dead letter is one row per root); the Redis lock per root only saves the work of
+ * racing callers (reaper ticks, a second reaper, the app helper) and is skipped, logged, when Redis is down.
+ */
+export interface ForkDeps {
+  db: Db;
+  /** DBOS's own client, created on first use; each call borrows a connection and gives it back. */
+  dbos: () => Promise<ForkClient>;
+  lock: RedisLock | undefined;
+  publisher: Publisher | undefined;
+  logger: Logger;
+  faults?: Faults;
+  applicationName: string;
+  deadLetterTopic: string;
+  maxForks: number;
+  targetVersion: TargetVersion;
+  lockTtlMs: number;
+  keyPrefix?: string;
+  /** Who forks, for the ledger. */
+  forkedBy?: string;
+  /** A dead letter whose publish claim is older than this may be re-published by a retry. */
+  deadLetterClaimMs?: number;
+}
+
+export type AutoForkResult =
+  | {
+      outcome: 'forked' | 'already-forked';
+      workflowId: string;
+      newWorkflowId: string;
+      root: string;
+      n: number;
+      startStep: number;
+      reason: ForkPlan['reason'];
+    }
+  | { outcome: 'dead-lettered'; workflowId: string; root: string; forks: number; published: boolean }
+  | { outcome: 'busy'; workflowId: string; root: string }
+  | { outcome: 'skipped'; workflowId: string; why: 'missing' | 'not-diverged' | 'not-forkable'; status: string | undefined };
+
+export const forkLockKey = (deps: Pick<ForkDeps, 'keyPrefix' | 'applicationName'>, root: string) =>
+  `${deps.keyPrefix ?? 'afterlife'}:${deps.applicationName}:fork:${root}`;
+
+/**
+ * Runs `fn` under the root's lock; 'busy' when another worker holds it (it is doing this very work).
+ * Without Redis, or when Redis is unreachable, runs unlocked: the primary keys still allow one fork.
+ */
+export async function underRootLock<T>(deps: ForkDeps, root: string, fn: () => Promise<T>): Promise<T | 'busy'> {
+  if (!deps.lock) return fn();
+  try {
+    return await deps.lock.using(forkLockKey(deps, root), deps.lockTtlMs, () => fn());
+  } catch (err) {
+    if (err instanceof LockContendedError) return 'busy';
+    if (!(err instanceof LockUnavailableError)) throw err;
+    deps.logger.warn('redis unavailable: forking without the lock (degraded); primary keys still fence', { root, err });
+    return fn();
+  }
+}
+
+export async function autoFork(deps: ForkDeps, workflowId: string): Promise<AutoForkResult> {
+  const faults = deps.faults ?? noFaults;
+  const log = deps.logger.child({ workflowId, component: 'fork' });
+  const client = await deps.dbos();
+  const planned = await planDivergenceFork(client, workflowId, { maxForks: deps.maxForks, targetVersion: deps.targetVersion });
+  if (planned.kind === 'skip') {
+    if (planned.why === 'not-forkable') log.warn('diverged but not forkable; left for a human', { detail: planned.detail, event: 'fork_skipped' });
+    return { outcome: 'skipped', workflowId, why: planned.why, status: planned.status };
+  }
+  const root = planned.kind === 'fork' ? planned.plan.root : planned.root;
+  const done = await underRootLock(deps, root, async (): Promise<AutoForkResult> => {
+    if (planned.kind === 'exhausted') return deadLetter(deps, { workflowId, root, forks: planned.n - 1, reason: 'diverged', error: planned.detail }, log);
+    const plan = planned.plan;
+    if (faults.enabled) await faults.hit('fork.beforeFork', { workflowId, newWorkflowId: plan.newWorkflowId });
+    const outcome = await executePlan(client, plan);
+    await ledger(deps, plan);
+    log.notice(outcome === 'forked' ? 'diverged workflow forked' : 'diverged workflow was already forked', {
+      event: 'fork',
+      outcome,
+      root,
+      n: plan.n,
+      newWorkflowId: plan.newWorkflowId,
+      startStep: plan.startStep,
+      reason: plan.reason,
+      divergedWorkflowId: plan.divergedWorkflowId,
+      applicationVersion: plan.applicationVersion,
+    });
+    return { outcome, workflowId, newWorkflowId: plan.newWorkflowId, root, n: plan.n, startStep: plan.startStep, reason: plan.reason };
+  });
+  return done === 'busy' ? { outcome: 'busy', workflowId, root } : done;
+}
+
+export function ledger(deps: ForkDeps, plan: ForkPlan, awaitedBy?: string): Promise<void> {
+  return recordFork(deps.db, {
+    applicationName: deps.applicationName,
+    root: plan.root,
+    n: plan.n,
+    source: plan.source,
+    fromStep: plan.startStep,
+    newWorkflowId: plan.newWorkflowId,
+    applicationVersion: plan.applicationVersion,
+    reason: plan.reason,
+    divergedWorkflowId: plan.divergedWorkflowId,
+    detail: plan.detail,
+    forkedBy: deps.forkedBy ?? `${hostname()}:${process.pid}`,
+    childForkId: plan.child?.newWorkflowId,
+    awaitedBy,
+  });
+}
+
+/** One dead letter per root: the row, then one message from whoever claimed it. */
+export async function deadLetter(
+  deps: ForkDeps,
+  d: { workflowId: string; root: string; forks: number; reason: string; error: string | undefined },
+  log: Logger,
+): Promise<AutoForkResult> {
+  const row = await claimDeadLetter(deps.db, {
+    applicationName: deps.applicationName,
+    root: d.root,
+    workflowId: d.workflowId,
+    forks: d.forks,
+    reason: d.reason,
+    error: d.error,
+    staleClaimMs: deps.deadLetterClaimMs ?? 60_000,
+  });
+  if (!row) return { outcome: 'dead-lettered', workflowId: d.workflowId, root: d.root, forks: d.forks, published: false };
+  log.error('fork budget exhausted: lineage dead-lettered', { event: 'dead_letter', root: d.root, forks: d.forks, maxForks: deps.maxForks });
+  if (!deps.publisher) {
+    log.warn('no publisher: the dead letter is recorded but not published', { root: d.root });
+    return { outcome: 'dead-lettered', workflowId: d.workflowId, root: d.root, forks: d.forks, published: false };
+  }
+  const messageId = await publishDeadLetter(deps.publisher, deps.deadLetterTopic, {
+    applicationName: deps.applicationName,
+    rootWorkflowId: d.root,
+    workflowId: d.workflowId,
+    forks: d.forks,
+    reason: d.reason,
+    ...(d.error ? { error: d.error } : {}),
+    deadAt: row.created_at.toISOString(),
+  });
+  await markDeadLetterPublished(deps.db, d.root, messageId);
+  return { outcome: 'dead-lettered', workflowId: d.workflowId, root: d.root, forks: d.forks, published: true };
+}
+
+/**
+ * The reaper's diverged pass: autoFork each workflow in turn. One failure is logged and does not stop the
+ * rest; the reaper's next tick retries it.
+ */
+export interface PassOptions {
+  /** Stops before the next workflow (SIGTERM of our instance, or a lost lease). */
+  signal?: AbortSignal;
+  /** Stops before the next workflow once the invocation budget is spent; the next tick goes on. */
+  budget?: Budget;
+}
+
+export async function forkDiverged(deps: ForkDeps, workflowIds: string[], opts: PassOptions = {}): Promise<AutoForkResult[]> {
+  const out: AutoForkResult[] = [];
+  for (const id of workflowIds) {
+    if (opts.signal?.aborted || opts.budget?.expired()) break;
+    try {
+      out.push(await autoFork(deps, id));
+    } catch (err) {
+      if (classify(err) === 'permanent') deps.logger.error('autoFork cannot proceed; needs a human', { workflowId: id, err, event: 'fork_failed' });
+      else deps.logger.warn('autoFork failed; the next pass retries it', { workflowId: id, err, event: 'fork_failed' });
+    }
+  }
+  return out;
+}
+
+/** What the reaper calls each tick: the oldest `limit` diverged top-level workflows of the app, forked. */
+export async function divergedPass(deps: ForkDeps, opts: PassOptions & { limit: number }): Promise<AutoForkResult[]> {
+  const rows = await findDiverged(deps.db, deps.applicationName, opts.limit);
+  return forkDiverged(deps, rows.map((r) => r.workflowId), opts);
+}

@@ -1,0 +1,32 @@
+import type { Runtime } from '../runtime.js';
+import type { ForkDeps } from './autoFork.js';
+import { lazyDbosClient } from './client.js';
+
+/**
+ * ForkDeps from a Runtime, with one lazily-created DBOSClient per Runtime (closed by its lifecycle), so
+ * every handler of an instance shares it.
+ */
+const clients = new WeakMap<Runtime, ForkDeps['dbos']>();
+
+export function forkDepsFromRuntime(rt: Runtime, overrides: Partial<ForkDeps> = {}): ForkDeps {
+  let dbos = clients.get(rt);
+  if (!dbos) {
+    dbos = lazyDbosClient(rt.config, rt.logger, rt.lifecycle);
+    clients.set(rt, dbos);
+  }
+  return {
+    db: rt.db,
+    dbos,
+    lock: rt.lock,
+    publisher: rt.publisher,
+    logger: rt.logger,
+    faults: rt.faults,
+    applicationName: rt.config.applicationName,
+    deadLetterTopic: rt.config.topics.deadLetters,
+    maxForks: rt.config.fork.maxForks,
+    targetVersion: rt.config.fork.targetVersion,
+    lockTtlMs: rt.config.recovery.lockTtlMs,
+    ...(rt.config.redis ? { keyPrefix: rt.config.redis.keyPrefix } : {}),
+    ...overrides,
+  };
+}

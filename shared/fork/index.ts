@@ -1,0 +1,12 @@
+/**
+ * afterlife/fork: bounded, deterministic auto-fork of diverged DBOS workflows.
+ * App code: `getResultWithAutoFork(client, id, { maxForks })`. afterlife: `autoFork(deps, id)`, the reaper's
+ * `divergedPass(deps, { limit })`, and the `fork-to-latest` orphaned-version handler.
+ */
+export { autoFork, divergedPass, forkDiverged, forkLockKey, type AutoForkResult, type ForkDeps, type PassOptions } from './autoFork.js';
+export { lazyDbosClient } from './client.js';
+export { type Divergence, divergenceOf, parseDivergence, UNEXPECTED_STEP_CODE } from './detect.js';
+export { forkDepsFromRuntime } from './deps.js';
+export { ForkBudgetExhaustedError, getResultWithAutoFork, type AutoForkOptions } from './getResultWithAutoFork.js';
+export { cancelForkedOriginals, forkOrphansToLatest, type OrphanInfo, type OrphanOutcome } from './orphans.js';
+export { ForkConflictError, forkId, forkOnce, planDivergenceFork, type ForkClient, type ForkPlan, type Planned } from './plan.js';

@@ -1,0 +1,143 @@
+import { markOriginalCancelled, uncancelledOriginals } from '../db/queries/forks.js';
+import { deadLetter, type ForkDeps, ledger, underRootLock } from './autoFork.js';
+import { forkId, forkOnce, type ForkPlan, lineageOf, queueOf } from './plan.js';
+
+/**
+ * ORPHANED_VERSION_POLICY=fork-to-latest: recovery re-enqueued rows of a version no live executor runs,
+ * so they would wait forever (DBOS claims a row only on its exact version). Each is forked onto the latest
+ * version from after its last checkpoint, then the original is cancelled so that a later executor of the
+ * old version can never run a second lineage. Same primitive, IDs, budget and ledger as autoFork.
+ *
+ * Fork first, cancel second: a crash in between leaves the fork (which runs) and an original the ledger
+ * marks as not yet cancelled; cancelling first could lose the workflow. Children re-enqueued in the same
+ * batch are forked before their parents, and a parent's copied child-start row is remapped to the child's
+ * fork so the parent awaits the lineage that runs.
+ */
+export interface OrphanInfo {
+  applicationName: string;
+  executorId: string;
+  applicationVersion: string | null;
+  workflowIds: string[];
+}
+
+export type OrphanOutcome =
+  | { workflowId: string; outcome: 'forked' | 'already-forked'; newWorkflowId: string; cancelled: boolean }
+  | { workflowId: string; outcome: 'dead-lettered' | 'busy' | 'skipped' | 'failed'; why?: string };
+
+const LIVE = new Set(['ENQUEUED', 'PENDING']);
+
+export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo): Promise<OrphanOutcome[]> {
+  const client = await deps.dbos();
+  const log = deps.logger.child({ component: 'fork', policy: 'fork-to-latest', executorId: info.executorId });
+  const latest = (await client.getLatestApplicationVersion()).versionName;
+  if (latest === info.applicationVersion) {
+    log.warn('orphaned version is the latest: nothing newer to fork onto', { applicationVersion: latest });
+    return info.workflowIds.map((workflowId) => ({ workflowId, outcome: 'skipped', why: 'version is the latest' }));
+  }
+
+  // Plan every row first so parents can point at their children's deterministic fork IDs.
+  const set = new Set(info.workflowIds);
+  const plans = new Map<string, ForkPlan | { exhausted: true; root: string; n: number }>();
+  const parents = new Map<string, string | undefined>();
+  const childrenOf = new Map<string, string[]>();
+  const out: OrphanOutcome[] = [];
+  for (const id of info.workflowIds) {
+    const status = await client.getWorkflow(id);
+    if (!status || !LIVE.has(status.status)) {
+      out.push({ workflowId: id, outcome: 'skipped', why: status ? `status ${status.status}` : 'missing' });
+      continue;
+    }
+    const steps = (await client.listWorkflowSteps(id)) ?? [];
+    const startStep = steps.reduce((m, s) => Math.max(m, s.functionID + 1), 0);
+    const { root, depth } = await lineageOf(client, id, status.forkedFrom);
+    const n = depth + 1;
+    parents.set(id, status.parentWorkflowID);
+    if (n > deps.maxForks) {
+      plans.set(id, { exhausted: true, root, n });
+      continue;
+    }
+    const children = steps.map((s) => s.childWorkflowID).filter((c): c is string => c !== null && set.has(c));
+    plans.set(id, {
+      source: id,
+      root,
+      n,
+      newWorkflowId: forkId(root, n),
+      startStep,
+      applicationVersion: latest,
+      queue: queueOf(status),
+      reason: 'orphaned-version',
+      divergedWorkflowId: undefined,
+      detail: `version ${info.applicationVersion ?? '(none)'} has no live executor; forked onto ${latest}`,
+    });
+    if (children.length) childrenOf.set(id, children);
+  }
+  const replacementsOf = (id: string): Record<string, string> | undefined => {
+    const pairs = (childrenOf.get(id) ?? []).flatMap((c) => {
+      const cp = plans.get(c);
+      return cp && !('exhausted' in cp) ? [[c, cp.newWorkflowId] as const] : [];
+    });
+    return pairs.length ? Object.fromEntries(pairs) : undefined;
+  };
+
+  // Children (rows whose parent is in this batch) go first.
+  const order = [...plans.keys()].sort((a, b) => Number(set.has(parents.get(b) ?? '')) - Number(set.has(parents.get(a) ?? '')));
+  for (const id of order) {
+    const plan = plans.get(id);
+    if (!plan) continue;
+    // One row's failure must not strand the rest: the batch is no longer PENDING, so a redelivery of the
+    // death notice would not find it again. Failures are logged for the reaper's sweep and a human.
+    const result = await underRootLock(deps, plan.root, async (): Promise<OrphanOutcome> => {
+      if ('exhausted' in plan) {
+        await deadLetter(deps, { workflowId: id, root: plan.root, forks: plan.n - 1, reason: 'orphaned-version', error: undefined }, log);
+        return { workflowId: id, outcome: 'dead-lettered' };
+      }
+      const replacementChildren = replacementsOf(id);
+      const outcome = await forkOnce(client, {
+        source: id,
+        newWorkflowId: plan.newWorkflowId,
+        startStep: plan.startStep,
+        applicationVersion: plan.applicationVersion,
+        queue: plan.queue,
+        ...(replacementChildren ? { replacementChildren } : {}),
+      });
+      const parentPlan = plans.get(parents.get(id) ?? '');
+      await ledger(deps, plan, parentPlan && !('exhausted' in parentPlan) ? parentPlan.newWorkflowId : undefined);
+      if (deps.faults?.enabled) await deps.faults.hit('fork.beforeCancelOriginal', { workflowId: id, newWorkflowId: plan.newWorkflowId });
+      // cancelWorkflow is DBOS's statement (status NOT IN SUCCESS/ERROR): a v1 run that claimed the row in
+      // the meantime parks at its next checkpoint; a finished one is left alone.
+      await client.cancelWorkflow(id);
+      await markOriginalCancelled(deps.db, plan.newWorkflowId);
+      return { workflowId: id, outcome, newWorkflowId: plan.newWorkflowId, cancelled: true };
+    }).catch((err: unknown): OrphanOutcome => {
+      log.error('fork-to-latest failed for a workflow; it stays ENQUEUED on its old version', { workflowId: id, err, event: 'orphaned_version_fork_failed' });
+      return { workflowId: id, outcome: 'failed', why: err instanceof Error ? err.message : String(err) };
+    });
+    out.push(result === 'busy' ? { workflowId: id, outcome: 'busy' } : result);
+  }
+  log.notice('orphaned-version workflows forked onto the latest version', {
+    event: 'orphaned_version_forked',
+    applicationVersion: info.applicationVersion,
+    latest,
+    forked: out.filter((o) => o.outcome === 'forked' || o.outcome === 'already-forked').length,
+    total: info.workflowIds.length,
+  });
+  return out;
+}
+
+/**
+ * Finishes fork-to-latest forks interrupted between the fork and the cancel (the ledger says the original
+ * is not cancelled yet), so two lineages never run. Idempotent; the reaper calls it each tick.
+ */
+export async function cancelForkedOriginals(deps: ForkDeps, limit = 100): Promise<string[]> {
+  const pending = await uncancelledOriginals(deps.db, deps.applicationName, limit);
+  if (!pending.length) return [];
+  const client = await deps.dbos();
+  const done: string[] = [];
+  for (const { source, newWorkflowId } of pending) {
+    await client.cancelWorkflow(source);
+    await markOriginalCancelled(deps.db, newWorkflowId);
+    done.push(source);
+  }
+  deps.logger.notice('cancelled originals of interrupted fork-to-latest forks', { event: 'orphaned_version_cancelled', count: done.length });
+  return done;
+}

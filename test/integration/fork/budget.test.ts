@@ -1,0 +1,190 @@
+import type { DBOSClient } from '@dbos-inc/dbos-sdk';
+import type { Message, PubSub } from '@google-cloud/pubsub';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { type Publisher, PubSubPublisher } from '../../../shared/events/publisher.js';
+import {
+  autoFork,
+  type AutoForkResult,
+  divergedPass,
+  ForkBudgetExhaustedError,
+  type ForkDeps,
+  forkDepsFromRuntime,
+  getResultWithAutoFork,
+} from '../../../shared/fork/index.js';
+import { FaultInjector } from '../../../shared/testing/faults.js';
+import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
+import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
+import { testRuntime } from '../../helpers/runtime.js';
+import { dbosClient, enqueue, forksOf, QUEUES, stepStarts, waitStatus } from './helpers.js';
+
+/**
+ * Acceptance B (bounded lineage → exactly one dead letter, also with two reapers and the app helper racing)
+ * and D (five concurrent autoFork calls → one fork), on a real executor running a workflow whose every
+ * execution diverges at function_id 1. Dead letters go through the real Pub/Sub emulator.
+ */
+const emulatorHost = inject('pubsubEmulatorHost');
+if (!emulatorHost) console.warn('\n!!! Pub/Sub emulator not available: the fork budget / dead-letter suite is SKIPPED\n');
+
+describe.skipIf(!emulatorHost)('fork budget, dead letters and races', () => {
+  let tdb: TestDatabase;
+  let rt: ReturnType<typeof testRuntime>;
+  let client: DBOSClient;
+  let executor: ExecutorHandle;
+  let pubsub: PubSub;
+  const published: string[] = [];
+  const received: Array<{ rootWorkflowId: string; forks: number; workflowId: string }> = [];
+  const app = uniqueName('app-budget');
+  const topic = uniqueName('dead-letters');
+
+  beforeAll(async () => {
+    process.env.PUBSUB_EMULATOR_HOST = emulatorHost ?? '';
+    process.env.METADATA_SERVER_DETECTION = 'none';
+    const { PubSub } = await import('@google-cloud/pubsub');
+    pubsub = new PubSub({ projectId: 'afterlife-test' });
+    const [t] = await pubsub.createTopic(topic);
+    const [sub] = await t.createSubscription(`${topic}-sub`);
+    sub.on('message', (m: Message) => {
+      received.push(JSON.parse(m.data.toString()) as (typeof received)[number]);
+      m.ack();
+    });
+    // The real publisher, counting what afterlife hands it.
+    const real = new PubSubPublisher(new PubSub({ projectId: 'afterlife-test' }));
+    const publisher: Publisher = {
+      publish: (tp, json, attrs, key) => {
+        published.push((json as { rootWorkflowId: string }).rootWorkflowId);
+        return real.publish(tp, json, attrs, key);
+      },
+      close: () => real.close(),
+    };
+    tdb = await createTestDatabase();
+    // Five concurrent callers each write the ledger once: a DB budget of 8 keeps 'retry later' (DbBusyError)
+    // out of a test about the fork fence.
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, publisher, poolMax: 8, env: { DEAD_LETTER_TOPIC: topic } });
+    client = await dbosClient(tdb.url, app);
+    executor = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-1', queues: QUEUES });
+  }, 90_000);
+
+  afterAll(async () => {
+    await executor?.stop();
+    await client?.destroy();
+    await rt?.close();
+    await pubsub?.close();
+    await tdb?.drop();
+  });
+
+  const deadLetters = async (root: string) =>
+    (await tdb.sql.query(`SELECT workflow_id, forks, published_at IS NOT NULL AS published FROM afterlife.dead_letters WHERE root_workflow_id = $1`, [root])).rows;
+
+  it('B: forks 1, 2, 3, then exactly one dead letter (one row, one message)', async () => {
+    const deps = forkDepsFromRuntime(rt);
+    await enqueue(client, 'alwaysDivergentWorkflow', 'seq', 'v1');
+    let current = 'seq';
+    for (let n = 1; n <= 3; n++) {
+      await waitStatus(tdb.sql, current, 'ERROR');
+      const res = await autoFork(deps, current);
+      expect(res).toMatchObject({ outcome: 'forked', root: 'seq', n, newWorkflowId: `seq-fork-${n}`, startStep: 1 });
+      current = `seq-fork-${n}`;
+    }
+    await waitStatus(tdb.sql, 'seq-fork-3', 'ERROR');
+    expect(await autoFork(deps, 'seq-fork-3')).toMatchObject({ outcome: 'dead-lettered', root: 'seq', forks: 3, published: true });
+    // Again: no second row, no second message, no fourth fork.
+    expect(await autoFork(deps, 'seq-fork-3')).toMatchObject({ outcome: 'dead-lettered', published: false });
+    expect(await forksOf(tdb.sql, 'seq-fork-3')).toEqual([]);
+    expect(await deadLetters('seq')).toEqual([{ workflow_id: 'seq-fork-3', forks: 3, published: true }]);
+    const ledger = await tdb.sql.query(`SELECT n, source_workflow_id, from_step FROM afterlife.forks WHERE root_workflow_id = 'seq' ORDER BY n`);
+    expect(ledger.rows).toEqual([
+      { n: 1, source_workflow_id: 'seq', from_step: 1 },
+      { n: 2, source_workflow_id: 'seq-fork-1', from_step: 1 },
+      { n: 3, source_workflow_id: 'seq-fork-2', from_step: 1 },
+    ]);
+    // Step 0 ran once in the whole lineage: every fork copied it.
+    for (const id of ['seq-fork-1', 'seq-fork-2', 'seq-fork-3']) expect(await stepStarts(tdb.sql, id, 0)).toBe(0);
+    await waitFor('the dead-letter message', async () => received.some((m) => m.rootWorkflowId === 'seq'));
+    expect(published.filter((r) => r === 'seq')).toEqual(['seq']);
+  });
+
+  it('B: two reapers and the app helper racing on one lineage still make forks 1–3 and exactly one dead letter', async () => {
+    await enqueue(client, 'alwaysDivergentWorkflow', 'race', 'v1');
+    const reaper = (forkedBy: string) => forkDepsFromRuntime(rt, { forkedBy });
+    const reapers = [reaper('reaper-1'), reaper('reaper-2')];
+    let stop = false;
+    const loops = reapers.map(async (deps) => {
+      const seen: AutoForkResult[] = [];
+      while (!stop) {
+        seen.push(...(await divergedPass(deps, { limit: 20 })));
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return seen;
+    });
+    const forksFollowed: string[] = [];
+    const helper = getResultWithAutoFork(client, 'race', { maxForks: 3, onFork: (f) => forksFollowed.push(f.to) }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    try {
+      const err = await helper;
+      expect(err).toBeInstanceOf(ForkBudgetExhaustedError);
+      expect(err).toMatchObject({ rootWorkflowId: 'race', forks: 3, workflowId: 'race-fork-3' });
+      await waitFor('the dead letter of race', async () => (await deadLetters('race')).some((d) => d.published), { timeoutMs: 30_000 });
+    } finally {
+      stop = true;
+    }
+    await Promise.all(loops);
+    expect(forksFollowed).toEqual(['race-fork-1', 'race-fork-2', 'race-fork-3']);
+    const lineage = await tdb.sql.query<{ workflow_uuid: string; forked_from: string }>(
+      `SELECT workflow_uuid, forked_from FROM dbos.workflow_status WHERE workflow_uuid LIKE 'race%' AND forked_from IS NOT NULL ORDER BY 1`,
+    );
+    expect(lineage.rows).toEqual([
+      { workflow_uuid: 'race-fork-1', forked_from: 'race' },
+      { workflow_uuid: 'race-fork-2', forked_from: 'race-fork-1' },
+      { workflow_uuid: 'race-fork-3', forked_from: 'race-fork-2' },
+    ]);
+    expect(await deadLetters('race')).toEqual([{ workflow_id: 'race-fork-3', forks: 3, published: true }]);
+    await waitFor('the dead-letter message of race', async () => received.some((m) => m.rootWorkflowId === 'race'));
+    expect(published.filter((r) => r === 'race')).toEqual(['race']);
+    expect(received.filter((m) => m.rootWorkflowId === 'race')).toHaveLength(1);
+  });
+
+  /** Five concurrent calls, released together by a barrier at the fork point, so the race is real. */
+  async function fiveAtOnce(deps: ForkDeps, faults: FaultInjector, id: string, release: (settled: () => number, hits: () => number) => boolean) {
+    let settled = 0;
+    faults.on('fork.beforeFork', () =>
+      waitFor('the barrier', async () => release(() => settled, () => faults.hits.filter((h) => h.point === 'fork.beforeFork').length), {
+        timeoutMs: 20_000,
+        intervalMs: 20,
+      }).then(() => undefined),
+    );
+    return Promise.all(
+      Array.from({ length: 5 }, () =>
+        autoFork(deps, id).finally(() => {
+          settled += 1;
+        }),
+      ),
+    );
+  }
+
+  it('D: five concurrent autoFork calls make one fork (with the Redis lock: the others are told it is in hand)', async () => {
+    await enqueue(client, 'alwaysDivergentWorkflow', 'five', 'v1');
+    await waitStatus(tdb.sql, 'five', 'ERROR');
+    const faults = new FaultInjector();
+    // The lock holder waits at the fork point until the four others have returned.
+    const results = await fiveAtOnce(forkDepsFromRuntime(rt, { faults }), faults, 'five', (settled) => settled() >= 4);
+    expect(results.filter((r) => r.outcome === 'forked')).toHaveLength(1);
+    expect(results.filter((r) => r.outcome === 'busy')).toHaveLength(4);
+    expect(await forksOf(tdb.sql, 'five')).toEqual(['five-fork-1']);
+  });
+
+  it('D: five concurrent autoFork calls make one fork without Redis too (the primary key fences)', async () => {
+    await enqueue(client, 'alwaysDivergentWorkflow', 'five-nolock', 'v1');
+    await waitStatus(tdb.sql, 'five-nolock', 'ERROR');
+    const faults = new FaultInjector();
+    // All five reach the fork point before any of them forks.
+    const results = await fiveAtOnce(forkDepsFromRuntime(rt, { faults, lock: undefined }), faults, 'five-nolock', (_s, hits) => hits() >= 5);
+    expect(results.filter((r) => r.outcome === 'forked')).toHaveLength(1);
+    expect(results.filter((r) => r.outcome === 'already-forked')).toHaveLength(4);
+    expect(new Set(results.map((r) => ('newWorkflowId' in r ? r.newWorkflowId : r.outcome)))).toEqual(new Set(['five-nolock-fork-1']));
+    expect(await forksOf(tdb.sql, 'five-nolock')).toEqual(['five-nolock-fork-1']);
+    const ledger = await tdb.sql.query(`SELECT count(*)::int AS n FROM afterlife.forks WHERE root_workflow_id = 'five-nolock'`);
+    expect(ledger.rows[0]).toEqual({ n: 1 });
+  });
+});

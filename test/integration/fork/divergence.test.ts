@@ -1,0 +1,140 @@
+import type { DBOSClient } from '@dbos-inc/dbos-sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { autoFork, divergedPass, type ForkDeps, forkDepsFromRuntime, parseDivergence } from '../../../shared/fork/index.js';
+import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
+import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
+import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
+import { testRuntime } from '../../helpers/runtime.js';
+import { dbosClient, enqueue, forksOf, hasCheckpoint, QUEUES, stepStarts, waitStatus } from './helpers.js';
+
+/**
+ * Real divergence, as in production: executor A runs workflows that pick their tool from a table row in
+ * workflow code, records step 1 and is SIGKILLed during step 2; the rows are flipped; executor B (same
+ * version string) recovers them and the replay diverges at function_id 1 (code 26). A parent awaiting such
+ * a child fails with the child's error. An ordinary failing step ends ERROR too, and must never be forked.
+ *
+ * Acceptance A (autoFork, and separately the reaper's pass), C (nested) and F (ordinary ERROR).
+ */
+describe('auto-fork of real replay divergence', () => {
+  let tdb: TestDatabase;
+  let rt: ReturnType<typeof testRuntime>;
+  let client: DBOSClient;
+  let deps: ForkDeps;
+  const executors: ExecutorHandle[] = [];
+  const app = uniqueName('app-div');
+  const spec = (key: string) => ({ key, lastStepMs: 3_000 });
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    await tdb.sql.query('CREATE TABLE public.divergent_choice (key text PRIMARY KEY, value text NOT NULL)');
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app });
+    deps = forkDepsFromRuntime(rt);
+    client = await dbosClient(tdb.url, app);
+
+    const a = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-A', queues: QUEUES });
+    executors.push(a);
+    await enqueue(client, 'divergentWorkflow', 'wf-a', 'v1', spec('wf-a'));
+    await enqueue(client, 'divergentWorkflow', 'wf-reaper', 'v1', spec('wf-reaper'));
+    await enqueue(client, 'parentWorkflow', 'parent', 'v1', spec('parent'));
+    await enqueue(client, 'parentWorkflow', 'parent-x', 'v1', { ...spec('parent-x'), childId: 'explicit-child' });
+    await enqueue(client, 'failingWorkflow', 'plain-error', 'v1');
+    await waitStatus(tdb.sql, 'plain-error', 'ERROR');
+    // Step 1 (the tool) is checkpointed everywhere, step 2 is in flight: flip the choice and kill A.
+    await waitFor('tool steps checkpointed on A', async () =>
+      (await Promise.all(['wf-a', 'wf-reaper', 'parent-1', 'explicit-child'].map((id) => hasCheckpoint(tdb.sql, id, 1)))).every(Boolean),
+    );
+    await tdb.sql.query(`INSERT INTO public.divergent_choice VALUES ('wf-a', 'b'), ('wf-reaper', 'b'), ('parent', 'b'), ('parent-x', 'b')`);
+    a.kill('SIGKILL');
+    await a.exited;
+
+    const b = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-B', queues: QUEUES });
+    executors.push(b);
+    await recoverExecutor(
+      { db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, batchSize: 100, lockTtlMs: 5_000 },
+      deathNotice({ executorId: 'exec-A', applicationName: app, reason: 'manual', detectedBy: 'test' }),
+    );
+    for (const id of ['wf-a', 'wf-reaper', 'parent-1', 'parent', 'explicit-child', 'parent-x']) await waitStatus(tdb.sql, id, 'ERROR');
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all(executors.map((e) => e.stop()));
+    await client?.destroy();
+    await rt?.close();
+    await tdb?.drop();
+  });
+
+  it('detects code 26 in workflow_output.error, with the step and the workflow it names', async () => {
+    const errors = await tdb.sql.query<{ workflow_uuid: string; error: string }>(
+      `SELECT workflow_uuid, error FROM dbos.workflow_output WHERE workflow_uuid = ANY($1) ORDER BY 1`,
+      [['wf-a', 'parent', 'plain-error']],
+    );
+    const byId = new Map(errors.rows.map((r) => [r.workflow_uuid, parseDivergence(r.error)]));
+    expect(byId.get('wf-a')).toMatchObject({ workflowId: 'wf-a', stepId: 1 });
+    // The parent carries its child's error: the ID named is the child's.
+    expect(byId.get('parent')).toMatchObject({ workflowId: 'parent-1', stepId: 1 });
+    expect(byId.get('plain-error')).toBeUndefined();
+  });
+
+  it('A: autoFork forks from the divergent step; steps before it are not re-run; the fork ends SUCCESS', async () => {
+    const res = await autoFork(deps, 'wf-a');
+    expect(res).toMatchObject({ outcome: 'forked', newWorkflowId: 'wf-a-fork-1', root: 'wf-a', n: 1, startStep: 1, reason: 'diverged' });
+    await waitStatus(tdb.sql, 'wf-a-fork-1', 'SUCCESS');
+    expect(await client.getWorkflow('wf-a-fork-1')).toMatchObject({ forkedFrom: 'wf-a', queueName: 'forktest', applicationVersion: 'v1' });
+    expect(await stepStarts(tdb.sql, 'wf-a', 0)).toBe(1);
+    expect(await stepStarts(tdb.sql, 'wf-a-fork-1', 0)).toBe(0); // step 0 copied, not run
+    expect(await stepStarts(tdb.sql, 'wf-a-fork-1', 1)).toBe(1);
+    const out = await client.retrieveWorkflow<string[]>('wf-a-fork-1').getResult();
+    expect(out).toEqual(['plan@exec-A', 'tool-b@exec-B', 'answer@exec-B']);
+    // Asked again: already forked, same ID, still one fork and one ledger row.
+    expect(await autoFork(deps, 'wf-a')).toMatchObject({ outcome: 'already-forked', newWorkflowId: 'wf-a-fork-1' });
+    expect(await forksOf(tdb.sql, 'wf-a')).toEqual(['wf-a-fork-1']);
+    const ledger = await tdb.sql.query(`SELECT root_workflow_id, n, from_step, new_workflow_id, reason FROM afterlife.forks WHERE root_workflow_id = 'wf-a'`);
+    expect(ledger.rows).toEqual([{ root_workflow_id: 'wf-a', n: 1, from_step: 1, new_workflow_id: 'wf-a-fork-1', reason: 'diverged' }]);
+  });
+
+  it('A+C+F: the reaper’s diverged pass (two at once) forks the diverged workflow and the parent from its child-start step, never the plain ERROR', async () => {
+    const deps2 = forkDepsFromRuntime(rt, { forkedBy: 'reaper-2' });
+    const passes = await Promise.all([divergedPass(deps, { limit: 50 }), divergedPass(deps2, { limit: 50 })]);
+    const all = passes.flat();
+    // wf-a was forked already (was_forked_from); the child parent-1 is left to its parent; plain-error is no divergence.
+    expect(new Set(all.map((r) => r.workflowId))).toEqual(new Set(['wf-reaper', 'parent', 'parent-x']));
+    expect(await forksOf(tdb.sql, 'wf-reaper')).toEqual(['wf-reaper-fork-1']);
+    expect(await forksOf(tdb.sql, 'parent')).toEqual(['parent-fork-1']);
+    const parentFork = all.find((r) => r.workflowId === 'parent' && (r.outcome === 'forked' || r.outcome === 'already-forked'));
+    expect(parentFork).toMatchObject({ newWorkflowId: 'parent-fork-1', startStep: 1, reason: 'child-diverged' });
+
+    await waitStatus(tdb.sql, 'wf-reaper-fork-1', 'SUCCESS');
+    await waitStatus(tdb.sql, 'parent-fork-1', 'SUCCESS');
+    // C: the child started afresh under the fork's default child ID, and ran all its steps again.
+    const child = await client.getWorkflow('parent-fork-1-1');
+    expect(child).toMatchObject({ status: 'SUCCESS', parentWorkflowID: 'parent-fork-1' });
+    expect(await client.retrieveWorkflow<string[]>('parent-fork-1').getResult()).toEqual([
+      'prepare@exec-A',
+      'plan@exec-B',
+      'tool-b@exec-B',
+      'answer@exec-B',
+      'summarize@exec-B',
+    ]);
+    expect(await stepStarts(tdb.sql, 'parent', 0)).toBe(1);
+    expect(await stepStarts(tdb.sql, 'parent-fork-1', 0)).toBe(0);
+    expect(await stepStarts(tdb.sql, 'wf-reaper-fork-1', 0)).toBe(0);
+
+    // C with a child the app named: a fork from the start step would re-attach to the failed child, so the
+    // child is forked afresh and the parent forked past its start row, remapped to the fresh child.
+    expect(all.find((r) => r.workflowId === 'parent-x' && r.outcome === 'forked')).toMatchObject({ newWorkflowId: 'parent-x-fork-1', startStep: 2 });
+    await waitStatus(tdb.sql, 'parent-x-fork-1', 'SUCCESS');
+    expect(await client.getWorkflow('parent-x-fork-1-child-1')).toMatchObject({ status: 'SUCCESS', forkedFrom: 'explicit-child' });
+    expect((await client.listWorkflowSteps('parent-x-fork-1'))?.find((s) => s.functionID === 1)?.childWorkflowID).toBe('parent-x-fork-1-child-1');
+    expect(await stepStarts(tdb.sql, 'parent-x', 0)).toBe(1);
+    expect(await stepStarts(tdb.sql, 'parent-x-fork-1-child-1', 0)).toBe(1); // the child started afresh
+
+    // F: the ordinary ERROR is never forked, directly or by the pass.
+    expect(await autoFork(deps, 'plain-error')).toMatchObject({ outcome: 'skipped', why: 'not-diverged' });
+    expect(await forksOf(tdb.sql, 'plain-error')).toEqual([]);
+    const ledger = await tdb.sql.query(`SELECT count(*)::int AS n FROM afterlife.forks WHERE source_workflow_id = 'plain-error'`);
+    expect(ledger.rows[0]).toEqual({ n: 0 });
+    // A further pass has nothing left to do.
+    expect(await divergedPass(deps, { limit: 50 })).toEqual([]);
+  });
+});

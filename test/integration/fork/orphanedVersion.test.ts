@@ -1,0 +1,114 @@
+import type { DBOSClient } from '@dbos-inc/dbos-sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useRuntime } from '../../../functions/runtime.js';
+import '../../../functions/index.js';
+import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { getResultWithAutoFork } from '../../../shared/fork/index.js';
+import { heartbeatKey } from '../../../shared/heartbeat/index.js';
+import { postEvent, pubsubCloudEvent, serve } from '../../helpers/cloudEvents.js';
+import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
+import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
+import { testRuntime } from '../../helpers/runtime.js';
+import { dbosClient, enqueue, hasCheckpoint, QUEUES, stepStarts, waitStatus } from './helpers.js';
+
+/**
+ * Acceptance E: ORPHANED_VERSION_POLICY=fork-to-latest. A v1 executor dies with work in flight (three agent
+ * workflows and a parent awaiting its child) while only a v2 executor is alive. The death notice, through
+ * the served executorDeath function, re-enqueues the v1 rows (which v2 would never claim), forks each onto
+ * v2 from after its last checkpoint, cancels the originals, and everything completes on v2.
+ */
+describe('fork-to-latest for a version no live executor runs', () => {
+  let tdb: TestDatabase;
+  let rt: ReturnType<typeof testRuntime>;
+  let client: DBOSClient;
+  let server: Awaited<ReturnType<typeof serve>>;
+  const executors: ExecutorHandle[] = [];
+  const app = uniqueName('app-orphan');
+  const agents = ['agent-0', 'agent-1', 'agent-2'];
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { ORPHANED_VERSION_POLICY: 'fork-to-latest' } });
+    useRuntime(rt);
+    server = await serve('executorDeath');
+    client = await dbosClient(tdb.url, app);
+  });
+  afterAll(async () => {
+    await Promise.all(executors.map((e) => e.stop()));
+    await server?.close();
+    await client?.destroy();
+    await rt?.close();
+    await tdb?.drop();
+  });
+
+  it('forks the v1 orphans onto v2, cancels the originals, and all complete', { timeout: 120_000 }, async () => {
+    const v1 = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-v1', queues: QUEUES });
+    executors.push(v1);
+    for (const id of agents) await enqueue(client, 'agentWorkflow', id, 'v1', { steps: 4, stepMs: 700 });
+    await enqueue(client, 'parentWorkflow', 'parent', 'v1', { key: 'parent', lastStepMs: 4_000 });
+    await waitFor('checkpoints on v1', async () =>
+      (await Promise.all([...agents.map((id) => hasCheckpoint(tdb.sql, id, 0)), hasCheckpoint(tdb.sql, 'parent-1', 1)])).every(Boolean),
+    );
+    v1.kill('SIGKILL');
+    await v1.exited;
+    const orphans = (await tdb.sql.query<{ workflow_uuid: string }>(`SELECT workflow_uuid FROM dbos.workflow_status WHERE status = 'PENDING' ORDER BY 1`)).rows.map(
+      (r) => r.workflow_uuid,
+    );
+    expect(orphans).toEqual([...agents, 'parent', 'parent-1'].sort());
+    const checkpointed = await tdb.sql.query<{ workflow_uuid: string; function_id: number }>(
+      `SELECT workflow_uuid, function_id FROM dbos.operation_outputs o JOIN public.step_runs s ON s.workflow_id = o.workflow_uuid AND s.step = o.function_id AND s.phase = 'end'`,
+    );
+
+    const v2 = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v2', executorId: 'exec-v2', queues: QUEUES });
+    executors.push(v2);
+    const beat = { executorId: 'exec-v2', applicationName: app, applicationVersion: 'v2', state: 'alive', startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), inFlight: 0 };
+    await rt.redis?.set(heartbeatKey(app, 'exec-v2'), JSON.stringify(beat), 'PX', 120_000);
+
+    const notice = deathNotice({ executorId: 'exec-v1', applicationName: app, reason: 'manual', detectedBy: 'test' });
+    const res = await postEvent(server.url, pubsubCloudEvent(JSON.stringify(notice), { messageId: 'orphan-1' }));
+    expect(res.status).toBeLessThan(300);
+
+    for (const id of orphans) {
+      await waitStatus(tdb.sql, `${id}-fork-1`, 'SUCCESS', 60_000);
+      expect(await client.getWorkflow(id)).toMatchObject({ status: 'CANCELLED', wasForkedFrom: true });
+      expect(await client.getWorkflow(`${id}-fork-1`)).toMatchObject({
+        applicationVersion: 'v2',
+        executorId: 'exec-v2',
+        forkedFrom: id,
+        // Queued workflows stay on their queue (and its limits); direct starts go to DBOS's internal queue.
+        queueName: agents.includes(id) || id === 'parent' ? 'forktest' : '_dbos_internal_queue',
+      });
+    }
+    // The parent's fork awaited its child's fork (the copied child-start row was remapped), not the cancelled child.
+    const parentSteps = await client.listWorkflowSteps('parent-fork-1');
+    expect(parentSteps?.find((s) => s.functionID === 1)?.childWorkflowID).toBe('parent-1-fork-1');
+    expect(await client.retrieveWorkflow<string[]>('parent-fork-1').getResult()).toEqual([
+      'prepare@exec-v1',
+      'plan@exec-v1',
+      'tool-a@exec-v1',
+      'answer@exec-v2',
+      'summarize@exec-v2',
+    ]);
+    // App code awaiting an original follows it to its fork.
+    expect(await getResultWithAutoFork<string[]>(client, 'agent-0')).toHaveLength(4);
+    // Nothing checkpointed on v1 ran again on v2.
+    for (const { workflow_uuid, function_id } of checkpointed.rows) {
+      expect(await stepStarts(tdb.sql, `${workflow_uuid}-fork-1`, function_id)).toBe(0);
+    }
+    const ledger = await tdb.sql.query(
+      `SELECT source_workflow_id, reason, application_version, original_cancelled_at IS NOT NULL AS cancelled, awaited_by FROM afterlife.forks ORDER BY 1`,
+    );
+    expect(ledger.rows).toEqual(
+      orphans.map((id) => ({
+        source_workflow_id: id,
+        reason: 'orphaned-version',
+        application_version: 'v2',
+        cancelled: true,
+        awaited_by: id === 'parent-1' ? 'parent-fork-1' : null,
+      })),
+    );
+    // The originals never ran again: v1 is gone and they are cancelled.
+    const originals = await tdb.sql.query(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status <> 'CANCELLED'`, [orphans]);
+    expect(originals.rows[0]).toEqual({ n: 0 });
+  });
+});
