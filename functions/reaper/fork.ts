@@ -1,11 +1,15 @@
+import { autoFork } from '../../shared/fork/autoFork.js';
+import { forkDepsFromRuntime } from '../../shared/fork/deps.js';
 import type { ReaperDeps } from '../../shared/reaper/types.js';
 import type { Runtime } from '../../shared/runtime.js';
 
 /**
- * Where the fork module (shared/fork, issue #5) plugs into the reaper. Until it is merged this returns
- * nothing: diverged workflows are reported and stuck ones (with `cancel-and-fork`) are only cancelled.
- * Wiring it is one line each, e.g. `autoFork: (id) => autoFork(forkDeps(rt), id)`.
+ * Where the fork module plugs into the reaper. Diverged workflows go to `autoFork` (bounded lineage,
+ * deterministic IDs, dead letter). `forkStuck` — forking a stuck workflow the reaper cancelled under
+ * `cancel-and-fork` — is left unwired: the fork module has no entry point for it yet (a stuck workflow is
+ * not a divergence, and which version and step it should restart from is a policy decision), so such
+ * workflows stay cancelled and reported in `afterlife.stuck_workflows` (`event: stuck_not_forked`).
  */
-export function forkHooks(_rt: Runtime): Pick<ReaperDeps, 'autoFork' | 'forkStuck'> {
-  return {};
+export function forkHooks(rt: Runtime): Pick<ReaperDeps, 'autoFork' | 'forkStuck'> {
+  return { autoFork: (workflowId) => autoFork(forkDepsFromRuntime(rt), workflowId) };
 }

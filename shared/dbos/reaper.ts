@@ -132,25 +132,3 @@ export async function cancelIfStillQuiet(
   );
   return (res.rowCount ?? 0) > 0;
 }
-
-/**
- * Workflows that ended in replay divergence (DBOSUnexpectedStepError, dbosErrorCode 26) since `sinceMs`
- * (their terminal transition, database clock) and were not forked yet. The error lives in
- * workflow_output.error (superjson envelope); `name` is "Error", so the code is what identifies it.
- * The range on completed_at is served by DBOS's idx_workflow_status_completed_at.
- */
-export async function findDiverged(db: Db, applicationName: string, sinceMs: number, limit: number): Promise<string[]> {
-  const res = await db.query<{ workflow_uuid: string }>(
-    `SELECT w.workflow_uuid
-       FROM ${ident(db.dbosSchema)}.workflow_status w
-       JOIN ${ident(db.dbosSchema)}.workflow_output o ON o.workflow_uuid = w.workflow_uuid
-      WHERE w.completed_at >= $2 AND w.status = 'ERROR' AND NOT w.was_forked_from
-        AND ${appScope('w.application_name', '$1')}
-        AND o.error LIKE '%"dbosErrorCode":26%'
-      ORDER BY w.completed_at
-      LIMIT $3`,
-    [applicationName, sinceMs, limit],
-    'reaper.findDiverged',
-  );
-  return res.rows.map((r) => r.workflow_uuid);
-}

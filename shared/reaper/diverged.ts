@@ -1,4 +1,4 @@
-import { findDiverged } from '../dbos/reaper.js';
+import { findDiverged } from '../dbos/diverged.js';
 import type { DivergedPassResult, ReaperDeps, ReaperState, TickContext } from './types.js';
 
 /**
@@ -16,9 +16,14 @@ export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: Re
   // The first tick of an invocation looks back REAPER_DIVERGED_LOOKBACK_MS; later ticks only since the
   // previous scan, so the pass stays a short index range scan however long the history is.
   const since = state.divergedScannedTo ?? now - config.reaper.divergedLookbackMs;
-  const ids = await findDiverged(db, config.applicationName, since, DIVERGED_BATCH);
-  // A full batch may have more behind it: scan the same window again next tick (handled rows drop out).
-  if (ids.length < DIVERGED_BATCH) state.divergedScannedTo = now - DIVERGED_SLACK_MS;
+  const handed = (state.divergedHanded ??= new Set<string>());
+  // Rows handed earlier in this invocation may still match (a fork module that declined them leaves them
+  // ERROR); fetch past them so they never starve new ones.
+  const limit = DIVERGED_BATCH + handed.size;
+  const rows = await findDiverged(db, config.applicationName, limit, { completedSince: since });
+  const ids = rows.map((r) => r.workflowId).filter((id) => !handed.has(id)).slice(0, DIVERGED_BATCH);
+  // A full fetch may have more behind it: scan the same window again next tick.
+  if (rows.length < limit) state.divergedScannedTo = now - DIVERGED_SLACK_MS;
   const result: DivergedPassResult = { found: ids.length, handed: 0, failed: 0 };
   if (ctx.dryRun) {
     for (const id of ids) ctx.planned.push({ pass: 'diverged', action: 'fork', workflowId: id });
@@ -30,6 +35,8 @@ export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: Re
   }
   for (const id of ids) {
     if (ctx.signal?.aborted) break;
+    // Once per invocation: a failure is logged, and the next invocation's first tick offers it again.
+    handed.add(id);
     try {
       await deps.autoFork(id);
       result.handed += 1;

@@ -35,6 +35,8 @@ export interface TickContext {
 export interface ReaperState {
   /** The diverged pass has looked at every workflow that ended before this (epoch ms). */
   divergedScannedTo?: number;
+  /** Diverged workflows already handed to the fork module in this invocation (scans overlap by a slack). */
+  divergedHanded?: Set<string>;
 }
 
 export interface DeadPassResult {

@@ -194,6 +194,26 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
     ]);
   });
 
+  it('diverged workflows that ended since the last scan are handed to the fork function, once each', async () => {
+    // A top-level workflow that ended in replay divergence, as DBOS records it (workflow_output.error).
+    await tdb.sql.query(
+      `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, executor_id, application_version, application_name, completed_at)
+       VALUES ('diverged-1', 'ERROR', 'agentWorkflow', 'exec-live', 'v1', $1, (EXTRACT(EPOCH FROM now())*1000)::bigint)`,
+      [app],
+    );
+    await tdb.sql.query(
+      `INSERT INTO dbos.workflow_output (workflow_uuid, error) VALUES ('diverged-1',
+         '{"json":{"dbosErrorCode":26,"workflowID":"diverged-1","stepID":1,"expectedName":"step-2","name":"Error","message":"During execution of workflow diverged-1 step 1, function step-1 was recorded when step-2 was expected. Check that your workflow is deterministic."},"__dbos_serializer":"superjson"}')`,
+    );
+    const dry = await tick({ dryRun: true });
+    expect(dry.planned).toEqual(expect.arrayContaining([expect.objectContaining({ pass: 'diverged', action: 'fork', workflowId: 'diverged-1' })]));
+    const handed: string[] = [];
+    const s = await runReaper(testReaperDeps(rt, { autoFork: async (id) => void handed.push(id) }), { maxTicks: 2 });
+    expect(s.outcome === 'completed' && s.passes.diverged.handed).toBe(1);
+    // The second tick looked only since the first: not handed again.
+    expect(handed).toEqual(['diverged-1']);
+  });
+
   it('D: two reapers at once — one holds the lease, the other is skipped; a dead holder’s lease expires', async () => {
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
