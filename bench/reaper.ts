@@ -8,9 +8,10 @@
  * one executor is dead, so 100 PENDING rows are orphaned) with checkpoints, and terminal history at a
  * constant rate (~33k workflows a day, 5 % ERROR, some diverged), so a bigger table means a longer history,
  * as in production. Heartbeats for the 99 live executors go to Redis under a unique app name.
- * It then times ticks back to back (all passes; the stuck pass examines its per-tick slice of executors):
- * the first tick of an invocation, later ticks, and the tick that declares the dead executor.
- * `--index` also applies the opt-in index migration and repeats the measurement (before/after).
+ * After VACUUM ANALYZE (what autovacuum would have done), it times ticks with no sleeping, alternating
+ * between the databases so the machine's noise lands on every size alike: the first tick of an invocation,
+ * later ticks, and the tick that declares the dead executor. `--index` then builds the opt-in index on the
+ * same data and measures again (before/after).
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -21,7 +22,7 @@ import { unlimitedBudget } from '../shared/lifecycle/deadline.js';
 import { createRedis } from '../shared/lock/redis.js';
 import { silentLogger } from '../shared/log.js';
 import { runTick } from '../shared/reaper/tick.js';
-import type { ReaperDeps, ReaperState } from '../shared/reaper/types.js';
+import type { ReaperDeps, ReaperState, TickResult } from '../shared/reaper/types.js';
 import { noFaults } from '../shared/testing/faults.js';
 import { afterlifeDb, createDbosDatabase, dropDatabase } from './lib.js';
 
@@ -108,12 +109,22 @@ interface Measured {
   full: Stats;
   /** Every later tick (diverged incrementally). Both run the dead pass and the stuck pass's slice. */
   steady: Stats;
+  /** Mean per pass over the first ticks. */
   passes: { dead: number; stuck: number; diverged: number };
-  declaringTickMs: number;
-  reenqueued: number;
 }
 
-async function measure(rows: number, index: boolean): Promise<Measured> {
+/** One generated database, ready to tick. */
+interface Bench {
+  rows: number;
+  name: string;
+  app: string;
+  pool: pg.Pool;
+  deps: ReaperDeps;
+  keys: string[];
+  state: ReaperState;
+}
+
+async function setUp(rows: number): Promise<Bench> {
   const name = `afterlife_bench_${process.pid}_${randomBytes(3).toString('hex')}`;
   const app = `bench-${randomBytes(3).toString('hex')}`;
   const url = await createDbosDatabase(name);
@@ -121,111 +132,139 @@ async function measure(rows: number, index: boolean): Promise<Measured> {
   // The same session settings as afterlife's pool (shared/db/pool.ts), JIT off included.
   const pool = new pg.Pool({ connectionString: url, max: 3, application_name: 'afterlife-bench', options: '-c jit=off' });
   const keys = Array.from({ length: EXECUTORS - 1 }, (_, i) => heartbeatKey(app, `exec-${String(i + 1).padStart(3, '0')}`));
-  try {
-    const db = afterlifeDb(pool, 3);
-    const t0 = Date.now();
-    await generate(pool, rows, app);
-    const counts = await pool.query<{ ws: string; oo: string }>(
-      `SELECT (SELECT count(*) FROM dbos.workflow_status)::text AS ws, (SELECT count(*) FROM dbos.operation_outputs)::text AS oo`,
-    );
-    console.error(`  generated ${counts.rows[0]?.ws} workflow_status, ${counts.rows[0]?.oo} operation_outputs rows in ${Date.now() - t0} ms`);
-    if (index) {
-      const applied = await applyOptInIndexes(db);
-      await pool.query('ANALYZE');
-      console.error(`  applied opt-in indexes: ${applied.join(', ')}`);
-    }
-    // exec-000 is dead: no key. The other 99 beat (the keys outlive the bench; deleted at the end).
-    const beat = JSON.stringify({ executorId: 'x', applicationName: app, applicationVersion: 'v1', state: 'alive', startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), inFlight: 1 });
-    await redis.mset(...keys.flatMap((k) => [k, beat]));
-    // Every executor was seen beating before (it has the kit).
-    await pool.query(
-      `INSERT INTO afterlife.executor_observations (application_name, executor_id, last_beat_seen_at)
-       SELECT $1, 'exec-' || lpad(g::text, 3, '0'), now() - interval '1 min' FROM generate_series(0, $2::int - 1) g`,
-      [app, EXECUTORS],
-    );
-    const config = loadConfig({ DATABASE_URL: url, DBOS_APPLICATION_NAME: app, REDIS_URL, HEARTBEAT_TTL_MS: '3600000', REAPER_TICK_MS: '5000' });
-    const deps: ReaperDeps = {
-      config,
-      db,
-      redis,
-      lock: undefined,
-      publisher: undefined,
-      logger: silentLogger(),
-      faults: noFaults,
-      clock: Date.now,
-      detectedBy: 'bench',
-    };
-    const budget = unlimitedBudget();
-    const tick = async (i: number, state: ReaperState) => {
-      const r = await runTick(deps, { tick: i, dryRun: false, planned: [] }, budget, state);
-      for (const p of [r.dead, r.stuck, r.diverged]) if ('error' in p) throw new Error(`tick ${i}: ${p.error}`);
-      return r;
-    };
-    // Warm-up: caches, the sentinel, the first absence observation.
-    for (let i = 1; i <= 2; i++) await tick(i, {});
-    // First ticks of an invocation: the diverged pass looks back over its whole window.
-    const full: number[] = [];
-    const passes = { dead: 0, stuck: 0, diverged: 0 };
-    for (let i = 0; i < tickCount; i++) {
-      const r = await tick(100 + i, {});
-      full.push(r.durationMs);
-      passes.dead += r.dead.durationMs;
-      passes.stuck += r.stuck.durationMs;
-      passes.diverged += r.diverged.durationMs;
-    }
-    // Every later tick: the diverged pass only looks since the previous tick.
-    const state: ReaperState = {};
-    await tick(200, state);
-    const steady: number[] = [];
-    for (let i = 0; i < tickCount; i++) steady.push((await tick(201 + i, state)).durationMs);
-    // The declaring tick: exec-000's key has been gone for a TTL (backdated; the TTL is 1 h so no earlier tick declares it), seen on many ticks.
-    await pool.query(`UPDATE afterlife.executor_observations SET first_absent_at = now() - interval '2 hours' WHERE application_name = $1 AND executor_id = 'exec-000'`, [app]);
-    const decl = await tick(999, {});
-    if ('error' in decl.dead) throw new Error(decl.dead.error);
-    if (!decl.dead.declared.includes('exec-000')) throw new Error('the dead executor was not declared');
-    const n = tickCount;
-    return {
-      rows,
-      index,
-      full: stats(full),
-      steady: stats(steady),
-      passes: { dead: round(passes.dead / n), stuck: round(passes.stuck / n), diverged: round(passes.diverged / n) },
-      declaringTickMs: decl.durationMs,
-      reenqueued: decl.dead.reenqueued,
-    };
-  } finally {
-    await redis.del(...keys, `afterlife:${app}:reaper:sentinel`).catch(() => undefined);
-    redis.disconnect();
-    await pool.end();
-    if (keep) console.error(`  kept database ${name} (app ${app})`);
-    else await dropDatabase(name);
+  const t0 = Date.now();
+  await generate(pool, rows, app);
+  // What autovacuum would have done by now on a table this old (visibility map, statistics).
+  await pool.query('VACUUM ANALYZE');
+  const counts = await pool.query<{ ws: string; oo: string }>(
+    `SELECT (SELECT count(*) FROM dbos.workflow_status)::text AS ws, (SELECT count(*) FROM dbos.operation_outputs)::text AS oo`,
+  );
+  console.error(`  ${name}: ${counts.rows[0]?.ws} workflow_status, ${counts.rows[0]?.oo} operation_outputs rows in ${Date.now() - t0} ms`);
+  // exec-000 is dead: no key. The other 99 beat (the keys outlive the bench; deleted at the end).
+  const beat = JSON.stringify({ executorId: 'x', applicationName: app, applicationVersion: 'v1', state: 'alive', startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), inFlight: 1 });
+  await redis.mset(...keys.flatMap((k) => [k, beat]));
+  // Every executor was seen beating before (it has the kit).
+  await pool.query(
+    `INSERT INTO afterlife.executor_observations (application_name, executor_id, last_beat_seen_at)
+     SELECT $1, 'exec-' || lpad(g::text, 3, '0'), now() - interval '1 min' FROM generate_series(0, $2::int - 1) g`,
+    [app, EXECUTORS],
+  );
+  // A 1 h TTL: exec-000 is absent on every tick but only the declaring tick (backdated) declares it.
+  const config = loadConfig({ DATABASE_URL: url, DBOS_APPLICATION_NAME: app, REDIS_URL, HEARTBEAT_TTL_MS: '3600000', REAPER_TICK_MS: '5000' });
+  const deps: ReaperDeps = {
+    config,
+    db: afterlifeDb(pool, 3),
+    redis,
+    lock: undefined,
+    publisher: undefined,
+    logger: silentLogger(),
+    faults: noFaults,
+    clock: Date.now,
+    detectedBy: 'bench',
+  };
+  return { rows, name, app, pool, deps, keys, state: {} };
+}
+
+async function tearDown(b: Bench): Promise<void> {
+  const redis = b.deps.redis;
+  await redis?.del(...b.keys, `afterlife:${b.app}:reaper:sentinel`).catch(() => undefined);
+  redis?.disconnect();
+  await b.pool.end();
+  if (keep) console.error(`  kept database ${b.name} (app ${b.app})`);
+  else await dropDatabase(b.name);
+}
+
+async function tick(b: Bench, i: number, state: ReaperState): Promise<TickResult> {
+  const r = await runTick(b.deps, { tick: i, dryRun: false, planned: [] }, unlimitedBudget(), state);
+  for (const p of [r.dead, r.stuck, r.diverged]) if ('error' in p) throw new Error(`tick ${i}: ${p.error}`);
+  return r;
+}
+
+/**
+ * Ticks the databases in turn (A, B, A, B, …) so the shared machine's noise lands on every size alike, and
+ * the 1M/100k ratio compares like with like.
+ */
+async function measure(benches: Bench[], index: boolean): Promise<Measured[]> {
+  for (const b of benches) for (let i = 1; i <= 3; i++) await tick(b, i, {}); // warm-up: caches, sentinel, absences
+  const full = benches.map(() => [] as number[]);
+  const steady = benches.map(() => [] as number[]);
+  const passes = benches.map(() => ({ dead: 0, stuck: 0, diverged: 0 }));
+  for (const b of benches) {
+    b.state = {};
+    await tick(b, 99, b.state);
   }
+  for (let i = 0; i < tickCount; i++) {
+    for (const [k, b] of benches.entries()) {
+      const f = await tick(b, 100 + i, {});
+      full[k]?.push(f.durationMs);
+      const p = passes[k];
+      if (p) {
+        p.dead += f.dead.durationMs;
+        p.stuck += f.stuck.durationMs;
+        p.diverged += f.diverged.durationMs;
+      }
+      steady[k]?.push((await tick(b, 1000 + i, b.state)).durationMs);
+    }
+  }
+  return benches.map((b, k) => {
+    const p = passes[k] ?? { dead: 0, stuck: 0, diverged: 0 };
+    return {
+      rows: b.rows,
+      index,
+      full: stats(full[k] ?? []),
+      steady: stats(steady[k] ?? []),
+      passes: { dead: round(p.dead / tickCount), stuck: round(p.stuck / tickCount), diverged: round(p.diverged / tickCount) },
+    };
+  });
+}
+
+/** The tick that declares exec-000 (its absence backdated past the TTL) and recovers its 100 rows inline. */
+async function declaringTick(b: Bench): Promise<{ ms: number; reenqueued: number }> {
+  await b.pool.query(`UPDATE afterlife.executor_observations SET first_absent_at = now() - interval '2 hours' WHERE application_name = $1 AND executor_id = 'exec-000'`, [b.app]);
+  const r = await tick(b, 9999, {});
+  if ('error' in r.dead || !r.dead.declared.includes('exec-000')) throw new Error('the dead executor was not declared');
+  return { ms: r.durationMs, reenqueued: r.dead.reenqueued };
 }
 
 function round(n: number): number {
   return Math.round(n * 100) / 100;
 }
 
-const results: Measured[] = [];
-for (const rows of sizes.length ? sizes : [100_000, 1_000_000]) {
+const benches: Bench[] = [];
+try {
+  for (const rows of sizes.length ? sizes : [100_000, 1_000_000]) {
+    console.error(`bench: generating ${rows} rows`);
+    benches.push(await setUp(rows));
+  }
+  const results = await measure(benches, false);
+  if (withIndex) {
+    // The same data, after the opt-in index (built CONCURRENTLY, then statistics).
+    for (const b of benches) {
+      await applyOptInIndexes(b.deps.db);
+      await b.pool.query('VACUUM ANALYZE dbos.workflow_status');
+    }
+    results.push(...(await measure(benches, true)));
+  }
+  const declaring = [];
+  for (const b of benches) declaring.push({ rows: b.rows, ...(await declaringTick(b)) });
+  for (const m of results) {
+    console.error(
+      `  ${m.rows} rows${m.index ? ' + opt-in index' : ''}: later ticks median ${m.steady.medianMs} ms (p95 ${m.steady.p95Ms}); ` +
+        `first ticks median ${m.full.medianMs} ms (p95 ${m.full.p95Ms}; dead ${m.passes.dead}, stuck ${m.passes.stuck}, diverged ${m.passes.diverged})`,
+    );
+  }
+  for (const d of declaring) console.error(`  ${d.rows} rows: declaring tick ${d.ms} ms (${d.reenqueued} re-enqueued)`);
   for (const index of withIndex ? [false, true] : [false]) {
-    console.error(`bench: ${rows} rows${index ? ' with the opt-in index' : ''}`);
-    const m = await measure(rows, index);
-    console.error(
-      `  steady tick median ${m.steady.medianMs} ms (p95 ${m.steady.p95Ms}); full tick median ${m.full.medianMs} ms (p95 ${m.full.p95Ms}; ` +
-        `dead ${m.passes.dead}, stuck ${m.passes.stuck}, diverged ${m.passes.diverged}); declaring tick ${m.declaringTickMs} ms (${m.reenqueued} re-enqueued)`,
-    );
-    results.push(m);
+    const small = results.find((r) => r.rows === 100_000 && r.index === index);
+    const big = results.find((r) => r.rows === 1_000_000 && r.index === index);
+    if (small && big) {
+      console.error(
+        `ratio 1M/100k${index ? ' (index)' : ''}: later ticks ${round(big.steady.medianMs / small.steady.medianMs)}, first ticks ${round(big.full.medianMs / small.full.medianMs)}`,
+      );
+    }
   }
-}
-console.log(JSON.stringify(results, null, 2));
-for (const index of withIndex ? [false, true] : [false]) {
-  const small = results.find((r) => r.rows === 100_000 && r.index === index);
-  const big = results.find((r) => r.rows === 1_000_000 && r.index === index);
-  if (small && big) {
-    console.error(
-      `ratio 1M/100k${index ? ' (index)' : ''}: steady ${round(big.steady.medianMs / small.steady.medianMs)}, full ${round(big.full.medianMs / small.full.medianMs)}`,
-    );
-  }
+  console.log(JSON.stringify({ results, declaring }, null, 2));
+} finally {
+  for (const b of benches) await tearDown(b).catch((err: unknown) => console.error(`teardown of ${b.name} failed`, err));
 }
 process.exit(0);
