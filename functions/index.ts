@@ -1,3 +1,4 @@
 /** Registers every function target; `functions-framework --target=<name>` serves any of them. */
 import './executorDeath/index.js';
 import './drain/index.js';
+import './reaper/index.js';

@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { DBOS } from '@dbos-inc/dbos-sdk';
 import pg from 'pg';
 import type {} from 'vitest';
@@ -7,7 +6,7 @@ import type { TestProject } from 'vitest/node';
 import { migrate } from '../shared/db/migrate.js';
 import { createDb } from '../shared/db/pool.js';
 import { silentLogger } from '../shared/log.js';
-import { ADMIN_DATABASE_URL, databaseUrl, emulatorInstalled, PUBSUB_EMULATOR_BIN } from './helpers/services.js';
+import { ADMIN_DATABASE_URL, databaseUrl, emulatorInstalled, freePort, PUBSUB_EMULATOR_BIN } from './helpers/services.js';
 
 /**
  * Once per run: a template database with DBOS's system schema (migrated by DBOS itself) and afterlife's
@@ -94,14 +93,4 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
-    });
-  });
 }

@@ -63,6 +63,7 @@ const EnvSchema = z
     STUCK_POLICY: z.enum(['report', 'cancel-and-fork']).default('report'),
     UNKNOWN_EXECUTOR_GRACE_MS: int(600_000, 0),
     REAPER_LEASE_MS: int(90_000, 1_000),
+    REAPER_DIVERGED_LOOKBACK_MS: int(3_600_000, 60_000),
 
     MAX_FORKS: int(3, 1, 100),
     FORK_TARGET_VERSION: z.enum(['latest', 'original']).default('latest'),
@@ -112,6 +113,7 @@ export interface Config {
     stuckPolicy: 'report' | 'cancel-and-fork';
     unknownExecutorGraceMs: number;
     leaseMs: number;
+    divergedLookbackMs: number;
   };
   fork: { maxForks: number; targetVersion: 'latest' | 'original' };
   logLevel: 'DEBUG' | 'INFO' | 'NOTICE' | 'WARNING' | 'ERROR';
@@ -187,6 +189,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       stuckPolicy: e.STUCK_POLICY,
       unknownExecutorGraceMs: e.UNKNOWN_EXECUTOR_GRACE_MS,
       leaseMs: e.REAPER_LEASE_MS,
+      divergedLookbackMs: e.REAPER_DIVERGED_LOOKBACK_MS,
     },
     fork: { maxForks: e.MAX_FORKS, targetVersion: e.FORK_TARGET_VERSION },
     logLevel: e.LOG_LEVEL,

@@ -113,6 +113,10 @@ export async function createPool(
     connectionTimeoutMillis: config.database.connectTimeoutMs,
     statement_timeout: config.database.statementTimeoutMs,
     application_name: applicationName,
+    // afterlife runs short statements whose estimated cost is inflated by correlated subqueries (the
+    // activity clock); above jit_above_cost Postgres then spends 1–2 s compiling a query that runs in
+    // milliseconds (measured in bench/reaper). JIT never pays off for these sessions.
+    options: '-c jit=off',
   };
   if (config.database.kind === 'url') {
     const pool = new pg.Pool({ connectionString: config.database.url, ...common });

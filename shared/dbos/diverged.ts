@@ -17,7 +17,12 @@ export interface DivergedRow {
   divergence: Divergence;
 }
 
-export async function findDiverged(db: Db, applicationName: string, limit: number): Promise<DivergedRow[]> {
+/**
+ * `completedSince` (epoch ms, database clock) narrows the scan to workflows that ended since then, through
+ * DBOS's idx_workflow_status_completed_at: the reaper's later ticks look only since the previous one, so the
+ * pass stays a short index range however many ERROR rows the history holds.
+ */
+export async function findDiverged(db: Db, applicationName: string, limit: number, opts: { completedSince?: number } = {}): Promise<DivergedRow[]> {
   const s = ident(db.dbosSchema);
   const a = ident(db.afterlifeSchema);
   const res = await db.query<{ workflow_uuid: string; error: string | null }>(
@@ -25,6 +30,7 @@ export async function findDiverged(db: Db, applicationName: string, limit: numbe
        FROM ${s}.workflow_status ws
        LEFT JOIN ${s}.workflow_output wo ON wo.workflow_uuid = ws.workflow_uuid
       WHERE ws.status = 'ERROR' AND ${appScope('ws.application_name', '$1')}
+        AND ($3::bigint IS NULL OR ws.completed_at >= $3::bigint)
         AND ws.parent_workflow_id IS NULL AND NOT ws.was_forked_from
         AND COALESCE(wo.error, ws.error) ~ '"dbosErrorCode":\\s*26\\M|was recorded when .* was expected'
         AND NOT EXISTS (SELECT 1 FROM ${a}.dead_letters d WHERE d.workflow_id = ws.workflow_uuid AND d.published_at IS NOT NULL)
@@ -32,7 +38,7 @@ export async function findDiverged(db: Db, applicationName: string, limit: numbe
         AND NOT EXISTS (SELECT 1 FROM ${a}.forks f WHERE f.new_workflow_id = ws.workflow_uuid AND f.awaited_by IS NOT NULL)
       ORDER BY ws.created_at
       LIMIT $2`,
-    [applicationName, limit],
+    [applicationName, limit, opts.completedSince ?? null],
     'dbos.findDiverged',
   );
   const out: DivergedRow[] = [];

@@ -1,5 +1,6 @@
 import type { Db } from '../db/pool.js';
 import { ident } from '../db/pool.js';
+import { quietSince } from './activity.js';
 import { appScope, NOW_MS } from './sql.js';
 
 /**
@@ -15,6 +16,16 @@ export interface BatchScope {
   applicationVersion: string | null;
 }
 
+/**
+ * Extra premise for executors judged dead without a heartbeat (no kit): every moved row must still be
+ * quiet since `quietSinceMs` and the executor must still have no session in pg_stat_activity — both
+ * re-checked in the UPDATE itself, because that is the evidence the decision rested on.
+ */
+export interface RecoveryGuard {
+  quietSinceMs: number;
+  noSessionsPrefix: string;
+}
+
 export interface BatchCursor {
   createdAt: string; // bigint as text
   workflowId: string;
@@ -28,7 +39,7 @@ export interface BatchResult {
 export async function reenqueueBatch(
   db: Db,
   scope: BatchScope,
-  opts: { limit: number; after: BatchCursor | undefined; recoveryId: number; batchNo: number },
+  opts: { limit: number; after: BatchCursor | undefined; recoveryId: number; batchNo: number; guard?: RecoveryGuard },
 ): Promise<BatchResult> {
   const ws = `${ident(db.dbosSchema)}.workflow_status`;
   const audit = `${ident(db.afterlifeSchema)}.recovery_batches`;
@@ -54,6 +65,10 @@ export async function reenqueueBatch(
         -- COMMITTED follows it to its newest version and re-evaluates the premise below, so a row a live
         -- executor claimed meanwhile is skipped.
         WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM candidates)) AND ${premise('w.')}
+          AND ($9::bigint IS NULL OR (${quietSince(db, 'w', '$9::bigint')}))
+          AND ($10::text IS NULL OR NOT EXISTS (
+                SELECT 1 FROM pg_stat_activity a
+                 WHERE a.datname = current_database() AND starts_with(a.application_name, $10::text)))
         RETURNING w.workflow_uuid
      ),
      logged AS (
@@ -71,6 +86,8 @@ export async function reenqueueBatch(
       opts.after?.workflowId ?? null,
       opts.recoveryId,
       opts.batchNo,
+      opts.guard?.quietSinceMs ?? null,
+      opts.guard?.noSessionsPrefix ?? null,
     ],
     'recover.batch',
     { prepared: true },

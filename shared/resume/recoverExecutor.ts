@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Db } from '../db/pool.js';
 import { setState } from '../db/queries/executors.js';
 import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
-import { type BatchCursor, pendingByVersion, reenqueueBatch } from '../dbos/recovery.js';
+import { type BatchCursor, pendingByVersion, reenqueueBatch, type RecoveryGuard } from '../dbos/recovery.js';
 import { BudgetExhaustedError } from '../errors.js';
 import type { DeathNotice } from '../events/deathNotice.js';
 import { heartbeatKey, readAllHeartbeats, readHeartbeat } from '../heartbeat/index.js';
@@ -41,6 +41,8 @@ export interface RecoveryOptions {
   budget?: Budget;
   /** Aborts at the next batch boundary (SIGTERM of our own instance). */
   signal?: AbortSignal;
+  /** Extra premise re-checked by every batch (the reaper's no-kit evidence); see RecoveryGuard. */
+  guard?: RecoveryGuard;
 }
 
 export type RecoverySummary =
@@ -145,7 +147,7 @@ async function run(
         const batch = await reenqueueBatch(
           db,
           { applicationName: app, executorId: notice.executorId, applicationVersion },
-          { limit: deps.batchSize, after, recoveryId, batchNo: batches + 1 },
+          { limit: deps.batchSize, after, recoveryId, batchNo: batches + 1, ...(opts.guard ? { guard: opts.guard } : {}) },
         );
         batches += 1;
         reenqueued += batch.ids.length;

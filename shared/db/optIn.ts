@@ -1,0 +1,35 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { render } from './migrate.js';
+import type { Db } from './pool.js';
+import { ident } from './pool.js';
+
+/**
+ * Opt-in index migrations on DBOS's tables (DESIGN.md: "an index that afterlife needs on
+ * dbos.workflow_status is its own opt-in migration, named afterlife_…"). They are not part of `migrate`
+ * because an operator decides when to build an index on a busy table. Each file creates one index
+ * CONCURRENTLY (outside a transaction, never blocking DBOS's writes) and is idempotent; an index left
+ * INVALID by an interrupted build is dropped and rebuilt.
+ */
+export const OPT_IN_DIR = fileURLToPath(new URL('./migrations/optin/', import.meta.url));
+
+export async function listOptInIndexes(dir = OPT_IN_DIR): Promise<string[]> {
+  return (await readdir(dir)).filter((f) => /^afterlife_[a-z0-9_]+\.sql$/.test(f)).map((f) => f.replace(/\.sql$/, '')).sort();
+}
+
+export async function applyOptInIndexes(db: Db, names?: string[], dir = OPT_IN_DIR): Promise<string[]> {
+  const all = await listOptInIndexes(dir);
+  const chosen = names ?? all;
+  for (const n of chosen) if (!all.includes(n)) throw new Error(`unknown opt-in index ${n}; known: ${all.join(', ')}`);
+  for (const name of chosen) {
+    const invalid = await db.query(
+      `SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = $1 AND c.relname = $2 AND NOT i.indisvalid`,
+      [db.dbosSchema, name],
+      'optin.check',
+    );
+    if (invalid.rowCount) await db.query(`DROP INDEX CONCURRENTLY IF EXISTS ${ident(db.dbosSchema)}.${ident(name)}`, [], 'optin.dropInvalid');
+    await db.query(render(await readFile(`${dir}${name}.sql`, 'utf8'), db), [], 'optin.create');
+  }
+  return chosen;
+}

@@ -1,0 +1,134 @@
+import type { Db } from '../db/pool.js';
+import { ident } from '../db/pool.js';
+import { activityClock, quietSince } from './activity.js';
+import { appScope, NOW_MS } from './sql.js';
+
+/**
+ * The reaper's statements on DBOS's tables. Reads are plain SELECTs; the one write (cancelling a stuck
+ * workflow) re-checks status, owner, application and the activity clock in its own WHERE clause, so a step
+ * that completes between the reaper's SELECT and its UPDATE leaves the row untouched.
+ */
+
+export interface PendingOwner {
+  executorId: string;
+  applicationVersion: string | null;
+  pending: number;
+}
+
+/** Executors owning PENDING workflows of the app, per version. Served by the partial index on PENDING rows. */
+export async function pendingOwners(db: Db, applicationName: string): Promise<PendingOwner[]> {
+  const res = await db.query<{ executor_id: string; application_version: string | null; n: number }>(
+    `SELECT executor_id, application_version, count(*)::int AS n
+       FROM ${ident(db.dbosSchema)}.workflow_status
+      WHERE status = 'PENDING' AND executor_id IS NOT NULL AND ${appScope('application_name', '$1')}
+      GROUP BY executor_id, application_version`,
+    [applicationName],
+    'reaper.pendingOwners',
+  );
+  return res.rows.map((r) => ({ executorId: r.executor_id, applicationVersion: r.application_version, pending: r.n }));
+}
+
+/** The `application_name` prefix DBOS gives its pool's sessions (`dbos_transact_<executorID>_<version>`). */
+export function sessionPrefix(executorId: string): string {
+  // Postgres keeps at most NAMEDATALEN-1 (63) bytes of application_name; compare the prefix it kept.
+  return Buffer.from(`dbos_transact_${executorId}_`).subarray(0, 63).toString();
+}
+
+/**
+ * Whether this role sees other roles' sessions in pg_stat_activity. Without superuser or
+ * pg_read_all_stats the evidence "no session of that executor" proves nothing, so it is "unknown".
+ */
+export async function canSeeOtherSessions(db: Db): Promise<boolean> {
+  const res = await db.query<{ ok: boolean }>(
+    `SELECT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
+            OR pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER') AS ok`,
+    [],
+    'reaper.canSeeSessions',
+  );
+  return res.rows[0]?.ok === true;
+}
+
+/** Of the given executors, those with at least one session in this database. */
+export async function executorsWithSessions(db: Db, executorIds: string[]): Promise<Set<string>> {
+  if (executorIds.length === 0) return new Set();
+  const res = await db.query<{ id: string }>(
+    `SELECT e.id FROM unnest($1::text[], $2::text[]) AS e(id, prefix)
+      WHERE EXISTS (SELECT 1 FROM pg_stat_activity a
+                     WHERE a.datname = current_database() AND starts_with(a.application_name, e.prefix))`,
+    [executorIds, executorIds.map(sessionPrefix)],
+    'reaper.sessions',
+  );
+  return new Set(res.rows.map((r) => r.id));
+}
+
+/** The latest activity (epoch ms) over each executor's PENDING workflows; absent when it has none. */
+export async function lastActivityByExecutor(db: Db, applicationName: string, executorIds: string[]): Promise<Map<string, number>> {
+  if (executorIds.length === 0) return new Map();
+  const res = await db.query<{ executor_id: string; last: string | null }>(
+    `SELECT w.executor_id, max(${activityClock(db, 'w')})::text AS last
+       FROM ${ident(db.dbosSchema)}.workflow_status w
+      WHERE w.status = 'PENDING' AND w.executor_id = ANY($1) AND ${appScope('w.application_name', '$2')}
+      GROUP BY w.executor_id`,
+    [executorIds, applicationName],
+    'reaper.lastActivity',
+  );
+  return new Map(res.rows.map((r) => [r.executor_id, Number(r.last ?? 0)]));
+}
+
+export interface StuckCandidate {
+  workflowId: string;
+  executorId: string;
+  applicationVersion: string | null;
+  name: string | null;
+  lastActivityMs: number;
+}
+
+/** PENDING workflows of the given (live) executors quiet since `cutoffMs`, oldest first. */
+export async function findQuietPending(
+  db: Db,
+  applicationName: string,
+  executorIds: string[],
+  cutoffMs: number,
+  limit: number,
+): Promise<StuckCandidate[]> {
+  if (executorIds.length === 0) return [];
+  const res = await db.query<{ workflow_uuid: string; executor_id: string; application_version: string | null; name: string | null; last: string }>(
+    `SELECT w.workflow_uuid, w.executor_id, w.application_version, w.name, (${activityClock(db, 'w')})::text AS last
+       FROM ${ident(db.dbosSchema)}.workflow_status w
+      WHERE w.status = 'PENDING' AND w.executor_id = ANY($1) AND ${appScope('w.application_name', '$2')}
+        AND ${quietSince(db, 'w', '$3::bigint')}
+      ORDER BY w.created_at
+      LIMIT $4`,
+    [executorIds, applicationName, cutoffMs, limit],
+    'reaper.findQuiet',
+  );
+  return res.rows.map((r) => ({
+    workflowId: r.workflow_uuid,
+    executorId: r.executor_id,
+    applicationVersion: r.application_version,
+    name: r.name,
+    lastActivityMs: Number(r.last),
+  }));
+}
+
+/**
+ * DBOS's cancel statement (cancelWorkflows) for one stuck workflow, re-checking in the same statement
+ * everything the decision rested on: still PENDING, still claimed by the same executor, still this app's,
+ * and still quiet since the cutoff. A checkpoint written after the SELECT makes it update nothing.
+ */
+export async function cancelIfStillQuiet(
+  db: Db,
+  s: { applicationName: string; workflowId: string; executorId: string; cutoffMs: number },
+): Promise<boolean> {
+  const res = await db.query(
+    `UPDATE ${ident(db.dbosSchema)}.workflow_status w
+        SET status = 'CANCELLED', owner_xid = NULL, queue_name = NULL, deduplication_id = NULL,
+            started_at_epoch_ms = NULL, updated_at = ${NOW_MS}, completed_at = ${NOW_MS}
+      WHERE w.workflow_uuid = $1 AND w.status = 'PENDING' AND w.executor_id = $2
+        AND ${appScope('w.application_name', '$3')}
+        AND ${quietSince(db, 'w', '$4::bigint')}`,
+    [s.workflowId, s.executorId, s.applicationName, s.cutoffMs],
+    'reaper.cancelStuck',
+  );
+  return (res.rowCount ?? 0) > 0;
+}

@@ -1,0 +1,49 @@
+import { findDiverged } from '../dbos/diverged.js';
+import type { DivergedPassResult, ReaperDeps, ReaperState, TickContext } from './types.js';
+
+/**
+ * Diverged workflows (replay divergence, DBOSUnexpectedStepError, code 26) are handed to the fork module,
+ * which owns the lineage bound, the deterministic IDs and the dead letter. The pass only finds them; the
+ * fork function is a dependency so the module can be wired in without touching this file.
+ */
+export const DIVERGED_BATCH = 20;
+/** Overlap between consecutive scans: completed_at is the database clock, the cursor the reaper's. */
+export const DIVERGED_SLACK_MS = 60_000;
+
+export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: ReaperState = {}): Promise<DivergedPassResult> {
+  const { db, config } = deps;
+  const now = deps.clock();
+  // The first tick of an invocation looks back REAPER_DIVERGED_LOOKBACK_MS; later ticks only since the
+  // previous scan, so the pass stays a short index range scan however long the history is.
+  const since = state.divergedScannedTo ?? now - config.reaper.divergedLookbackMs;
+  const handed = (state.divergedHanded ??= new Set<string>());
+  // Rows handed earlier in this invocation may still match (a fork module that declined them leaves them
+  // ERROR); fetch past them so they never starve new ones.
+  const limit = DIVERGED_BATCH + handed.size;
+  const rows = await findDiverged(db, config.applicationName, limit, { completedSince: since });
+  const ids = rows.map((r) => r.workflowId).filter((id) => !handed.has(id)).slice(0, DIVERGED_BATCH);
+  // A full fetch may have more behind it: scan the same window again next tick.
+  if (rows.length < limit) state.divergedScannedTo = now - DIVERGED_SLACK_MS;
+  const result: DivergedPassResult = { found: ids.length, handed: 0, failed: 0 };
+  if (ctx.dryRun) {
+    for (const id of ids) ctx.planned.push({ pass: 'diverged', action: 'fork', workflowId: id });
+    return result;
+  }
+  if (!deps.autoFork) {
+    if (ids.length) deps.logger.warn('diverged workflows found; no fork module wired', { event: 'diverged_not_forked', workflowIds: ids });
+    return { ...result, skipped: 'no fork module wired' };
+  }
+  for (const id of ids) {
+    if (ctx.signal?.aborted) break;
+    // Once per invocation: a failure is logged, and the next invocation's first tick offers it again.
+    handed.add(id);
+    try {
+      await deps.autoFork(id);
+      result.handed += 1;
+    } catch (err) {
+      result.failed += 1;
+      deps.logger.error('auto-fork of a diverged workflow failed', { workflowId: id, err, tick: ctx.tick });
+    }
+  }
+  return result;
+}

@@ -1,0 +1,179 @@
+import { randomBytes } from 'node:crypto';
+import { releaseLease, renewLease, tryAcquireLease } from '../db/queries/leases.js';
+import { budgetFrom } from '../lifecycle/deadline.js';
+import { runTick } from './tick.js';
+import type { PlannedAction, ReaperDeps, ReaperState, TickResult } from './types.js';
+
+export type { ReaperDeps } from './types.js';
+
+/**
+ * One reaper invocation: take the single-flight lease, then tick every REAPER_TICK_MS until the budget
+ * (the function timeout minus a margin) runs out, renewing the lease each tick, and answer with a JSON
+ * summary. Detection is therefore bound to the tick, not to Cloud Scheduler's one-minute floor.
+ */
+export interface ReaperOptions {
+  dryRun?: boolean;
+  /** Stop after this many ticks (tests, `afterlife reap --once`). */
+  maxTicks?: number;
+  /** When the invocation started; the budget counts from here. */
+  startedAt?: number;
+  signal?: AbortSignal;
+}
+
+export interface PassTotals {
+  runs: number;
+  errors: number;
+  durationMs: number;
+  maxDurationMs: number;
+  [count: string]: number;
+}
+
+export type ReaperSummary =
+  | { outcome: 'skipped'; reason: string; holder: string; dryRun: boolean }
+  | {
+      outcome: 'completed';
+      holder: string;
+      dryRun: boolean;
+      ticks: number;
+      durationMs: number;
+      stoppedBecause: 'budget' | 'max-ticks' | 'lease-lost' | 'shutting-down';
+      passes: { dead: PassTotals; stuck: PassTotals; diverged: PassTotals };
+      declaredDead: string[];
+      stuckWorkflows: string[];
+      /** Why heartbeat evidence was skipped, per distinct reason (e.g. redis unreachable). */
+      heartbeatSkipped: string[];
+      sessions: 'visible' | 'unknown' | 'not-needed';
+      planned?: PlannedAction[];
+      errors: Array<{ tick: number; pass: string; error: string }>;
+    };
+
+export const leaseName = (applicationName: string) => `reaper:${applicationName}`;
+
+export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Promise<ReaperSummary> {
+  const { config, db } = deps;
+  const startedAt = opts.startedAt ?? deps.clock();
+  const dryRun = opts.dryRun ?? false;
+  const holder = `${deps.detectedBy}:${randomBytes(4).toString('hex')}`;
+  const lease = leaseName(config.applicationName);
+  const log = deps.logger.child({ fn: 'reaper', holder, dryRun });
+
+  if (!(await tryAcquireLease(db, lease, holder, config.reaper.leaseMs))) {
+    log.info('another reaper holds the lease: skipped', { event: 'reaper_skipped' });
+    return { outcome: 'skipped', reason: 'another reaper holds the lease', holder, dryRun };
+  }
+  const budget = budgetFrom(startedAt, config.functionTimeoutS, config.budgetMarginMs, deps.clock);
+  const totals = { dead: emptyTotals(), stuck: emptyTotals(), diverged: emptyTotals() };
+  const declaredDead: string[] = [];
+  const stuck = new Set<string>();
+  const heartbeatSkipped = new Set<string>();
+  const errors: Array<{ tick: number; pass: string; error: string }> = [];
+  const planned: PlannedAction[] = [];
+  let sessions: 'visible' | 'unknown' | 'not-needed' = 'not-needed';
+  const state: ReaperState = {};
+  let ticks = 0;
+  let stoppedBecause: 'budget' | 'max-ticks' | 'lease-lost' | 'shutting-down' = 'budget';
+
+  try {
+    for (;;) {
+      const tickStart = deps.clock();
+      ticks += 1;
+      if (deps.faults.enabled) await deps.faults.hit('reaper.tick', { tick: ticks, holder });
+      const r = await runTick(deps, { tick: ticks, dryRun, planned, signal: opts.signal }, budget, state);
+      accumulate(totals, r, errors);
+      if (!('error' in r.dead)) {
+        declaredDead.push(...r.dead.declared);
+        if (typeof r.dead.heartbeat === 'object') heartbeatSkipped.add(r.dead.heartbeat.skipped);
+        if (r.dead.sessions !== 'not-needed' && sessions !== 'unknown') sessions = r.dead.sessions;
+      }
+      if ('workflowIds' in r.stuck) for (const id of r.stuck.workflowIds) stuck.add(id);
+      log.info('reaper tick', { event: 'reaper_tick', ...tickLine(r) });
+
+      if (opts.maxTicks !== undefined && ticks >= opts.maxTicks) {
+        stoppedBecause = 'max-ticks';
+        break;
+      }
+      const next = tickStart + config.reaper.tickMs;
+      // Stop when the next tick could not finish inside the budget (assume it takes as long as this one).
+      if (next + r.durationMs >= budget.deadline) break;
+      if (!(await sleepUntil(next, deps.clock, opts.signal))) {
+        stoppedBecause = 'shutting-down';
+        break;
+      }
+      if (!(await renewLease(db, lease, holder, config.reaper.leaseMs))) {
+        stoppedBecause = 'lease-lost';
+        log.warn('reaper lease lost (expired and taken over): stopping', { event: 'reaper_lease_lost' });
+        break;
+      }
+    }
+  } finally {
+    await releaseLease(db, lease, holder).catch((err: unknown) => log.warn('could not release the reaper lease; it expires', { err }));
+  }
+  const summary: ReaperSummary = {
+    outcome: 'completed',
+    holder,
+    dryRun,
+    ticks,
+    durationMs: deps.clock() - startedAt,
+    stoppedBecause,
+    passes: totals,
+    declaredDead,
+    stuckWorkflows: [...stuck],
+    heartbeatSkipped: [...heartbeatSkipped],
+    sessions,
+    ...(dryRun ? { planned } : {}),
+    errors,
+  };
+  log.info('reaper invocation finished', { event: 'reaper_summary', ...summary, planned: dryRun ? planned.length : undefined });
+  return summary;
+}
+
+function emptyTotals(): PassTotals {
+  return { runs: 0, errors: 0, durationMs: 0, maxDurationMs: 0 };
+}
+
+const COUNTS: Record<'dead' | 'stuck' | 'diverged', string[]> = {
+  dead: ['candidates', 'alive', 'absent', 'published', 'recoveredInline', 'reenqueued', 'reappeared'],
+  stuck: ['examined', 'found', 'reported', 'cancelled', 'forked', 'raced'],
+  diverged: ['found', 'handed', 'failed'],
+};
+
+function accumulate(totals: Record<'dead' | 'stuck' | 'diverged', PassTotals>, r: TickResult, errors: Array<{ tick: number; pass: string; error: string }>): void {
+  for (const pass of ['dead', 'stuck', 'diverged'] as const) {
+    const p = r[pass] as unknown as Record<string, unknown>;
+    const t = totals[pass];
+    // A pass that did not run this tick (not due, or its prerequisite failed) is not counted.
+    if (typeof p.skipped === 'string' && !('found' in p)) continue;
+    t.runs += 1;
+    t.durationMs += Number(p.durationMs);
+    t.maxDurationMs = Math.max(t.maxDurationMs, Number(p.durationMs));
+    if (typeof p.error === 'string') {
+      t.errors += 1;
+      errors.push({ tick: r.tick, pass, error: p.error });
+      continue;
+    }
+    for (const key of COUNTS[pass]) if (typeof p[key] === 'number') t[key] = (t[key] ?? 0) + p[key];
+  }
+}
+
+/** The one log line per tick: durations and counts, no lists. */
+function tickLine(r: TickResult): Record<string, unknown> {
+  const strip = (p: object) => Object.fromEntries(Object.entries(p).filter(([, v]) => !Array.isArray(v) || v.length <= 10));
+  return { tick: r.tick, durationMs: r.durationMs, dead: strip(r.dead), stuck: strip(r.stuck), diverged: strip(r.diverged) };
+}
+
+/** Sleeps until `at`; false if the signal aborted first. Holds no connection. */
+function sleepUntil(at: number, clock: () => number, signal: AbortSignal | undefined): Promise<boolean> {
+  const ms = Math.max(0, at - clock());
+  if (signal?.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve(true);
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,82 @@
+import { markStuckAction, reportStuck } from '../db/queries/stuckWorkflows.js';
+import { cancelIfStillQuiet, findQuietPending } from '../dbos/reaper.js';
+import type { ReaperDeps, StuckPassResult, TickContext } from './types.js';
+
+/**
+ * Stuck workflows: PENDING on an executor judged alive this tick, with no activity for STUCK_AFTER_MS —
+ * typically claimed by a process that lacks the workflow function, or wedged in a step. Reported by
+ * default; with `cancel-and-fork` cancelled by a statement that re-checks status, owner and the activity
+ * clock, then handed to `forkStuck` once the fork module is wired.
+ */
+
+/** Stuck workflows handled per tick; the rest wait for the next tick (the oldest go first). */
+export const STUCK_BATCH = 100;
+
+export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: string[]): Promise<StuckPassResult> {
+  const { db, config } = deps;
+  const app = config.applicationName;
+  const log = deps.logger.child({ pass: 'stuck', tick: ctx.tick });
+  const cutoffMs = deps.clock() - config.reaper.stuckAfterMs;
+  const found = await findQuietPending(db, app, liveOwners, cutoffMs, STUCK_BATCH);
+  const result: StuckPassResult = { examined: liveOwners.length, found: found.length, reported: 0, cancelled: 0, forked: 0, raced: 0, workflowIds: found.map((f) => f.workflowId) };
+  if (found.length === 0) return result;
+
+  for (const f of found) {
+    log.warn('workflow stuck on a live executor', {
+      event: 'stuck_workflow',
+      workflowId: f.workflowId,
+      executorId: f.executorId,
+      applicationVersion: f.applicationVersion,
+      workflowName: f.name,
+      quietForMs: deps.clock() - f.lastActivityMs,
+      policy: config.reaper.stuckPolicy,
+    });
+  }
+  if (ctx.dryRun) {
+    for (const f of found) {
+      ctx.planned.push({ pass: 'stuck', action: 'report', workflowId: f.workflowId, executorId: f.executorId });
+      if (config.reaper.stuckPolicy === 'cancel-and-fork') ctx.planned.push({ pass: 'stuck', action: 'cancel', workflowId: f.workflowId, executorId: f.executorId });
+    }
+    return result;
+  }
+  await reportStuck(db, app, found);
+  result.reported = found.length;
+  if (config.reaper.stuckPolicy !== 'cancel-and-fork') return result;
+
+  for (const f of found) {
+    if (ctx.signal?.aborted) break;
+    if (deps.faults.enabled) await deps.faults.hit('reaper.beforeCancelStuck', { workflowId: f.workflowId, executorId: f.executorId, cutoffMs });
+    const cancelled = await cancelIfStillQuiet(db, { applicationName: app, workflowId: f.workflowId, executorId: f.executorId, cutoffMs });
+    if (!cancelled) {
+      // A checkpoint, a status change or a new owner landed since the SELECT: the workflow is not stuck.
+      result.raced += 1;
+      log.notice('stuck workflow changed before the cancel: left alone', { workflowId: f.workflowId });
+      continue;
+    }
+    result.cancelled += 1;
+    await markStuckAction(db, app, f.workflowId, 'cancelled');
+    const forkedTo = await forkStuckHook(deps, f.workflowId);
+    if (forkedTo !== undefined) {
+      result.forked += 1;
+      await markStuckAction(db, app, f.workflowId, 'forked', forkedTo);
+    }
+  }
+  return result;
+}
+
+/**
+ * The "fork" half of cancel-and-fork. Until the fork module is wired into ReaperDeps, a cancelled stuck
+ * workflow stays cancelled (reported in the afterlife table) and an operator decides.
+ */
+async function forkStuckHook(deps: ReaperDeps, workflowId: string): Promise<string | undefined> {
+  if (!deps.forkStuck) {
+    deps.logger.warn('stuck workflow cancelled; no fork module wired, so it is not forked', { workflowId, event: 'stuck_not_forked' });
+    return undefined;
+  }
+  try {
+    return await deps.forkStuck(workflowId);
+  } catch (err) {
+    deps.logger.error('forking a cancelled stuck workflow failed', { workflowId, err });
+    return undefined;
+  }
+}

@@ -1,0 +1,56 @@
+import type { Budget } from '../lifecycle/deadline.js';
+import { deadExecutorsPass } from './deadExecutors.js';
+import { divergedPass } from './diverged.js';
+import { stuckPass } from './stuck.js';
+import type { ReaperDeps, ReaperState, TickContext, TickResult } from './types.js';
+
+/**
+ * The stuck pass examines each live executor's workflows once every STUCK_AFTER_MS / 60 (a minute for the
+ * default hour; every tick for short thresholds): each tick takes the slice of executors whose ID hashes to
+ * the current time slot. Finding a stuck workflow 1/60 of the threshold late changes nothing, and it keeps
+ * every tick equally cheap — the pass reads the checkpoints of every quiet-looking PENDING row, the most
+ * expensive statement of a tick. The slot comes from the clock, so it keeps rotating across invocations.
+ */
+export function stuckSlice(executorIds: string[], now: number, stuckAfterMs: number, tickMs: number): string[] {
+  const every = Math.min(60_000, Math.max(tickMs, Math.floor(stuckAfterMs / 60)));
+  const slices = Math.max(1, Math.round(every / tickMs));
+  if (slices === 1) return executorIds;
+  const slot = Math.floor(now / tickMs) % slices;
+  return executorIds.filter((id) => fnv1a(id) % slices === slot);
+}
+
+function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193) >>> 0;
+  return h;
+}
+
+/**
+ * One tick: dead executors, then stuck workflows on the executors that pass found alive, then diverged
+ * workflows. A failing pass is recorded and the others still run; the next tick tries again.
+ */
+export async function runTick(deps: ReaperDeps, ctx: TickContext, budget: Budget, state: ReaperState = {}): Promise<TickResult> {
+  const started = performance.now();
+  const timed = async <T>(fn: () => Promise<T>): Promise<(T & { durationMs: number }) | { error: string; durationMs: number }> => {
+    const t0 = performance.now();
+    try {
+      const out = await fn();
+      return { ...out, durationMs: round(performance.now() - t0) };
+    } catch (err) {
+      deps.logger.error('reaper pass failed; the next tick retries', { tick: ctx.tick, err });
+      return { error: err instanceof Error ? err.message : String(err), durationMs: round(performance.now() - t0) };
+    }
+  };
+  const dead = await timed(() => deadExecutorsPass(deps, ctx, budget));
+  const { tickMs, stuckAfterMs } = deps.config.reaper;
+  const stuck: TickResult['stuck'] =
+    'error' in dead
+      ? { skipped: 'dead-executor pass failed: live owners unknown', durationMs: 0 }
+      : await timed(() => stuckPass(deps, ctx, stuckSlice(dead.liveOwners, deps.clock(), stuckAfterMs, tickMs)));
+  const diverged = await timed(() => divergedPass(deps, ctx, state));
+  return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck, diverged };
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 100) / 100;
+}

@@ -1,0 +1,83 @@
+import type { Runtime } from '../runtime.js';
+
+/**
+ * What the reaper needs, passed in. The two fork functions are dependencies rather than imports because
+ * the fork module (shared/fork, issue #5) is built separately: until it is wired, diverged workflows are
+ * only reported and stuck ones are only cancelled.
+ */
+export interface ReaperDeps extends Pick<Runtime, 'config' | 'db' | 'redis' | 'lock' | 'publisher' | 'logger' | 'faults' | 'clock'> {
+  /** Who detects, for death notices and the recovery audit. */
+  detectedBy: string;
+  /** Hands one diverged workflow to the fork module (`autoFork(deps, workflowId)` of shared/fork). */
+  autoFork?: (workflowId: string) => Promise<unknown>;
+  /** Forks a stuck workflow the reaper just cancelled (`cancel-and-fork`); returns the new workflow ID. */
+  forkStuck?: (workflowId: string) => Promise<string | undefined>;
+}
+
+/** One planned action, listed in dry-run summaries instead of being carried out. */
+export interface PlannedAction {
+  pass: 'dead' | 'stuck' | 'diverged';
+  action: 'declare-dead' | 'recover-inline' | 'report' | 'cancel' | 'fork';
+  executorId?: string;
+  workflowId?: string;
+  detail?: Record<string, unknown>;
+}
+
+export interface TickContext {
+  tick: number;
+  dryRun: boolean;
+  planned: PlannedAction[];
+  /** Aborts long work at the next boundary (our own SIGTERM, the invocation budget). */
+  signal?: AbortSignal | undefined;
+}
+
+/** What one invocation remembers between its ticks: a diverged workflow only needs finding once. */
+export interface ReaperState {
+  /** The diverged pass has looked at every workflow that ended before this (epoch ms). */
+  divergedScannedTo?: number;
+  /** Diverged workflows already handed to the fork module in this invocation (scans overlap by a slack). */
+  divergedHanded?: Set<string>;
+}
+
+export interface DeadPassResult {
+  candidates: number;
+  alive: number;
+  absent: number;
+  declared: string[];
+  published: number;
+  recoveredInline: number;
+  reenqueued: number;
+  reappeared: number;
+  /** 'checked', or why the heartbeat evidence was not used this tick. */
+  heartbeat: 'checked' | { skipped: string };
+  /** Whether "no session in pg_stat_activity" could be trusted for executors without the kit. */
+  sessions: 'visible' | 'unknown' | 'not-needed';
+  /** Executors judged alive this tick (heartbeat, or sessions for those without the kit). */
+  liveOwners: string[];
+}
+
+export interface StuckPassResult {
+  /** Live executors whose workflows this tick examined (a rotating slice of them, see stuckSlice). */
+  examined: number;
+  found: number;
+  reported: number;
+  cancelled: number;
+  forked: number;
+  raced: number;
+  workflowIds: string[];
+}
+
+export interface DivergedPassResult {
+  found: number;
+  handed: number;
+  failed: number;
+  skipped?: string;
+}
+
+export interface TickResult {
+  tick: number;
+  durationMs: number;
+  dead: (DeadPassResult & { durationMs: number }) | { error: string; durationMs: number };
+  stuck: (StuckPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
+  diverged: (DivergedPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
+}

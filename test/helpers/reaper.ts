@@ -1,0 +1,94 @@
+import { afterAll, beforeAll } from 'vitest';
+import { reaperDeps } from '../../functions/reaper/handle.js';
+import type { ReaperDeps } from '../../shared/reaper/types.js';
+import type { Runtime } from '../../shared/runtime.js';
+import type { Faults } from '../../shared/testing/faults.js';
+import { heartbeatKey } from '../../shared/heartbeat/index.js';
+import { createRedis } from '../../shared/lock/redis.js';
+import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from './db.js';
+import { type ExecutorHandle, startExecutor } from './executor.js';
+import { kitEnv } from './kit.js';
+import { testRuntime } from './runtime.js';
+import { TEST_REDIS_URL } from './services.js';
+
+/** Reaper dependencies over a test Runtime, named so the audit shows the test as the detector. */
+export function testReaperDeps(rt: Runtime, overrides: Partial<ReaperDeps> = {}): ReaperDeps {
+  return { ...reaperDeps(rt), detectedBy: 'reaper-test', ...overrides };
+}
+
+/** Env for a fast reaper: tick 1 s, heartbeat TTL 3 s (acceptance A's numbers). */
+export const FAST_REAPER_ENV = {
+  HEARTBEAT_TTL_MS: '3000',
+  REAPER_TICK_MS: '1000',
+  BUDGET_MARGIN_MS: '1000',
+};
+export const TEST_TTL_MS = 3_000;
+
+export interface ReaperFixture {
+  readonly app: string;
+  readonly tdb: TestDatabase;
+  readonly rt: ReturnType<typeof testRuntime>;
+  readonly executors: ExecutorHandle[];
+  /**
+   * Starts a real DBOS executor (version v1) of the fixture's app; with `beat`, with the executor kit
+   * attached (heartbeat TTL 3 s, registry, no publishing), otherwise bare (no kit, like `local`). Call them
+   * one at a time: the example app's CREATE TABLE IF NOT EXISTS races when two launch at once.
+   */
+  executor(executorId: string, o?: { beat?: boolean }): Promise<ExecutorHandle>;
+}
+
+/**
+ * One test database, a Runtime with the fast reaper env, and every executor and heartbeat started
+ * through it stopped afterwards. Registers its own beforeAll/afterAll; call it in a describe body.
+ */
+export function reaperFixture(prefix: string, o: { env?: Record<string, string>; faults?: Faults; redisUrl?: () => string } = {}): ReaperFixture {
+  const app = uniqueName(prefix);
+  const executors: ExecutorHandle[] = [];
+  let tdb: TestDatabase | undefined;
+  let rt: ReturnType<typeof testRuntime> | undefined;
+  const redisUrl = () => o.redisUrl?.() ?? TEST_REDIS_URL;
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    rt = testRuntime({
+      databaseUrl: tdb.url,
+      applicationName: app,
+      redisUrl: redisUrl(),
+      env: { ...FAST_REAPER_ENV, ...o.env },
+      ...(o.faults ? { faults: o.faults } : {}),
+    });
+  });
+  afterAll(async () => {
+    await Promise.all(executors.map((e) => e.stop()));
+    await rt?.close();
+    await tdb?.drop();
+  });
+  const need = <T>(v: T | undefined, what: string): T => {
+    if (v === undefined) throw new Error(`${what} is not ready (used outside a test?)`);
+    return v;
+  };
+  return {
+    app,
+    get tdb() {
+      return need(tdb, 'test database');
+    },
+    get rt() {
+      return need(rt, 'runtime');
+    },
+    executors,
+    async executor(executorId, opts = {}) {
+      const env = opts.beat ? kitEnv({ ttlMs: TEST_TTL_MS, env: { REDIS_URL: redisUrl() } }) : { AFTERLIFE_KIT: 'off' };
+      const e = await startExecutor({ databaseUrl: need(tdb, 'test database').url, applicationName: app, applicationVersion: 'v1', executorId, env });
+      executors.push(e);
+      if (opts.beat) {
+        const key = heartbeatKey(app, executorId);
+        const probe = createRedis(redisUrl());
+        try {
+          await waitFor(`the kit of ${executorId} beats`, async () => (await probe.exists(key)) === 1);
+        } finally {
+          probe.disconnect();
+        }
+      }
+      return e;
+    },
+  };
+}

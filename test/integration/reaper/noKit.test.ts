@@ -1,0 +1,115 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sessionPrefix } from '../../../shared/dbos/reaper.js';
+import { runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
+import { FaultInjector } from '../../../shared/testing/faults.js';
+import { waitFor, workflowRows } from '../../helpers/db.js';
+import { FAST_REAPER_ENV, reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
+import { testRuntime } from '../../helpers/runtime.js';
+import { ADMIN_DATABASE_URL } from '../../helpers/services.js';
+
+/**
+ * Acceptance E: an executor without the kit (it never heart-beat) is judged by pg_stat_activity and the
+ * activity clock. Left alone while one of its sessions is connected (even with activity older than the
+ * grace), left alone when afterlife's role cannot see other roles' sessions, and recovered once it has no
+ * session and quiet workflows. Also C for this path: a checkpoint landing between detection and the
+ * recovery statement keeps that workflow where it is.
+ */
+describe('reaper: an executor without the kit', () => {
+  const faults = new FaultInjector();
+  const role = `reaper_nopriv_${randomBytes(4).toString('hex')}`;
+  const env = { UNKNOWN_EXECUTOR_GRACE_MS: '60000', STUCK_AFTER_MS: '86400000' };
+  const fx = reaperFixture('app-nokit', { faults, env });
+  let rtNoPriv: ReturnType<typeof testRuntime> | undefined;
+  const ids = ['nokit-1', 'nokit-2'];
+
+  const tick = async (r: ReturnType<typeof testRuntime>) => {
+    const s: ReaperSummary = await runReaper(testReaperDeps(r), { maxTicks: 1 });
+    if (s.outcome !== 'completed') throw new Error('skipped');
+    return s;
+  };
+  const state = async () => (await workflowRows(fx.tdb.sql, ids)).map((r) => [r.workflow_uuid, r.status, r.executor_id]);
+
+  beforeAll(async () => {
+    await fx.executor('exec-live', { beat: true });
+    const noKit = await fx.executor('exec-nokit');
+    for (const id of ids) await noKit.start(id, { steps: 2, stepMs: 60_000 });
+    await waitFor('both PENDING on exec-nokit', async () => (await workflowRows(fx.tdb.sql, ids)).every((r) => r.status === 'PENDING' && r.executor_id === 'exec-nokit'));
+    // Claimed two hours ago and no checkpoint since: older than the grace (1 min) by far.
+    await fx.tdb.sql.query(
+      `UPDATE dbos.workflow_status SET started_at_epoch_ms = started_at_epoch_ms - 7200000, updated_at = updated_at - 7200000 WHERE workflow_uuid = ANY($1)`,
+      [ids],
+    );
+  });
+  afterAll(async () => {
+    await rtNoPriv?.close();
+    await fx.tdb.sql.query(`DROP OWNED BY ${role}`).catch(() => undefined);
+    const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+    await admin.connect();
+    await admin.query(`DROP ROLE IF EXISTS ${role}`);
+    await admin.end();
+  });
+
+  it('E: left alone while one of its sessions is in pg_stat_activity, even with old activity', async () => {
+    for (let i = 0; i < 3; i++) {
+      const s = await tick(fx.rt);
+      expect(s.sessions).toBe('visible');
+      expect(s.declaredDead).toEqual([]);
+    }
+    expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
+  });
+
+  it('E: left alone when afterlife’s role cannot see other roles’ sessions', async () => {
+    const noKit = fx.executors[1]!;
+    const { tdb, app } = fx;
+    noKit.kill('SIGKILL');
+    await noKit.exited;
+    await waitFor('its sessions leave pg_stat_activity', async () => {
+      const r = await tdb.sql.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND starts_with(application_name, $1)`, [sessionPrefix('exec-nokit')]);
+      return (r.rows[0] as { n: number }).n === 0;
+    });
+    await tdb.sql.query(`CREATE ROLE ${role} LOGIN PASSWORD 'x'`);
+    await tdb.sql.query(`GRANT USAGE ON SCHEMA dbos, afterlife TO ${role}`);
+    await tdb.sql.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA dbos, afterlife TO ${role}`);
+    await tdb.sql.query(`GRANT USAGE ON ALL SEQUENCES IN SCHEMA afterlife TO ${role}`);
+    const url = new URL(tdb.url);
+    url.username = role;
+    url.password = 'x';
+    rtNoPriv = testRuntime({ databaseUrl: url.toString(), applicationName: app, env: { ...FAST_REAPER_ENV, ...env } });
+    // What this Postgres shows such a role about other roles' sessions (for the report).
+    const seen = await rtNoPriv.db.query<{ n: number; named: number }>(
+      `SELECT count(*)::int AS n, count(*) FILTER (WHERE application_name <> '')::int AS named FROM pg_stat_activity WHERE usename <> current_user`,
+    );
+    console.log(`[acceptance E] unprivileged role sees ${seen.rows[0]?.n} foreign sessions, ${seen.rows[0]?.named} with an application_name`);
+    for (let i = 0; i < 3; i++) {
+      const s = await tick(rtNoPriv);
+      expect(s.sessions).toBe('unknown');
+      expect(s.declaredDead).toEqual([]);
+    }
+    expect(rtNoPriv.logger.lines.some((l) => l.event === 'sessions_unknown')).toBe(true);
+    expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
+  });
+
+  it('E + C: recovered once it has no session and quiet workflows; a checkpoint landing before the UPDATE keeps that one', async () => {
+    const { tdb } = fx;
+    faults.on('reaper.beforeDeclareDead', async () => {
+      await tdb.sql.query(
+        `INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name, started_at_epoch_ms, completed_at_epoch_ms)
+         VALUES ('nokit-1', 0, 'step-0', (EXTRACT(EPOCH FROM now())*1000)::bigint, (EXTRACT(EPOCH FROM now())*1000)::bigint)`,
+      );
+    });
+    const first = await tick(fx.rt);
+    expect(first.declaredDead).toEqual([]); // absent on one tick only
+    const second = await tick(fx.rt);
+    faults.off('reaper.beforeDeclareDead');
+    expect(second.declaredDead).toEqual(['exec-nokit']);
+    expect(second.passes.dead.reenqueued).toBe(1);
+    await waitFor('exec-live claims the quiet workflow', async () => {
+      const s = await state();
+      return s[0]?.[2] === 'exec-nokit' && s[0]?.[1] === 'PENDING' && s[1]?.[2] === 'exec-live';
+    });
+    const audit = await tdb.sql.query(`SELECT workflow_ids FROM afterlife.recovery_batches`);
+    expect(audit.rows.flatMap((r: { workflow_ids: string[] }) => r.workflow_ids)).toEqual(['nokit-2']);
+  });
+});
