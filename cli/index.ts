@@ -10,10 +10,10 @@ import { type CliContext, createContext } from './context.js';
 import { migrate } from './commands/migrate.js';
 import { recover } from './commands/recover.js';
 import { status } from './commands/status.js';
-import { type CommandResult, NotAvailableError, UsageError } from './commands/types.js';
+import { type CommandResult, UsageError } from './commands/types.js';
 import { drain } from './commands/drain.js';
 import { fork } from './commands/fork.js';
-import { reap } from './commands/later.js';
+import { reap } from './commands/reap.js';
 import type { ErrorOutput } from './schemas.js';
 
 const USAGE = `usage: afterlife <command> [options]
@@ -24,7 +24,8 @@ commands:
   recover <executorId> [--dry-run] [--force]
                                         re-enqueue a dead executor's PENDING workflows (refuses a live one
                                         unless --force)
-  reap [--dry-run]                      one reaper pass: dead executors, stuck and diverged workflows
+  reap [--dry-run] [--ticks N]          the reaper, N ticks (default 2: death needs two): dead executors,
+                                        stuck and diverged workflows; --dry-run only lists what it would do
   fork <workflowId> [--from-step N]     fork a workflow (default: from its first divergent step)
   drain --version V [--wait] [--timeout-s S]
                                         drain every executor of version V; --wait follows until drained
@@ -51,7 +52,7 @@ const COMMON = {
 const COMMANDS = {
   status: {},
   recover: { 'dry-run': { type: 'boolean', default: false }, force: { type: 'boolean', default: false } },
-  reap: { 'dry-run': { type: 'boolean', default: false } },
+  reap: { 'dry-run': { type: 'boolean', default: false }, ticks: { type: 'string' } },
   fork: { 'from-step': { type: 'string' } },
   drain: { version: { type: 'string' }, wait: { type: 'boolean', default: false }, 'timeout-s': { type: 'string' } },
   migrate: { dbos: { type: 'boolean', default: false } },
@@ -121,9 +122,14 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
       if (!executorId || extra.length) throw new UsageError('recover takes exactly one executor ID: afterlife recover <executorId> [--dry-run]');
       return (ctx) => recover(ctx, executorId, { dryRun: values['dry-run'] === true, force: values.force === true });
     }
-    case 'reap':
+    case 'reap': {
       noPositionals();
-      return (ctx) => reap(ctx, { dryRun: values['dry-run'] === true });
+      const raw = values.ticks;
+      if (raw !== undefined && (typeof raw !== 'string' || !/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 100)) {
+        throw new UsageError(`--ticks must be an integer from 1 to 100 (got "${String(raw)}")`);
+      }
+      return (ctx) => reap(ctx, { dryRun: values['dry-run'] === true, ticks: raw === undefined ? 2 : Number(raw) });
+    }
     case 'fork': {
       const [workflowId, ...extra] = positionals;
       if (!workflowId || extra.length) throw new UsageError('fork takes exactly one workflow ID: afterlife fork <workflowId> [--from-step N]');
@@ -151,7 +157,7 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
 function fail(json: boolean, err: unknown, exitCode: 1 | 2): number {
   const message = err instanceof Error ? err.message : String(err);
   const code =
-    err instanceof UsageError ? 'usage' : err instanceof NotAvailableError ? 'not_available' : err instanceof AfterlifeError ? err.code : 'failed';
+    err instanceof UsageError ? 'usage' : err instanceof AfterlifeError ? err.code : 'failed';
   const issues = err instanceof ConfigError ? err.issues : undefined;
   if (json) {
     const out: ErrorOutput = { error: { code, message, ...(issues ? { issues } : {}) } };

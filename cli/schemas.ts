@@ -129,3 +129,28 @@ export const ForkOutput = z.object({
   status: z.string().nullable(),
 });
 export type ForkOutput = z.infer<typeof ForkOutput>;
+
+export const ReapOutput = z.object({
+  command: z.literal('reap'),
+  applicationName: z.string(),
+  dryRun: z.boolean(),
+  /** skipped: another reaper (the deployed one) holds the single-flight lease. */
+  outcome: z.enum(['completed', 'skipped']),
+  reason: z.string().nullable(),
+  ticks: z.number().int().nonnegative(),
+  durationMs: z.number().int().nonnegative(),
+  declaredDead: z.array(z.string()),
+  stuckWorkflows: z.array(z.string()),
+  /** --dry-run: what it would have done. */
+  planned: z.array(
+    z.object({
+      pass: z.enum(['dead', 'stuck', 'diverged']),
+      action: z.enum(['declare-dead', 'recover-inline', 'report', 'cancel', 'fork']),
+      executorId: z.string().nullable(),
+      workflowId: z.string().nullable(),
+    }),
+  ),
+  errors: z.array(z.object({ tick: z.number().int(), pass: z.string(), error: z.string() })),
+  heartbeatSkipped: z.array(z.string()),
+});
+export type ReapOutput = z.infer<typeof ReapOutput>;

@@ -9,8 +9,3 @@ export interface CommandResult<T> {
 export class UsageError extends Error {
   override name = 'UsageError';
 }
-
-/** A command that this build does not include yet (its module has not shipped). */
-export class NotAvailableError extends Error {
-  override name = 'NotAvailableError';
-}

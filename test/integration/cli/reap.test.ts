@@ -1,0 +1,85 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ReapOutput } from '../../../cli/schemas.js';
+import { checkpointCount, pendingIds, waitAllSuccess } from '../../helpers/agents.js';
+import { parseJson, runCli } from '../../helpers/cli.js';
+import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
+import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
+import { kitEnv } from '../../helpers/kit.js';
+import { TEST_REDIS_URL } from '../../helpers/services.js';
+
+/**
+ * `afterlife reap` against real services: two real DBOS executors with the kit; exec-A is SIGKILLed and
+ * its heartbeat lapses. The dry run plans to declare it dead and changes nothing; the real run declares it
+ * (evidence on two ticks), recovers its workflows and exec-B completes them. A reaper holding the lease
+ * elsewhere makes the CLI skip, saying so.
+ */
+describe('afterlife reap', () => {
+  let tdb: TestDatabase;
+  const executors: ExecutorHandle[] = [];
+  const app = uniqueName('cli-reap');
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    env = {
+      DATABASE_URL: tdb.url,
+      DBOS_APPLICATION_NAME: app,
+      REDIS_URL: TEST_REDIS_URL,
+      HEARTBEAT_TTL_MS: '1500',
+      REAPER_TICK_MS: '500',
+    };
+  });
+  afterAll(async () => {
+    await Promise.all(executors.map((e) => e.stop()));
+    await tdb?.drop();
+  });
+
+  it('dry run plans, the real run declares the SIGKILLed executor dead and its work completes elsewhere', async () => {
+    const kit = kitEnv({ ttlMs: 1_500 });
+    const a = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-A', env: kit });
+    executors.push(a);
+    const b = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-B', env: kit });
+    executors.push(b);
+    const ids = ['rp-0', 'rp-1', 'rp-2'];
+    for (const id of ids) await a.start(id, { steps: 3, stepMs: 500 });
+    await waitFor('a checkpoint on A', async () => (await checkpointCount(tdb.sql)) >= 1);
+    a.kill('SIGKILL');
+    await a.exited;
+    const orphans = await pendingIds(tdb.sql, 'exec-A');
+    expect(orphans.length).toBeGreaterThan(0);
+
+    const dry = await runCli(['reap', '--dry-run', '--ticks', '6', '--json'], env, 60_000);
+    expect(dry.code, dry.stderr).toBe(0);
+    const planned = parseJson(dry, ReapOutput);
+    expect(planned).toMatchObject({ outcome: 'completed', dryRun: true, ticks: 6 });
+    expect(planned.planned.some((p) => p.pass === 'dead' && p.executorId === 'exec-A')).toBe(true);
+    expect(planned.planned.some((p) => p.executorId === 'exec-B')).toBe(false);
+    expect(await pendingIds(tdb.sql, 'exec-A')).toEqual(orphans);
+    expect((await tdb.sql.query('SELECT 1 FROM afterlife.recoveries')).rowCount).toBe(0);
+
+    const run = await runCli(['reap', '--ticks', '6'], env, 60_000);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/^reaper: 6 tick\(s\) in /);
+    expect(run.stdout).toMatch(/^declared dead: exec-A$/m);
+    expect(run.stderr).toMatch(/reaping .*: 6 tick\(s\) 500ms apart/);
+    await waitAllSuccess(tdb.sql, ids);
+    const reg = await tdb.sql.query(`SELECT executor_id, state, reason FROM afterlife.executors WHERE application_name = $1 ORDER BY 1`, [app]);
+    expect(reg.rows).toEqual([
+      { executor_id: 'exec-A', state: 'dead', reason: 'heartbeat-lapsed' },
+      { executor_id: 'exec-B', state: 'alive', reason: null },
+    ]);
+  });
+
+  it('skips when another reaper holds the lease; bad --ticks is a usage error', async () => {
+    await tdb.sql.query(
+      `INSERT INTO afterlife.leases (name, holder, expires_at, acquired_at) VALUES ($1, 'the-deployed-reaper', now() + interval '1 minute', now())
+       ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at`,
+      [`reaper:${app}`],
+    );
+    const run = await runCli(['reap', '--json'], env, 30_000);
+    expect(run.code, run.stderr).toBe(0);
+    expect(parseJson(run, ReapOutput)).toMatchObject({ outcome: 'skipped', ticks: 0 });
+    expect((await runCli(['reap'], env)).stdout).toMatch(/^reap skipped: another reaper holds the lease/);
+    expect((await runCli(['reap', '--ticks', '0'], env)).code).toBe(2);
+  });
+});
