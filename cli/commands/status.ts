@@ -1,7 +1,8 @@
 import { listExecutors } from '../../shared/db/queries/executors.js';
 import { recentRecoveries } from '../../shared/db/queries/recentRecoveries.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
-import { pendingSummaryByExecutor, workflowCounts } from '../../shared/dbos/status.js';
+import { findDiverged } from '../../shared/dbos/diverged.js';
+import { countByStatus, pendingSummaryByExecutor } from '../../shared/dbos/status.js';
 import { heartbeatKey, readAllHeartbeats, readHeartbeat, type HeartbeatValue } from '../../shared/heartbeat/index.js';
 import type { CliContext } from '../context.js';
 import { ago, duration, table } from '../format.js';
@@ -15,16 +16,21 @@ import type { CommandResult } from './types.js';
  */
 type Executor = StatusOutput['executors'][number];
 
+/** Counting diverged workflows stops here (shown as "1000+"): the reaper works through them in batches. */
+const DIVERGED_LIMIT = 1_000;
+
 export async function status(ctx: CliContext): Promise<CommandResult<StatusOutput>> {
   const { db, config } = ctx;
   const app = config.applicationName;
   await checkDbosSchema(db);
   const now = Date.now();
 
-  const [registry, pending, counts, recoveries] = [
+  const [registry, pending, byStatus, diverged, recoveries] = [
     await listExecutors(db, app),
     await pendingSummaryByExecutor(db, app, config.reaper.stuckAfterMs),
-    await workflowCounts(db, app),
+    await countByStatus(db, app),
+    // The reaper's own selection (not forked, not dead-lettered, top-level), so the two never disagree.
+    await findDiverged(db, app, DIVERGED_LIMIT),
     await recentRecoveries(db, app, 10),
   ];
 
@@ -84,11 +90,11 @@ export async function status(ctx: CliContext): Promise<CommandResult<StatusOutpu
     totals: {
       executors: executors.length,
       alive: executors.filter((e) => e.state === 'alive').length,
-      pending: counts.byStatus.PENDING ?? 0,
-      enqueued: counts.byStatus.ENQUEUED ?? 0,
+      pending: byStatus.PENDING ?? 0,
+      enqueued: byStatus.ENQUEUED ?? 0,
       stuck: pending.reduce((n, p) => n + p.stuck, 0),
-      diverged: counts.diverged,
-      byStatus: counts.byStatus,
+      diverged: diverged.length,
+      byStatus,
     },
     recentRecoveries: recoveries.map((r) => ({ ...r, startedAt: r.startedAt.toISOString() })),
   };
@@ -120,7 +126,7 @@ function render(s: StatusOutput): string {
   lines.push(
     '',
     `workflows: ${byStatus || 'none'}`,
-    `stuck: ${s.totals.stuck} (PENDING with no activity for ${duration(s.stuckAfterMs)})   diverged: ${s.totals.diverged} (ERROR with DBOSUnexpectedStepError, not forked)`,
+    `stuck: ${s.totals.stuck} (PENDING with no activity for ${duration(s.stuckAfterMs)})   diverged: ${s.totals.diverged >= DIVERGED_LIMIT ? `${DIVERGED_LIMIT}+` : s.totals.diverged} (ERROR with DBOSUnexpectedStepError, not forked or dead-lettered yet)`,
   );
   if (s.recentRecoveries.length) {
     lines.push('', 'recent recoveries:');
