@@ -45,6 +45,14 @@ describe('npm run demo', () => {
     expect(at(/SIGKILL exec-A — \d+ workflows left PENDING/)).toBeGreaterThanOrEqual(0);
     expect(at(/RECOVERED exec-A: recovery #\d+ re-enqueued [1-9]\d* workflows/)).toBeGreaterThan(at(/SIGKILL exec-A/));
     expect(at(/SIGTERM exec-B \(scale-in\)/)).toBeGreaterThan(at(/SIGKILL exec-A/));
+    if (/stack up: .*functions .*reaper/.test(out)) {
+      // With the reaper in the build, nobody tells afterlife about the SIGKILL: the lapsed heartbeat does.
+      expect(at(/function reaper: executor declared dead/)).toBeGreaterThan(at(/SIGKILL exec-A/));
+      expect(at(/RECOVERED exec-A: .*reason heartbeat-lapsed, detected by reaper@/)).toBeGreaterThan(at(/SIGKILL exec-A/));
+      expect(out).not.toMatch(/publishing the notice as `afterlife recover` would/);
+    } else {
+      console.warn('!!! this build has no reaper target: the demo published the SIGKILL death notice itself');
+    }
     const kit = /afterlife kit attached/.test(out);
     if (kit) {
       // The kit drains on SIGTERM: its own log events, and the registry moving exec-B through draining.
