@@ -9,4 +9,5 @@ export { type Divergence, divergenceOf, parseDivergence, UNEXPECTED_STEP_CODE } 
 export { forkDepsFromRuntime } from './deps.js';
 export { ForkBudgetExhaustedError, getResultWithAutoFork, type AutoForkOptions } from './getResultWithAutoFork.js';
 export { cancelForkedOriginals, forkOrphansToLatest, type OrphanInfo, type OrphanOutcome } from './orphans.js';
+export { forkStuck } from './stuck.js';
 export { ForkConflictError, forkId, forkOnce, planDivergenceFork, type ForkClient, type ForkPlan, type Planned } from './plan.js';

@@ -12,7 +12,7 @@ export type ForkClient = Pick<
   'getWorkflow' | 'listWorkflowSteps' | 'forkWorkflow' | 'cancelWorkflow' | 'getLatestApplicationVersion' | 'retrieveWorkflow'
 >;
 
-export type ForkReason = 'diverged' | 'child-diverged' | 'orphaned-version';
+export type ForkReason = 'diverged' | 'child-diverged' | 'orphaned-version' | 'stuck';
 export type TargetVersion = 'latest' | 'original';
 
 export interface ForkPlan {

@@ -10,7 +10,7 @@ export interface ForkRecord {
   fromStep: number;
   newWorkflowId: string;
   applicationVersion: string | undefined;
-  reason: 'diverged' | 'child-diverged' | 'orphaned-version';
+  reason: 'diverged' | 'child-diverged' | 'orphaned-version' | 'stuck';
   divergedWorkflowId: string | undefined;
   detail: string | undefined;
   forkedBy: string;

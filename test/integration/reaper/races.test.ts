@@ -182,6 +182,7 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
     faults.off('reaper.beforeCancelStuck');
     expect(s.passes.stuck.raced).toBe(1);
     expect(s.passes.stuck.cancelled).toBe(1);
+    expect(s.passes.stuck.forked).toBe(1);
     const rows = await workflowRows(tdb.sql, stuckIds);
     expect(rows.map((r) => [r.workflow_uuid, r.status, r.executor_id])).toEqual([
       ['stuck-1', 'PENDING', 'exec-live'],
@@ -190,8 +191,16 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
     const report = await tdb.sql.query(`SELECT workflow_uuid, action FROM afterlife.stuck_workflows ORDER BY 1`);
     expect(report.rows).toEqual([
       { workflow_uuid: 'stuck-1', action: 'reported' },
-      { workflow_uuid: 'stuck-2', action: 'cancelled' },
+      { workflow_uuid: 'stuck-2', action: 'forked' },
     ]);
+    // The cancelled workflow's lineage goes on under its deterministic fork ID, recorded in the ledger.
+    const fork = await tdb.sql.query(`SELECT workflow_uuid, forked_from FROM dbos.workflow_status WHERE forked_from = 'stuck-2'`);
+    expect(fork.rows).toEqual([{ workflow_uuid: 'stuck-2-fork-1', forked_from: 'stuck-2' }]);
+    const ledger = await tdb.sql.query(`SELECT new_workflow_id, reason FROM afterlife.forks WHERE root_workflow_id = 'stuck-2'`);
+    expect(ledger.rows).toEqual([{ new_workflow_id: 'stuck-2-fork-1', reason: 'stuck' }]);
+    // A second tick does not fork it again: it is no longer PENDING, and the ID is taken.
+    const again = await tick({ policy: 'cancel-and-fork' });
+    expect(again.passes.stuck.forked).toBe(0);
   });
 
   it('diverged workflows that ended since the last scan are handed to the fork function, once each', async () => {
