@@ -121,7 +121,7 @@ export const ForkOutput = z.object({
   /** This fork's number in the lineage (1 = first). */
   n: z.number().int().positive().nullable(),
   startStep: z.number().int().nonnegative().nullable(),
-  reason: z.enum(['diverged', 'child-diverged', 'orphaned-version']).nullable(),
+  reason: z.enum(['diverged', 'child-diverged', 'orphaned-version', 'stuck']).nullable(),
   /** dead-lettered: how many forks the lineage used. */
   forks: z.number().int().nonnegative().nullable(),
   deadLetterPublished: z.boolean().nullable(),
