@@ -1,10 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DrainOutput, ErrorOutput } from '../../../cli/schemas.js';
-import { parseJson, runCli } from '../../helpers/cli.js';
-import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
-import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
-import { kitEnv, statuses } from '../../helpers/kit.js';
-import { TEST_REDIS_URL } from '../../helpers/services.js';
+import { cliFixture, parseJson, runCli } from '../../helpers/cli.js';
+import { waitFor } from '../../helpers/db.js';
+import { statuses } from '../../helpers/kit.js';
 
 /**
  * `afterlife drain --version V --wait` against real services: a real DBOS executor with the kit holds
@@ -12,25 +10,12 @@ import { TEST_REDIS_URL } from '../../helpers/services.js';
  * reports drained; --wait follows that on stderr and ends with done. Another version is untouched.
  */
 describe('afterlife drain', () => {
-  let tdb: TestDatabase;
-  const executors: ExecutorHandle[] = [];
-  const app = uniqueName('cli-drain');
-  let env: Record<string, string>;
-
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    env = { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: app, REDIS_URL: TEST_REDIS_URL };
-  });
-  afterAll(async () => {
-    await Promise.all(executors.map((e) => e.stop()));
-    await tdb?.drop();
-  });
+  const f = cliFixture('cli-drain');
 
   it('--wait follows the drain to done; --json validates against DrainOutput', async () => {
-    const kit = kitEnv({ ttlMs: 1_500 });
-    const v1 = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-v1', env: kit });
-    const v2 = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v2', executorId: 'exec-v2', env: kit });
-    executors.push(v1, v2);
+    const { tdb, env, app } = f;
+    const v1 = await f.executor('exec-v1', 'v1', { kit: true });
+    await f.executor('exec-v2', 'v2', { kit: true });
     const held = ['dr-0', 'dr-1'];
     for (const id of held) await v1.start(id, { steps: 3, stepMs: 600 });
     await waitFor('v1 registered', async () => (await tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE executor_id = 'exec-v1'`)).rowCount === 1);
@@ -61,6 +46,7 @@ describe('afterlife drain', () => {
   });
 
   it('a wait that times out exits 1 with the progress; usage errors exit 2', async () => {
+    const { tdb, env, app } = f;
     // exec-gone never beats and is not in the registry: its PENDING row keeps the version from being done.
     await tdb.sql.query(
       `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, executor_id, application_version, application_name) VALUES ('stuck-1', 'PENDING', 'agentWorkflow', 'exec-gone', 'v9', $1)`,

@@ -1,11 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ReapOutput } from '../../../cli/schemas.js';
 import { checkpointCount, pendingIds, waitAllSuccess } from '../../helpers/agents.js';
-import { parseJson, runCli } from '../../helpers/cli.js';
-import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
-import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
-import { kitEnv } from '../../helpers/kit.js';
-import { TEST_REDIS_URL } from '../../helpers/services.js';
+import { cliFixture, parseJson, runCli } from '../../helpers/cli.js';
+import { waitFor } from '../../helpers/db.js';
 
 /**
  * `afterlife reap` against real services: two real DBOS executors with the kit; exec-A is SIGKILLed and
@@ -14,32 +11,13 @@ import { TEST_REDIS_URL } from '../../helpers/services.js';
  * elsewhere makes the CLI skip, saying so.
  */
 describe('afterlife reap', () => {
-  let tdb: TestDatabase;
-  const executors: ExecutorHandle[] = [];
-  const app = uniqueName('cli-reap');
-  let env: Record<string, string>;
-
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    env = {
-      DATABASE_URL: tdb.url,
-      DBOS_APPLICATION_NAME: app,
-      REDIS_URL: TEST_REDIS_URL,
-      HEARTBEAT_TTL_MS: '1500',
-      REAPER_TICK_MS: '500',
-    };
-  });
-  afterAll(async () => {
-    await Promise.all(executors.map((e) => e.stop()));
-    await tdb?.drop();
-  });
+  // The kit's heartbeat TTL (1.5 s) and a fast tick, so two ticks of absence take about a second.
+  const f = cliFixture('cli-reap', { HEARTBEAT_TTL_MS: '1500', REAPER_TICK_MS: '500' });
 
   it('dry run plans, the real run declares the SIGKILLed executor dead and its work completes elsewhere', async () => {
-    const kit = kitEnv({ ttlMs: 1_500 });
-    const a = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-A', env: kit });
-    executors.push(a);
-    const b = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-B', env: kit });
-    executors.push(b);
+    const { tdb, env, app } = f;
+    const a = await f.executor('exec-A', 'v1', { kit: true });
+    await f.executor('exec-B', 'v1', { kit: true });
     const ids = ['rp-0', 'rp-1', 'rp-2'];
     for (const id of ids) await a.start(id, { steps: 3, stepMs: 500 });
     await waitFor('a checkpoint on A', async () => (await checkpointCount(tdb.sql)) >= 1);
@@ -71,6 +49,7 @@ describe('afterlife reap', () => {
   });
 
   it('skips when another reaper holds the lease; bad --ticks is a usage error', async () => {
+    const { tdb, env, app } = f;
     await tdb.sql.query(
       `INSERT INTO afterlife.leases (name, holder, expires_at, acquired_at) VALUES ($1, 'the-deployed-reaper', now() + interval '1 minute', now())
        ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at`,

@@ -1,10 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ErrorOutput, RecoverOutput } from '../../../cli/schemas.js';
 import { createRedis } from '../../../shared/lock/redis.js';
 import { auditedIds, beat, checkpointCount, pendingIds, waitAllSuccess } from '../../helpers/agents.js';
-import { parseJson, runCli } from '../../helpers/cli.js';
-import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
-import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
+import { cliFixture, parseJson, runCli } from '../../helpers/cli.js';
+import { waitFor } from '../../helpers/db.js';
 import { TEST_REDIS_URL } from '../../helpers/services.js';
 
 /**
@@ -13,25 +12,13 @@ import { TEST_REDIS_URL } from '../../helpers/services.js';
  * the same version completes them. A live executor is refused without --force.
  */
 describe('afterlife recover', () => {
-  let tdb: TestDatabase;
-  const executors: ExecutorHandle[] = [];
+  const f = cliFixture('cli-recover');
   const redis = createRedis(TEST_REDIS_URL);
-  const app = uniqueName('cli-recover');
-  let env: Record<string, string>;
-
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    env = { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: app, REDIS_URL: TEST_REDIS_URL };
-  });
-  afterAll(async () => {
-    await Promise.all(executors.map((e) => e.stop()));
-    redis.disconnect();
-    await tdb?.drop();
-  });
+  afterAll(() => redis.disconnect());
 
   it('dry run counts, recovery re-enqueues exactly the orphans, a live executor finishes them', async () => {
-    const a = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-A' });
-    executors.push(a);
+    const { tdb, env, app } = f;
+    const a = await f.executor('exec-A', 'v1');
     const ids = Array.from({ length: 5 }, (_, i) => `r-${i}`);
     for (const id of ids) await a.start(id, { steps: 3, stepMs: 300 });
     await waitFor('a checkpoint', async () => (await checkpointCount(tdb.sql)) >= 2);
@@ -47,8 +34,7 @@ describe('afterlife recover', () => {
     const dryText = await runCli(['recover', 'exec-A', '--dry-run'], env);
     expect(dryText.stdout).toBe(`exec-A owns ${orphans.length} PENDING workflow(s) (v1: ${orphans.length}); dry run: nothing changed.\n`);
 
-    const b = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-B' });
-    executors.push(b);
+    await f.executor('exec-B', 'v1');
     await beat(redis, app, 'exec-B', 'v1');
 
     const run = await runCli(['recover', 'exec-A', '--json'], env);
@@ -71,6 +57,7 @@ describe('afterlife recover', () => {
   });
 
   it('refuses an executor with a fresh heartbeat unless --force', async () => {
+    const { env, app } = f;
     await beat(redis, app, 'exec-live', 'v1');
     const run = await runCli(['recover', 'exec-live', '--json'], env);
     expect(run.code).toBe(1);
@@ -81,6 +68,7 @@ describe('afterlife recover', () => {
   });
 
   it('without Redis it runs degraded and says so', async () => {
+    const { tdb, env, app } = f;
     await tdb.sql.query(
       `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, executor_id, application_version, application_name) VALUES ('d-1', 'PENDING', 'agentWorkflow', 'exec-D', 'v9', $1)`,
       [app],
@@ -92,6 +80,7 @@ describe('afterlife recover', () => {
   });
 
   it('usage errors exit 2', async () => {
+    const { env } = f;
     expect((await runCli(['recover'], env)).code).toBe(2);
     expect((await runCli(['recover', 'a', 'b'], env)).code).toBe(2);
   });
