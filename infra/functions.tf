@@ -28,7 +28,7 @@ resource "google_storage_bucket" "source" {
 data "archive_file" "source" {
   type        = "zip"
   source_dir  = var.source_dir
-  output_path = "${path.root}/.terraform/tmp/afterlife-source.zip"
+  output_path = "${path.root}/.terraform/build/afterlife-source.zip"
   excludes    = ["node_modules", ".git"]
 }
 
