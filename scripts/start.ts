@@ -1,6 +1,7 @@
 /**
  * `npm start`: the local stack (scripts/stack). Prints what runs where, streams the functions' logs with
- * the target's name, and stops everything it started on Ctrl-C (or SIGTERM). A second Ctrl-C exits at once.
+ * the target's name, and stops everything it started on Ctrl-C (or SIGTERM). Another Ctrl-C 3 s or more
+ * later exits at once.
  *
  *   npm start               human summary
  *   npm start -- --json     one JSON line describing the stack (for scripts and tests), then the logs
@@ -15,13 +16,23 @@ const started = Date.now();
 
 let stack: Stack | undefined;
 let stopping = false;
-for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+let firstSignalAt = 0;
+// The terminal may be gone by the time we report (npm exits on Ctrl-C and the pty closes): writes then
+// fail with EIO, which must not crash the cleanup.
+process.stdout.on('error', () => undefined);
+process.stderr.on('error', () => undefined);
+// SIGHUP: the terminal closed under us; stop everything as for Ctrl-C rather than orphan it.
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
   process.on(sig, () => {
     if (stopping) {
-      process.stderr.write('second signal: exiting without cleanup\n');
+      // Ctrl-C under `npm start` arrives twice at once (the terminal signals the foreground group and npm
+      // forwards it too): repeats within 3 s are the same Ctrl-C; a later one means "stop waiting".
+      if (Date.now() - firstSignalAt < 3_000) return;
+      process.stderr.write('second Ctrl-C: exiting without cleanup\n');
       process.exit(130);
     }
     stopping = true;
+    firstSignalAt = Date.now();
     process.stderr.write(`\n${sig}: stopping the local stack…\n`);
     void (stack?.stop() ?? Promise.resolve()).finally(() => {
       process.stderr.write('local stack stopped\n');
