@@ -3,6 +3,9 @@ import { ReapOutput } from '../../../cli/schemas.js';
 import { checkpointCount, pendingIds, waitAllSuccess } from '../../helpers/agents.js';
 import { cliFixture, parseJson, runCli } from '../../helpers/cli.js';
 import { waitFor } from '../../helpers/db.js';
+import { TEST_REDIS_URL } from '../../helpers/services.js';
+import { heartbeatKey } from '../../../shared/heartbeat/index.js';
+import { createRedis } from '../../../shared/lock/redis.js';
 
 /**
  * `afterlife reap` against real services: two real DBOS executors with the kit; exec-A is SIGKILLed and
@@ -25,6 +28,13 @@ describe('afterlife reap', () => {
     await a.exited;
     const orphans = await pendingIds(tdb.sql, 'exec-A');
     expect(orphans.length).toBeGreaterThan(0);
+    // Six ticks of 500 ms cover a TTL of absence plus two ticks only once the key has actually expired.
+    const redis = createRedis(TEST_REDIS_URL);
+    try {
+      await waitFor('exec-A heartbeat expired', async () => (await redis.exists(heartbeatKey(app, 'exec-A'))) === 0, { timeoutMs: 10_000 });
+    } finally {
+      redis.disconnect();
+    }
 
     const dry = await runCli(['reap', '--dry-run', '--ticks', '6', '--json'], env, 60_000);
     expect(dry.code, dry.stderr).toBe(0);
