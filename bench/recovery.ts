@@ -6,14 +6,15 @@
  * executors, statuses and apps, one template database is cloned per run so both methods see identical data.
  * Runs alternate (DBOS, afterlife, DBOS, afterlife, …) to spread the machine's noise over both.
  *
- *   npm run build && node dist/bench/recovery.js [sizes=10000,100000] [reps=3]
+ *   npm run build && node dist/bench/recovery.js [sizes=10000,100000] [reps=3] [batchSizes=1000]
  */
 import pg from 'pg';
 import { reenqueueBatch, type BatchCursor } from '../shared/dbos/recovery.js';
-import { afterlifeDb, cloneDatabase, createDbosDatabase, dropDatabase, median, ms } from './lib.js';
+import { admin, afterlifeDb, cloneDatabase, createDbosDatabase, dropDatabase, median, ms } from './lib.js';
 
 const sizes = (process.argv[2] ?? '10000,100000').split(',').map(Number);
 const reps = Number(process.argv[3] ?? 3);
+const batchSizes = (process.argv[4] ?? '1000').split(',').map(Number);
 const APP = 'bench-app';
 
 async function seed(url: string, n: number): Promise<void> {
@@ -65,7 +66,7 @@ async function runDbos(url: string): Promise<{ total: number; longest: number; r
 }
 
 /** afterlife's path: the same statement in keyset batches of 1000, each recording its IDs in the audit. */
-async function runAfterlife(url: string): Promise<{ total: number; longest: number; rows: number }> {
+async function runAfterlife(url: string, batchSize: number): Promise<{ total: number; longest: number; rows: number }> {
   const pool = new pg.Pool({ connectionString: url, max: 1 });
   const db = afterlifeDb(pool, 1);
   const { rows } = await pool.query<{ id: string }>(
@@ -82,7 +83,7 @@ async function runAfterlife(url: string): Promise<{ total: number; longest: numb
   for (;;) {
     const s = process.hrtime.bigint();
     const batch = await reenqueueBatch(db, { applicationName: APP, executorId: 'dead-1', applicationVersion: 'v1' }, {
-      limit: 1_000,
+      limit: batchSize,
       after,
       recoveryId,
       batchNo: ++batchNo,
@@ -104,31 +105,36 @@ for (const n of sizes) {
   await seed(await createDbosDatabase(template), n);
   console.error(`seeded ${n} orphans + ${4 * n} other rows in ${(ms(t) / 1000).toFixed(1)} s`);
   const dbos: number[] = [];
-  const ours: number[] = [];
-  let longestOurs = 0;
+  const ours = new Map<number, number[]>(batchSizes.map((b) => [b, []]));
+  const longestOurs = new Map<number, number>(batchSizes.map((b) => [b, 0]));
   let longestDbos = 0;
   for (let r = 0; r < reps; r++) {
-    for (const method of ['dbos', 'afterlife'] as const) {
-      const name = `afterlife_bench_${method}_${process.pid}`;
+    for (const method of ['dbos', ...batchSizes] as const) {
+      const name = `afterlife_bench_run_${process.pid}`;
       const url = await cloneDatabase(template, name);
-      const out = method === 'dbos' ? await runDbos(url) : await runAfterlife(url);
+      // Cloning writes the whole database to WAL; a checkpoint landing inside a timed run is the largest
+      // source of noise here, so each run starts right after one.
+      await admin((c) => c.query('CHECKPOINT'));
+      const out = method === 'dbos' ? await runDbos(url) : await runAfterlife(url, method);
       if (out.rows !== n) throw new Error(`${method} moved ${out.rows} rows, expected ${n}`);
       if (method === 'dbos') {
         dbos.push(out.total);
         longestDbos = Math.max(longestDbos, out.longest);
       } else {
-        ours.push(out.total);
-        longestOurs = Math.max(longestOurs, out.longest);
+        ours.get(method)?.push(out.total);
+        longestOurs.set(method, Math.max(longestOurs.get(method) ?? 0, out.longest));
       }
       await dropDatabase(name);
     }
   }
   await dropDatabase(template);
-  const ratio = median(ours) / median(dbos);
-  lines.push(
-    `| ${n.toLocaleString('en')} | ${median(dbos).toFixed(0)} ms | ${median(ours).toFixed(0)} ms | ${ratio.toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${longestOurs.toFixed(1)} ms |`,
-  );
+  for (const b of batchSizes) {
+    const mine = median(ours.get(b) ?? []);
+    lines.push(
+      `| ${n.toLocaleString('en')} | ${b} | ${median(dbos).toFixed(0)} ms | ${mine.toFixed(0)} ms | ${(mine / median(dbos)).toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${(longestOurs.get(b) ?? 0).toFixed(1)} ms |`,
+    );
+  }
 }
-console.log(`| orphans | DBOS single statement (median of ${reps}) | afterlife batched (median of ${reps}) | ratio | longest statement, DBOS | longest statement, afterlife |`);
-console.log('|---|---|---|---|---|---|');
+console.log(`| orphans | batch | DBOS single statement (median of ${reps}) | afterlife batched (median of ${reps}) | ratio | longest statement, DBOS | longest statement, afterlife |`);
+console.log('|---|---|---|---|---|---|---|');
 for (const l of lines) console.log(l);
