@@ -88,4 +88,28 @@ describe.skipIf(!emulatorHost)('SIGTERM: drain, death notice, recovery on a live
     }
     await sigtermAndHandOver(b, ids, 'B');
   }, 120_000);
+
+  it('a second SIGTERM skips the in-flight wait and hands over at once', async () => {
+    const c = await plane.start({ applicationVersion: 'v1', executorId: 'exec-fast', env });
+    const ids = Array.from({ length: 3 }, (_, i) => `f-${i}`);
+    for (const id of ids) await c.start(id, STEP);
+    await waitFor('all running on exec-fast', async () => {
+      const r = await tdb.sql.query<{ n: number }>(`SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE executor_id = 'exec-fast' AND workflow_id = ANY($1)`, [ids]);
+      return r.rows[0]?.n === ids.length;
+    });
+    c.kill('SIGTERM');
+    await waitFor('the kit is draining', async () => /executor_draining/.test(c.output.join('')), { timeoutMs: 5_000, intervalMs: 20 });
+    const second = Date.now();
+    c.kill('SIGTERM');
+    const exit = await c.exited;
+    const afterSecondMs = Date.now() - second;
+    expect(exit, c.output.join('')).toEqual({ code: 0, signal: null });
+    // The slow path would wait ~6.5 s for the 3 s steps; the fast path leaves after the hand-over work.
+    expect(afterSecondMs).toBeLessThan(3_000);
+    expect(c.output.join('')).toMatch(/second SIGTERM: fast path/);
+    await waitAllSuccess(tdb.sql, ids, 90_000);
+    const audit = await tdb.sql.query<{ reason: string }>(`SELECT reason FROM afterlife.recoveries WHERE executor_id = 'exec-fast'`);
+    expect(audit.rows.map((r) => r.reason)).toContain('sigterm');
+    console.log(`[fast path] second SIGTERM → exit ${afterSecondMs} ms`);
+  }, 120_000);
 });
