@@ -144,7 +144,7 @@ export const ReapOutput = z.object({
   /** --dry-run: what it would have done. */
   planned: z.array(
     z.object({
-      pass: z.enum(['dead', 'stuck', 'diverged']),
+      pass: z.enum(['dead', 'stuck', 'diverged', 'orphaned']),
       action: z.enum(['declare-dead', 'recover-inline', 'report', 'cancel', 'fork']),
       executorId: z.string().nullable(),
       workflowId: z.string().nullable(),

@@ -1,16 +1,20 @@
 import { autoFork } from '../../shared/fork/autoFork.js';
 import { forkDepsFromRuntime } from '../../shared/fork/deps.js';
+import { forkOrphansToLatest } from '../../shared/fork/orphans.js';
 import { forkStuck } from '../../shared/fork/stuck.js';
 import type { ReaperDeps } from '../../shared/reaper/types.js';
 import type { Runtime } from '../../shared/runtime.js';
 
 /**
  * Where the fork module plugs into the reaper: diverged workflows go to `autoFork`, and stuck workflows
- * the reaper cancelled under `cancel-and-fork` go to `forkStuck` (both bounded, deterministic, ledgered).
+ * the reaper cancelled under `cancel-and-fork` go to `forkStuck`, and rows of a version no live executor
+ * runs go to `forkOrphansToLatest` under ORPHANED_VERSION_POLICY=fork-to-latest (all bounded,
+ * deterministic, ledgered).
  */
-export function forkHooks(rt: Runtime): Pick<ReaperDeps, 'autoFork' | 'forkStuck'> {
+export function forkHooks(rt: Runtime): Pick<ReaperDeps, 'autoFork' | 'forkStuck' | 'forkOrphans'> {
   return {
     autoFork: (workflowId) => autoFork(forkDepsFromRuntime(rt), workflowId),
     forkStuck: (workflowId) => forkStuck(forkDepsFromRuntime(rt), workflowId),
+    forkOrphans: (info) => forkOrphansToLatest(forkDepsFromRuntime(rt), info),
   };
 }

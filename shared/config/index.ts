@@ -62,6 +62,7 @@ const EnvSchema = z
     STUCK_AFTER_MS: int(3_600_000, 1_000),
     STUCK_POLICY: z.enum(['report', 'cancel-and-fork']).default('report'),
     UNKNOWN_EXECUTOR_GRACE_MS: int(600_000, 0),
+    ORPHANED_VERSION_GRACE_MS: int(300_000, 0),
     REAPER_LEASE_MS: int(90_000, 1_000),
     REAPER_DIVERGED_LOOKBACK_MS: int(3_600_000, 60_000),
 
@@ -112,6 +113,8 @@ export interface Config {
     stuckAfterMs: number;
     stuckPolicy: 'report' | 'cancel-and-fork';
     unknownExecutorGraceMs: number;
+    /** ENQUEUED rows of a version no live executor runs are orphaned once untouched this long. */
+    orphanedVersionGraceMs: number;
     leaseMs: number;
     divergedLookbackMs: number;
   };
@@ -188,6 +191,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       stuckAfterMs: e.STUCK_AFTER_MS,
       stuckPolicy: e.STUCK_POLICY,
       unknownExecutorGraceMs: e.UNKNOWN_EXECUTOR_GRACE_MS,
+      orphanedVersionGraceMs: e.ORPHANED_VERSION_GRACE_MS,
       leaseMs: e.REAPER_LEASE_MS,
       divergedLookbackMs: e.REAPER_DIVERGED_LOOKBACK_MS,
     },

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { releaseLease, renewLease, tryAcquireLease } from '../db/queries/leases.js';
 import { budgetFrom } from '../lifecycle/deadline.js';
+import { isNotDue } from './orphanedVersions.js';
 import { runTick } from './tick.js';
 import type { PlannedAction, ReaperDeps, ReaperState, TickResult } from './types.js';
 
@@ -37,11 +38,15 @@ export type ReaperSummary =
       ticks: number;
       durationMs: number;
       stoppedBecause: 'budget' | 'max-ticks' | 'lease-lost' | 'shutting-down';
-      passes: { dead: PassTotals; stuck: PassTotals; diverged: PassTotals };
+      passes: { dead: PassTotals; stuck: PassTotals; diverged: PassTotals; orphaned: PassTotals };
       declaredDead: string[];
       stuckWorkflows: string[];
       /** Why heartbeat evidence was skipped, per distinct reason (e.g. redis unreachable). */
       heartbeatSkipped: string[];
+      /** Why the orphaned-versions pass was skipped, per distinct reason (e.g. redis unreachable). */
+      orphanedSkipped: string[];
+      /** ENQUEUED workflows found on a version no live executor runs. */
+      orphanedWorkflows: string[];
       sessions: 'visible' | 'unknown' | 'not-needed';
       planned?: PlannedAction[];
       errors: Array<{ tick: number; pass: string; error: string }>;
@@ -62,10 +67,12 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
     return { outcome: 'skipped', reason: 'another reaper holds the lease', holder, dryRun };
   }
   const budget = budgetFrom(startedAt, config.functionTimeoutS, config.budgetMarginMs, deps.clock);
-  const totals = { dead: emptyTotals(), stuck: emptyTotals(), diverged: emptyTotals() };
+  const totals = { dead: emptyTotals(), stuck: emptyTotals(), diverged: emptyTotals(), orphaned: emptyTotals() };
   const declaredDead: string[] = [];
   const stuck = new Set<string>();
   const heartbeatSkipped = new Set<string>();
+  const orphanedSkipped = new Set<string>();
+  const orphaned = new Set<string>();
   const errors: Array<{ tick: number; pass: string; error: string }> = [];
   const planned: PlannedAction[] = [];
   let sessions: 'visible' | 'unknown' | 'not-needed' = 'not-needed';
@@ -86,6 +93,8 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
         if (r.dead.sessions !== 'not-needed' && sessions !== 'unknown') sessions = r.dead.sessions;
       }
       if ('workflowIds' in r.stuck) for (const id of r.stuck.workflowIds) stuck.add(id);
+      if ('workflowIds' in r.orphaned) for (const id of r.orphaned.workflowIds) orphaned.add(id);
+      if ('skipped' in r.orphaned && typeof r.orphaned.skipped === 'string' && !isNotDue(r.orphaned)) orphanedSkipped.add(r.orphaned.skipped);
       log.info('reaper tick', { event: 'reaper_tick', ...tickLine(r) });
 
       if (opts.maxTicks !== undefined && ticks >= opts.maxTicks) {
@@ -119,6 +128,8 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
     declaredDead,
     stuckWorkflows: [...stuck],
     heartbeatSkipped: [...heartbeatSkipped],
+    orphanedSkipped: [...orphanedSkipped],
+    orphanedWorkflows: [...orphaned],
     sessions,
     ...(dryRun ? { planned } : {}),
     errors,
@@ -131,14 +142,18 @@ function emptyTotals(): PassTotals {
   return { runs: 0, errors: 0, durationMs: 0, maxDurationMs: 0 };
 }
 
-const COUNTS: Record<'dead' | 'stuck' | 'diverged', string[]> = {
+type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned';
+const PASSES: readonly Pass[] = ['dead', 'stuck', 'diverged', 'orphaned'];
+
+const COUNTS: Record<Pass, string[]> = {
   dead: ['candidates', 'alive', 'absent', 'published', 'recoveredInline', 'reenqueued', 'reappeared'],
   stuck: ['examined', 'found', 'reported', 'cancelled', 'forked', 'raced'],
   diverged: ['found', 'handed', 'failed'],
+  orphaned: ['found', 'reported', 'forked', 'failed', 'notForked'],
 };
 
-function accumulate(totals: Record<'dead' | 'stuck' | 'diverged', PassTotals>, r: TickResult, errors: Array<{ tick: number; pass: string; error: string }>): void {
-  for (const pass of ['dead', 'stuck', 'diverged'] as const) {
+function accumulate(totals: Record<Pass, PassTotals>, r: TickResult, errors: Array<{ tick: number; pass: string; error: string }>): void {
+  for (const pass of PASSES) {
     const p = r[pass] as unknown as Record<string, unknown>;
     const t = totals[pass];
     // A pass that did not run this tick (not due, or its prerequisite failed) is not counted.
@@ -158,7 +173,7 @@ function accumulate(totals: Record<'dead' | 'stuck' | 'diverged', PassTotals>, r
 /** The one log line per tick: durations and counts, no lists. */
 function tickLine(r: TickResult): Record<string, unknown> {
   const strip = (p: object) => Object.fromEntries(Object.entries(p).filter(([, v]) => !Array.isArray(v) || v.length <= 10));
-  return { tick: r.tick, durationMs: r.durationMs, dead: strip(r.dead), stuck: strip(r.stuck), diverged: strip(r.diverged) };
+  return { tick: r.tick, durationMs: r.durationMs, dead: strip(r.dead), stuck: strip(r.stuck), diverged: strip(r.diverged), orphaned: strip(r.orphaned) };
 }
 
 /** Sleeps until `at`; false if the signal aborted first. Holds no connection. */

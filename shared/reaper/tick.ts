@@ -1,6 +1,7 @@
 import type { Budget } from '../lifecycle/deadline.js';
 import { deadExecutorsPass } from './deadExecutors.js';
 import { divergedPass } from './diverged.js';
+import { orphanedVersionsPass } from './orphanedVersions.js';
 import { stuckPass } from './stuck.js';
 import type { ReaperDeps, ReaperState, TickContext, TickResult } from './types.js';
 
@@ -27,7 +28,7 @@ function fnv1a(s: string): number {
 
 /**
  * One tick: dead executors, then stuck workflows on the executors that pass found alive, then diverged
- * workflows. A failing pass is recorded and the others still run; the next tick tries again.
+ * workflows, then (when due) ENQUEUED rows of versions no live executor runs. A failing pass is recorded and the others still run; the next tick tries again.
  */
 export async function runTick(deps: ReaperDeps, ctx: TickContext, budget: Budget, state: ReaperState = {}): Promise<TickResult> {
   const started = performance.now();
@@ -48,7 +49,8 @@ export async function runTick(deps: ReaperDeps, ctx: TickContext, budget: Budget
       ? { skipped: 'dead-executor pass failed: live owners unknown', durationMs: 0 }
       : await timed(() => stuckPass(deps, ctx, stuckSlice(dead.liveOwners, deps.clock(), stuckAfterMs, tickMs)));
   const diverged = await timed(() => divergedPass(deps, ctx, state));
-  return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck, diverged };
+  const orphaned = await timed(() => orphanedVersionsPass(deps, ctx, state));
+  return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck, diverged, orphaned };
 }
 
 function round(ms: number): number {

@@ -1,3 +1,4 @@
+import type { OrphanInfo, OrphanOutcome } from '../fork/orphans.js';
 import type { Runtime } from '../runtime.js';
 
 /**
@@ -12,11 +13,13 @@ export interface ReaperDeps extends Pick<Runtime, 'config' | 'db' | 'redis' | 'l
   autoFork?: (workflowId: string) => Promise<unknown>;
   /** Forks a stuck workflow the reaper just cancelled (`cancel-and-fork`); returns the new workflow ID. */
   forkStuck?: (workflowId: string) => Promise<string | undefined>;
+  /** Forks one version's orphaned rows onto the latest version (`forkOrphansToLatest` of shared/fork). */
+  forkOrphans?: (info: OrphanInfo & { applicationVersion: string }) => Promise<OrphanOutcome[]>;
 }
 
 /** One planned action, listed in dry-run summaries instead of being carried out. */
 export interface PlannedAction {
-  pass: 'dead' | 'stuck' | 'diverged';
+  pass: 'dead' | 'stuck' | 'diverged' | 'orphaned';
   action: 'declare-dead' | 'recover-inline' | 'report' | 'cancel' | 'fork';
   executorId?: string;
   workflowId?: string;
@@ -37,6 +40,8 @@ export interface ReaperState {
   divergedScannedTo?: number;
   /** Diverged workflows already handed to the fork module in this invocation (scans overlap by a slack). */
   divergedHanded?: Set<string>;
+  /** When the orphaned-versions pass last ran (epoch ms); it runs at most once a minute. */
+  orphanedScannedAt?: number;
 }
 
 export interface DeadPassResult {
@@ -74,10 +79,25 @@ export interface DivergedPassResult {
   skipped?: string;
 }
 
+export interface OrphanedPassResult {
+  /** ENQUEUED rows on a version no live executor runs, untouched for the grace (at most ORPHANED_BATCH). */
+  found: number;
+  /** Those rows per version. */
+  versions: Record<string, number>;
+  reported: number;
+  forked: number;
+  failed: number;
+  /** Left as they were under fork-to-latest: the version is the latest, came back to life, busy, ... */
+  notForked: number;
+  workflowIds: string[];
+  skipped?: string;
+}
+
 export interface TickResult {
   tick: number;
   durationMs: number;
   dead: (DeadPassResult & { durationMs: number }) | { error: string; durationMs: number };
   stuck: (StuckPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
   diverged: (DivergedPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
+  orphaned: (OrphanedPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
 }
