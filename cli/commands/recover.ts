@@ -38,6 +38,13 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
     return { json: out, text, exitCode: 0 };
   }
 
+  if (!o.force && !(ctx.redis && ctx.redisReady)) {
+    // Without the heartbeat there is no evidence the executor is gone (Memorystore is VPC-only, so a laptop
+    // often cannot see it): recovering a live executor would run its steps twice.
+    throw new Error(
+      `cannot read ${executorId}'s heartbeat (Redis ${config.redis ? 'unreachable' : 'not configured'}), so there is no evidence it is gone. Use --force if you are sure it is.`,
+    );
+  }
   if (ctx.redis && ctx.redisReady && !o.force) {
     const beat = await readHeartbeat(ctx.redis, heartbeatKey(app, executorId, config.redis?.keyPrefix)).catch(() => undefined);
     if (beat && beat.value?.state !== 'drained') {

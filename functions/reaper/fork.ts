@@ -1,6 +1,6 @@
 import { autoFork } from '../../shared/fork/autoFork.js';
 import { forkDepsFromRuntime } from '../../shared/fork/deps.js';
-import { forkOrphansToLatest } from '../../shared/fork/orphans.js';
+import { cancelForkedOriginals, forkOrphansToLatest } from '../../shared/fork/orphans.js';
 import { forkStuck } from '../../shared/fork/stuck.js';
 import type { ReaperDeps } from '../../shared/reaper/types.js';
 import type { Runtime } from '../../shared/runtime.js';
@@ -11,10 +11,11 @@ import type { Runtime } from '../../shared/runtime.js';
  * runs go to `forkOrphansToLatest` under ORPHANED_VERSION_POLICY=fork-to-latest (all bounded,
  * deterministic, ledgered).
  */
-export function forkHooks(rt: Runtime): Pick<ReaperDeps, 'autoFork' | 'forkStuck' | 'forkOrphans'> {
+export function forkHooks(rt: Runtime): Pick<ReaperDeps, 'autoFork' | 'forkStuck' | 'forkOrphans' | 'finishInterruptedForks'> {
   return {
     autoFork: (workflowId) => autoFork(forkDepsFromRuntime(rt), workflowId),
     forkStuck: (workflowId) => forkStuck(forkDepsFromRuntime(rt), workflowId),
     forkOrphans: (info) => forkOrphansToLatest(forkDepsFromRuntime(rt), info),
+    finishInterruptedForks: () => cancelForkedOriginals(forkDepsFromRuntime(rt)),
   };
 }

@@ -14,6 +14,8 @@ export const ReaperRequest = z
   .object({
     dryRun: z.boolean().optional(),
     maxTicks: z.number().int().min(1).max(10_000).optional(),
+    /** Who called (Terraform's Scheduler job sends "cloud-scheduler"); logged, never acted on. */
+    source: z.string().min(1).max(100).optional(),
   })
   .strict();
 export type ReaperRequest = z.infer<typeof ReaperRequest>;
@@ -51,7 +53,11 @@ export async function handleReaperRequest(
     return { status: 400, body: { error: 'invalid reaper request', issues } };
   }
   try {
-    const summary = await runReaper(deps, { ...parsed.data, startedAt: started, signal: rt.lifecycle.signal });
+    const { source, ...request } = parsed.data;
+    if (source) rt.logger.debug('reaper invoked', { source });
+    // Tracked, so a SIGTERM mid-tick lets the reaper stop at its boundary and release its lease before
+    // the pool and Redis close.
+    const summary = await rt.lifecycle.track(runReaper(deps, { ...request, startedAt: started, signal: rt.lifecycle.signal }));
     return { status: 200, body: summary };
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);

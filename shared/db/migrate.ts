@@ -43,6 +43,9 @@ export async function migrate(db: Db, dir = MIGRATIONS_DIR): Promise<{ applied: 
   const migrations = await loadMigrations(dir);
   const schema = ident(db.afterlifeSchema);
   const applied: string[] = [];
+  // Every cold start calls this. When the schema is current it must not need CREATE privileges: Postgres
+  // checks them before "IF NOT EXISTS", and a runtime role (Cloud SQL IAM user) has only USAGE and DML.
+  if ((await currentVersion(db, schema)) >= (migrations.at(-1)?.id ?? 0)) return { applied };
   for (const m of migrations) {
     const did = await db.transaction(async (c) => {
       await c.query('SELECT pg_advisory_xact_lock($1)', [lockKey(db.afterlifeSchema)]);
@@ -59,4 +62,15 @@ export async function migrate(db: Db, dir = MIGRATIONS_DIR): Promise<{ applied: 
     if (did) applied.push(m.name);
   }
   return { applied };
+}
+
+async function currentVersion(db: Db, schema: string): Promise<number> {
+  try {
+    const res = await db.query<{ id: number | null }>(`SELECT max(id) AS id FROM ${schema}.migrations`, [], 'migrate.version');
+    return res.rows[0]?.id ?? 0;
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code === '42P01' || code === '3F000') return 0; // no ledger table or no schema yet
+    throw err;
+  }
 }

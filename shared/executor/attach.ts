@@ -165,7 +165,13 @@ class Kit implements ExecutorKit {
     if (!this.publisher) this.log.warn('no publisher: death notices are not sent; leftovers wait for the reaper');
 
     await guarded(this.log, 'register executor', () =>
-      registerAlive(this.db, { applicationName: this.applicationName, executorId: this.executorId, applicationVersion: this.applicationVersion, startedAt: this.startedAt }),
+      registerAlive(this.db, {
+        applicationName: this.applicationName,
+        executorId: this.executorId,
+        applicationVersion: this.applicationVersion,
+        startedAt: this.startedAt,
+        heartbeats: this.redis !== undefined,
+      }),
     );
     await this.beat();
     this.beatTimer = setInterval(() => {

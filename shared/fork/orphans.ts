@@ -24,8 +24,6 @@ export type OrphanOutcome =
   | { workflowId: string; outcome: 'forked' | 'already-forked'; newWorkflowId: string; cancelled: boolean }
   | { workflowId: string; outcome: 'dead-lettered' | 'busy' | 'skipped' | 'failed'; why?: string };
 
-const LIVE = new Set(['ENQUEUED', 'PENDING']);
-
 export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo): Promise<OrphanOutcome[]> {
   const client = await deps.dbos();
   const log = deps.logger.child({ component: 'fork', policy: 'fork-to-latest', executorId: info.executorId });
@@ -43,8 +41,11 @@ export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo): Pro
   const out: OrphanOutcome[] = [];
   for (const id of info.workflowIds) {
     const status = await client.getWorkflow(id);
-    if (!status || !LIVE.has(status.status)) {
-      out.push({ workflowId: id, outcome: 'skipped', why: status ? `status ${status.status}` : 'missing' });
+    // Only a row still waiting, on the version nobody runs: once an executor of that version claimed it
+    // (PENDING, or re-stamped), it is live work, and forking plus cancelling it would run steps twice.
+    if (!status || status.status !== 'ENQUEUED' || (status.applicationVersion ?? null) !== info.applicationVersion) {
+      const why = !status ? 'missing' : status.status !== 'ENQUEUED' ? `status ${status.status}` : `now on version ${status.applicationVersion ?? '(none)'}`;
+      out.push({ workflowId: id, outcome: 'skipped', why });
       continue;
     }
     const steps = (await client.listWorkflowSteps(id)) ?? [];

@@ -64,11 +64,11 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
     for (const id of beating) live.add(id);
     await recordPresent(db, app, [...beating], 'heartbeat');
     const missing = candidates.filter((id) => !beating.has(id));
-    kit = new Set([...registry.map((r) => r.executor_id), ...(await executorsSeenBeating(db, app, missing))]);
+    kit = new Set([...beatingKits(registry), ...(await executorsSeenBeating(db, app, missing))]);
   } else {
     result.heartbeat = { skipped: beating.skipped };
     log.warn('heartbeat evidence unavailable: no executor with the kit is judged this tick', { reason: beating.skipped });
-    kit = new Set([...registry.map((r) => r.executor_id), ...(await executorsSeenBeating(db, app, candidates))]);
+    kit = new Set([...beatingKits(registry), ...(await executorsSeenBeating(db, app, candidates))]);
   }
 
   const dead: Array<{ executorId: string; evidence: 'heartbeat' | 'sessions'; absence: Absence; cutoffMs?: number }> = [];
@@ -212,4 +212,12 @@ async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats | { ski
   } catch (err) {
     return { skipped: `redis unreachable: ${err instanceof Error ? err.message : String(err)}` };
   }
+}
+
+/**
+ * Registered kits that write heartbeats. A kit running without Redis registers with `heartbeats = false`:
+ * the absence of a key it never writes is no evidence, so it is judged like an executor without the kit.
+ */
+function beatingKits(registry: ReadonlyArray<{ executor_id: string; heartbeats: boolean }>): string[] {
+  return registry.filter((r) => r.heartbeats).map((r) => r.executor_id);
 }

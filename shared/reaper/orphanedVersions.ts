@@ -39,6 +39,11 @@ export async function orphanedVersionsPass(deps: ReaperDeps, ctx: TickContext, s
   const log = deps.logger.child({ pass: 'orphaned', tick: ctx.tick });
   if (!orphanedDue(state, deps.clock(), graceMs, tickMs)) return { skipped: NOT_DUE };
   state.orphanedScannedAt = deps.clock();
+  // Whatever the policy and the live versions now, a fork already made must not leave its original able
+  // to run as a second lineage.
+  if (!ctx.dryRun && deps.finishInterruptedForks) {
+    await deps.finishInterruptedForks().catch((err: unknown) => log.error('could not cancel originals of interrupted forks', { err, event: 'orphaned_version_fork_failed' }));
+  }
 
   const live = await liveVersions(deps);
   if (!(live instanceof Set)) {

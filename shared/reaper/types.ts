@@ -15,6 +15,8 @@ export interface ReaperDeps extends Pick<Runtime, 'config' | 'db' | 'redis' | 'l
   forkStuck?: (workflowId: string) => Promise<string | undefined>;
   /** Forks one version's orphaned rows onto the latest version (`forkOrphansToLatest` of shared/fork). */
   forkOrphans?: (info: OrphanInfo & { applicationVersion: string }) => Promise<OrphanOutcome[]>;
+  /** Cancels originals of fork-to-latest forks interrupted before their cancel (`cancelForkedOriginals`). */
+  finishInterruptedForks?: () => Promise<string[]>;
 }
 
 /** One planned action, listed in dry-run summaries instead of being carried out. */

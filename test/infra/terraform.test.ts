@@ -2,6 +2,7 @@ import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ReaperRequest } from '../../functions/reaper/handle.js';
 import {
   type CheckResult,
   checkInfra,
@@ -61,6 +62,18 @@ describe('infra/ as committed', () => {
     expect(await terraformFmt(infra)).toEqual([]);
   });
   if (!fmtAvailable) console.warn(`\n!!! ${TERRAFORM} not found: the terraform fmt check is SKIPPED`);
+});
+
+describe('the Scheduler job and the reaper agree', () => {
+  it('the body Terraform sends is a request the reaper accepts', async () => {
+    const tf = await readFile(join(infra, 'scheduler.tf'), 'utf8');
+    const hcl = /body\s*=\s*base64encode\(jsonencode\((\{[^}]*\})\)\)/.exec(tf)?.[1];
+    expect(hcl, 'scheduler.tf: body = base64encode(jsonencode({...}))').toBeDefined();
+    // HCL object of literals → JSON: `key = "v"`, `key = true`, `key = 3`.
+    const json = (hcl ?? '{}').replace(/(\w+)\s*=/g, '"$1":').replace(/\n/g, ',').replace(/,\s*([}])/g, '$1').replace(/\{\s*,/, '{');
+    const parsed = ReaperRequest.safeParse(JSON.parse(json));
+    expect(parsed.success, JSON.stringify(parsed.error?.issues)).toBe(true);
+  });
 });
 
 describe('planted breaks are reported', () => {

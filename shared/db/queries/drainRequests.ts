@@ -29,16 +29,24 @@ export async function insertDrainRequests(
   return res.rows.map((x) => Number(x.id));
 }
 
-/** The earliest drain request addressed to this executor or its version, if any. */
+/**
+ * A version request also drains instances of that version that start later (scaled up mid-deploy), but only
+ * for its budget plus this long: after that, a rollback to the same version must not drain on start.
+ */
+export const VERSION_REQUEST_SLACK_MS = 15 * 60_000;
+
+/** The earliest drain request addressed to this executor, or to its version and still in force, if any. */
 export async function findDrainRequest(
   db: Db,
   e: { applicationName: string; executorId: string; applicationVersion: string },
 ): Promise<DrainRequest | undefined> {
   const res = await db.query<{ id: string; budget_ms: number; requested_at: Date }>(
     `SELECT id::text, budget_ms, requested_at FROM ${table(db)}
-      WHERE application_name = $1 AND (executor_id = $2 OR application_version = $3)
+      WHERE application_name = $1
+        AND (executor_id = $2
+             OR (application_version = $3 AND requested_at > now() - make_interval(secs => (budget_ms + $4) / 1000.0)))
       ORDER BY requested_at, id LIMIT 1`,
-    [e.applicationName, e.executorId, e.applicationVersion],
+    [e.applicationName, e.executorId, e.applicationVersion, VERSION_REQUEST_SLACK_MS],
     'drainRequests.find',
   );
   const row = res.rows[0];

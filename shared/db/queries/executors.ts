@@ -14,6 +14,7 @@ export interface ExecutorRow {
   state_changed_at: Date;
   reason: string | null;
   detected_by: string | null;
+  heartbeats: boolean;
 }
 
 const table = (db: Db) => `${ident(db.afterlifeSchema)}.executors`;
@@ -21,16 +22,16 @@ const table = (db: Db) => `${ident(db.afterlifeSchema)}.executors`;
 /** Registers or refreshes a live executor. A dead executor never comes back to life under the same ID. */
 export async function registerAlive(
   db: Db,
-  e: { applicationName: string; executorId: string; applicationVersion: string; startedAt: Date },
+  e: { applicationName: string; executorId: string; applicationVersion: string; startedAt: Date; heartbeats: boolean },
 ): Promise<void> {
   await db.query(
-    `INSERT INTO ${table(db)} AS x (application_name, executor_id, application_version, state, started_at, last_seen_at)
-     VALUES ($1, $2, $3, 'alive', $4, now())
+    `INSERT INTO ${table(db)} AS x (application_name, executor_id, application_version, state, started_at, last_seen_at, heartbeats)
+     VALUES ($1, $2, $3, 'alive', $4, now(), $5)
      ON CONFLICT (application_name, executor_id) DO UPDATE
         SET application_version = EXCLUDED.application_version, last_seen_at = now(),
-            started_at = COALESCE(x.started_at, EXCLUDED.started_at)
+            started_at = COALESCE(x.started_at, EXCLUDED.started_at), heartbeats = EXCLUDED.heartbeats
       WHERE x.state <> 'dead'`,
-    [e.applicationName, e.executorId, e.applicationVersion, e.startedAt],
+    [e.applicationName, e.executorId, e.applicationVersion, e.startedAt, e.heartbeats],
     'executors.registerAlive',
   );
 }

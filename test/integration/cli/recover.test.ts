@@ -67,13 +67,16 @@ describe('afterlife recover', () => {
     expect(parseJson(forced, RecoverOutput).outcome).toBe('nothing-to-do');
   });
 
-  it('without Redis it runs degraded and says so', async () => {
+  it('without Redis it refuses unless --force (no heartbeat evidence), then runs degraded and says so', async () => {
     const { tdb, env, app } = f;
     await tdb.sql.query(
       `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, executor_id, application_version, application_name) VALUES ('d-1', 'PENDING', 'agentWorkflow', 'exec-D', 'v9', $1)`,
       [app],
     );
-    const run = await runCli(['recover', 'exec-D'], { ...env, REDIS_URL: '' });
+    const refused = await runCli(['recover', 'exec-D'], { ...env, REDIS_URL: '' });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr + refused.stdout).toMatch(/cannot read exec-D's heartbeat .*--force/);
+    const run = await runCli(['recover', 'exec-D', '--force'], { ...env, REDIS_URL: '' });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toMatch(/re-enqueued 1 workflow\(s\) of exec-D .*\(degraded\)/);
     expect(run.stdout).toMatch(/warning: ran without the Redis lock/);

@@ -47,4 +47,26 @@ describe('schemas', () => {
       await Promise.all(dbs.map((d) => d.end()));
     }
   });
+
+  it('a runtime role with only USAGE and DML starts against a current schema (no CREATE needed)', async () => {
+    const role = `afterlife_rt_${Math.random().toString(36).slice(2, 10)}`;
+    const grants = [
+      `CREATE ROLE ${role} LOGIN`,
+      `REVOKE CREATE ON SCHEMA public FROM PUBLIC`,
+      `GRANT USAGE ON SCHEMA afterlife, dbos TO ${role}`,
+      `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA afterlife, dbos TO ${role}`,
+    ];
+    for (const g of grants) await tdb.sql.query(g);
+    const url = new URL(tdb.url);
+    url.username = role;
+    const db = afterlifeDb(url.toString(), { max: 1 });
+    try {
+      await expect(db.query('CREATE TABLE afterlife.probe (x int)')).rejects.toThrow(/permission denied/);
+      expect(await migrate(db)).toEqual({ applied: [] });
+    } finally {
+      await db.end();
+      await tdb.sql.query(`DROP OWNED BY ${role}`);
+      await tdb.sql.query(`DROP ROLE ${role}`);
+    }
+  });
 });

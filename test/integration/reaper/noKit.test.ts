@@ -60,6 +60,38 @@ describe('reaper: an executor without the kit', () => {
     expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
   });
 
+  it('a kit registered without Redis (no heartbeats) is judged by sessions, never by a key it never writes', async () => {
+    const { tdb, app } = fx;
+    await tdb.sql.query(
+      `INSERT INTO afterlife.executors (application_name, executor_id, state, heartbeats) VALUES ($1, 'exec-nokit', 'alive', false)`,
+      [app],
+    );
+    // Its key has "been absent" for 10 s over a tick already: enough for a kit that beats.
+    const absent = () =>
+      tdb.sql.query(
+        `INSERT INTO afterlife.executor_observations AS o (application_name, executor_id, evidence, first_absent_at, last_absent_at, absent_ticks)
+         VALUES ($1, 'exec-nokit', 'heartbeat', now() - interval '10 s', now(), 1)
+         ON CONFLICT (application_name, executor_id) DO UPDATE
+            SET evidence = 'heartbeat', first_absent_at = now() - interval '10 s', last_absent_at = now(), absent_ticks = 1, declared_dead_at = NULL`,
+        [app],
+      );
+    try {
+      await absent();
+      for (let i = 0; i < 2; i++) expect((await tick(fx.rt)).declaredDead).toEqual([]);
+      expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
+      // Control: the same executor registered as a beating kit would be declared dead on that evidence.
+      await tdb.sql.query(`UPDATE afterlife.executors SET heartbeats = true WHERE application_name = $1 AND executor_id = 'exec-nokit'`, [app]);
+      await absent();
+      const dry = await runReaper(testReaperDeps(fx.rt), { maxTicks: 1, dryRun: true });
+      if (dry.outcome !== 'completed') throw new Error('skipped');
+      expect((dry.planned ?? []).some((p) => p.pass === 'dead' && p.executorId === 'exec-nokit')).toBe(true);
+    } finally {
+      await tdb.sql.query(`DELETE FROM afterlife.executors WHERE application_name = $1 AND executor_id = 'exec-nokit'`, [app]);
+      await tdb.sql.query(`DELETE FROM afterlife.executor_observations WHERE application_name = $1 AND executor_id = 'exec-nokit'`, [app]);
+    }
+    expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
+  });
+
   it('E: left alone when afterlife’s role cannot see other roles’ sessions', async () => {
     const noKit = fx.executors[1]!;
     const { tdb, app } = fx;
