@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useRuntime } from '../../../functions/runtime.js';
 import '../../../functions/index.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { getResultWithAutoFork } from '../../../shared/fork/index.js';
+import { forkDepsFromRuntime, forkOrphansToLatest, getResultWithAutoFork } from '../../../shared/fork/index.js';
 import { heartbeatKey } from '../../../shared/heartbeat/index.js';
 import { postEvent, pubsubCloudEvent, serve } from '../../helpers/cloudEvents.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
@@ -110,5 +110,32 @@ describe('fork-to-latest for a version no live executor runs', () => {
     // The originals never ran again: v1 is gone and they are cancelled.
     const originals = await tdb.sql.query(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status <> 'CANCELLED'`, [orphans]);
     expect(originals.rows[0]).toEqual({ n: 0 });
+  });
+
+  it('never forks a row that an executor of its version has claimed meanwhile (live work), nor one re-stamped', async () => {
+    // After the test above, v2 is the latest version. A v1 row that is PENDING again belongs to a live run.
+    await tdb.sql.query(
+      `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, executor_id, application_version, application_name, queue_name)
+       VALUES ('claimed-1', 'PENDING', 'agentWorkflow', 'exec-v1b', 'v1', $1, NULL),
+              ('restamped-1', 'ENQUEUED', 'agentWorkflow', NULL, 'v2', $1, '_dbos_internal_queue')`,
+      [app],
+    );
+    const out = await forkOrphansToLatest(forkDepsFromRuntime(rt), {
+      applicationName: app,
+      executorId: 'exec-v1b',
+      applicationVersion: 'v1',
+      workflowIds: ['claimed-1', 'restamped-1'],
+    });
+    expect(out).toEqual([
+      { workflowId: 'claimed-1', outcome: 'skipped', why: 'status PENDING' },
+      { workflowId: 'restamped-1', outcome: 'skipped', why: 'now on version v2' },
+    ]);
+    const forks = await tdb.sql.query(`SELECT 1 FROM dbos.workflow_status WHERE forked_from IN ('claimed-1', 'restamped-1')`);
+    expect(forks.rowCount).toBe(0);
+    const rows = await tdb.sql.query(`SELECT workflow_uuid, status FROM dbos.workflow_status WHERE workflow_uuid IN ('claimed-1', 'restamped-1') ORDER BY 1`);
+    expect(rows.rows).toEqual([
+      { workflow_uuid: 'claimed-1', status: 'PENDING' },
+      { workflow_uuid: 'restamped-1', status: 'ENQUEUED' },
+    ]);
   });
 });
