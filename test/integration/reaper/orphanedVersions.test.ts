@@ -146,4 +146,24 @@ describe('reaper: orphaned versions', () => {
     const again = await reap(fork);
     expect(again.passes.orphaned).toMatchObject({ found: 0 });
   });
+
+  it('cancels the original of a fork-to-latest fork interrupted before its cancel, whatever the policy', async () => {
+    // A fork was made and recorded, then the process died before cancelling the original (still ENQUEUED).
+    await tdb.sql.query(
+      `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, application_version, application_name, queue_name)
+       VALUES ('interrupted-1', 'ENQUEUED', 'agentWorkflow', 'v1', $1, '_dbos_internal_queue')`,
+      [app],
+    );
+    await tdb.sql.query(
+      `INSERT INTO afterlife.forks (root_workflow_id, n, application_name, source_workflow_id, from_step, new_workflow_id, application_version, reason, forked_by)
+       VALUES ('interrupted-1', 1, $1, 'interrupted-1', 0, 'interrupted-1-fork-1', 'v2', 'orphaned-version', 'test')`,
+      [app],
+    );
+    const s = await reap(runtime({ ORPHANED_VERSION_POLICY: 'leave' }));
+    expect(s.outcome).toBe('completed');
+    const row = await tdb.sql.query(`SELECT status FROM dbos.workflow_status WHERE workflow_uuid = 'interrupted-1'`);
+    expect(row.rows).toEqual([{ status: 'CANCELLED' }]);
+    const ledger = await tdb.sql.query(`SELECT original_cancelled_at IS NOT NULL AS done FROM afterlife.forks WHERE new_workflow_id = 'interrupted-1-fork-1'`);
+    expect(ledger.rows).toEqual([{ done: true }]);
+  });
 });
