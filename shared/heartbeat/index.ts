@@ -69,3 +69,21 @@ export async function readAllHeartbeats(redis: Redis, applicationName: string, p
   } while (cursor !== '0');
   return out;
 }
+
+/**
+ * Versions run by executors whose heartbeat says `alive` (draining ones no longer claim work), and the
+ * executors whose value could not be read (a live writer whose version is unknown). Throws when Redis does.
+ */
+export async function readLiveVersions(
+  redis: Redis,
+  applicationName: string,
+  prefix = 'afterlife',
+): Promise<{ versions: Set<string>; unreadable: string[] }> {
+  const versions = new Set<string>();
+  const unreadable: string[] = [];
+  for (const [executorId, v] of await readAllHeartbeats(redis, applicationName, prefix)) {
+    if (v === undefined) unreadable.push(executorId);
+    else if (v.state === 'alive') versions.add(v.applicationVersion);
+  }
+  return { versions, unreadable };
+}

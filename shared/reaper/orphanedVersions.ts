@@ -1,5 +1,5 @@
 import { findOrphanedEnqueued, type OrphanedRow } from '../dbos/orphaned.js';
-import { readAllHeartbeats } from '../heartbeat/index.js';
+import { readLiveVersions } from '../heartbeat/index.js';
 import type { OrphanedPassResult, PlannedAction, ReaperDeps, ReaperState, TickContext } from './types.js';
 
 /**
@@ -129,14 +129,11 @@ function groupBy<T>(items: T[], key: (t: T) => string): Map<string, T[]> {
 async function liveVersions(deps: ReaperDeps): Promise<Set<string> | { skipped: string }> {
   if (!deps.redis) return { skipped: 'REDIS_URL is not set' };
   try {
-    const beats = await readAllHeartbeats(deps.redis, deps.config.applicationName, deps.config.redis?.keyPrefix ?? 'afterlife');
-    const out = new Set<string>();
-    for (const [executorId, v] of beats) {
-      // A key proves a live writer, but an unreadable value hides which version it runs.
-      if (v === undefined) return { skipped: `heartbeat of ${executorId} is unreadable: its version is unknown` };
-      if (v.state === 'alive') out.add(v.applicationVersion);
-    }
-    return out;
+    const live = await readLiveVersions(deps.redis, deps.config.applicationName, deps.config.redis?.keyPrefix ?? 'afterlife');
+    // A key proves a live writer, but an unreadable value hides which version it runs.
+    const [unknown] = live.unreadable;
+    if (unknown !== undefined) return { skipped: `heartbeat of ${unknown} is unreadable: its version is unknown` };
+    return live.versions;
   } catch (err) {
     return { skipped: `redis unreachable: ${err instanceof Error ? err.message : String(err)}` };
   }

@@ -6,7 +6,7 @@ import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
 import { type BatchCursor, pendingByVersion, reenqueueBatch, type RecoveryGuard } from '../dbos/recovery.js';
 import { BudgetExhaustedError } from '../errors.js';
 import type { DeathNotice } from '../events/deathNotice.js';
-import { heartbeatKey, readAllHeartbeats, readHeartbeat } from '../heartbeat/index.js';
+import { heartbeatKey, readHeartbeat, readLiveVersions } from '../heartbeat/index.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import { unlimitedBudget } from '../lifecycle/deadline.js';
 import { LockUnavailableError } from '../lock/errors.js';
@@ -195,10 +195,7 @@ async function run(
 async function liveVersions(deps: RecoveryDeps, app: string, log: Logger): Promise<Set<string> | undefined> {
   if (!deps.redis) return undefined;
   try {
-    const beats = await readAllHeartbeats(deps.redis, app, deps.keyPrefix);
-    const out = new Set<string>();
-    for (const v of beats.values()) if (v?.state === 'alive') out.add(v.applicationVersion);
-    return out;
+    return (await readLiveVersions(deps.redis, app, deps.keyPrefix)).versions;
   } catch (err) {
     log.warn('could not read heartbeats: live versions unknown', { err });
     return undefined;
