@@ -5,6 +5,7 @@ import { type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import type { ExecutorHandle } from '../../helpers/executor.js';
 import { AGENT_SERVE, dbNow, firstStepAt, FUNCTIONS_FRAMEWORK_MAIN, kitEnv, statuses } from '../../helpers/kit.js';
 import { type Plane, startPlane } from '../../helpers/plane.js';
+import { freePort } from '../../helpers/services.js';
 
 /**
  * Acceptance A and B: an executor with the kit runs 10 workflows of 3 s steps and gets SIGTERM. It exits
@@ -72,7 +73,7 @@ describe.skipIf(!emulatorHost)('SIGTERM: drain, death notice, recovery on a live
   }, 120_000);
 
   it('B: executor serving an HTTP function through functions-framework', async () => {
-    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const port = await freePort();
     const b = await plane.start({
       applicationVersion: 'v1',
       executorId: 'exec-ff',

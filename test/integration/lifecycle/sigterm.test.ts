@@ -11,7 +11,7 @@ import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { FUNCTIONS_FRAMEWORK_MAIN } from '../../helpers/kit.js';
-import { TEST_REDIS_URL } from '../../helpers/services.js';
+import { freePort, TEST_REDIS_URL } from '../../helpers/services.js';
 
 /**
  * shared/lifecycle for afterlife's own functions: a SIGTERM mid-recovery stops the loop at a batch
@@ -69,7 +69,7 @@ describe('lifecycle: SIGTERM in afterlife functions', () => {
   });
 
   it('under functions-framework, SIGTERM waits for cleanup instead of exiting at once', async () => {
-    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const port = await freePort();
     const child = spawn(process.execPath, [FUNCTIONS_FRAMEWORK_MAIN, '--target=drain'], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
@@ -87,6 +87,7 @@ describe('lifecycle: SIGTERM in afterlife functions', () => {
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     try {
       const res = await waitFor('drain function up', async () => {
+        if (child.exitCode !== null) throw new Error(`functions-framework exited ${child.exitCode}:\n${out.join('')}`);
         const r = await fetch(`http://127.0.0.1:${port}/?applicationVersion=v1`).catch(() => undefined);
         return r?.status === 200 ? r : undefined;
       });
