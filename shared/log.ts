@@ -40,7 +40,15 @@ export function makeLogger(sink: Sink, base: Fields = {}, minimum: Severity = 'D
 }
 
 export function consoleLogger(base: Fields = {}, minimum: Severity = 'INFO'): Logger {
-  return makeLogger((line) => process.stdout.write(`${JSON.stringify(line, errorReplacer)}\n`), base, minimum);
+  return makeLogger((line) => process.stdout.write(`${formatLogLine(line)}\n`), base, minimum);
+}
+
+/**
+ * One JSON line. Credentials inside URLs (a driver's error that quotes its connection string, a Redis URL
+ * with AUTH) are masked here, once, so no call site has to remember.
+ */
+export function formatLogLine(line: LogLine): string {
+  return JSON.stringify(line, errorReplacer).replace(/([a-z][a-z0-9+.-]*:\/\/[^\s"/@:]*:)[^\s"/@]+@/gi, '$1***@');
 }
 
 export function silentLogger(): Logger {
@@ -51,6 +59,53 @@ export function silentLogger(): Logger {
 export function memoryLogger(base: Fields = {}): Logger & { lines: LogLine[] } {
   const lines: LogLine[] = [];
   return Object.assign(makeLogger((l) => lines.push(l), base), { lines });
+}
+
+/**
+ * Cloud Logging's trace correlation fields for a request that carries a trace: the W3C `traceparent`
+ * (Eventarc puts it on the CloudEvent; HTTP callers send the header) or Google's older
+ * `X-Cloud-Trace-Context: TRACE/SPAN;o=1`. Cloud Logging only links a line to its trace when the value is
+ * `projects/P/traces/T`, so without a project there is nothing useful to write. Malformed values are
+ * ignored: a caller's header must never break or pollute logging.
+ */
+export function traceFields(project: string | undefined, carrier: { traceparent?: unknown; cloudTraceContext?: unknown }): Fields {
+  if (!project) return {};
+  let traceId: string | undefined;
+  let spanId: string | undefined;
+  let sampled: boolean | undefined;
+  const tp = typeof carrier.traceparent === 'string' ? /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(carrier.traceparent.trim()) : null;
+  if (tp?.[1] && tp[2] && tp[3] && !/^0+$/.test(tp[1])) {
+    traceId = tp[1];
+    spanId = tp[2];
+    sampled = (Number.parseInt(tp[3], 16) & 1) === 1;
+  } else if (typeof carrier.cloudTraceContext === 'string') {
+    const x = /^([0-9a-fA-F]{32})(?:\/(\d{1,20}))?(?:;o=([01]))?$/.exec(carrier.cloudTraceContext.trim());
+    if (x?.[1] && !/^0+$/.test(x[1])) {
+      traceId = x[1].toLowerCase();
+      // Cloud Logging wants the span as 16 hex digits; X-Cloud-Trace-Context carries it in decimal.
+      if (x[2]) spanId = BigInt(x[2]).toString(16).padStart(16, '0').slice(-16);
+      if (x[3]) sampled = x[3] === '1';
+    }
+  }
+  if (!traceId) return {};
+  return {
+    'logging.googleapis.com/trace': `projects/${project}/traces/${traceId}`,
+    ...(spanId ? { 'logging.googleapis.com/spanId': spanId } : {}),
+    ...(sampled !== undefined ? { 'logging.googleapis.com/trace_sampled': sampled } : {}),
+  };
+}
+
+/** Trace fields of an HTTP request, from its `traceparent` or `X-Cloud-Trace-Context` header. */
+export function httpTraceFields(project: string | undefined, headers: unknown): Fields {
+  return traceFields(project, { traceparent: headerValue(headers, 'traceparent'), cloudTraceContext: headerValue(headers, 'x-cloud-trace-context') });
+}
+
+function headerValue(headers: unknown, name: string): string | undefined {
+  if (typeof headers !== 'object' || headers === null) return undefined;
+  const v = (headers as Record<string, unknown>)[name.toLowerCase()];
+  if (typeof v === 'string') return v;
+  if (Array.isArray(v) && typeof v[0] === 'string') return v[0];
+  return undefined;
 }
 
 function errorReplacer(_key: string, value: unknown): unknown {

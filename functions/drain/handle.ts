@@ -1,5 +1,6 @@
 import { classify, InvalidInputError } from '../../shared/errors.js';
 import { type DrainDeps, DrainPostBody, DrainQuery, drainProgress, parse, requestDrain } from '../../shared/drain/index.js';
+import { httpTraceFields } from '../../shared/log.js';
 import type { Runtime } from '../../shared/runtime.js';
 
 /**
@@ -11,8 +12,8 @@ export interface HttpOutcome {
   body: unknown;
 }
 
-export async function handleDrainRequest(rt: Runtime, req: { method: string; body: unknown; query: unknown }): Promise<HttpOutcome> {
-  const log = rt.logger.child({ fn: 'drain' });
+export async function handleDrainRequest(rt: Runtime, req: { method: string; body: unknown; query: unknown; headers?: unknown }): Promise<HttpOutcome> {
+  const log = rt.logger.child({ fn: 'drain', ...httpTraceFields(rt.config.project, req.headers) });
   const deps: DrainDeps = {
     db: rt.db,
     redis: rt.redis,

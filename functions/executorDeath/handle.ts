@@ -6,6 +6,7 @@ import { forkOrphansToLatest } from '../../shared/fork/orphans.js';
 import { decodePubSubJson } from '../../shared/events/pubsub.js';
 import { budgetFrom } from '../../shared/lifecycle/deadline.js';
 import { recoverExecutor, type RecoverySummary } from '../../shared/resume/recoverExecutor.js';
+import { traceFields } from '../../shared/log.js';
 import type { Runtime } from '../../shared/runtime.js';
 
 /**
@@ -17,9 +18,16 @@ export type DeathOutcome =
   | { ack: true; kind: 'recovered'; summary: RecoverySummary }
   | { ack: false; kind: 'retry'; reason: string; code: string };
 
-export async function handleDeathEvent(rt: Runtime, body: unknown, eventId?: string): Promise<DeathOutcome> {
+export interface DeliveryMeta {
+  /** The CloudEvent's ID (Pub/Sub's message ID under Eventarc). */
+  eventId?: string;
+  /** W3C trace context Eventarc sets on the event, so the lines join the request's trace. */
+  traceparent?: unknown;
+}
+
+export async function handleDeathEvent(rt: Runtime, body: unknown, meta: DeliveryMeta = {}): Promise<DeathOutcome> {
   const started = rt.clock();
-  const log = rt.logger.child({ fn: 'executorDeath', eventId });
+  const log = rt.logger.child({ fn: 'executorDeath', eventId: meta.eventId, ...traceFields(rt.config.project, { traceparent: meta.traceparent }) });
   let decoded;
   try {
     decoded = decodePubSubJson(body, DeathNotice);

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { classify } from '../../shared/errors.js';
 import { runReaper, type ReaperDeps, type ReaperSummary } from '../../shared/reaper/index.js';
+import { httpTraceFields, type Logger } from '../../shared/log.js';
 import type { Runtime } from '../../shared/runtime.js';
 import { forkHooks } from './fork.js';
 
@@ -25,14 +26,14 @@ export interface HttpAnswer {
   body: ReaperSummary | { error: string; issues?: string[] };
 }
 
-export function reaperDeps(rt: Runtime): ReaperDeps {
+export function reaperDeps(rt: Runtime, logger: Logger = rt.logger): ReaperDeps {
   return {
     config: rt.config,
     db: rt.db,
     redis: rt.redis,
     lock: rt.lock,
     publisher: rt.publisher,
-    logger: rt.logger,
+    logger,
     faults: rt.faults,
     clock: rt.clock,
     detectedBy: `reaper@${hostname()}:${process.pid}`,
@@ -42,10 +43,12 @@ export function reaperDeps(rt: Runtime): ReaperDeps {
 
 export async function handleReaperRequest(
   rt: Runtime,
-  req: { method: string; query?: Record<string, unknown>; body?: unknown },
-  deps: ReaperDeps = reaperDeps(rt),
+  req: { method: string; query?: Record<string, unknown>; body?: unknown; headers?: unknown },
+  deps?: ReaperDeps,
 ): Promise<HttpAnswer> {
   const started = rt.clock();
+  const log = rt.logger.child(httpTraceFields(rt.config.project, req.headers));
+  const d = deps ?? reaperDeps(rt, log);
   if (req.method !== 'POST') return { status: 405, body: { error: 'use POST' } };
   const parsed = ReaperRequest.safeParse(requestFields(req));
   if (!parsed.success) {
@@ -54,14 +57,14 @@ export async function handleReaperRequest(
   }
   try {
     const { source, ...request } = parsed.data;
-    if (source) rt.logger.debug('reaper invoked', { source });
+    if (source) log.debug('reaper invoked', { source });
     // Tracked, so a SIGTERM mid-tick lets the reaper stop at its boundary and release its lease before
     // the pool and Redis close.
-    const summary = await rt.lifecycle.track(runReaper(deps, { ...request, startedAt: started, signal: rt.lifecycle.signal }));
+    const summary = await rt.lifecycle.track(runReaper(d, { ...request, startedAt: started, signal: rt.lifecycle.signal }));
     return { status: 200, body: summary };
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
-    rt.logger.error('reaper invocation failed', { err, event: 'reaper_failed' });
+    log.error('reaper invocation failed', { err, event: 'reaper_failed' });
     return { status: classify(err) === 'retry' ? 503 : 500, body: { error: message } };
   }
 }
@@ -74,3 +77,4 @@ function requestFields(req: { query?: Record<string, unknown>; body?: unknown })
   if (req.query?.dryRun !== undefined) fromQuery.dryRun = req.query.dryRun === 'true' || req.query.dryRun === '1';
   return { ...fromQuery, ...(body as Record<string, unknown>) };
 }
+

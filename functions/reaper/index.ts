@@ -12,6 +12,6 @@ ff.http('reaper', async (req, res) => {
     res.status(503).json({ error: err instanceof Error ? err.message : String(err) });
     return;
   }
-  const answer = await handleReaperRequest(rt, { method: req.method, query: req.query as Record<string, unknown>, body: req.body });
+  const answer = await handleReaperRequest(rt, { method: req.method, query: req.query as Record<string, unknown>, body: req.body, headers: req.headers });
   res.status(answer.status).json(answer.body);
 });

@@ -16,7 +16,7 @@ describe('poison death notices', () => {
 
   beforeAll(async () => {
     tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app });
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { GOOGLE_CLOUD_PROJECT: 'proj-p' } });
     useRuntime(rt);
     server = await serve('executorDeath');
   });
@@ -64,5 +64,15 @@ describe('poison death notices', () => {
     expect(res.status).toBe(204);
     const audit = await tdb.sql.query(`SELECT outcome FROM afterlife.recoveries WHERE executor_id = 'exec-P'`);
     expect(audit.rows).toEqual([{ outcome: 'completed' }]);
+  });
+
+  it('joins the trace Eventarc sets on the event (ce-traceparent)', async () => {
+    const before = rt.logger.lines.length;
+    const ev = json(valid());
+    const res = await postEvent(server.url, { ...ev, headers: { ...ev.headers, 'ce-traceparent': '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' } });
+    expect(res.status).toBe(204);
+    const handled = rt.logger.lines.slice(before).find((l) => l.event === 'recovery');
+    expect(handled?.['logging.googleapis.com/trace']).toBe('projects/proj-p/traces/4bf92f3577b34da6a3ce929d0e0e4736');
+    expect(handled?.['logging.googleapis.com/spanId']).toBe('00f067aa0ba902b7');
   });
 });
