@@ -1,3 +1,4 @@
+import { DbBudget } from '../../shared/db/budget.js';
 import { classify } from '../../shared/errors.js';
 import { InvalidInputError } from '../../shared/errors.js';
 import { DeathNotice } from '../../shared/events/deathNotice.js';
@@ -44,6 +45,14 @@ export async function handleDeathEvent(rt: Runtime, body: unknown, meta: Deliver
     log.warn('foreign death notice acked', { event: 'poison_message', reason });
     return { ack: true, kind: 'poison', reason, issues: [] };
   }
+  let admitted: () => void;
+  try {
+    admitted = await admission(rt).acquire();
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    log.warn('death notice nacked for redelivery', { event: 'recovery_retry', reason, code: 'db_busy' });
+    return { ack: false, kind: 'retry', reason, code: 'db_busy' };
+  }
   try {
     // Tracked: on SIGTERM the loop stops at a batch boundary and releases its lock before Redis closes.
     const summary = await rt.lifecycle.track(recoverExecutor(
@@ -79,5 +88,23 @@ export async function handleDeathEvent(rt: Runtime, body: unknown, meta: Deliver
     }
     log.warn('death notice nacked for redelivery', { event: 'recovery_retry', reason, code });
     return { ack: false, kind: 'retry', reason, code: typeof code === 'string' ? code : 'error' };
+  } finally {
+    admitted();
   }
+}
+
+/**
+ * Deliveries are admitted whole, before any work: at most as many recoveries run at once as the instance
+ * has database slots, and the rest are nacked at once. Without this the statement budget would turn a
+ * delivery away halfway through, after it had taken the lock and opened its audit row, and the redelivery
+ * would redo its work while the next one was cut off in turn.
+ */
+const admissions = new WeakMap<Runtime, DbBudget>();
+function admission(rt: Runtime): DbBudget {
+  let a = admissions.get(rt);
+  if (!a) {
+    a = new DbBudget(rt.db.budget.limit, 0);
+    admissions.set(rt, a);
+  }
+  return a;
 }

@@ -75,6 +75,9 @@ describe('bounded database concurrency', () => {
     expect(peak).toBeLessThanOrEqual(3);
     const done = await tdb.sql.query<{ n: number }>(`SELECT count(DISTINCT executor_id)::int AS n FROM afterlife.recoveries WHERE outcome = 'completed'`);
     expect(done.rows[0]?.n).toBe(200);
+    // Admitted whole: no delivery was cut off halfway (an audit row left open or failed by the budget).
+    const cut = await tdb.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM afterlife.recoveries WHERE outcome IS DISTINCT FROM 'completed'`);
+    expect(cut.rows[0]?.n).toBe(0);
     console.log(`concurrency: 200 deliveries → ${acked.length} acked at once, ${nacked.length} retry-later; peak sessions ${peak}/3`);
   });
 });
