@@ -2,8 +2,11 @@ import { PubSub } from '@google-cloud/pubsub';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { useRuntime } from '../../../functions/runtime.js';
 import '../../../functions/index.js';
-import { startPullBridge, type Bridge } from '../../../shared/events/bridge.js';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Message } from '@google-cloud/pubsub';
+import { ensureSubscription, startPullBridge, type Bridge } from '../../../shared/events/bridge.js';
+import { DeathNotice, deathNotice } from '../../../shared/events/deathNotice.js';
 import { PubSubPublisher, publishDeathNotice } from '../../../shared/events/publisher.js';
 import { silentLogger } from '../../../shared/log.js';
 import { beat, checkpointCount, pendingIds, waitAllSuccess } from '../../helpers/agents.js';
@@ -57,6 +60,9 @@ describe.skipIf(!emulatorHost)('executorDeath through the real Pub/Sub emulator'
     executors.push(b);
     if (rt.redis) await beat(rt.redis, app, 'exec-B', 'v1');
 
+    // A second subscription on the topic sees the message as any subscriber would: attributes and ordering key.
+    const tap = await ensureSubscription(pubsub, topic, `${topic}-tap`);
+    const tapped = new Promise<Message>((resolve) => tap.once('message', (m: Message) => (m.ack(), resolve(m))));
     const messageId = await publishDeathNotice(
       new PubSubPublisher(pubsub),
       topic,
@@ -68,5 +74,33 @@ describe.skipIf(!emulatorHost)('executorDeath through the real Pub/Sub emulator'
     const audit = await tdb.sql.query<{ message_id: string; outcome: string }>(`SELECT message_id, outcome FROM afterlife.recoveries`);
     expect(audit.rows.some((r) => r.message_id === messageId && r.outcome === 'completed')).toBe(true);
     expect(await pendingIds(tdb.sql, 'exec-A')).toEqual([]);
+
+    const m = await tapped;
+    await tap.close();
+    expect(m.id).toBe(messageId);
+    expect(m.attributes).toEqual({ type: 'executor.dead', executorId: 'exec-A' });
+    expect(m.orderingKey).toBe('exec-A');
+    expect(DeathNotice.parse(JSON.parse(m.data.toString('utf8')))).toMatchObject({ executorId: 'exec-A', applicationName: app, reason: 'manual' });
+  });
+
+  it('the bridge nacks a non-2xx answer and the message comes back until it is acked', async () => {
+    const seen: string[] = [];
+    const target = createServer((req, res) => {
+      const id = String(req.headers['ce-id']);
+      seen.push(id);
+      res.statusCode = seen.filter((s) => s === id).length < 3 ? 503 : 204;
+      req.resume().on('end', () => res.end());
+    });
+    await new Promise<void>((r) => target.listen(0, '127.0.0.1', () => r()));
+    const flaky = uniqueName('executor-deaths-flaky');
+    const b = await startPullBridge({ pubsub, topic: flaky, subscription: `${flaky}-sub`, targetUrl: `http://127.0.0.1:${(target.address() as AddressInfo).port}/`, logger: silentLogger() });
+    try {
+      const id = await publishDeathNotice(new PubSubPublisher(pubsub), flaky, deathNotice({ executorId: 'exec-F', applicationName: app, reason: 'manual', detectedBy: 'test' }));
+      await waitFor('acked on the third delivery', async () => b.delivered === 1);
+      expect(seen.filter((s) => s === id)).toHaveLength(3);
+    } finally {
+      await b.close();
+      await new Promise<void>((r) => target.close(() => r()));
+    }
   });
 });
