@@ -4,6 +4,7 @@ import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
 import { BudgetExhaustedError } from '../../../shared/errors.js';
+import { RedisLock } from '../../../shared/lock/lock.js';
 import { createRedis } from '../../../shared/lock/redis.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { auditedIds, beat, makeOrphans, pendingIds } from '../../helpers/agents.js';
@@ -32,6 +33,8 @@ describe('executor-death safety', () => {
     await makeOrphans({ ...common, executorId: 'exec-E', ids: ids('e', 7), stepMs: 60_000 });
     await makeOrphans({ ...common, executorId: 'exec-G', ids: ids('g', 2), stepMs: 60_000 });
     await makeOrphans({ ...common, executorId: 'exec-T', ids: ids('t', 5), stepMs: 60_000 });
+    await makeOrphans({ ...common, executorId: 'exec-L', ids: ids('l', 5), stepMs: 60_000 });
+    await makeOrphans({ ...common, executorId: 'exec-K', ids: ids('k', 4), stepMs: 60_000 });
   });
   afterAll(async () => {
     for (const c of closers) await c();
@@ -159,6 +162,78 @@ describe('executor-death safety', () => {
     const rest = await recoverExecutor(deps, notice('exec-T'));
     expect(rest).toMatchObject({ outcome: 'completed', reenqueued: 3 });
     const outcomes = await tdb.sql.query(`SELECT outcome FROM afterlife.recoveries WHERE executor_id = 'exec-T' ORDER BY id`);
+    expect(outcomes.rows.map((r: { outcome: string }) => r.outcome)).toEqual(['partial', 'completed']);
+  });
+
+  it('E: a statement killed while it runs (waiting on a row lock) nacks; the redelivery finishes; nothing twice', async () => {
+    const db = afterlifeDb(tdb.url, { sessionName: 'afterlife-k' });
+    const rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, db, env: { RECOVERY_BATCH_SIZE: '2' } });
+    closers.push(async () => {
+      await rt.close();
+      await db.end();
+    });
+    const before = await pendingIds(tdb.sql, 'exec-K');
+    expect(before).toHaveLength(4);
+    // Another session holds the newest candidate row, so the second batch's UPDATE blocks inside Postgres.
+    const holder = new pg.Client({ connectionString: tdb.url });
+    await holder.connect();
+    closers.push(() => holder.end());
+    await holder.query('BEGIN');
+    await holder.query(`SELECT 1 FROM dbos.workflow_status WHERE workflow_uuid = $1 FOR UPDATE`, [[...before].sort().at(-1)]);
+    const delivery = handleDeathEvent(rt, envelope(notice('exec-K'), 'k-1'));
+    const pid = await waitFor('the batch statement waiting on the row lock', async () => {
+      const r = await tdb.sql.query<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity WHERE application_name = 'afterlife-k' AND wait_event_type = 'Lock' AND state = 'active'`,
+      );
+      return r.rows[0]?.pid;
+    });
+    await tdb.sql.query('SELECT pg_terminate_backend($1)', [pid]);
+    const first = await delivery;
+    await holder.query('ROLLBACK');
+    expect(first).toMatchObject({ ack: false, kind: 'retry' });
+    const afterFirst = await auditedIds(tdb.sql, 'exec-K');
+    expect((await pendingIds(tdb.sql, 'exec-K')).length).toBe(before.length - afterFirst.length);
+
+    const second = await handleDeathEvent(rt, envelope(notice('exec-K'), 'k-1'));
+    expect(second).toMatchObject({ ack: true, summary: { outcome: 'completed', reenqueued: before.length - afterFirst.length } });
+    const audited = await auditedIds(tdb.sql, 'exec-K');
+    expect(audited).toEqual([...before].sort());
+    expect(new Set(audited).size).toBe(audited.length);
+    expect(await pendingIds(tdb.sql, 'exec-K')).toEqual([]);
+  });
+
+  it('stops at a batch boundary when the lock is lost, leaves the new holder its key, and the redelivery finishes', async () => {
+    const faults = new FaultInjector();
+    const rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, faults });
+    closers.push(rt.close);
+    if (!rt.redis) throw new Error('redis required');
+    const redis = rt.redis;
+    // The real lock, with a window on the signal it hands the recovery.
+    let signal: AbortSignal | undefined;
+    const lock = new (class extends RedisLock {
+      override using<T>(resource: string, ttlMs: number, fn: (s: AbortSignal) => Promise<T>): Promise<T> {
+        return super.using(resource, ttlMs, (s) => ((signal = s), fn(s)));
+      }
+    })(redis);
+    const resource = `afterlife:${app}:recover:exec-L`;
+    faults.onNth('recover.afterBatch', 1, async () => {
+      // Someone else takes the key over (our TTL lapsed during a pause, say); our next extension sees it.
+      await redis.set(resource, 'someone-else', 'PX', 60_000);
+      await waitFor('the lock reported lost', async () => signal?.aborted, { timeoutMs: 5_000, intervalMs: 20 });
+    });
+    const deps = { db: rt.db, redis, lock, logger: rt.logger, faults, batchSize: 2, lockTtlMs: 300 };
+    const err = await recoverExecutor(deps, notice('exec-L')).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(BudgetExhaustedError);
+    expect(String(err)).toMatch(/lock lost/);
+    expect(await auditedIds(tdb.sql, 'exec-L')).toHaveLength(2);
+    expect(await pendingIds(tdb.sql, 'exec-L')).toHaveLength(3);
+    expect(await redis.get(resource)).toBe('someone-else'); // compare-and-delete left the new holder's key
+
+    await redis.del(resource);
+    faults.off('recover.afterBatch');
+    const rest = await recoverExecutor(deps, notice('exec-L'));
+    expect(rest).toMatchObject({ outcome: 'completed', reenqueued: 3 });
+    const outcomes = await tdb.sql.query(`SELECT outcome FROM afterlife.recoveries WHERE executor_id = 'exec-L' ORDER BY id`);
     expect(outcomes.rows.map((r: { outcome: string }) => r.outcome)).toEqual(['partial', 'completed']);
   });
 });
