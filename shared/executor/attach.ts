@@ -254,7 +254,13 @@ class Kit implements ExecutorKit {
     ).then(() => undefined);
   }
 
-  /** A planned drain: stop intake, finish what we hold within the budget, hand the rest over, then idle. */
+  /**
+   * A planned drain: stop intake, finish what we hold within the budget, hand the rest over, then idle —
+   * unless work outlived the budget. DBOS is shut down by then, but the code of a workflow it stopped
+   * waiting for still runs in this process, while the `drained` notice has recovery run it elsewhere: the
+   * same step would run twice at once, and this copy can no longer record anything. Exiting stops it, so
+   * leftovers always exit (after the notice and the heartbeat delete), whatever `exitAfterPlannedDrain` says.
+   */
   drain(budgetMs: number): Promise<void> {
     this.drainPromise ??= (async () => {
       const started = Date.now();
@@ -266,12 +272,18 @@ class Kit implements ExecutorKit {
         this.log.error('DBOS shutdown failed during drain', { err });
       }
       if (this.terminating) return; // a SIGTERM took over and finishes the job
-      await this.handOver('drained');
+      const pending = await this.handOver('drained');
+      const running = this.app.runningCount() ?? 0;
       this.state = 'drained';
       this.resolveDrained();
       await Promise.all([this.beat(), this.registry('drained', 'drain-request')]);
-      this.log.notice('drained', { elapsedMs: Date.now() - started, event: 'executor_drained' });
-      if (this.o.exitAfterPlannedDrain) {
+      this.log.notice('drained', { elapsedMs: Date.now() - started, pending: pending ?? 'unknown', running, event: 'executor_drained' });
+      // Unknown (Postgres could not say) counts as left over: staying up is only safe when nothing is.
+      const leftovers = pending !== 0 || running > 0;
+      if (leftovers || this.o.exitAfterPlannedDrain) {
+        if (leftovers) {
+          this.log.notice('work outlived the drain budget: exiting, so that it stops here while recovery runs it elsewhere', { pending: pending ?? 'unknown', running, event: 'executor_drain_exit' });
+        }
         const exit = holdExit();
         await this.close();
         exit(0);
@@ -333,9 +345,9 @@ class Kit implements ExecutorKit {
   /**
    * If any of our workflows is still PENDING, say so with a death notice, so recovery hands them to a live
    * executor now instead of after a heartbeat lapse. When Postgres can't tell, publish anyway: a notice for
-   * an executor with nothing left costs one no-op recovery.
+   * an executor with nothing left costs one no-op recovery. Returns the PENDING count (undefined: unknown).
    */
-  private async handOver(reason: Extract<DeathReason, 'sigterm' | 'drained'>, left: (capMs: number) => number = (c) => c): Promise<void> {
+  private async handOver(reason: Extract<DeathReason, 'sigterm' | 'drained'>, left: (capMs: number) => number = (c) => c): Promise<number | undefined> {
     const pending = await withTimeout(pendingByVersion(this.db, this.applicationName, this.executorId), left(STEP_TIMEOUT_MS)).catch((err: unknown) => {
       this.log.warn('could not count PENDING workflows; publishing the death notice anyway', { err });
       return undefined;
@@ -344,12 +356,12 @@ class Kit implements ExecutorKit {
     if (count === 0) {
       this.log.info('nothing left PENDING: no death notice needed');
       if (reason === 'sigterm') await withTimeout(this.registry('dead', 'sigterm'), left(STEP_TIMEOUT_MS)).catch(() => undefined);
-      return;
+      return 0;
     }
     const versions = [...new Set((pending ?? []).map((p) => p.applicationVersion).filter((v): v is string => v !== null))];
     if (!this.publisher) {
       this.log.warn('workflows left PENDING and no publisher: the reaper will recover them', { pending: count });
-      return;
+      return count;
     }
     try {
       // Inside the try: a notice that fails validation must not stop the shutdown that follows.
@@ -365,6 +377,7 @@ class Kit implements ExecutorKit {
     } catch (err) {
       this.log.error('death notice not published; the reaper will find this executor by its heartbeat', { err, pending: count });
     }
+    return count;
   }
 
   async close(left: (capMs: number) => number = (c) => c): Promise<void> {

@@ -144,6 +144,21 @@ describe('drain function', () => {
     expect(body.done).toBe(false);
   });
 
+  it('work that outlives the drain budget makes the executor exit even when it would stay up', async () => {
+    // Not configured to exit, and no publisher (no emulator needed): after the budget DBOS is shut down but
+    // the workflow's code still runs here, so the kit exits rather than idle beside it.
+    const v4 = await plane.start({ applicationVersion: 'v4', executorId: 'exec-v4', env: kitEnv({ ttlMs: 1_500 }) });
+    await v4.start('d-stranded', { steps: 3, stepMs: 2_000 });
+    await waitFor('v4 beating with d-stranded in flight', async () => (await progress('v4')).executors[0]?.inFlight === 1);
+    expect((await post({ executorIds: ['exec-v4'], budgetMs: 1_000 })).status).toBe(202);
+    const exit = await Promise.race([v4.exited, new Promise((r) => setTimeout(() => r('still running 15 s after the drain request'), 15_000))]);
+    expect(exit, v4.output.join('')).toEqual({ code: 0, signal: null });
+    expect(v4.output.join('')).toContain('executor_drain_exit');
+    const p = await progress('v4');
+    expect(p.executors).toMatchObject([{ executorId: 'exec-v4', state: 'drained', pending: 1, heartbeatAgeMs: null }]);
+    expect(p.done).toBe(false);
+  });
+
   it.skipIf(!emulatorHost)('a drain budget that runs out hands the leftovers over (reason drained) and exits when configured', async () => {
     const topic = uniqueName('executor-deaths');
     const pubsub = new PubSub({ projectId: 'afterlife-test', apiEndpoint: emulatorHost ?? '' });
