@@ -161,10 +161,10 @@ class Kit implements ExecutorKit {
 
   async start(): Promise<void> {
     if (this.o.handleSignals !== false) {
-      // Registered now, before functions-framework registers its own listeners after listen(), so this runs
-      // first and can hold the framework's synchronous process.exit().
-      process.on('SIGTERM', this.onSignal);
-      process.on('SIGINT', this.onSignal);
+      // Prepended: functions-framework's listener calls process.exit() synchronously, so ours must run
+      // first to hold that exit — also when the app attaches after the framework registered (after listen()).
+      process.prependListener('SIGTERM', this.onSignal);
+      process.prependListener('SIGINT', this.onSignal);
     }
     if (this.o.publisher === 'pubsub') this.publisher = await createPubSubPublisher(this.o.project);
     else if (this.o.publisher && this.o.publisher !== 'none') this.publisher = this.o.publisher;

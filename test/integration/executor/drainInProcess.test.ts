@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { heartbeatKey, HeartbeatValue, readHeartbeat } from '../../../shared/heartbeat/index.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
-import { kitEnv, statuses } from '../../helpers/kit.js';
-import { TEST_REDIS_URL } from '../../helpers/services.js';
+import { AGENT_SERVE_LATE, FUNCTIONS_FRAMEWORK_MAIN, kitEnv, statuses } from '../../helpers/kit.js';
+import { freePort, TEST_REDIS_URL } from '../../helpers/services.js';
 
 /**
  * Acceptance C and F, plus the kit's guards: work shorter than the budget finishes in the draining
@@ -26,8 +26,8 @@ describe('executor kit: in-process drain and heartbeat', () => {
   let redis: Redis;
   const executors: ExecutorHandle[] = [];
   const app = uniqueName('app-hb');
-  const start = (executorId: string, env: Record<string, string> = {}) =>
-    startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId, env: kitEnv({ ttlMs: TTL_MS, env }) }).then((e) => {
+  const start = (executorId: string, env: Record<string, string> = {}, script?: string) =>
+    startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId, env: kitEnv({ ttlMs: TTL_MS, env }), ...(script ? { script } : {}) }).then((e) => {
       executors.push(e);
       return e;
     });
@@ -135,6 +135,25 @@ describe('executor kit: in-process drain and heartbeat', () => {
     expect(hb?.ttlMs).toBeLessThanOrEqual(TTL_MS);
     await waitFor('heartbeat expired', async () => (await read('exec-f')) === undefined, { timeoutMs: TTL_MS + 1_000, intervalMs: 50 });
     expect(Date.now() - killedAt).toBeLessThanOrEqual(TTL_MS + 100);
+  });
+
+  it('a kit attached after functions-framework began listening still runs first on SIGTERM and drains', async () => {
+    // The framework registers its SIGTERM listener (a synchronous process.exit()) once listening; this app
+    // attaches the kit on its first request, later. An appended listener would never run.
+    const port = await freePort();
+    const e = await start('exec-late', { AFTERLIFE_KIT: 'off', FUNCTION_TARGET: 'agentLate', FUNCTION_SOURCE: AGENT_SERVE_LATE, PORT: String(port) }, FUNCTIONS_FRAMEWORK_MAIN);
+    const url = `http://127.0.0.1:${port}/`;
+    const attached = await waitFor('kit attached by the first request', async () => {
+      const res = await fetch(url).catch(() => undefined);
+      return res?.status === 200 ? ((await res.json()) as unknown) : undefined;
+    });
+    expect(attached).toEqual({ executorId: 'exec-late', state: 'alive' });
+    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ workflowId: 'late-0', spec: { steps: 3, stepMs: 1_000 } }) });
+    expect(res.status).toBe(202);
+    await waitFor('late-0 in flight', async () => (await read('exec-late'))?.value?.inFlight === 1);
+    await sigtermAndWatch(e);
+    expect(e.output.join('')).toContain('executor_exit');
+    expect(await statuses(tdb.sql, ['late-0'])).toEqual({ SUCCESS: 1 });
   });
 
   it('a death notice that fails validation is logged and the shutdown still completes (exit 0)', async () => {
