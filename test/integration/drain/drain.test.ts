@@ -61,9 +61,17 @@ describe('drain function', () => {
     expect(noQuery.status).toBe(400);
     expect(await noQuery.text()).toMatch(/applicationVersion/);
     expect((await fetch(plane.url, { method: 'PUT' })).status).toBe(405);
-    expect(await progress('no-such-version')).toEqual({ applicationName: app, applicationVersion: 'no-such-version', executors: [], pending: 0, done: true, heartbeatsKnown: true });
+    const empty = { applicationName: app, applicationVersion: 'no-such-version', executors: [], pending: 0, enqueued: 0, done: true, heartbeatsKnown: true };
+    expect(await progress('no-such-version')).toEqual(empty);
     // No drain request was written by any of the bad requests.
     expect((await tdb.sql.query('SELECT 1 FROM afterlife.drain_requests')).rowCount).toBe(0);
+    // POST for a version nothing runs: the same empty report. The request is kept, for instances of that
+    // version that start later.
+    const posted = await post({ applicationVersion: 'no-such-version' });
+    expect(posted.status).toBe(202);
+    const body = (await posted.json()) as DrainProgress & { requestIds: number[]; budgetMs: number };
+    expect(body).toMatchObject(empty);
+    expect(body.requestIds).toHaveLength(1);
   });
 
   it('D: v1 stops claiming, finishes what it holds, reports drained; new work goes to v2; GET shows progress then done', async () => {
@@ -109,6 +117,8 @@ describe('drain function', () => {
     );
     expect(done.executors).toMatchObject([{ executorId: 'exec-v1', state: 'drained', pending: 0, inFlight: 0 }]);
     expect(seen.has('draining')).toBe(true);
+    // Done, yet the work pinned to v1 is stranded in the queue: the report counts it for the pipeline.
+    expect(done.enqueued).toBe(1);
 
     // What v1 held finished on v1, each step once; no recovery was needed.
     expect(await statuses(tdb.sql, held)).toEqual({ SUCCESS: 3 });
