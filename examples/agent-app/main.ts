@@ -13,6 +13,12 @@ import { DBOS } from '@dbos-inc/dbos-sdk';
 import { attachExecutor, executorOptionsFromEnv, type ExecutorKit } from 'afterlife/executor';
 import { agentWorkflow, ensureStepTable, useAppDatabase, type AgentSpec } from './workflows.js';
 
+function required(key: string): string {
+  const v = process.env[key];
+  if (!v) throw new Error(`${key} is required`);
+  return v;
+}
+
 const systemDatabaseUrl = required('DBOS_SYSTEM_DATABASE_URL');
 const name = required('DBOS_APP_NAME');
 // This example also runs bare for other test suites; your app would simply always attach.
@@ -62,9 +68,3 @@ process.on('message', (raw) => {
 });
 
 process.send?.({ event: 'ready', executorId: DBOS.executorID, applicationVersion: DBOS.applicationVersion, kit: kit !== undefined });
-
-function required(key: string): string {
-  const v = process.env[key];
-  if (!v) throw new Error(`${key} is required`);
-  return v;
-}

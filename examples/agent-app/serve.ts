@@ -7,8 +7,8 @@ import { startAgent } from './main.js';
  *
  *   functions-framework --source=dist/examples/agent-app/serve.js --target=agent
  *
- * functions-framework exits the process synchronously on SIGTERM; the kit's listener, registered while this
- * module loads (before the framework's), holds that exit until the drain is done.
+ * functions-framework exits the process synchronously on SIGTERM; the kit's listener, prepended to the
+ * framework's, runs first and holds that exit until the drain is done (serveLate.ts attaches it later).
  */
 const StartBody = z.object({
   workflowId: z.string().min(1).max(200),

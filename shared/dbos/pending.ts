@@ -27,3 +27,19 @@ export async function pendingForVersion(db: Db, applicationName: string, applica
   );
   return Number(res.rows[0]?.n ?? 0);
 }
+
+/**
+ * ENQUEUED rows pinned to any of these versions. DBOS lets only an executor of exactly that version claim
+ * them, so once the version is drained they wait — for an executor of it, or the reaper's orphaned pass.
+ * The partial idx_workflow_status_in_flight_v2 (ENQUEUED/PENDING) keeps the scan to queued rows.
+ */
+export async function enqueuedForVersions(db: Db, applicationName: string, applicationVersions: string[]): Promise<number> {
+  if (applicationVersions.length === 0) return 0;
+  const res = await db.query<{ n: string }>(
+    `SELECT count(*)::text AS n FROM ${ident(db.dbosSchema)}.workflow_status
+      WHERE status = 'ENQUEUED' AND application_version = ANY($1::text[]) AND ${appScope('application_name', '$2')}`,
+    [applicationVersions, applicationName],
+    'dbos.enqueuedForVersions',
+  );
+  return Number(res.rows[0]?.n ?? 0);
+}

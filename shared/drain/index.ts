@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { type DrainTarget, insertDrainRequests } from '../db/queries/drainRequests.js';
 import { type ExecutorRow, findExecutors } from '../db/queries/executors.js';
 import type { Db } from '../db/pool.js';
-import { pendingByExecutor, pendingForVersion } from '../dbos/pending.js';
+import { enqueuedForVersions, pendingByExecutor, pendingForVersion } from '../dbos/pending.js';
 import { InvalidInputError } from '../errors.js';
 import { type HeartbeatValue, readAllHeartbeats } from '../heartbeat/index.js';
 import type { Logger } from '../log.js';
@@ -44,7 +44,16 @@ export interface DrainProgress {
   executors: ExecutorProgress[];
   /** PENDING workflows of the target (of the version, whoever holds them; or of the listed executors). */
   pending: number;
-  /** Every executor drained or dead and nothing PENDING. */
+  /**
+   * ENQUEUED workflows pinned to the target's version (for executor IDs: to the versions they run). Only an
+   * executor of that version may claim them, so after the drain they wait for one (or for the reaper's
+   * orphaned-versions pass): a deploy pipeline that retires the version should look here.
+   */
+  enqueued: number;
+  /**
+   * Every executor drained or dead and nothing PENDING. Deliberately not `enqueued`: those rows are held by
+   * no executor, so the drain itself is over; what becomes of them is a separate decision.
+   */
   done: boolean;
   /** False when Redis could not be read: states then come from the registry alone. */
   heartbeatsKnown: boolean;
@@ -113,11 +122,15 @@ export async function drainProgress(deps: DrainDeps, target: DrainTarget): Promi
     'applicationVersion' in target
       ? await pendingForVersion(deps.db, app, target.applicationVersion)
       : executors.reduce((n, e) => n + e.pending, 0);
+  const versions =
+    'applicationVersion' in target ? [target.applicationVersion] : [...new Set(executors.flatMap((e) => (e.applicationVersion === null ? [] : [e.applicationVersion])))];
+  const enqueued = await enqueuedForVersions(deps.db, app, versions);
   return {
     applicationName: app,
     ...('applicationVersion' in target ? { applicationVersion: target.applicationVersion } : {}),
     executors,
     pending,
+    enqueued,
     done: pending === 0 && executors.every((e) => e.state === 'drained' || e.state === 'dead'),
     heartbeatsKnown: beats !== undefined,
   };

@@ -17,11 +17,12 @@ import { dbosApp, type DbosApp } from './dbosInternals.js';
  * The executor kit: what a launched DBOS app attaches so that shutdowns and deploys stop intake, let what
  * can finish finish, and hand the rest to recovery at once (DESIGN.md, failure 2).
  *
- *   heartbeat   Redis key `{prefix}:{app}:hb:{executorId}`, PX TTL, a beat every TTL/3 with state + inFlight
+ *   heartbeat   Redis key `{prefix}:{app}:hb:{executorId}`, PX TTL, a beat every TTL/3 with state + inFlight,
+ *               kept up until the very end of a drain (state `draining`), then deleted
  *   SIGTERM     mark draining (synchronously) → stop dequeues → wait for in-flight work up to the budget →
  *               death notice if any of its workflows are still PENDING → delete the heartbeat → exit
  *   drain       a drain request for its ID or version (Postgres, polled each beat) → the same, with a long
- *               budget → `drained`, then idle (or exit)
+ *               budget → `drained`, then idle (or exit); it always exits when work outlived the budget
  *
  * Nothing here is allowed to crash the app: Redis, Postgres and Pub/Sub failures are logged and bounded.
  */
@@ -64,7 +65,10 @@ export interface ExecutorKitOptions {
   handOverReserveMs?: number;
   /** Install SIGTERM/SIGINT handlers (default true). */
   handleSignals?: boolean;
-  /** After a planned drain, exit instead of staying up idle (default false). */
+  /**
+   * After a planned drain, exit instead of staying up idle (default false). A drain whose budget ran out
+   * with workflows still PENDING or running exits regardless (see `drain`).
+   */
   exitAfterPlannedDrain?: boolean;
   logger?: Logger;
 }
@@ -119,7 +123,9 @@ class Kit implements ExecutorKit {
   private readonly key: string;
   private readonly startedAt = new Date();
   private beatTimer: NodeJS.Timeout | undefined;
-  private beating: Promise<void> = Promise.resolve();
+  /** Bound on one beat, retry included: a hung Redis must not hold up attachExecutor or pile up beats. */
+  private readonly beatTimeoutMs: number;
+  private polling: Promise<void> | undefined;
   private drainPromise: Promise<void> | undefined;
   private resolveDrained!: () => void;
   readonly drained = new Promise<void>((r) => (this.resolveDrained = r));
@@ -140,6 +146,7 @@ class Kit implements ExecutorKit {
     this.applicationVersion = app.applicationVersion;
     this.log = (o.logger ?? consoleLogger({ component: 'afterlife-executor' })).child({ executorId: this.executorId, applicationName });
     this.ttlMs = o.heartbeatTtlMs ?? DEFAULT_HEARTBEAT_TTL_MS;
+    this.beatTimeoutMs = Math.max(100, Math.floor(this.ttlMs / 3));
     this.key = heartbeatKey(applicationName, this.executorId, o.keyPrefix);
     // Small and separate from DBOS's pool: registry rows, drain polls and one count at shutdown.
     this.pool = new pg.Pool({ connectionString: o.databaseUrl, max: 2, idleTimeoutMillis: 10_000, connectionTimeoutMillis: 2_000, application_name: `afterlife_kit_${this.executorId}`.slice(0, 63) });
@@ -154,10 +161,10 @@ class Kit implements ExecutorKit {
 
   async start(): Promise<void> {
     if (this.o.handleSignals !== false) {
-      // Registered now, before functions-framework registers its own listeners after listen(), so this runs
-      // first and can hold the framework's synchronous process.exit().
-      process.on('SIGTERM', this.onSignal);
-      process.on('SIGINT', this.onSignal);
+      // Prepended: functions-framework's listener calls process.exit() synchronously, so ours must run
+      // first to hold that exit — also when the app attaches after the framework registered (after listen()).
+      process.prependListener('SIGTERM', this.onSignal);
+      process.prependListener('SIGINT', this.onSignal);
     }
     if (this.o.publisher === 'pubsub') this.publisher = await createPubSubPublisher(this.o.project);
     else if (this.o.publisher && this.o.publisher !== 'none') this.publisher = this.o.publisher;
@@ -174,21 +181,26 @@ class Kit implements ExecutorKit {
       }),
     );
     await this.beat();
+    // The beat and the Postgres poll are independent, so a slow database never delays a beat. Beats may
+    // overlap (each is bounded by TTL/3, so at most two); a poll still running is not started again.
     this.beatTimer = setInterval(() => {
-      this.beating = this.beating.then(() => this.tick());
-    }, Math.max(100, Math.floor(this.ttlMs / 3)));
+      void this.beat();
+      this.polling ??= this.poll().finally(() => (this.polling = undefined));
+    }, this.beatTimeoutMs);
     this.log.info('executor kit attached', { applicationVersion: this.applicationVersion, heartbeatTtlMs: this.ttlMs, key: this.key });
   }
 
-  /** One beat, then (while alive) a look for a drain request addressed to us. */
-  private async tick(): Promise<void> {
-    if (this.closed || this.state === 'exiting') return;
+  /**
+   * Each beat period: the fallback in-flight count and, while alive, a look for a drain request addressed
+   * to us. It keeps running during a drain (for the count), but a draining executor has nothing to look for.
+   */
+  private async poll(): Promise<void> {
+    if (this.closed) return;
     if (this.app.runningCount() === undefined) {
       const pending = await guarded(this.log, 'count in-flight workflows', () => pendingByVersion(this.db, this.applicationName, this.executorId));
       if (pending) this.dbInFlight = pending.reduce((n, p) => n + p.count, 0);
     }
-    await this.beat();
-    if (this.state !== 'alive') return;
+    if (this.closed || this.state !== 'alive') return;
     const req = await guarded(this.log, 'poll drain requests', () =>
       findDrainRequest(this.db, { applicationName: this.applicationName, executorId: this.executorId, applicationVersion: this.applicationVersion }),
     );
@@ -210,17 +222,28 @@ class Kit implements ExecutorKit {
     };
   }
 
-  /** Writes the heartbeat, retrying once; a failed beat is logged and never fatal (the TTL covers a miss). */
+  /**
+   * Writes the heartbeat, retrying once, all within TTL/3 (a client that queues commands while offline
+   * would otherwise hang here); a failed beat is logged and never fatal (the TTL covers a miss). Nothing
+   * is written once close() has begun: its DEL must be the last word. A SET already sent before it is
+   * harmless, because one connection executes its commands in order.
+   */
   private async beat(): Promise<void> {
     const redis = this.redis;
-    if (!redis || this.closed) return;
-    for (let attempt = 1; attempt <= 2; attempt++) {
+    if (!redis) return;
+    const deadline = Date.now() + this.beatTimeoutMs;
+    for (let attempt = 1; ; attempt++) {
+      if (this.closed) return;
       try {
-        await redis.set(this.key, JSON.stringify(this.value()), 'PX', this.ttlMs);
+        await withTimeout(redis.set(this.key, JSON.stringify(this.value()), 'PX', this.ttlMs), Math.max(1, deadline - Date.now()));
         return;
       } catch (err) {
-        if (attempt === 2) this.log.warn('heartbeat write failed; next beat retries', { err, event: 'heartbeat_failed' });
-        else await sleep(Math.min(250, this.ttlMs / 10));
+        const pause = Math.min(250, this.ttlMs / 10);
+        if (attempt === 2 || deadline - Date.now() <= pause) {
+          this.log.warn('heartbeat write failed; next beat retries', { err, event: 'heartbeat_failed' });
+          return;
+        }
+        await sleep(pause);
       }
     }
   }
@@ -231,7 +254,13 @@ class Kit implements ExecutorKit {
     ).then(() => undefined);
   }
 
-  /** A planned drain: stop intake, finish what we hold within the budget, hand the rest over, then idle. */
+  /**
+   * A planned drain: stop intake, finish what we hold within the budget, hand the rest over, then idle —
+   * unless work outlived the budget. DBOS is shut down by then, but the code of a workflow it stopped
+   * waiting for still runs in this process, while the `drained` notice has recovery run it elsewhere: the
+   * same step would run twice at once, and this copy can no longer record anything. Exiting stops it, so
+   * leftovers always exit (after the notice and the heartbeat delete), whatever `exitAfterPlannedDrain` says.
+   */
   drain(budgetMs: number): Promise<void> {
     this.drainPromise ??= (async () => {
       const started = Date.now();
@@ -243,12 +272,18 @@ class Kit implements ExecutorKit {
         this.log.error('DBOS shutdown failed during drain', { err });
       }
       if (this.terminating) return; // a SIGTERM took over and finishes the job
-      await this.handOver('drained');
+      const pending = await this.handOver('drained');
+      const running = this.app.runningCount() ?? 0;
       this.state = 'drained';
       this.resolveDrained();
       await Promise.all([this.beat(), this.registry('drained', 'drain-request')]);
-      this.log.notice('drained', { elapsedMs: Date.now() - started, event: 'executor_drained' });
-      if (this.o.exitAfterPlannedDrain) {
+      this.log.notice('drained', { elapsedMs: Date.now() - started, pending: pending ?? 'unknown', running, event: 'executor_drained' });
+      // Unknown (Postgres could not say) counts as left over: staying up is only safe when nothing is.
+      const leftovers = pending !== 0 || running > 0;
+      if (leftovers || this.o.exitAfterPlannedDrain) {
+        if (leftovers) {
+          this.log.notice('work outlived the drain budget: exiting, so that it stops here while recovery runs it elsewhere', { pending: pending ?? 'unknown', running, event: 'executor_drain_exit' });
+        }
         const exit = holdExit();
         await this.close();
         exit(0);
@@ -282,8 +317,8 @@ class Kit implements ExecutorKit {
     const waitMs = Math.max(0, budgetMs - Math.min(this.o.handOverReserveMs ?? DEFAULT_HANDOVER_RESERVE_MS, budgetMs / 2));
     this.log.notice(`${sig}: draining`, { budgetMs, waitMs, event: 'executor_draining' });
     void (async () => {
-      if (this.beatTimer) clearInterval(this.beatTimer);
-      // Readers (reaper, recovery, drain status) see draining while we wait.
+      // The beat timer keeps running (state draining) until close(): a key that lapsed mid-drain would let
+      // the reaper declare this working executor dead and run its steps a second time elsewhere.
       const announce = Promise.all([this.beat(), this.registry('draining', 'sigterm')]);
       if (!wasDrained) {
         const stopped = this.app.shutdown(waitMs).then(
@@ -310,9 +345,9 @@ class Kit implements ExecutorKit {
   /**
    * If any of our workflows is still PENDING, say so with a death notice, so recovery hands them to a live
    * executor now instead of after a heartbeat lapse. When Postgres can't tell, publish anyway: a notice for
-   * an executor with nothing left costs one no-op recovery.
+   * an executor with nothing left costs one no-op recovery. Returns the PENDING count (undefined: unknown).
    */
-  private async handOver(reason: Extract<DeathReason, 'sigterm' | 'drained'>, left: (capMs: number) => number = (c) => c): Promise<void> {
+  private async handOver(reason: Extract<DeathReason, 'sigterm' | 'drained'>, left: (capMs: number) => number = (c) => c): Promise<number | undefined> {
     const pending = await withTimeout(pendingByVersion(this.db, this.applicationName, this.executorId), left(STEP_TIMEOUT_MS)).catch((err: unknown) => {
       this.log.warn('could not count PENDING workflows; publishing the death notice anyway', { err });
       return undefined;
@@ -321,26 +356,28 @@ class Kit implements ExecutorKit {
     if (count === 0) {
       this.log.info('nothing left PENDING: no death notice needed');
       if (reason === 'sigterm') await withTimeout(this.registry('dead', 'sigterm'), left(STEP_TIMEOUT_MS)).catch(() => undefined);
-      return;
+      return 0;
     }
     const versions = [...new Set((pending ?? []).map((p) => p.applicationVersion).filter((v): v is string => v !== null))];
     if (!this.publisher) {
       this.log.warn('workflows left PENDING and no publisher: the reaper will recover them', { pending: count });
-      return;
+      return count;
     }
-    const notice = deathNotice({
-      executorId: this.executorId,
-      applicationName: this.applicationName,
-      ...(versions.length ? { applicationVersions: versions } : {}),
-      reason,
-      detectedBy: `afterlife-executor:${this.executorId}`,
-    });
     try {
+      // Inside the try: a notice that fails validation must not stop the shutdown that follows.
+      const notice = deathNotice({
+        executorId: this.executorId,
+        applicationName: this.applicationName,
+        ...(versions.length ? { applicationVersions: versions } : {}),
+        reason,
+        detectedBy: `afterlife-executor:${this.executorId}`,
+      });
       const id = await withTimeout(publishDeathNotice(this.publisher, this.o.topic ?? 'executor-deaths', notice), left(this.o.publishTimeoutMs ?? DEFAULT_PUBLISH_TIMEOUT_MS));
       this.log.notice('death notice published', { messageId: id, pending: count, reason, event: 'death_notice_published' });
     } catch (err) {
       this.log.error('death notice not published; the reaper will find this executor by its heartbeat', { err, pending: count });
     }
+    return count;
   }
 
   async close(left: (capMs: number) => number = (c) => c): Promise<void> {
@@ -350,7 +387,8 @@ class Kit implements ExecutorKit {
     process.off('SIGTERM', this.onSignal);
     process.off('SIGINT', this.onSignal);
     const redis = this.redis;
-    // Deleting the key is the "clean exit" signal: a key that expires instead means a crash.
+    // Deleting the key is the "clean exit" signal: a key that expires instead means a crash. `closed` is
+    // set first, so no beat writes after it.
     if (redis) await withTimeout(redis.del(this.key), left(500)).catch((err: unknown) => this.log.warn('heartbeat delete failed; it expires with its TTL', { err }));
     // Polite closes, bounded: at exit the sockets are dropped anyway, which Postgres and Redis tolerate.
     await Promise.allSettled([

@@ -21,6 +21,8 @@ const EnvSchema = z.object({
   AFTERLIFE_SHUTDOWN_GRACE_MS: int(1_000),
   AFTERLIFE_SHUTDOWN_MARGIN_MS: int(0),
   AFTERLIFE_EXIT_AFTER_DRAIN: z.enum(['true', 'false']).optional(),
+  /** Single-process dev setups only: with DBOS's shared default ID, every launch recovers its siblings' work. */
+  AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID: z.enum(['true', 'false']).optional(),
 });
 
 export function executorOptionsFromEnv(env: Record<string, string | undefined> = process.env): ExecutorKitOptions {
@@ -43,5 +45,6 @@ export function executorOptionsFromEnv(env: Record<string, string | undefined> =
     ...(e.AFTERLIFE_SHUTDOWN_GRACE_MS ? { shutdownGraceMs: e.AFTERLIFE_SHUTDOWN_GRACE_MS } : {}),
     ...(e.AFTERLIFE_SHUTDOWN_MARGIN_MS !== undefined ? { shutdownMarginMs: e.AFTERLIFE_SHUTDOWN_MARGIN_MS } : {}),
     ...(e.AFTERLIFE_EXIT_AFTER_DRAIN ? { exitAfterPlannedDrain: e.AFTERLIFE_EXIT_AFTER_DRAIN === 'true' } : {}),
+    ...(e.AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID ? { allowLocalExecutorId: e.AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID === 'true' } : {}),
   };
 }

@@ -79,7 +79,7 @@ let processHandlersInstalled = false;
 /**
  * Swallows `process.exit` until the returned function is called. functions-framework calls process.exit()
  * synchronously from its own SIGTERM listener (invoker.ts, ErrorHandler.register) and offers no hook;
- * listeners added at import time run before its own, so holding the exit there buys the time to clean up.
+ * listeners prepended to its own run first, so holding the exit there buys the time to clean up.
  * The first code asked for is kept and used when we really exit.
  */
 export function holdExit(): (code?: number) => void {
@@ -96,13 +96,14 @@ let heldExit: ((code?: number) => void) | undefined;
 
 /**
  * Runs `lifecycle.shutdown()` on SIGTERM/SIGINT before the process exits, deferring functions-framework's
- * immediate exit until cleanup finishes or the grace timer fires.
+ * immediate exit until cleanup finishes or the grace timer fires. The listeners are prepended, so they run
+ * before the framework's even when installed after it started listening (e.g. lazily, on a first request).
  */
 export function installSignalHandlers(lifecycle: Lifecycle, graceMs = 8_000, log: (m: string) => void = () => undefined): void {
   if (processHandlersInstalled) return;
   processHandlersInstalled = true;
   for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-    process.once(sig, () => {
+    process.prependOnceListener(sig, () => {
       log(`${sig}: shutting down`);
       const exit = holdExit();
       const timer = setTimeout(() => {

@@ -18,6 +18,8 @@ export function kitEnv(o: { topic?: string; ttlMs?: number; emulatorHost?: strin
 /** functions-framework's CLI entry: forking it directly gives one PID to signal (no npx → sh chain). */
 export const FUNCTIONS_FRAMEWORK_MAIN = fileURLToPath(new URL('../../node_modules/@google-cloud/functions-framework/build/src/main.js', import.meta.url));
 export const AGENT_SERVE = fileURLToPath(new URL('../../dist/examples/agent-app/serve.js', import.meta.url));
+/** The same app with the kit attached on the first request, after functions-framework began listening. */
+export const AGENT_SERVE_LATE = fileURLToPath(new URL('../../dist/examples/agent-app/serveLate.js', import.meta.url));
 
 /** The database clock, for timings against `step_runs.at` (also the database clock). */
 export async function dbNow(sql: pg.Pool): Promise<number> {

@@ -16,6 +16,7 @@ describe('executorOptionsFromEnv', () => {
         AFTERLIFE_SHUTDOWN_GRACE_MS: '9000',
         AFTERLIFE_SHUTDOWN_MARGIN_MS: '0',
         AFTERLIFE_EXIT_AFTER_DRAIN: 'true',
+        AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID: 'true',
         UNRELATED: 'x',
       }),
     ).toEqual({
@@ -27,7 +28,16 @@ describe('executorOptionsFromEnv', () => {
       shutdownGraceMs: 9000,
       shutdownMarginMs: 0,
       exitAfterPlannedDrain: true,
+      allowLocalExecutorId: true,
     });
+  });
+
+  it('allows the shared `local` executor ID only when asked to, with an exact true/false', () => {
+    const base = { DBOS_SYSTEM_DATABASE_URL: 'postgres://h/db' };
+    expect(executorOptionsFromEnv({ ...base, AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID: 'false' }).allowLocalExecutorId).toBe(false);
+    expect(executorOptionsFromEnv(base).allowLocalExecutorId).toBeUndefined();
+    // Anything but true/false is a mistake worth a startup failure, not a silent refusal or a silent yes.
+    expect(() => executorOptionsFromEnv({ ...base, AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID: 'yes' })).toThrow(/AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID/);
   });
 
   it('reports every problem at once', () => {

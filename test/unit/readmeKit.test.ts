@@ -15,5 +15,8 @@ describe('README: Installing the executor kit in your DBOS app', () => {
     expect(shown).toBe(code?.trimEnd() + '\n');
     expect(code).toContain("from 'afterlife/executor'");
     expect(code).toContain('await attachExecutor(');
+    // Self-contained, so a reader can paste it: the env helper it calls is defined inside the block.
+    expect(code).toContain("required('DBOS_SYSTEM_DATABASE_URL')");
+    expect(code).toMatch(/^function required\(key: string\): string \{$/m);
   });
 });

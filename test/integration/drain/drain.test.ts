@@ -61,9 +61,17 @@ describe('drain function', () => {
     expect(noQuery.status).toBe(400);
     expect(await noQuery.text()).toMatch(/applicationVersion/);
     expect((await fetch(plane.url, { method: 'PUT' })).status).toBe(405);
-    expect(await progress('no-such-version')).toEqual({ applicationName: app, applicationVersion: 'no-such-version', executors: [], pending: 0, done: true, heartbeatsKnown: true });
+    const empty = { applicationName: app, applicationVersion: 'no-such-version', executors: [], pending: 0, enqueued: 0, done: true, heartbeatsKnown: true };
+    expect(await progress('no-such-version')).toEqual(empty);
     // No drain request was written by any of the bad requests.
     expect((await tdb.sql.query('SELECT 1 FROM afterlife.drain_requests')).rowCount).toBe(0);
+    // POST for a version nothing runs: the same empty report. The request is kept, for instances of that
+    // version that start later.
+    const posted = await post({ applicationVersion: 'no-such-version' });
+    expect(posted.status).toBe(202);
+    const body = (await posted.json()) as DrainProgress & { requestIds: number[]; budgetMs: number };
+    expect(body).toMatchObject(empty);
+    expect(body.requestIds).toHaveLength(1);
   });
 
   it('D: v1 stops claiming, finishes what it holds, reports drained; new work goes to v2; GET shows progress then done', async () => {
@@ -109,6 +117,8 @@ describe('drain function', () => {
     );
     expect(done.executors).toMatchObject([{ executorId: 'exec-v1', state: 'drained', pending: 0, inFlight: 0 }]);
     expect(seen.has('draining')).toBe(true);
+    // Done, yet the work pinned to v1 is stranded in the queue: the report counts it for the pipeline.
+    expect(done.enqueued).toBe(1);
 
     // What v1 held finished on v1, each step once; no recovery was needed.
     expect(await statuses(tdb.sql, held)).toEqual({ SUCCESS: 3 });
@@ -142,6 +152,21 @@ describe('drain function', () => {
       ['ghost', 'unknown'],
     ]);
     expect(body.done).toBe(false);
+  });
+
+  it('work that outlives the drain budget makes the executor exit even when it would stay up', async () => {
+    // Not configured to exit, and no publisher (no emulator needed): after the budget DBOS is shut down but
+    // the workflow's code still runs here, so the kit exits rather than idle beside it.
+    const v4 = await plane.start({ applicationVersion: 'v4', executorId: 'exec-v4', env: kitEnv({ ttlMs: 1_500 }) });
+    await v4.start('d-stranded', { steps: 3, stepMs: 2_000 });
+    await waitFor('v4 beating with d-stranded in flight', async () => (await progress('v4')).executors[0]?.inFlight === 1);
+    expect((await post({ executorIds: ['exec-v4'], budgetMs: 1_000 })).status).toBe(202);
+    const exit = await Promise.race([v4.exited, new Promise((r) => setTimeout(() => r('still running 15 s after the drain request'), 15_000))]);
+    expect(exit, v4.output.join('')).toEqual({ code: 0, signal: null });
+    expect(v4.output.join('')).toContain('executor_drain_exit');
+    const p = await progress('v4');
+    expect(p.executors).toMatchObject([{ executorId: 'exec-v4', state: 'drained', pending: 1, heartbeatAgeMs: null }]);
+    expect(p.done).toBe(false);
   });
 
   it.skipIf(!emulatorHost)('a drain budget that runs out hands the leftovers over (reason drained) and exits when configured', async () => {

@@ -21,13 +21,15 @@ const GRACE_MS = 10_000;
 /** The kit's default SIGTERM budget: Cloud Run's 10 s minus its 2 s safety margin. */
 const BUDGET_MS = 8_000;
 const STEP = { steps: 4, stepMs: 3_000 };
+/** Longer than the whole drain: a key missing right after the exit was deleted, it cannot have expired. */
+const TTL_MS = 15_000;
 
 describe.skipIf(!emulatorHost)('SIGTERM: drain, death notice, recovery on a live executor', () => {
   let plane: Plane;
   let tdb: TestDatabase;
   const app = uniqueName('app-kit');
   const topic = uniqueName('executor-deaths');
-  const env = kitEnv({ topic, emulatorHost });
+  const env = kitEnv({ topic, emulatorHost, ttlMs: TTL_MS });
 
   beforeAll(async () => {
     plane = await startPlane({ app, target: 'executorDeath', topic, emulatorHost });
@@ -48,14 +50,14 @@ describe.skipIf(!emulatorHost)('SIGTERM: drain, death notice, recovery on a live
     const exitMs = Date.now() - wall0;
     expect(exit, victim.output.join('')).toEqual({ code: 0, signal: null });
     expect(exitMs).toBeLessThan(BUDGET_MS);
+    // Checked at once: the kit deleted its heartbeat on the way out (a clean exit, not a lapse).
+    expect(await plane.rt.redis?.exists(heartbeatKey(app, victim.executorId))).toBe(0);
 
     await waitAllSuccess(tdb.sql, ids, 90_000);
     expect(await statuses(tdb.sql, ids)).toEqual({ SUCCESS: ids.length });
     const audit = await tdb.sql.query<{ reason: string; reenqueued: number }>(`SELECT reason, reenqueued FROM afterlife.recoveries WHERE executor_id = $1`, [victim.executorId]);
     expect(audit.rows.map((r) => r.reason)).toContain('sigterm');
     expect(audit.rows.reduce((n, r) => n + r.reenqueued, 0)).toBeGreaterThan(0);
-    // The kit deleted its heartbeat on the way out (a clean exit, not a lapse).
-    expect(await plane.rt.redis?.exists(heartbeatKey(app, victim.executorId))).toBe(0);
 
     const first = await firstStepAt(tdb.sql, 'exec-live', ids);
     expect(first).toBeDefined();

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BudgetExhaustedError } from '../../../shared/errors.js';
@@ -66,6 +67,37 @@ describe('lifecycle: SIGTERM in afterlife functions', () => {
     expect(audit.rows).toEqual([{ outcome: 'partial', reenqueued: 1, batches: 1 }]);
     const left = await tdb.sql.query(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE status = 'PENDING' AND executor_id = 'exec-dead'`);
     expect(left.rows[0]).toEqual({ n: 2 });
+  });
+
+  it('handlers installed after functions-framework began listening still run before its exit', async () => {
+    // The fixture installs them on its first request; the framework's own listener, registered once it
+    // listens, calls process.exit() synchronously. Served from source through tsx.
+    const port = await freePort();
+    const fixture = fileURLToPath(new URL('./fixtures/lateSignals.ts', import.meta.url));
+    const child = spawn(process.execPath, ['--import', 'tsx', FUNCTIONS_FRAMEWORK_MAIN, `--source=${fixture}`, '--target=late'], {
+      cwd: fileURLToPath(new URL('../../..', import.meta.url)),
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, PORT: String(port), METADATA_SERVER_DETECTION: 'none' },
+    });
+    const out: string[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b.toString()));
+    child.stderr.on('data', (b: Buffer) => out.push(b.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    try {
+      await waitFor('handlers installed by the first request', async () => {
+        if (child.exitCode !== null) throw new Error(`functions-framework exited ${child.exitCode}:\n${out.join('')}`);
+        const r = await fetch(`http://127.0.0.1:${port}/`).catch(() => undefined);
+        return r?.status === 200;
+      });
+      child.kill('SIGTERM');
+      expect(await exited, out.join('')).toBe(0);
+      const log = out.join('');
+      expect(log).toContain('SIGTERM: shutting down');
+      expect(log).toContain('closer ran');
+      expect(log).toContain('shutdown complete');
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
   });
 
   it('under functions-framework, SIGTERM waits for cleanup instead of exiting at once', async () => {
