@@ -13,12 +13,13 @@ locals {
   # Cloud SQL grants are project-level; instanceUser is only needed for IAM database auth.
   runtime_project_roles = concat(["roles/cloudsql.client"], local.iam_db_auth ? ["roles/cloudsql.instanceUser"] : [])
 
-  # Who publishes where (roles/pubsub.publisher on that one topic, nothing project-wide). executorDeath
-  # never publishes a death notice; it can dead-letter a workflow when ORPHANED_VERSION_POLICY forks.
+  # Who publishes where (roles/pubsub.publisher on that one topic, nothing project-wide). Only the
+  # reaper publishes death notices (the executors' kits do too: var.executor_service_accounts); drain
+  # writes drain requests to Postgres and publishes nothing. executorDeath never publishes a death
+  # notice; it can dead-letter a workflow when ORPHANED_VERSION_POLICY forks.
   publishers = {
     executor_deaths = {
       reaper = "serviceAccount:${google_service_account.runtime["reaper"].email}"
-      drain  = "serviceAccount:${google_service_account.runtime["drain"].email}"
     }
     workflow_dead_letters = {
       reaper         = "serviceAccount:${google_service_account.runtime["reaper"].email}"

@@ -494,7 +494,6 @@ const sampleFor = (key: string) => SAMPLES[key] ?? (/_MS$/.test(key) ? '60000' :
 const DEPLOY_REQUIRES: Record<string, readonly string[]> = {
   '*': ['FUNCTION_TIMEOUT_S', 'GOOGLE_CLOUD_PROJECT', 'REDIS_URL'],
   reaper: ['EXECUTOR_DEATH_TOPIC', 'DEAD_LETTER_TOPIC'],
-  drain: ['EXECUTOR_DEATH_TOPIC'],
 };
 
 function validateEnv(env: Map<string, Json | undefined>): string[] {

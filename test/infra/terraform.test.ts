@@ -1,6 +1,7 @@
-import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { parse } from '@cdktf/hcl2json';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ReaperRequest } from '../../functions/reaper/handle.js';
 import {
@@ -51,6 +52,21 @@ describe('infra/ as committed', () => {
   it('gives every function the database, app name, timeout and Redis it needs', () => {
     for (const f of real.functions) {
       expect(f.env).toEqual(expect.arrayContaining(['DBOS_APPLICATION_NAME', 'INSTANCE_CONNECTION_NAME', 'DB_USER', 'DB_NAME', 'FUNCTION_TIMEOUT_S', 'REDIS_URL', 'DB_PASSWORD']));
+    }
+  });
+
+  it('grants roles/pubsub.publisher only to the functions that publish on that topic', async () => {
+    const iam = (await parse('iam.tf', await readFile(join(infra, 'iam.tf'), 'utf8'))) as { locals?: Array<Record<string, unknown>> };
+    const publishers = iam.locals?.find((l) => 'publishers' in l)?.publishers as Record<string, Record<string, string>> | undefined;
+    const grants = Object.fromEntries(Object.entries(publishers ?? {}).map(([topic, who]) => [topic, Object.keys(who).sort()]));
+    // The reaper publishes death notices; reaper and executorDeath (through shared/fork) dead letters.
+    expect(grants).toEqual({ executor_deaths: ['reaper'], workflow_dead_letters: ['executor_death', 'reaper'] });
+    // drain has no grant because its code publishes nothing: if it ever does, the grant must come back.
+    for (const dir of ['functions/drain', 'shared/drain']) {
+      for (const name of await readdir(join(repoRoot, dir))) {
+        if (!name.endsWith('.ts')) continue;
+        expect(await readFile(join(repoRoot, dir, name), 'utf8'), `${dir}/${name}`).not.toMatch(/\bpublish[A-Z(]/);
+      }
     }
   });
 
