@@ -70,26 +70,29 @@ variable "afterlife" {
     Null fields fall back to the code's defaults (README, "Configuration").
   EOT
   type = object({
-    dbos_application_name     = string
-    dbos_system_schema        = optional(string, "dbos")
-    afterlife_schema          = optional(string, "afterlife")
-    redis_key_prefix          = optional(string, "afterlife")
-    heartbeat_ttl_ms          = optional(number, 15000)
-    budget_margin_ms          = optional(number, 5000)
-    db_pool_max               = optional(number, 3)
-    db_connect_timeout_ms     = optional(number, 5000)
-    db_statement_timeout_ms   = optional(number, 30000)
-    recovery_batch_size       = optional(number, 1000)
-    lock_ttl_ms               = optional(number, 30000)
-    orphaned_version_policy   = optional(string, "leave")
-    reaper_tick_ms            = optional(number, 5000)
-    stuck_after_ms            = optional(number, 3600000)
-    stuck_policy              = optional(string, "report")
-    unknown_executor_grace_ms = optional(number, 600000)
-    reaper_lease_ms           = optional(number, 90000)
-    max_forks                 = optional(number, 3)
-    fork_target_version       = optional(string, "latest")
-    log_level                 = optional(string, "INFO")
+    dbos_application_name       = string
+    dbos_system_schema          = optional(string, "dbos")
+    afterlife_schema            = optional(string, "afterlife")
+    redis_key_prefix            = optional(string, "afterlife")
+    heartbeat_ttl_ms            = optional(number, 15000)
+    budget_margin_ms            = optional(number, 5000)
+    drain_budget_ms             = optional(number, 600000)
+    db_pool_max                 = optional(number, 3)
+    db_connect_timeout_ms       = optional(number, 5000)
+    db_statement_timeout_ms     = optional(number, 30000)
+    recovery_batch_size         = optional(number, 1000)
+    lock_ttl_ms                 = optional(number, 30000)
+    orphaned_version_policy     = optional(string, "leave")
+    reaper_tick_ms              = optional(number, 5000)
+    stuck_after_ms              = optional(number, 3600000)
+    stuck_policy                = optional(string, "report")
+    unknown_executor_grace_ms   = optional(number, 600000)
+    orphaned_version_grace_ms   = optional(number, 300000)
+    reaper_lease_ms             = optional(number, 90000)
+    reaper_diverged_lookback_ms = optional(number, 3600000)
+    max_forks                   = optional(number, 3)
+    fork_target_version         = optional(string, "latest")
+    log_level                   = optional(string, "INFO")
   })
 
   validation {
@@ -103,6 +106,19 @@ variable "afterlife" {
   validation {
     condition     = contains(["latest", "original"], var.afterlife.fork_target_version)
     error_message = "fork_target_version must be latest or original."
+  }
+  # The code's bounds (shared/config): caught at plan rather than as a crash-looping function.
+  validation {
+    condition     = var.afterlife.drain_budget_ms >= 1000 && var.afterlife.drain_budget_ms <= 86400000
+    error_message = "drain_budget_ms must be between 1000 and 86400000 (24 h)."
+  }
+  validation {
+    condition     = var.afterlife.orphaned_version_grace_ms >= 0
+    error_message = "orphaned_version_grace_ms must be 0 or more."
+  }
+  validation {
+    condition     = var.afterlife.reaper_diverged_lookback_ms >= 60000
+    error_message = "reaper_diverged_lookback_ms must be at least 60000 (a minute)."
   }
   validation {
     condition     = can(regex("^[A-Za-z_][A-Za-z0-9_]{0,62}$", var.afterlife.dbos_system_schema)) && can(regex("^[A-Za-z_][A-Za-z0-9_]{0,62}$", var.afterlife.afterlife_schema))

@@ -6,7 +6,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { getReferencesInExpression, parse } from '@cdktf/hcl2json';
-import { CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
+import { CONFIG_DEFAULTS, CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
 import { ConfigError } from '../../shared/errors.js';
 
 /**
@@ -18,8 +18,9 @@ import { ConfigError } from '../../shared/errors.js';
  * source, variable, local, module (and module output); module calls pass only declared variables and
  * every required one; each function's runtime, entry point (a registered target), environment (what
  * loadConfig requires, only keys it reads, FUNCTION_TIMEOUT_S from the real timeout), Eventarc retry
- * policy and invokers; Scheduler jobs (OIDC, no retries); no public members or broad roles; the source
- * object named by content hash; log-based metrics covering every `event` the code logs.
+ * policy and invokers; every config variable reachable from Terraform, with the code's default;
+ * Scheduler jobs (OIDC, no retries); no public members or broad roles; the source object named by
+ * content hash; log-based metrics covering every `event` the code logs.
  */
 
 type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
@@ -493,8 +494,68 @@ const sampleFor = (key: string) => SAMPLES[key] ?? (/_MS$/.test(key) ? '60000' :
 /** Beyond what loadConfig insists on, what each deployed target needs to do its job. */
 const DEPLOY_REQUIRES: Record<string, readonly string[]> = {
   '*': ['FUNCTION_TIMEOUT_S', 'GOOGLE_CLOUD_PROJECT', 'REDIS_URL'],
-  reaper: ['EXECUTOR_DEATH_TOPIC', 'DEAD_LETTER_TOPIC'],
+  // The reaper's passes and the topics it publishes to; without them a deploy could not tune them.
+  reaper: [
+    'EXECUTOR_DEATH_TOPIC',
+    'DEAD_LETTER_TOPIC',
+    'REAPER_TICK_MS',
+    'STUCK_AFTER_MS',
+    'STUCK_POLICY',
+    'UNKNOWN_EXECUTOR_GRACE_MS',
+    'ORPHANED_VERSION_GRACE_MS',
+    'REAPER_LEASE_MS',
+    'REAPER_DIVERGED_LOOKBACK_MS',
+  ],
+  drain: ['DRAIN_BUDGET_MS'],
 };
+
+/** Variables of shared/config that no deployed function is meant to get, and why. */
+const NOT_DEPLOYED: Record<string, string> = {
+  DATABASE_URL: 'deploys reach Cloud SQL through the connector (INSTANCE_CONNECTION_NAME)',
+};
+
+/** Every variable loadConfig reads reaches some function, unless NOT_DEPLOYED says why not. */
+function checkConfigCoverage(result: CheckResult): void {
+  const set = new Set(result.functions.flatMap((f) => f.env));
+  for (const key of CONFIG_KEYS) {
+    if (!set.has(key) && !(key in NOT_DEPLOYED)) {
+      result.problems.push({ file: 'infra/main.tf', where: 'local.function_env', message: `${key} (shared/config) cannot be set from Terraform: no function gets it` });
+    }
+  }
+}
+
+const AFTERLIFE_FIELD = /^\$\{(?:tostring\()?var\.afterlife\.([a-z0-9_]+)\)?\}$/;
+
+/**
+ * The module's `afterlife` variable mirrors shared/config: each environment entry taken from one of its
+ * fields must default to what the code defaults to, so leaving a field unset changes nothing.
+ */
+function checkDefaults(mods: Map<string, TfModule>, problems: Problem[]): void {
+  for (const mod of mods.values()) {
+    const decl = mod.variables.get('afterlife');
+    if (!decl) continue;
+    const maps: Array<[string, Json]> = [];
+    const collect = (where: string, v: Json | undefined) => {
+      if (!isObj(v)) return;
+      for (const [key, value] of Object.entries(v)) {
+        if (isObj(value)) collect(`${where}.${key}`, value);
+        else maps.push([key, value]);
+      }
+    };
+    for (const [name, local] of mod.locals) if (/_env$/.test(name)) collect(`local.${name}`, local.value);
+    for (const [key, value] of maps) {
+      const field = typeof value === 'string' ? AFTERLIFE_FIELD.exec(value)?.[1] : undefined;
+      if (field === undefined || !CONFIG_KEYS.includes(key)) continue;
+      const code = CONFIG_DEFAULTS[key];
+      const tf = optionalDefault(decl.body.type, field);
+      if (code === undefined) continue;
+      if (tf === undefined) problems.push({ file: decl.file, where: `variable afterlife.${field}`, message: `has no optional() default; shared/config defaults ${key} to ${JSON.stringify(code)}` });
+      else if (String(tf) !== String(code)) {
+        problems.push({ file: decl.file, where: `variable afterlife.${field}`, message: `defaults to ${JSON.stringify(tf)}, but shared/config defaults ${key} to ${JSON.stringify(code)}` });
+      }
+    }
+  }
+}
 
 function validateEnv(env: Map<string, Json | undefined>): string[] {
   const issues: string[] = [];
@@ -726,6 +787,8 @@ export async function checkInfra(root: string, opts: CheckOptions): Promise<Chec
     checkShape(mod, result.problems);
   }
   await checkFunctions(mods, opts, result);
+  checkConfigCoverage(result);
+  checkDefaults(mods, result.problems);
   await checkResources(mods, opts, result.problems);
   return result;
 }

@@ -141,13 +141,26 @@ describe('planted breaks are reported', () => {
 
   it('a function without a variable loadConfig requires, or with one it does not read', async () => {
     const r = await plant('main.tf', '    DBOS_APPLICATION_NAME    = var.afterlife.dbos_application_name\n', '');
-    expect(messages(r).filter((m) => m.includes('DBOS_APPLICATION_NAME'))).toHaveLength(3);
+    expect(messages(r).filter((m) => /module\.\w+: environment: DBOS_APPLICATION_NAME/.test(m))).toHaveLength(3);
+    expect(messages(r)).toContainEqual(expect.stringMatching(/DBOS_APPLICATION_NAME \(shared\/config\) cannot be set from Terraform/));
     const u = await plant('main.tf', '      DB_USER = local.db_users.drain\n', '');
     expect(messages(u)).toEqual([expect.stringMatching(/module\.drain: environment: DB_USER: is required with INSTANCE_CONNECTION_NAME/)]);
-    const t = await plant('main.tf', '      DB_USER                   = local.db_users.reaper\n', '      DB_USER                   = local.db_users.reaper\n      HEARTBEAT_TTL             = "5000"\n');
+    const t = await plant('main.tf', '      DB_USER                     = local.db_users.reaper\n', '      DB_USER                     = local.db_users.reaper\n      HEARTBEAT_TTL               = "5000"\n');
     expect(messages(t)).toEqual([expect.stringMatching(/module\.reaper: environment: sets HEARTBEAT_TTL, which shared\/config does not read/)]);
     const l = await plant('main.tf', '    DB_IP_TYPE               = var.cloud_sql.ip_type', '    DB_IP_TYPE               = "PRIVAT"');
     expect(messages(l)).toContainEqual(expect.stringMatching(/environment: DB_IP_TYPE: Invalid option/));
+  });
+
+  it('a config variable Terraform cannot set, or a default that differs from the code', async () => {
+    const r = await plant('main.tf', '      DRAIN_BUDGET_MS = tostring(var.afterlife.drain_budget_ms)\n', '');
+    expect(messages(r)).toEqual([
+      expect.stringMatching(/module\.drain: environment: DRAIN_BUDGET_MS is not set/),
+      expect.stringMatching(/DRAIN_BUDGET_MS \(shared\/config\) cannot be set from Terraform/),
+    ]);
+    const d = await plant('variables.tf', 'reaper_diverged_lookback_ms = optional(number, 3600000)', 'reaper_diverged_lookback_ms = optional(number, 600000)');
+    expect(messages(d)).toEqual([
+      expect.stringMatching(/variable afterlife\.reaper_diverged_lookback_ms: defaults to 600000, but shared\/config defaults REAPER_DIVERGED_LOOKBACK_MS to 3600000/),
+    ]);
   });
 
   it('FUNCTION_TIMEOUT_S not taken from the timeout', async () => {
