@@ -287,3 +287,18 @@ variable "cloud_sql" {
     error_message = "password auth needs cloud_sql.user as well as cloud_sql.password_secret."
   }
 }
+
+variable "database_grants" {
+  description = <<-EOT
+    The one Postgres grant an admin must give: pg_read_all_stats for the reaper's database user, which
+    it needs to see executors without the kit in pg_stat_activity. With apply = true Terraform runs it
+    through the Cloud SQL Data API (google_sql_provision_script). That needs data_api_access =
+    "ALLOW_DATA_API" on the instance, and the identity running terraform must be an IAM database user
+    of it that may grant the role (a cloudsqlsuperuser member) with roles/cloudsql.instanceUser. Left
+    false, run output database_grants_sql yourself (README, "Deploying to Google Cloud", step 4).
+  EOT
+  type = object({
+    apply = optional(bool, false)
+  })
+  default = {}
+}

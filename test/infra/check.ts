@@ -18,7 +18,8 @@ import { ConfigError } from '../../shared/errors.js';
  * source, variable, local, module (and module output); module calls pass only declared variables and
  * every required one; each function's runtime, entry point (a registered target), environment (what
  * loadConfig requires, only keys it reads, FUNCTION_TIMEOUT_S from the real timeout), Eventarc retry
- * policy and invokers; every config variable reachable from Terraform, with the code's default;
+ * policy and invokers; every config variable reachable from Terraform, with the code's default; the
+ * reaper's database user granted pg_read_all_stats (provision script and output);
  * Scheduler jobs (OIDC, no retries); no public members or broad roles; the source object named by
  * content hash; log-based metrics covering every `event` the code logs.
  */
@@ -775,6 +776,45 @@ async function checkResources(mods: Map<string, TfModule>, opts: CheckOptions, p
   }
 }
 
+/** A template with its `${local.x}` / `${var.x.y}` string interpolations filled in, recursively. */
+function expandTemplate(scope: Scope, value: Json | undefined, depth = 0): string {
+  const r = resolveValue(scope, value);
+  if (!r || typeof r.value !== 'string' || depth > 10) return '';
+  return r.value.replace(/\$\{((?:local|var)\.[A-Za-z0-9_.]+)\}/g, (whole, ref: string) => {
+    const inner = resolveValue(r.scope, `\${${ref}}`);
+    return inner && typeof inner.value === 'string' && inner.value !== `\${${ref}}` ? expandTemplate(r.scope, inner.value, depth + 1) : whole;
+  });
+}
+
+/**
+ * The reaper's no-kit evidence reads other roles' sessions in pg_stat_activity, which Postgres shows only
+ * to pg_read_all_stats members. A module deploying the reaper must grant it: a google_sql_provision_script
+ * (gated, it needs the instance's Data API) running the GRANT, and an output carrying the same SQL for
+ * those who run it by hand. The provider's schema is not here, so its required arguments are checked too.
+ */
+function checkStatsGrant(mods: Map<string, TfModule>, problems: Problem[]): void {
+  const grants = (sql: string) => /GRANT\s+pg_read_all_stats\s+TO\s+"\$\{local\.db_users(?:\.reaper|\["reaper"\])\}"/.test(sql);
+  for (const mod of mods.values()) {
+    const reaper = [...mod.modules].find(([, call]) => call.body.entry_point === 'reaper');
+    if (!reaper) continue;
+    const scope: Scope = { module: mod };
+    const scripts = [...mod.resources].filter(([key]) => key.startsWith('google_sql_provision_script.'));
+    const granting = scripts.filter(([, res]) => grants(expandTemplate(scope, res.body.script)));
+    if (granting.length === 0) {
+      problems.push({ file: reaper[1].file, where: `module ${reaper[0]}`, message: 'no google_sql_provision_script grants pg_read_all_stats to local.db_users.reaper' });
+    }
+    for (const [key, res] of scripts) {
+      for (const arg of ['instance', 'database', 'script']) {
+        if (res.body[arg] === undefined) problems.push({ file: res.file, where: `resource ${key}`, message: `has no ${arg} (required by the provider; database is required for Postgres)` });
+      }
+    }
+    const outputs = [...mod.outputs].filter(([, o]) => grants(expandTemplate(scope, o.body.value)));
+    if (outputs.length === 0) {
+      problems.push({ file: reaper[1].file, where: `module ${reaper[0]}`, message: 'no output carries the pg_read_all_stats grant for operators who run the SQL themselves' });
+    }
+  }
+}
+
 // ───────────────────────────── entry points ─────────────────────────────
 
 export async function checkInfra(root: string, opts: CheckOptions): Promise<CheckResult> {
@@ -789,6 +829,7 @@ export async function checkInfra(root: string, opts: CheckOptions): Promise<Chec
   await checkFunctions(mods, opts, result);
   checkConfigCoverage(result);
   checkDefaults(mods, result.problems);
+  checkStatsGrant(mods, result.problems);
   await checkResources(mods, opts, result.problems);
   return result;
 }

@@ -163,6 +163,16 @@ describe('planted breaks are reported', () => {
     ]);
   });
 
+  it('the reaper\'s database user not granted pg_read_all_stats', async () => {
+    const r = await plant('iam.tf', 'GRANT pg_read_all_stats TO "${local.db_users.reaper}";', 'GRANT pg_read_all_settings TO "${local.db_users.reaper}";');
+    expect(messages(r)).toEqual([
+      expect.stringMatching(/module reaper: no google_sql_provision_script grants pg_read_all_stats to local\.db_users\.reaper/),
+      expect.stringMatching(/module reaper: no output carries the pg_read_all_stats grant/),
+    ]);
+    const d = await plant('iam.tf', '  database    = var.cloud_sql.database\n', '');
+    expect(messages(d)).toEqual([expect.stringMatching(/resource google_sql_provision_script\.admin_grants: has no database/)]);
+  });
+
   it('FUNCTION_TIMEOUT_S not taken from the timeout', async () => {
     const r = await plant('modules/function/main.tf', 'FUNCTION_TIMEOUT_S = tostring(var.service.timeout_seconds)', 'FUNCTION_TIMEOUT_S = "60"');
     expect(messages(r)).toHaveLength(3);
