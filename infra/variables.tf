@@ -182,6 +182,16 @@ variable "functions" {
     condition     = alltrue([for key in keys(var.functions) : contains(["executor_death", "reaper", "drain"], key)])
     error_message = "functions is keyed executor_death, reaper and drain."
   }
+  validation {
+    # Cloud Scheduler's attempt deadline is at most 1800 s and covers the reaper's run plus 30 s.
+    condition     = try(var.functions.reaper.timeout_seconds, null) == null || try(var.functions.reaper.timeout_seconds <= 1770, false)
+    error_message = "functions.reaper.timeout_seconds must be at most 1770: Cloud Scheduler waits at most 1800 s (timeout + 30 s of slack)."
+  }
+  validation {
+    # Event-triggered gen2 functions run at most 540 s per delivery; HTTP ones at most 3600 s.
+    condition     = try(var.functions.executor_death.timeout_seconds, null) == null || try(var.functions.executor_death.timeout_seconds <= 540, false)
+    error_message = "functions.executor_death.timeout_seconds must be at most 540 (the limit of event-triggered functions)."
+  }
 }
 
 variable "drain_invokers" {

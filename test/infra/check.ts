@@ -746,6 +746,10 @@ async function checkResources(mods: Map<string, TfModule>, opts: CheckOptions, p
         if (!first(dig(res.body, 'http_target', 'oidc_token') ?? null)?.service_account_email) {
           problems.push({ file: res.file, where, message: 'http_target has no oidc_token with a service account' });
         }
+        // Scheduler rejects an HTTP attempt deadline above 1800 s; one derived from a timeout must be clamped.
+        const deadline = String(res.body.attempt_deadline ?? '');
+        if (isExpr(deadline) && !/min\([^)]*\b1800\b/.test(deadline)) problems.push({ file: res.file, where, message: `attempt_deadline ${deadline} is not clamped to Scheduler's 1800 s maximum` });
+        else if (/^\d+s$/.test(deadline) && Number.parseInt(deadline, 10) > 1800) problems.push({ file: res.file, where, message: `attempt_deadline ${deadline} exceeds Scheduler's 1800 s maximum` });
         const schedule = resolveValue({ module: mod }, res.body.schedule)?.value;
         if (schedule !== undefined && schedule !== '* * * * *') problems.push({ file: res.file, where, message: `schedule ${JSON.stringify(schedule)} is not every minute` });
       }

@@ -193,6 +193,8 @@ describe('planted breaks are reported', () => {
   it('a Scheduler job that retries, or has no OIDC token', async () => {
     const r = await plant('scheduler.tf', 'retry_count = 0', 'retry_count = 3');
     expect(messages(r)).toEqual([expect.stringMatching(/google_cloud_scheduler_job\.reaper: retry_config\.retry_count is 3/)]);
+    const d = await plant('scheduler.tf', 'min(local.function_settings.reaper.timeout_seconds + 30, 1800)', 'local.function_settings.reaper.timeout_seconds + 30');
+    expect(messages(d)).toEqual([expect.stringMatching(/attempt_deadline .* is not clamped to Scheduler's 1800 s maximum/)]);
     const o = await plant('scheduler.tf', 'oidc_token {', 'oauth_token {');
     expect(messages(o)).toEqual(
       expect.arrayContaining([
