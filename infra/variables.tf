@@ -107,6 +107,10 @@ variable "afterlife" {
     condition     = contains(["latest", "original"], var.afterlife.fork_target_version)
     error_message = "fork_target_version must be latest or original."
   }
+  validation {
+    condition     = contains(["DEBUG", "INFO", "NOTICE", "WARNING", "ERROR"], var.afterlife.log_level)
+    error_message = "log_level must be DEBUG, INFO, NOTICE, WARNING or ERROR (Cloud Logging severities)."
+  }
   # The code's bounds (shared/config): caught at plan rather than as a crash-looping function.
   validation {
     condition     = var.afterlife.drain_budget_ms >= 1000 && var.afterlife.drain_budget_ms <= 86400000

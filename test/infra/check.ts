@@ -525,6 +525,17 @@ function checkConfigCoverage(result: CheckResult): void {
   }
 }
 
+/** Whether loadConfig takes this value for this key (everything else minimal and valid). */
+function accepts(key: string, value: string): boolean {
+  try {
+    loadConfig({ DATABASE_URL: SAMPLES.DATABASE_URL, DBOS_APPLICATION_NAME: 'app', [key]: value });
+    return true;
+  } catch (err) {
+    if (err instanceof ConfigError) return false;
+    throw err;
+  }
+}
+
 const AFTERLIFE_FIELD = /^\$\{(?:tostring\()?var\.afterlife\.([a-z0-9_]+)\)?\}$/;
 
 /**
@@ -544,9 +555,26 @@ function checkDefaults(mods: Map<string, TfModule>, problems: Problem[]): void {
       }
     };
     for (const [name, local] of mod.locals) if (/_env$/.test(name)) collect(`local.${name}`, local.value);
+    // contains([...], var.afterlife.<field>) validations, by field.
+    const allowed = new Map<string, string[]>();
+    for (const v of Array.isArray(decl.body.validation) ? decl.body.validation : [decl.body.validation ?? null]) {
+      const cond = isObj(v) ? String(v.condition ?? '') : '';
+      for (const m of cond.matchAll(/contains\(\[([^\]]*)\],\s*var\.afterlife\.([a-z0-9_]+)\)/g)) {
+        if (m[1] !== undefined && m[2] !== undefined) allowed.set(m[2], [...m[1].matchAll(/"([^"]*)"/g)].map((x) => x[1] ?? ''));
+      }
+    }
     for (const [key, value] of maps) {
       const field = typeof value === 'string' ? AFTERLIFE_FIELD.exec(value)?.[1] : undefined;
       if (field === undefined || !CONFIG_KEYS.includes(key)) continue;
+      // An enum in the code (it rejects a plain identifier) needs a validation, so a typo fails the plan
+      // rather than every cold start; and each value the validation lets through must be one the code accepts.
+      const options = allowed.get(field);
+      if (typeof CONFIG_DEFAULTS[key] === 'string' && !accepts(key, 'not_an_option') && options === undefined) {
+        problems.push({ file: decl.file, where: `variable afterlife.${field}`, message: `has no contains([...]) validation, though shared/config accepts only some values of ${key}` });
+      }
+      for (const option of options ?? []) {
+        if (!accepts(key, option)) problems.push({ file: decl.file, where: `variable afterlife.${field}`, message: `its validation allows "${option}", which shared/config rejects for ${key}` });
+      }
       const code = CONFIG_DEFAULTS[key];
       const tf = optionalDefault(decl.body.type, field);
       if (code === undefined) continue;

@@ -173,6 +173,13 @@ describe('planted breaks are reported', () => {
     expect(messages(d)).toEqual([expect.stringMatching(/resource google_sql_provision_script\.admin_grants: has no database/)]);
   });
 
+  it('an enum setting without a validation, or one that allows what the code rejects', async () => {
+    const r = await plant('variables.tf', 'contains(["DEBUG", "INFO", "NOTICE", "WARNING", "ERROR"], var.afterlife.log_level)', 'true');
+    expect(messages(r)).toEqual([expect.stringMatching(/variable afterlife\.log_level: has no contains\(\[\.\.\.\]\) validation/)]);
+    const w = await plant('variables.tf', '"NOTICE", "WARNING", "ERROR"], var.afterlife.log_level', '"NOTICE", "WARN", "ERROR"], var.afterlife.log_level');
+    expect(messages(w)).toEqual([expect.stringMatching(/variable afterlife\.log_level: its validation allows "WARN", which shared\/config rejects for LOG_LEVEL/)]);
+  });
+
   it('FUNCTION_TIMEOUT_S not taken from the timeout', async () => {
     const r = await plant('modules/function/main.tf', 'FUNCTION_TIMEOUT_S = tostring(var.service.timeout_seconds)', 'FUNCTION_TIMEOUT_S = "60"');
     expect(messages(r)).toHaveLength(3);
