@@ -175,6 +175,9 @@ async function main(): Promise<boolean> {
         say(`${leftB} workflows still PENDING on exec-B with no notice from it: publishing one as \`afterlife recover\` would`);
         await publishNotice(s, app, 'exec-B', 'sigterm');
       }
+    } else if (await recoveredOnce(db, app, 'exec-B')) {
+      // Its kit's notice arrived before it exited: recovery already moved what it could not finish.
+      say("exec-B's kit handed what it could not finish to recovery before exiting: nothing left on it");
     } else {
       say('exec-B finished everything it held before exiting: nothing to recover');
     }
