@@ -3,10 +3,12 @@ import { z } from 'zod';
 /**
  * The `--json` output of every command: one JSON document on stdout, validated by these schemas in the
  * tests, so scripts can rely on the shape. Errors (any command) print `ErrorOutput` and exit non-zero.
+ * Strict at every level: a key a command adds without adding it here fails its test instead of slipping
+ * into the contract unreviewed.
  */
 const iso = z.iso.datetime({ offset: true });
 
-export const ExecutorStatus = z.object({
+export const ExecutorStatus = z.strictObject({
   executorId: z.string().nullable(),
   /** From the heartbeat when there is one, else the registry; `lapsed` = registry says alive, no heartbeat; `unknown` = only seen in DBOS's rows. */
   state: z.enum(['alive', 'draining', 'drained', 'dead', 'lapsed', 'unknown']),
@@ -22,14 +24,14 @@ export const ExecutorStatus = z.object({
   reason: z.string().nullable(),
 });
 
-export const StatusOutput = z.object({
+export const StatusOutput = z.strictObject({
   command: z.literal('status'),
   applicationName: z.string(),
   generatedAt: iso,
   redis: z.enum(['ok', 'unavailable', 'not-configured']),
   stuckAfterMs: z.number().int().positive(),
   executors: z.array(ExecutorStatus),
-  totals: z.object({
+  totals: z.strictObject({
     executors: z.number().int().nonnegative(),
     alive: z.number().int().nonnegative(),
     pending: z.number().int().nonnegative(),
@@ -39,7 +41,7 @@ export const StatusOutput = z.object({
     byStatus: z.record(z.string(), z.number().int().nonnegative()),
   }),
   recentRecoveries: z.array(
-    z.object({
+    z.strictObject({
       id: z.number().int(),
       executorId: z.string(),
       reason: z.string(),
@@ -54,7 +56,7 @@ export const StatusOutput = z.object({
 });
 export type StatusOutput = z.infer<typeof StatusOutput>;
 
-export const RecoverOutput = z.object({
+export const RecoverOutput = z.strictObject({
   command: z.literal('recover'),
   applicationName: z.string(),
   executorId: z.string(),
@@ -70,7 +72,7 @@ export const RecoverOutput = z.object({
 });
 export type RecoverOutput = z.infer<typeof RecoverOutput>;
 
-export const MigrateOutput = z.object({
+export const MigrateOutput = z.strictObject({
   command: z.literal('migrate'),
   dbosSchema: z.string(),
   afterlifeSchema: z.string(),
@@ -80,12 +82,12 @@ export const MigrateOutput = z.object({
 });
 export type MigrateOutput = z.infer<typeof MigrateOutput>;
 
-export const ErrorOutput = z.object({
-  error: z.object({ code: z.string(), message: z.string(), issues: z.array(z.string()).optional() }),
+export const ErrorOutput = z.strictObject({
+  error: z.strictObject({ code: z.string(), message: z.string(), issues: z.array(z.string()).optional() }),
 });
 export type ErrorOutput = z.infer<typeof ErrorOutput>;
 
-export const DrainOutput = z.object({
+export const DrainOutput = z.strictObject({
   command: z.literal('drain'),
   applicationName: z.string(),
   applicationVersion: z.string(),
@@ -99,7 +101,7 @@ export const DrainOutput = z.object({
   pending: z.number().int().nonnegative(),
   heartbeatsKnown: z.boolean(),
   executors: z.array(
-    z.object({
+    z.strictObject({
       executorId: z.string(),
       applicationVersion: z.string().nullable(),
       state: z.enum(['alive', 'draining', 'drained', 'dead', 'unknown']),
@@ -111,7 +113,7 @@ export const DrainOutput = z.object({
 });
 export type DrainOutput = z.infer<typeof DrainOutput>;
 
-export const ForkOutput = z.object({
+export const ForkOutput = z.strictObject({
   command: z.literal('fork'),
   applicationName: z.string(),
   workflowId: z.string(),
@@ -130,7 +132,7 @@ export const ForkOutput = z.object({
 });
 export type ForkOutput = z.infer<typeof ForkOutput>;
 
-export const ReapOutput = z.object({
+export const ReapOutput = z.strictObject({
   command: z.literal('reap'),
   applicationName: z.string(),
   dryRun: z.boolean(),
@@ -143,14 +145,14 @@ export const ReapOutput = z.object({
   stuckWorkflows: z.array(z.string()),
   /** --dry-run: what it would have done. */
   planned: z.array(
-    z.object({
+    z.strictObject({
       pass: z.enum(['dead', 'stuck', 'diverged', 'orphaned']),
       action: z.enum(['declare-dead', 'recover-inline', 'report', 'cancel', 'fork']),
       executorId: z.string().nullable(),
       workflowId: z.string().nullable(),
     }),
   ),
-  errors: z.array(z.object({ tick: z.number().int(), pass: z.string(), error: z.string() })),
+  errors: z.array(z.strictObject({ tick: z.number().int(), pass: z.string(), error: z.string() })),
   heartbeatSkipped: z.array(z.string()),
 });
 export type ReapOutput = z.infer<typeof ReapOutput>;

@@ -13,12 +13,13 @@ locals {
   # Cloud SQL grants are project-level; instanceUser is only needed for IAM database auth.
   runtime_project_roles = concat(["roles/cloudsql.client"], local.iam_db_auth ? ["roles/cloudsql.instanceUser"] : [])
 
-  # Who publishes where (roles/pubsub.publisher on that one topic, nothing project-wide). executorDeath
-  # never publishes a death notice; it can dead-letter a workflow when ORPHANED_VERSION_POLICY forks.
+  # Who publishes where (roles/pubsub.publisher on that one topic, nothing project-wide). Only the
+  # reaper publishes death notices (the executors' kits do too: var.executor_service_accounts); drain
+  # writes drain requests to Postgres and publishes nothing. executorDeath never publishes a death
+  # notice; it can dead-letter a workflow when ORPHANED_VERSION_POLICY forks.
   publishers = {
     executor_deaths = {
       reaper = "serviceAccount:${google_service_account.runtime["reaper"].email}"
-      drain  = "serviceAccount:${google_service_account.runtime["drain"].email}"
     }
     workflow_dead_letters = {
       reaper         = "serviceAccount:${google_service_account.runtime["reaper"].email}"
@@ -68,8 +69,7 @@ resource "google_project_iam_member" "runtime" {
   member  = "serviceAccount:${google_service_account.runtime[each.value.account].email}"
 }
 
-# The IAM database users; their Postgres grants (schemas, pg_read_all_stats for the reaper) are SQL,
-# which the google provider cannot run: README, "Deploying to Google Cloud", step 4.
+# The IAM database users. Their Postgres grants follow below.
 resource "google_sql_user" "runtime" {
   for_each = { for key, description in local.runtime_accounts : key => description if var.cloud_sql.create_iam_users && local.iam_db_auth }
 
@@ -77,6 +77,55 @@ resource "google_sql_user" "runtime" {
   instance = local.sql_instance
   name     = local.db_users[each.key]
   type     = "CLOUD_IAM_SERVICE_ACCOUNT"
+}
+
+/******************************************
+  Runtime: Postgres grants
+ *****************************************/
+
+locals {
+  db_runtime_role = "${replace(var.name_prefix, "-", "_")}_runtime"
+  db_grantees     = join(", ", formatlist("\"%s\"", distinct(values(local.db_users))))
+
+  # The reaper tells a dead executor that runs without the kit by its DBOS sessions
+  # (dbos_transact_<executorID>_…) missing from pg_stat_activity; Postgres shows other roles' sessions
+  # only to members of pg_read_all_stats. Granting a predefined role takes an admin (on Cloud SQL a
+  # cloudsqlsuperuser member), not the schema owner, so it is the one grant Terraform can run for you.
+  admin_grants_sql = <<-EOT
+    GRANT pg_read_all_stats TO "${local.db_users.reaper}";
+  EOT
+
+  # Everything the functions need, with this deployment's names: run by the schema owner after
+  # `afterlife migrate` (the tables must exist), or rerun after a DBOS upgrade adds tables.
+  database_grants_sql = <<-EOT
+    DO $$ BEGIN CREATE ROLE ${local.db_runtime_role} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+    GRANT USAGE ON SCHEMA ${var.afterlife.dbos_system_schema} TO ${local.db_runtime_role};
+    GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA ${var.afterlife.dbos_system_schema} TO ${local.db_runtime_role};
+    GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${var.afterlife.dbos_system_schema} TO ${local.db_runtime_role};
+    GRANT USAGE ON SCHEMA ${var.afterlife.afterlife_schema} TO ${local.db_runtime_role};
+    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${var.afterlife.afterlife_schema} TO ${local.db_runtime_role};
+    GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${var.afterlife.afterlife_schema} TO ${local.db_runtime_role};
+    ALTER DEFAULT PRIVILEGES IN SCHEMA ${var.afterlife.afterlife_schema} GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${local.db_runtime_role};
+    ALTER DEFAULT PRIVILEGES IN SCHEMA ${var.afterlife.afterlife_schema} GRANT USAGE, SELECT ON SEQUENCES TO ${local.db_runtime_role};
+    GRANT ${local.db_runtime_role} TO ${local.db_grantees};
+    ${local.admin_grants_sql}
+  EOT
+}
+
+# Runs admin_grants_sql through the Cloud SQL Data API: no network path from where terraform runs to
+# the instance, no second provider. Opt-in, because it needs the instance's Data API access and an
+# IAM database user for the identity running terraform (var.database_grants).
+resource "google_sql_provision_script" "admin_grants" {
+  count = var.database_grants.apply ? 1 : 0
+
+  project     = local.sql_project
+  instance    = local.sql_instance
+  database    = var.cloud_sql.database
+  description = "afterlife: pg_read_all_stats for the reaper's database user"
+  # GRANT of a role already held is a notice, not an error: rerunning the script is harmless.
+  script = local.admin_grants_sql
+
+  depends_on = [google_sql_user.runtime]
 }
 
 /******************************************

@@ -50,15 +50,19 @@ locals {
       DB_USER = local.db_users.executor_death
     }
     reaper = {
-      DB_USER                   = local.db_users.reaper
-      REAPER_TICK_MS            = tostring(var.afterlife.reaper_tick_ms)
-      STUCK_AFTER_MS            = tostring(var.afterlife.stuck_after_ms)
-      STUCK_POLICY              = var.afterlife.stuck_policy
-      UNKNOWN_EXECUTOR_GRACE_MS = tostring(var.afterlife.unknown_executor_grace_ms)
-      REAPER_LEASE_MS           = tostring(var.afterlife.reaper_lease_ms)
+      DB_USER                     = local.db_users.reaper
+      REAPER_TICK_MS              = tostring(var.afterlife.reaper_tick_ms)
+      STUCK_AFTER_MS              = tostring(var.afterlife.stuck_after_ms)
+      STUCK_POLICY                = var.afterlife.stuck_policy
+      UNKNOWN_EXECUTOR_GRACE_MS   = tostring(var.afterlife.unknown_executor_grace_ms)
+      ORPHANED_VERSION_GRACE_MS   = tostring(var.afterlife.orphaned_version_grace_ms)
+      REAPER_LEASE_MS             = tostring(var.afterlife.reaper_lease_ms)
+      REAPER_DIVERGED_LOOKBACK_MS = tostring(var.afterlife.reaper_diverged_lookback_ms)
     }
     drain = {
       DB_USER = local.db_users.drain
+      # The budget of a drain request that names none.
+      DRAIN_BUDGET_MS = tostring(var.afterlife.drain_budget_ms)
     }
   }
 

@@ -20,6 +20,11 @@ output "db_users" {
   value       = local.db_users
 }
 
+output "database_grants_sql" {
+  description = "The Postgres grants the functions need, with this deployment's schema and user names: run it as the schema owner after `afterlife migrate` (README, \"Deploying to Google Cloud\", step 4)."
+  value       = local.database_grants_sql
+}
+
 output "topics" {
   description = "Topic IDs."
   value = {

@@ -12,8 +12,10 @@ resource "google_cloud_scheduler_job" "reaper" {
   schedule    = var.reaper_schedule.schedule
   time_zone   = var.reaper_schedule.time_zone
   paused      = var.reaper_schedule.paused
-  # Scheduler waits for the whole invocation (its ticks run until the function's budget ends).
-  attempt_deadline = "${local.function_settings.reaper.timeout_seconds + 30}s"
+  # Scheduler waits for the whole invocation (its ticks run until the function's budget ends), plus
+  # slack for a cold start. HTTP targets allow at most 1800 s; var.functions keeps the reaper's timeout
+  # within that, and min() holds the line should a default change.
+  attempt_deadline = "${min(local.function_settings.reaper.timeout_seconds + 30, 1800)}s"
 
   retry_config {
     retry_count = 0

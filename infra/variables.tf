@@ -70,26 +70,29 @@ variable "afterlife" {
     Null fields fall back to the code's defaults (README, "Configuration").
   EOT
   type = object({
-    dbos_application_name     = string
-    dbos_system_schema        = optional(string, "dbos")
-    afterlife_schema          = optional(string, "afterlife")
-    redis_key_prefix          = optional(string, "afterlife")
-    heartbeat_ttl_ms          = optional(number, 15000)
-    budget_margin_ms          = optional(number, 5000)
-    db_pool_max               = optional(number, 3)
-    db_connect_timeout_ms     = optional(number, 5000)
-    db_statement_timeout_ms   = optional(number, 30000)
-    recovery_batch_size       = optional(number, 1000)
-    lock_ttl_ms               = optional(number, 30000)
-    orphaned_version_policy   = optional(string, "leave")
-    reaper_tick_ms            = optional(number, 5000)
-    stuck_after_ms            = optional(number, 3600000)
-    stuck_policy              = optional(string, "report")
-    unknown_executor_grace_ms = optional(number, 600000)
-    reaper_lease_ms           = optional(number, 90000)
-    max_forks                 = optional(number, 3)
-    fork_target_version       = optional(string, "latest")
-    log_level                 = optional(string, "INFO")
+    dbos_application_name       = string
+    dbos_system_schema          = optional(string, "dbos")
+    afterlife_schema            = optional(string, "afterlife")
+    redis_key_prefix            = optional(string, "afterlife")
+    heartbeat_ttl_ms            = optional(number, 15000)
+    budget_margin_ms            = optional(number, 5000)
+    drain_budget_ms             = optional(number, 600000)
+    db_pool_max                 = optional(number, 3)
+    db_connect_timeout_ms       = optional(number, 5000)
+    db_statement_timeout_ms     = optional(number, 30000)
+    recovery_batch_size         = optional(number, 1000)
+    lock_ttl_ms                 = optional(number, 30000)
+    orphaned_version_policy     = optional(string, "leave")
+    reaper_tick_ms              = optional(number, 5000)
+    stuck_after_ms              = optional(number, 3600000)
+    stuck_policy                = optional(string, "report")
+    unknown_executor_grace_ms   = optional(number, 600000)
+    orphaned_version_grace_ms   = optional(number, 300000)
+    reaper_lease_ms             = optional(number, 90000)
+    reaper_diverged_lookback_ms = optional(number, 3600000)
+    max_forks                   = optional(number, 3)
+    fork_target_version         = optional(string, "latest")
+    log_level                   = optional(string, "INFO")
   })
 
   validation {
@@ -103,6 +106,23 @@ variable "afterlife" {
   validation {
     condition     = contains(["latest", "original"], var.afterlife.fork_target_version)
     error_message = "fork_target_version must be latest or original."
+  }
+  validation {
+    condition     = contains(["DEBUG", "INFO", "NOTICE", "WARNING", "ERROR"], var.afterlife.log_level)
+    error_message = "log_level must be DEBUG, INFO, NOTICE, WARNING or ERROR (Cloud Logging severities)."
+  }
+  # The code's bounds (shared/config): caught at plan rather than as a crash-looping function.
+  validation {
+    condition     = var.afterlife.drain_budget_ms >= 1000 && var.afterlife.drain_budget_ms <= 86400000
+    error_message = "drain_budget_ms must be between 1000 and 86400000 (24 h)."
+  }
+  validation {
+    condition     = var.afterlife.orphaned_version_grace_ms >= 0
+    error_message = "orphaned_version_grace_ms must be 0 or more."
+  }
+  validation {
+    condition     = var.afterlife.reaper_diverged_lookback_ms >= 60000
+    error_message = "reaper_diverged_lookback_ms must be at least 60000 (a minute)."
   }
   validation {
     condition     = can(regex("^[A-Za-z_][A-Za-z0-9_]{0,62}$", var.afterlife.dbos_system_schema)) && can(regex("^[A-Za-z_][A-Za-z0-9_]{0,62}$", var.afterlife.afterlife_schema))
@@ -165,6 +185,16 @@ variable "functions" {
   validation {
     condition     = alltrue([for key in keys(var.functions) : contains(["executor_death", "reaper", "drain"], key)])
     error_message = "functions is keyed executor_death, reaper and drain."
+  }
+  validation {
+    # Cloud Scheduler's attempt deadline is at most 1800 s and covers the reaper's run plus 30 s.
+    condition     = try(var.functions.reaper.timeout_seconds, null) == null || try(var.functions.reaper.timeout_seconds <= 1770, false)
+    error_message = "functions.reaper.timeout_seconds must be at most 1770: Cloud Scheduler waits at most 1800 s (timeout + 30 s of slack)."
+  }
+  validation {
+    # Event-triggered gen2 functions run at most 540 s per delivery; HTTP ones at most 3600 s.
+    condition     = try(var.functions.executor_death.timeout_seconds, null) == null || try(var.functions.executor_death.timeout_seconds <= 540, false)
+    error_message = "functions.executor_death.timeout_seconds must be at most 540 (the limit of event-triggered functions)."
   }
 }
 
@@ -270,4 +300,19 @@ variable "cloud_sql" {
     condition     = var.cloud_sql.password_secret == null || var.cloud_sql.user != null
     error_message = "password auth needs cloud_sql.user as well as cloud_sql.password_secret."
   }
+}
+
+variable "database_grants" {
+  description = <<-EOT
+    The one Postgres grant an admin must give: pg_read_all_stats for the reaper's database user, which
+    it needs to see executors without the kit in pg_stat_activity. With apply = true Terraform runs it
+    through the Cloud SQL Data API (google_sql_provision_script). That needs data_api_access =
+    "ALLOW_DATA_API" on the instance, and the identity running terraform must be an IAM database user
+    of it that may grant the role (a cloudsqlsuperuser member) with roles/cloudsql.instanceUser. Left
+    false, run output database_grants_sql yourself (README, "Deploying to Google Cloud", step 4).
+  EOT
+  type = object({
+    apply = optional(bool, false)
+  })
+  default = {}
 }

@@ -5,8 +5,9 @@ terraform {
     google = {
       source = "hashicorp/google"
       # 7.10 brought Direct VPC egress to gen2 functions; 7.26 fixed the "only one of
-      # direct_vpc_network_interface or vpc_connector" validation that rejected it.
-      version = "~> 7.26"
+      # direct_vpc_network_interface or vpc_connector" validation that rejected it; 7.34 has
+      # google_sql_provision_script (iam.tf, the reaper's pg_read_all_stats grant).
+      version = "~> 7.34"
     }
     archive = {
       source  = "hashicorp/archive"

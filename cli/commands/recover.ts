@@ -6,6 +6,7 @@ import { heartbeatKey, readHeartbeat } from '../../shared/heartbeat/index.js';
 import { recoverExecutor } from '../../shared/resume/recoverExecutor.js';
 import type { CliContext } from '../context.js';
 import { duration } from '../format.js';
+import { watchPoint } from '../progress.js';
 import type { RecoverOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
 
@@ -55,9 +56,16 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
   }
 
   ctx.progress(`recovering ${executorId}: ${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}…`);
+  let moved = 0;
   const summary = await recoverExecutor(
     {
       db,
+      // Recovery's only per-batch signal is its 'recover.afterBatch' point: watched, nothing injected.
+      faults: watchPoint('recover.afterBatch', (hit) => {
+        const n = Array.isArray(hit.ids) ? hit.ids.length : 0;
+        moved += n;
+        ctx.progress(`  batch ${String(hit.batchNo)}: re-enqueued ${n} (${moved}/${total})`);
+      }),
       redis: ctx.redisReady ? ctx.redis : undefined,
       lock: ctx.redisReady ? ctx.lock : undefined,
       logger: ctx.logger,

@@ -33,9 +33,12 @@ export interface AgentExecutorOptions {
   /** Defaults to the example agent app. */
   script?: string;
   readyTimeoutMs?: number;
+  /** Aborted before the executor is ready (Ctrl-C in the demo): it is killed, and the start rejects. */
+  signal?: AbortSignal;
 }
 
 export async function startAgentExecutor(o: AgentExecutorOptions): Promise<AgentExecutor> {
+  o.signal?.throwIfAborted();
   const output: string[] = [];
   const child = fork(o.script ?? AGENT_APP, [], {
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
@@ -65,8 +68,19 @@ export async function startAgentExecutor(o: AgentExecutorOptions): Promise<Agent
   let nextId = 1;
   const pending = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
   const timeoutMs = o.readyTimeoutMs ?? 30_000;
+  // Not ready (the bound, an abort): the caller gets no handle to stop it with, so it is killed here.
+  const giveUp = (err: unknown) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    return err;
+  };
+  let onAbort = () => {};
   const kit = await new Promise<boolean>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`executor ${o.executorId} not ready in ${timeoutMs} ms:\n${output.join('')}`)), timeoutMs);
+    const timer = setTimeout(() => reject(giveUp(new Error(`executor ${o.executorId} not ready in ${timeoutMs} ms:\n${output.join('')}`))), timeoutMs);
+    onAbort = () => {
+      clearTimeout(timer);
+      reject(giveUp(o.signal?.reason));
+    };
+    o.signal?.addEventListener('abort', onAbort, { once: true });
     child.on('message', (raw) => {
       const m = raw as { event?: string; kit?: boolean; id?: number; ok?: boolean; error?: string };
       if (m.event === 'ready') {
@@ -84,7 +98,7 @@ export async function startAgentExecutor(o: AgentExecutorOptions): Promise<Agent
       reject(new Error(`executor ${o.executorId} exited (${code ?? signal}) before ready:\n${output.join('')}`));
       for (const p of pending.values()) p.reject(new Error('executor exited'));
     });
-  });
+  }).finally(() => o.signal?.removeEventListener('abort', onAbort));
   return {
     executorId: o.executorId,
     kit,

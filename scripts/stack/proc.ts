@@ -102,11 +102,44 @@ export function freePort(): Promise<number> {
   });
 }
 
+/**
+ * `p`, or a rejection with the signal's reason as soon as it aborts: a readiness wait raced with Ctrl-C, so
+ * stopping the stack never waits out a 30 s start-up bound. The listener goes when either settles.
+ */
+export async function raceAbort<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return p;
+  signal.throwIfAborted();
+  let onAbort = () => {};
+  const abort = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([p, abort]);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/**
+ * Waits for a just-spawned process to be ready. If it never gets there (it exits, the bound passes, the
+ * signal aborts) it is stopped here: the caller has not registered it yet, so nobody else would.
+ */
+export async function readyOrStop(proc: Managed, ready: Promise<unknown>, signal: AbortSignal | undefined, graceMs?: number): Promise<void> {
+  try {
+    await raceAbort(ready, signal);
+  } catch (err) {
+    await proc.stop(graceMs);
+    throw err;
+  }
+}
+
 /** Polls until `probe` is truthy; the bound is the failure. */
-export async function until(what: string, probe: () => Promise<boolean>, timeoutMs: number, intervalMs = 100): Promise<void> {
+export async function until(what: string, probe: () => Promise<boolean>, timeoutMs: number, intervalMs = 100, signal?: AbortSignal): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
+    signal?.throwIfAborted();
     try {
       if (await probe()) return;
     } catch (err) {

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { freePort, spawnManaged } from './proc.js';
+import { freePort, readyOrStop, spawnManaged } from './proc.js';
 
 /**
  * The Pub/Sub emulator (the real one, Java) when installed. Started directly rather than through gcloud,
@@ -17,9 +17,9 @@ export interface StackEmulator {
   stop(): Promise<void>;
 }
 
-export async function startEmulator(bin: string): Promise<StackEmulator> {
+export async function startEmulator(bin: string, signal?: AbortSignal): Promise<StackEmulator> {
   const port = await freePort();
   const proc = spawnManaged('pubsub-emulator', bin, ['--host=127.0.0.1', `--port=${port}`]);
-  await proc.waitForLine(/Server started/, 30_000);
+  await readyOrStop(proc, proc.waitForLine(/Server started/, 30_000), signal, 3_000);
   return { host: `127.0.0.1:${port}`, stop: () => proc.stop(3_000) };
 }

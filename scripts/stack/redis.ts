@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { freePort, spawnManaged } from './proc.js';
+import { freePort, readyOrStop, spawnManaged } from './proc.js';
 
 /**
  * Redis for the local stack: REDIS_URL when set, else a throwaway `redis-server` on a free port when one
@@ -10,7 +10,7 @@ export type StackRedis =
   | { kind: 'external' | 'local'; url: string; stop(): Promise<void> }
   | { kind: 'none'; url: undefined; reason: string; stop(): Promise<void> };
 
-export async function startRedis(o: { redisUrl: string | undefined; binary?: string }): Promise<StackRedis> {
+export async function startRedis(o: { redisUrl: string | undefined; binary?: string; signal?: AbortSignal }): Promise<StackRedis> {
   if (o.redisUrl) return { kind: 'external', url: o.redisUrl, stop: async () => {} };
   const binary = o.binary ?? which('redis-server');
   if (!binary) {
@@ -18,7 +18,7 @@ export async function startRedis(o: { redisUrl: string | undefined; binary?: str
   }
   const port = await freePort();
   const proc = spawnManaged('redis-server', binary, ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no']);
-  await proc.waitForLine(/Ready to accept connections/, 10_000);
+  await readyOrStop(proc, proc.waitForLine(/Ready to accept connections/, 10_000), o.signal);
   return { kind: 'local', url: `redis://127.0.0.1:${port}`, stop: () => proc.stop() };
 }
 

@@ -139,6 +139,17 @@ const KEYS = Object.keys(EnvSchema.shape) as Array<keyof Parsed>;
 /** Every variable name loadConfig reads: the deploy contract (test/infra checks Terraform against it). */
 export const CONFIG_KEYS: readonly string[] = KEYS;
 
+/**
+ * Each variable's default as the schema applies it (undefined: none, or required). Read from the schema
+ * itself so the README table and Terraform's optional() defaults can be checked against the code.
+ */
+export const CONFIG_DEFAULTS: Readonly<Record<string, string | number | undefined>> = Object.fromEntries(
+  KEYS.map((key) => {
+    const r = EnvSchema.shape[key].safeParse(undefined);
+    return [key, r.success ? (r.data as string | number | undefined) : undefined];
+  }),
+);
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const picked: Record<string, string> = {};
   for (const key of KEYS) {

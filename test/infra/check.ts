@@ -6,7 +6,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { getReferencesInExpression, parse } from '@cdktf/hcl2json';
-import { CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
+import { CONFIG_DEFAULTS, CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
 import { ConfigError } from '../../shared/errors.js';
 
 /**
@@ -18,8 +18,10 @@ import { ConfigError } from '../../shared/errors.js';
  * source, variable, local, module (and module output); module calls pass only declared variables and
  * every required one; each function's runtime, entry point (a registered target), environment (what
  * loadConfig requires, only keys it reads, FUNCTION_TIMEOUT_S from the real timeout), Eventarc retry
- * policy and invokers; Scheduler jobs (OIDC, no retries); no public members or broad roles; the source
- * object named by content hash; log-based metrics covering every `event` the code logs.
+ * policy and invokers; every config variable reachable from Terraform, with the code's default; the
+ * reaper's database user granted pg_read_all_stats (provision script and output);
+ * Scheduler jobs (OIDC, no retries); no public members or broad roles; the source object named by
+ * content hash; log-based metrics covering every `event` the code logs.
  */
 
 type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
@@ -493,9 +495,96 @@ const sampleFor = (key: string) => SAMPLES[key] ?? (/_MS$/.test(key) ? '60000' :
 /** Beyond what loadConfig insists on, what each deployed target needs to do its job. */
 const DEPLOY_REQUIRES: Record<string, readonly string[]> = {
   '*': ['FUNCTION_TIMEOUT_S', 'GOOGLE_CLOUD_PROJECT', 'REDIS_URL'],
-  reaper: ['EXECUTOR_DEATH_TOPIC', 'DEAD_LETTER_TOPIC'],
-  drain: ['EXECUTOR_DEATH_TOPIC'],
+  // The reaper's passes and the topics it publishes to; without them a deploy could not tune them.
+  reaper: [
+    'EXECUTOR_DEATH_TOPIC',
+    'DEAD_LETTER_TOPIC',
+    'REAPER_TICK_MS',
+    'STUCK_AFTER_MS',
+    'STUCK_POLICY',
+    'UNKNOWN_EXECUTOR_GRACE_MS',
+    'ORPHANED_VERSION_GRACE_MS',
+    'REAPER_LEASE_MS',
+    'REAPER_DIVERGED_LOOKBACK_MS',
+  ],
+  drain: ['DRAIN_BUDGET_MS'],
 };
+
+/** Variables of shared/config that no deployed function is meant to get, and why. */
+const NOT_DEPLOYED: Record<string, string> = {
+  DATABASE_URL: 'deploys reach Cloud SQL through the connector (INSTANCE_CONNECTION_NAME)',
+};
+
+/** Every variable loadConfig reads reaches some function, unless NOT_DEPLOYED says why not. */
+function checkConfigCoverage(result: CheckResult): void {
+  const set = new Set(result.functions.flatMap((f) => f.env));
+  for (const key of CONFIG_KEYS) {
+    if (!set.has(key) && !(key in NOT_DEPLOYED)) {
+      result.problems.push({ file: 'infra/main.tf', where: 'local.function_env', message: `${key} (shared/config) cannot be set from Terraform: no function gets it` });
+    }
+  }
+}
+
+/** Whether loadConfig takes this value for this key (everything else minimal and valid). */
+function accepts(key: string, value: string): boolean {
+  try {
+    loadConfig({ DATABASE_URL: SAMPLES.DATABASE_URL, DBOS_APPLICATION_NAME: 'app', [key]: value });
+    return true;
+  } catch (err) {
+    if (err instanceof ConfigError) return false;
+    throw err;
+  }
+}
+
+const AFTERLIFE_FIELD = /^\$\{(?:tostring\()?var\.afterlife\.([a-z0-9_]+)\)?\}$/;
+
+/**
+ * The module's `afterlife` variable mirrors shared/config: each environment entry taken from one of its
+ * fields must default to what the code defaults to, so leaving a field unset changes nothing.
+ */
+function checkDefaults(mods: Map<string, TfModule>, problems: Problem[]): void {
+  for (const mod of mods.values()) {
+    const decl = mod.variables.get('afterlife');
+    if (!decl) continue;
+    const maps: Array<[string, Json]> = [];
+    const collect = (where: string, v: Json | undefined) => {
+      if (!isObj(v)) return;
+      for (const [key, value] of Object.entries(v)) {
+        if (isObj(value)) collect(`${where}.${key}`, value);
+        else maps.push([key, value]);
+      }
+    };
+    for (const [name, local] of mod.locals) if (/_env$/.test(name)) collect(`local.${name}`, local.value);
+    // contains([...], var.afterlife.<field>) validations, by field.
+    const allowed = new Map<string, string[]>();
+    for (const v of Array.isArray(decl.body.validation) ? decl.body.validation : [decl.body.validation ?? null]) {
+      const cond = isObj(v) ? String(v.condition ?? '') : '';
+      for (const m of cond.matchAll(/contains\(\[([^\]]*)\],\s*var\.afterlife\.([a-z0-9_]+)\)/g)) {
+        if (m[1] !== undefined && m[2] !== undefined) allowed.set(m[2], [...m[1].matchAll(/"([^"]*)"/g)].map((x) => x[1] ?? ''));
+      }
+    }
+    for (const [key, value] of maps) {
+      const field = typeof value === 'string' ? AFTERLIFE_FIELD.exec(value)?.[1] : undefined;
+      if (field === undefined || !CONFIG_KEYS.includes(key)) continue;
+      // An enum in the code (it rejects a plain identifier) needs a validation, so a typo fails the plan
+      // rather than every cold start; and each value the validation lets through must be one the code accepts.
+      const options = allowed.get(field);
+      if (typeof CONFIG_DEFAULTS[key] === 'string' && !accepts(key, 'not_an_option') && options === undefined) {
+        problems.push({ file: decl.file, where: `variable afterlife.${field}`, message: `has no contains([...]) validation, though shared/config accepts only some values of ${key}` });
+      }
+      for (const option of options ?? []) {
+        if (!accepts(key, option)) problems.push({ file: decl.file, where: `variable afterlife.${field}`, message: `its validation allows "${option}", which shared/config rejects for ${key}` });
+      }
+      const code = CONFIG_DEFAULTS[key];
+      const tf = optionalDefault(decl.body.type, field);
+      if (code === undefined) continue;
+      if (tf === undefined) problems.push({ file: decl.file, where: `variable afterlife.${field}`, message: `has no optional() default; shared/config defaults ${key} to ${JSON.stringify(code)}` });
+      else if (String(tf) !== String(code)) {
+        problems.push({ file: decl.file, where: `variable afterlife.${field}`, message: `defaults to ${JSON.stringify(tf)}, but shared/config defaults ${key} to ${JSON.stringify(code)}` });
+      }
+    }
+  }
+}
 
 function validateEnv(env: Map<string, Json | undefined>): string[] {
   const issues: string[] = [];
@@ -685,6 +774,10 @@ async function checkResources(mods: Map<string, TfModule>, opts: CheckOptions, p
         if (!first(dig(res.body, 'http_target', 'oidc_token') ?? null)?.service_account_email) {
           problems.push({ file: res.file, where, message: 'http_target has no oidc_token with a service account' });
         }
+        // Scheduler rejects an HTTP attempt deadline above 1800 s; one derived from a timeout must be clamped.
+        const deadline = String(res.body.attempt_deadline ?? '');
+        if (isExpr(deadline) && !/min\([^)]*\b1800\b/.test(deadline)) problems.push({ file: res.file, where, message: `attempt_deadline ${deadline} is not clamped to Scheduler's 1800 s maximum` });
+        else if (/^\d+s$/.test(deadline) && Number.parseInt(deadline, 10) > 1800) problems.push({ file: res.file, where, message: `attempt_deadline ${deadline} exceeds Scheduler's 1800 s maximum` });
         const schedule = resolveValue({ module: mod }, res.body.schedule)?.value;
         if (schedule !== undefined && schedule !== '* * * * *') problems.push({ file: res.file, where, message: `schedule ${JSON.stringify(schedule)} is not every minute` });
       }
@@ -715,6 +808,45 @@ async function checkResources(mods: Map<string, TfModule>, opts: CheckOptions, p
   }
 }
 
+/** A template with its `${local.x}` / `${var.x.y}` string interpolations filled in, recursively. */
+function expandTemplate(scope: Scope, value: Json | undefined, depth = 0): string {
+  const r = resolveValue(scope, value);
+  if (!r || typeof r.value !== 'string' || depth > 10) return '';
+  return r.value.replace(/\$\{((?:local|var)\.[A-Za-z0-9_.]+)\}/g, (whole, ref: string) => {
+    const inner = resolveValue(r.scope, `\${${ref}}`);
+    return inner && typeof inner.value === 'string' && inner.value !== `\${${ref}}` ? expandTemplate(r.scope, inner.value, depth + 1) : whole;
+  });
+}
+
+/**
+ * The reaper's no-kit evidence reads other roles' sessions in pg_stat_activity, which Postgres shows only
+ * to pg_read_all_stats members. A module deploying the reaper must grant it: a google_sql_provision_script
+ * (gated, it needs the instance's Data API) running the GRANT, and an output carrying the same SQL for
+ * those who run it by hand. The provider's schema is not here, so its required arguments are checked too.
+ */
+function checkStatsGrant(mods: Map<string, TfModule>, problems: Problem[]): void {
+  const grants = (sql: string) => /GRANT\s+pg_read_all_stats\s+TO\s+"\$\{local\.db_users(?:\.reaper|\["reaper"\])\}"/.test(sql);
+  for (const mod of mods.values()) {
+    const reaper = [...mod.modules].find(([, call]) => call.body.entry_point === 'reaper');
+    if (!reaper) continue;
+    const scope: Scope = { module: mod };
+    const scripts = [...mod.resources].filter(([key]) => key.startsWith('google_sql_provision_script.'));
+    const granting = scripts.filter(([, res]) => grants(expandTemplate(scope, res.body.script)));
+    if (granting.length === 0) {
+      problems.push({ file: reaper[1].file, where: `module ${reaper[0]}`, message: 'no google_sql_provision_script grants pg_read_all_stats to local.db_users.reaper' });
+    }
+    for (const [key, res] of scripts) {
+      for (const arg of ['instance', 'database', 'script']) {
+        if (res.body[arg] === undefined) problems.push({ file: res.file, where: `resource ${key}`, message: `has no ${arg} (required by the provider; database is required for Postgres)` });
+      }
+    }
+    const outputs = [...mod.outputs].filter(([, o]) => grants(expandTemplate(scope, o.body.value)));
+    if (outputs.length === 0) {
+      problems.push({ file: reaper[1].file, where: `module ${reaper[0]}`, message: 'no output carries the pg_read_all_stats grant for operators who run the SQL themselves' });
+    }
+  }
+}
+
 // ───────────────────────────── entry points ─────────────────────────────
 
 export async function checkInfra(root: string, opts: CheckOptions): Promise<CheckResult> {
@@ -727,6 +859,9 @@ export async function checkInfra(root: string, opts: CheckOptions): Promise<Chec
     checkShape(mod, result.problems);
   }
   await checkFunctions(mods, opts, result);
+  checkConfigCoverage(result);
+  checkDefaults(mods, result.problems);
+  checkStatsGrant(mods, result.problems);
   await checkResources(mods, opts, result.problems);
   return result;
 }

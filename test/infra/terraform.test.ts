@@ -1,6 +1,7 @@
-import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { parse } from '@cdktf/hcl2json';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ReaperRequest } from '../../functions/reaper/handle.js';
 import {
@@ -51,6 +52,21 @@ describe('infra/ as committed', () => {
   it('gives every function the database, app name, timeout and Redis it needs', () => {
     for (const f of real.functions) {
       expect(f.env).toEqual(expect.arrayContaining(['DBOS_APPLICATION_NAME', 'INSTANCE_CONNECTION_NAME', 'DB_USER', 'DB_NAME', 'FUNCTION_TIMEOUT_S', 'REDIS_URL', 'DB_PASSWORD']));
+    }
+  });
+
+  it('grants roles/pubsub.publisher only to the functions that publish on that topic', async () => {
+    const iam = (await parse('iam.tf', await readFile(join(infra, 'iam.tf'), 'utf8'))) as { locals?: Array<Record<string, unknown>> };
+    const publishers = iam.locals?.find((l) => 'publishers' in l)?.publishers as Record<string, Record<string, string>> | undefined;
+    const grants = Object.fromEntries(Object.entries(publishers ?? {}).map(([topic, who]) => [topic, Object.keys(who).sort()]));
+    // The reaper publishes death notices; reaper and executorDeath (through shared/fork) dead letters.
+    expect(grants).toEqual({ executor_deaths: ['reaper'], workflow_dead_letters: ['executor_death', 'reaper'] });
+    // drain has no grant because its code publishes nothing: if it ever does, the grant must come back.
+    for (const dir of ['functions/drain', 'shared/drain']) {
+      for (const name of await readdir(join(repoRoot, dir))) {
+        if (!name.endsWith('.ts')) continue;
+        expect(await readFile(join(repoRoot, dir, name), 'utf8'), `${dir}/${name}`).not.toMatch(/\bpublish[A-Z(]/);
+      }
     }
   });
 
@@ -125,13 +141,43 @@ describe('planted breaks are reported', () => {
 
   it('a function without a variable loadConfig requires, or with one it does not read', async () => {
     const r = await plant('main.tf', '    DBOS_APPLICATION_NAME    = var.afterlife.dbos_application_name\n', '');
-    expect(messages(r).filter((m) => m.includes('DBOS_APPLICATION_NAME'))).toHaveLength(3);
+    expect(messages(r).filter((m) => /module\.\w+: environment: DBOS_APPLICATION_NAME/.test(m))).toHaveLength(3);
+    expect(messages(r)).toContainEqual(expect.stringMatching(/DBOS_APPLICATION_NAME \(shared\/config\) cannot be set from Terraform/));
     const u = await plant('main.tf', '      DB_USER = local.db_users.drain\n', '');
     expect(messages(u)).toEqual([expect.stringMatching(/module\.drain: environment: DB_USER: is required with INSTANCE_CONNECTION_NAME/)]);
-    const t = await plant('main.tf', '      DB_USER                   = local.db_users.reaper\n', '      DB_USER                   = local.db_users.reaper\n      HEARTBEAT_TTL             = "5000"\n');
+    const t = await plant('main.tf', '      DB_USER                     = local.db_users.reaper\n', '      DB_USER                     = local.db_users.reaper\n      HEARTBEAT_TTL               = "5000"\n');
     expect(messages(t)).toEqual([expect.stringMatching(/module\.reaper: environment: sets HEARTBEAT_TTL, which shared\/config does not read/)]);
     const l = await plant('main.tf', '    DB_IP_TYPE               = var.cloud_sql.ip_type', '    DB_IP_TYPE               = "PRIVAT"');
     expect(messages(l)).toContainEqual(expect.stringMatching(/environment: DB_IP_TYPE: Invalid option/));
+  });
+
+  it('a config variable Terraform cannot set, or a default that differs from the code', async () => {
+    const r = await plant('main.tf', '      DRAIN_BUDGET_MS = tostring(var.afterlife.drain_budget_ms)\n', '');
+    expect(messages(r)).toEqual([
+      expect.stringMatching(/module\.drain: environment: DRAIN_BUDGET_MS is not set/),
+      expect.stringMatching(/DRAIN_BUDGET_MS \(shared\/config\) cannot be set from Terraform/),
+    ]);
+    const d = await plant('variables.tf', 'reaper_diverged_lookback_ms = optional(number, 3600000)', 'reaper_diverged_lookback_ms = optional(number, 600000)');
+    expect(messages(d)).toEqual([
+      expect.stringMatching(/variable afterlife\.reaper_diverged_lookback_ms: defaults to 600000, but shared\/config defaults REAPER_DIVERGED_LOOKBACK_MS to 3600000/),
+    ]);
+  });
+
+  it('the reaper\'s database user not granted pg_read_all_stats', async () => {
+    const r = await plant('iam.tf', 'GRANT pg_read_all_stats TO "${local.db_users.reaper}";', 'GRANT pg_read_all_settings TO "${local.db_users.reaper}";');
+    expect(messages(r)).toEqual([
+      expect.stringMatching(/module reaper: no google_sql_provision_script grants pg_read_all_stats to local\.db_users\.reaper/),
+      expect.stringMatching(/module reaper: no output carries the pg_read_all_stats grant/),
+    ]);
+    const d = await plant('iam.tf', '  database    = var.cloud_sql.database\n', '');
+    expect(messages(d)).toEqual([expect.stringMatching(/resource google_sql_provision_script\.admin_grants: has no database/)]);
+  });
+
+  it('an enum setting without a validation, or one that allows what the code rejects', async () => {
+    const r = await plant('variables.tf', 'contains(["DEBUG", "INFO", "NOTICE", "WARNING", "ERROR"], var.afterlife.log_level)', 'true');
+    expect(messages(r)).toEqual([expect.stringMatching(/variable afterlife\.log_level: has no contains\(\[\.\.\.\]\) validation/)]);
+    const w = await plant('variables.tf', '"NOTICE", "WARNING", "ERROR"], var.afterlife.log_level', '"NOTICE", "WARN", "ERROR"], var.afterlife.log_level');
+    expect(messages(w)).toEqual([expect.stringMatching(/variable afterlife\.log_level: its validation allows "WARN", which shared\/config rejects for LOG_LEVEL/)]);
   });
 
   it('FUNCTION_TIMEOUT_S not taken from the timeout', async () => {
@@ -154,6 +200,8 @@ describe('planted breaks are reported', () => {
   it('a Scheduler job that retries, or has no OIDC token', async () => {
     const r = await plant('scheduler.tf', 'retry_count = 0', 'retry_count = 3');
     expect(messages(r)).toEqual([expect.stringMatching(/google_cloud_scheduler_job\.reaper: retry_config\.retry_count is 3/)]);
+    const d = await plant('scheduler.tf', 'min(local.function_settings.reaper.timeout_seconds + 30, 1800)', 'local.function_settings.reaper.timeout_seconds + 30');
+    expect(messages(d)).toEqual([expect.stringMatching(/attempt_deadline .* is not clamped to Scheduler's 1800 s maximum/)]);
     const o = await plant('scheduler.tf', 'oidc_token {', 'oauth_token {');
     expect(messages(o)).toEqual(
       expect.arrayContaining([

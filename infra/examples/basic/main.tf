@@ -31,6 +31,9 @@ module "afterlife" {
     database                 = var.database
   }
 
+  # The reaper's pg_read_all_stats: Terraform grants it when the instance allows the Data API.
+  database_grants = { apply = var.apply_database_grants }
+
   build_service_account     = var.build_service_account
   executor_service_accounts = var.executor_service_accounts
   drain_invokers            = var.drain_invokers

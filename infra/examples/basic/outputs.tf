@@ -8,6 +8,11 @@ output "db_users" {
   value       = module.afterlife.db_users
 }
 
+output "database_grants_sql" {
+  description = "The Postgres grants to run as the schema owner after `afterlife migrate` (README, \"Deploying to Google Cloud\", step 4)."
+  value       = module.afterlife.database_grants_sql
+}
+
 output "redis" {
   description = "Memorystore and the REDIS_URL secret."
   value       = module.afterlife.redis

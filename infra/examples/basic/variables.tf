@@ -47,3 +47,9 @@ variable "drain_invokers" {
   type        = map(string)
   default     = {}
 }
+
+variable "apply_database_grants" {
+  description = "Let Terraform grant pg_read_all_stats to the reaper through the Cloud SQL Data API (needs the instance's data_api_access and an admin IAM database user running terraform); else run output database_grants_sql."
+  type        = bool
+  default     = false
+}

@@ -4,7 +4,7 @@ terraform {
   required_providers {
     google = {
       source  = "hashicorp/google"
-      version = "~> 7.26"
+      version = "~> 7.34"
     }
     archive = {
       source  = "hashicorp/archive"

@@ -37,11 +37,17 @@ describe('afterlife recover', () => {
     await f.executor('exec-B', 'v1');
     await beat(redis, app, 'exec-B', 'v1');
 
-    const run = await runCli(['recover', 'exec-A', '--json'], env);
+    // Batches of 2, so the per-batch progress on stderr has several lines to show.
+    const run = await runCli(['recover', 'exec-A', '--json'], { ...env, RECOVERY_BATCH_SIZE: '2' });
     expect(run.code, run.stderr).toBe(0);
     const out = parseJson(run, RecoverOutput);
     expect(out).toMatchObject({ dryRun: false, outcome: 'completed', reenqueued: orphans.length, lockMode: 'locked', versionsWithoutExecutor: [] });
     expect(run.stderr).toMatch(`recovering exec-A: ${orphans.length} PENDING workflow(s) (v1: ${orphans.length})`);
+    const batches = [...run.stderr.matchAll(/^ {2}batch (\d+): re-enqueued (\d+) \((\d+)\/(\d+)\)$/gm)].map((m) => m.slice(1).map(Number));
+    expect(batches.length, run.stderr).toBeGreaterThanOrEqual(Math.ceil(orphans.length / 2));
+    expect(batches.map((b) => b[0])).toEqual(batches.map((_, i) => i + 1));
+    expect(batches.every((b) => (b[1] ?? 0) <= 2 && b[3] === orphans.length)).toBe(true);
+    expect(batches.at(-1)?.[2]).toBe(orphans.length);
     expect(await auditedIds(tdb.sql, 'exec-A')).toEqual([...orphans].sort());
     const audit = await tdb.sql.query<{ id: string; recovered_by: string; detected_by: string }>(`SELECT id::text, recovered_by, detected_by FROM afterlife.recoveries`);
     expect(audit.rows).toHaveLength(1);

@@ -1,4 +1,8 @@
-import { existsSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PubSub } from '@google-cloud/pubsub';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -6,7 +10,7 @@ import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { HttpBridgePublisher, type Publisher, PubSubPublisher, publishDeathNotice } from '../../../shared/events/publisher.js';
 import { emulatorInstalled, PUBSUB_EMULATOR_BIN } from '../../helpers/services.js';
 import { uniqueName, waitFor } from '../../helpers/db.js';
-import { runStart, type StartedStack } from '../../helpers/stack.js';
+import { runStart, START_SCRIPT, type StartedStack } from '../../helpers/stack.js';
 
 /**
  * Acceptance A: `npm start` on a fresh setup (no DATABASE_URL → embedded Postgres, no REDIS_URL → a local
@@ -117,5 +121,120 @@ describe('npm start (the local stack)', () => {
     expect(stack.info.pubsub.kind).toBe('bridge');
     const url = stack.info.pubsub.kind === 'bridge' ? stack.info.pubsub.url : '';
     await checkStack(stack, new HttpBridgePublisher(url, stack.info.project));
+  });
+});
+
+/** PIDs of live processes whose environment carries this marker: the stack and everything it spawned. */
+function processesWith(marker: string): number[] {
+  const needle = `AFTERLIFE_TEST_MARKER=${marker}\0`;
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // A zombie's environ reads empty: it is dead, only not yet reaped.
+      if (readFileSync(`/proc/${entry}/environ`, 'latin1').includes(needle)) pids.push(Number(entry));
+    } catch {
+      /* gone meanwhile, or not ours to read */
+    }
+  }
+  return pids;
+}
+
+function portAccepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/**
+ * Runs `npm start`, sends SIGINT the moment a progress line matches `at` (to the whole process group, as
+ * a terminal's Ctrl-C does, or to the script alone, as npm forwarding it does), and checks that nothing it
+ * started outlives it: no process carrying the run's marker, no listening port, no embedded data dir.
+ * TMPDIR is private to the run, so the data dir check does not see other runs on the machine.
+ */
+async function interruptWhileStarting(o: { at: RegExp; group: boolean; extraEnv: Record<string, string> }): Promise<{ line: string; stderr: string }> {
+  const marker = uniqueName('ctrl-c');
+  const tmp = mkdtempSync(join(tmpdir(), 'afterlife-start-'));
+  // The embedded cluster runs as the `postgres` OS user and must reach its data dir under here.
+  chmodSync(tmp, 0o755);
+  const child = spawn(process.execPath, [START_SCRIPT, '--json'], {
+    env: freshEnv({ ...o.extraEnv, AFTERLIFE_TEST_MARKER: marker, TMPDIR: tmp, DBOS_APPLICATION_NAME: marker }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  const pid = child.pid ?? 0;
+  let stdout = '';
+  let stderr = '';
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+  try {
+    const line = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no line matching ${o.at} in 30 s:\n${stderr}`)), 30_000);
+      child.stderr.on('data', (b: Buffer) => {
+        stderr += b.toString();
+        const hit = stderr.split('\n').find((l) => o.at.test(l));
+        if (hit === undefined) return;
+        clearTimeout(timer);
+        resolve(hit);
+      });
+      void exited.then(() => reject(new Error(`npm start exited before ${o.at}:\n${stderr}`)));
+    });
+    // The marker finds the script and what it has spawned so far: the check below can see a leak.
+    expect(processesWith(marker)).toContain(pid);
+    process.kill(o.group ? -pid : pid, 'SIGINT');
+
+    const exit = await Promise.race([exited, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 30_000))]);
+    expect(exit, stderr).toEqual({ code: 0, signal: null });
+    expect(stdout, 'interrupted before the stack was up').not.toMatch(/"ready":true/);
+    expect(stderr).toMatch(/local stack stopped/);
+    expect(stderr).not.toMatch(/npm start failed/);
+    // Stopping kills each child's process group after its leader exits; allow the kernel a moment to reap.
+    await waitFor('no process of the run left', async () => processesWith(marker).length === 0, { timeoutMs: 3_000 }).catch(() => undefined);
+    expect(processesWith(marker), stderr).toEqual([]);
+    for (const m of stderr.matchAll(/on 127\.0\.0\.1:(\d+)/g)) expect(await portAccepts(Number(m[1])), m[0]).toBe(false);
+    expect(readdirSync(tmp).filter((f) => f.startsWith('afterlife-pg-') || f.startsWith('pg-password-'))).toEqual([]);
+    return { line, stderr };
+  } finally {
+    if (child.exitCode === null && child.signalCode === null) {
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }
+    for (const p of processesWith(marker)) {
+      try {
+        process.kill(p, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+describe('npm start: Ctrl-C while starting stops what was started', () => {
+  it('Ctrl-C to the process group as the embedded cluster is being created: no server, no data dir', async () => {
+    const { stderr } = await interruptWhileStarting({ at: /postgres: initialising embedded PostgreSQL/, group: true, extraEnv: { LOCAL_PUBSUB: 'bridge' } });
+    expect(stderr).toMatch(/SIGINT: stopping the local stack/);
+  });
+
+  it('SIGINT to the script as the first function process is spawned: Postgres, Redis, Pub/Sub and the function all stop', async () => {
+    const { line, stderr } = await interruptWhileStarting({
+      at: /function \w+: starting functions-framework on/,
+      group: false,
+      extraEnv: hasEmulator ? {} : { LOCAL_PUBSUB: 'bridge' },
+    });
+    expect(line).toMatch(/on 127\.0\.0\.1:\d+/);
+    // Everything before the function was up by then, so this run had something of every kind to stop.
+    expect(stderr).toMatch(/postgres: initialising embedded PostgreSQL/);
+    if (hasEmulator) expect(stderr).toMatch(/pub\/sub: starting the emulator/);
   });
 });
