@@ -99,6 +99,8 @@ export const DrainOutput = z.strictObject({
   /** Every executor of the version drained or dead and none of its workflows PENDING. */
   done: z.boolean(),
   pending: z.number().int().nonnegative(),
+  /** ENQUEUED workflows pinned to the version: no other version will claim them (not part of `done`). */
+  enqueued: z.number().int().nonnegative(),
   heartbeatsKnown: z.boolean(),
   executors: z.array(
     z.strictObject({

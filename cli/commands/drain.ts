@@ -52,6 +52,7 @@ export async function drain(ctx: CliContext, o: { version: string; wait: boolean
     waitedMs: o.wait ? Date.now() - started : 0,
     done: progress.done,
     pending: progress.pending,
+    enqueued: progress.enqueued,
     heartbeatsKnown: progress.heartbeatsKnown,
     executors: progress.executors,
   };
@@ -76,5 +77,5 @@ function describe(p: DrainProgress): string {
   const states = new Map<string, number>();
   for (const e of p.executors) states.set(e.state, (states.get(e.state) ?? 0) + 1);
   const s = [...states].map(([k, n]) => `${n} ${k}`).join(', ');
-  return `${p.executors.length} executor(s)${s ? ` (${s})` : ''}, ${p.pending} PENDING${p.heartbeatsKnown ? '' : ' (heartbeats unreadable)'}`;
+  return `${p.executors.length} executor(s)${s ? ` (${s})` : ''}, ${p.pending} PENDING, ${p.enqueued} ENQUEUED on the version${p.heartbeatsKnown ? '' : ' (heartbeats unreadable)'}`;
 }

@@ -23,7 +23,7 @@ describe('afterlife drain', () => {
     const run = await runCli(['drain', '--version', 'v1', '--wait', '--timeout-s', '40', '--json'], env, 60_000);
     expect(run.code, run.stderr).toBe(0);
     const out = parseJson(run, DrainOutput);
-    expect(out).toMatchObject({ applicationVersion: 'v1', waited: true, timedOut: false, done: true, pending: 0 });
+    expect(out).toMatchObject({ applicationVersion: 'v1', waited: true, timedOut: false, done: true, pending: 0, enqueued: 0 });
     expect(out.requestIds).toHaveLength(1);
     expect(out.executors).toMatchObject([{ executorId: 'exec-v1', state: 'drained', pending: 0 }]);
     // Progress went to stderr, from requested through draining to drained.
