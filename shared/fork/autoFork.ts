@@ -1,11 +1,9 @@
 import { hostname } from 'node:os';
 import type { Db } from '../db/pool.js';
-import { classify, InvalidInputError } from '../errors.js';
-import { findDiverged } from '../dbos/diverged.js';
+import { InvalidInputError } from '../errors.js';
 import { claimDeadLetter, markDeadLetterPublished, recordFork } from '../db/queries/forks.js';
 import { publishDeadLetter } from '../events/deadLetter.js';
 import type { Publisher } from '../events/publisher.js';
-import type { Budget } from '../lifecycle/deadline.js';
 import { LockContendedError, LockUnavailableError } from '../lock/errors.js';
 import type { RedisLock } from '../lock/lock.js';
 import type { Logger } from '../log.js';
@@ -175,35 +173,4 @@ export async function deadLetter(
   });
   await markDeadLetterPublished(deps.db, d.root, messageId);
   return { outcome: 'dead-lettered', workflowId: d.workflowId, root: d.root, forks: d.forks, published: true };
-}
-
-/**
- * The reaper's diverged pass: autoFork each workflow in turn. One failure is logged and does not stop the
- * rest; the reaper's next tick retries it.
- */
-export interface PassOptions {
-  /** Stops before the next workflow (SIGTERM of our instance, or a lost lease). */
-  signal?: AbortSignal;
-  /** Stops before the next workflow once the invocation budget is spent; the next tick goes on. */
-  budget?: Budget;
-}
-
-export async function forkDiverged(deps: ForkDeps, workflowIds: string[], opts: PassOptions = {}): Promise<AutoForkResult[]> {
-  const out: AutoForkResult[] = [];
-  for (const id of workflowIds) {
-    if (opts.signal?.aborted || opts.budget?.expired()) break;
-    try {
-      out.push(await autoFork(deps, id));
-    } catch (err) {
-      if (classify(err) === 'permanent') deps.logger.error('autoFork cannot proceed; needs a human', { workflowId: id, err, event: 'fork_failed' });
-      else deps.logger.warn('autoFork failed; the next pass retries it', { workflowId: id, err, event: 'fork_failed' });
-    }
-  }
-  return out;
-}
-
-/** What the reaper calls each tick: the oldest `limit` diverged top-level workflows of the app, forked. */
-export async function divergedPass(deps: ForkDeps, opts: PassOptions & { limit: number }): Promise<AutoForkResult[]> {
-  const rows = await findDiverged(deps.db, deps.applicationName, opts.limit);
-  return forkDiverged(deps, rows.map((r) => r.workflowId), opts);
 }

@@ -2,72 +2,76 @@ import type { DBOSClient } from '@dbos-inc/dbos-sdk';
 import type { Message, PubSub } from '@google-cloud/pubsub';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type Publisher, PubSubPublisher } from '../../../shared/events/publisher.js';
-import {
-  autoFork,
-  type AutoForkResult,
-  divergedPass,
-  ForkBudgetExhaustedError,
-  type ForkDeps,
-  forkDepsFromRuntime,
-  getResultWithAutoFork,
-} from '../../../shared/fork/index.js';
+import { autoFork, ForkBudgetExhaustedError, type ForkDeps, forkDepsFromRuntime, getResultWithAutoFork } from '../../../shared/fork/index.js';
+import type { ReaperState } from '../../../shared/reaper/types.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { dbosClient, enqueue, forksOf, QUEUES, stepStarts, waitStatus } from './helpers.js';
+import { allForks, dbosClient, enqueue, forksOf, ledgerOf, QUEUES, reaperTick, reapUntil, stepStarts, waitStatus } from './helpers.js';
 
 /**
- * Acceptance B (bounded lineage → exactly one dead letter, also with two reapers and the app helper racing)
- * and D (five concurrent autoFork calls → one fork), on a real executor running a workflow whose every
- * execution diverges at function_id 1. Dead letters go through the real Pub/Sub emulator.
+ * Acceptance B (bounded lineage → exactly one dead letter: by autoFork, by the real reaper alone, and with
+ * the reaper, a second reaper and the app helper racing) and D (five concurrent autoFork calls → one
+ * fork), on a real executor running workflows that diverge every time. Dead letters go through the real Pub/Sub emulator; without it only
+ * the tests about the published message are skipped.
  */
 const emulatorHost = inject('pubsubEmulatorHost');
-if (!emulatorHost) console.warn('\n!!! Pub/Sub emulator not available: the fork budget / dead-letter suite is SKIPPED\n');
+if (!emulatorHost) console.warn('\n!!! Pub/Sub emulator not available: the dead-letter message tests (B) are SKIPPED\n');
+const withEmulator = it.skipIf(!emulatorHost);
 
-describe.skipIf(!emulatorHost)('fork budget, dead letters and races', () => {
+describe('fork budget, dead letters and races', () => {
   let tdb: TestDatabase;
   let rt: ReturnType<typeof testRuntime>;
+  /** A second reaper's instance: its own pool, Redis connection and DBOS client. */
+  let rt2: ReturnType<typeof testRuntime>;
   let client: DBOSClient;
   let executor: ExecutorHandle;
-  let pubsub: PubSub;
+  const others: ExecutorHandle[] = [];
+  let pubsub: PubSub | undefined;
   const published: string[] = [];
   const received: Array<{ rootWorkflowId: string; forks: number; workflowId: string }> = [];
   const app = uniqueName('app-budget');
   const topic = uniqueName('dead-letters');
 
   beforeAll(async () => {
-    process.env.PUBSUB_EMULATOR_HOST = emulatorHost ?? '';
-    process.env.METADATA_SERVER_DETECTION = 'none';
-    const { PubSub } = await import('@google-cloud/pubsub');
-    pubsub = new PubSub({ projectId: 'afterlife-test' });
-    const [t] = await pubsub.createTopic(topic);
-    const [sub] = await t.createSubscription(`${topic}-sub`);
-    sub.on('message', (m: Message) => {
-      received.push(JSON.parse(m.data.toString()) as (typeof received)[number]);
-      m.ack();
-    });
-    // The real publisher, counting what afterlife hands it.
-    const real = new PubSubPublisher(new PubSub({ projectId: 'afterlife-test' }));
-    const publisher: Publisher = {
-      publish: (tp, json, attrs, key) => {
-        published.push((json as { rootWorkflowId: string }).rootWorkflowId);
-        return real.publish(tp, json, attrs, key);
-      },
-      close: () => real.close(),
-    };
+    let publisher: Publisher | undefined;
+    if (emulatorHost) {
+      process.env.PUBSUB_EMULATOR_HOST = emulatorHost;
+      process.env.METADATA_SERVER_DETECTION = 'none';
+      const { PubSub } = await import('@google-cloud/pubsub');
+      pubsub = new PubSub({ projectId: 'afterlife-test' });
+      const [t] = await pubsub.createTopic(topic);
+      const [sub] = await t.createSubscription(`${topic}-sub`);
+      sub.on('message', (m: Message) => {
+        received.push(JSON.parse(m.data.toString()) as (typeof received)[number]);
+        m.ack();
+      });
+      // The real publisher, counting what afterlife hands it.
+      const real = new PubSubPublisher(new PubSub({ projectId: 'afterlife-test' }));
+      publisher = {
+        publish: (tp, json, attrs, key) => {
+          published.push((json as { rootWorkflowId: string }).rootWorkflowId);
+          return real.publish(tp, json, attrs, key);
+        },
+        close: () => real.close(),
+      };
+    }
     tdb = await createTestDatabase();
     // Five concurrent callers each write the ledger once: a DB budget of 8 keeps 'retry later' (DbBusyError)
-    // out of a test about the fork fence.
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, publisher, poolMax: 8, env: { DEAD_LETTER_TOPIC: topic } });
+    // out of a test about the fork fence. Reapers tick every 250 ms so lineages move quickly.
+    const runtime = () => testRuntime({ databaseUrl: tdb.url, applicationName: app, poolMax: 8, env: { DEAD_LETTER_TOPIC: topic, REAPER_TICK_MS: '250' }, ...(publisher ? { publisher } : {}) });
+    rt = runtime();
+    rt2 = runtime();
     client = await dbosClient(tdb.url, app);
     executor = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-1', queues: QUEUES });
   }, 90_000);
 
   afterAll(async () => {
-    await executor?.stop();
+    await Promise.all([executor, ...others].map((e) => e?.stop()));
     await client?.destroy();
     await rt?.close();
+    await rt2?.close();
     await pubsub?.close();
     await tdb?.drop();
   });
@@ -75,7 +79,7 @@ describe.skipIf(!emulatorHost)('fork budget, dead letters and races', () => {
   const deadLetters = async (root: string) =>
     (await tdb.sql.query(`SELECT workflow_id, forks, published_at IS NOT NULL AS published FROM afterlife.dead_letters WHERE root_workflow_id = $1`, [root])).rows;
 
-  it('B: forks 1, 2, 3, then exactly one dead letter (one row, one message)', async () => {
+  withEmulator('B: autoFork forks 1, 2, 3, then exactly one dead letter (one row, one message)', async () => {
     const deps = forkDepsFromRuntime(rt);
     await enqueue(client, 'alwaysDivergentWorkflow', 'seq', 'v1');
     let current = 'seq';
@@ -103,33 +107,49 @@ describe.skipIf(!emulatorHost)('fork budget, dead letters and races', () => {
     expect(published.filter((r) => r === 'seq')).toEqual(['seq']);
   });
 
-  it('B: two reapers and the app helper racing on one lineage still make forks 1–3 and exactly one dead letter', async () => {
+  withEmulator('B: the real reaper alone forks 1, 2, 3 across its ticks, then exactly one dead letter', async () => {
+    await enqueue(client, 'alwaysDivergentWorkflow', 'reaped', 'v1');
+    await waitStatus(tdb.sql, 'reaped', 'ERROR');
+    await reapUntil(rt, 'the dead letter of reaped', async () => (await deadLetters('reaped')).some((d) => d.published));
+    expect(await allForks(tdb.sql)).toEqual(expect.arrayContaining(['reaped-fork-1 <- reaped', 'reaped-fork-2 <- reaped-fork-1', 'reaped-fork-3 <- reaped-fork-2']));
+    expect(await forksOf(tdb.sql, 'reaped-fork-3')).toEqual([]);
+    expect(await ledgerOf(tdb.sql, 'reaped')).toEqual(
+      [1, 2, 3].map((n) => ({ n, source: n === 1 ? 'reaped' : `reaped-fork-${n - 1}`, fork: `reaped-fork-${n}`, from_step: 1, reason: 'diverged', child_fork_id: null })),
+    );
+    expect(await deadLetters('reaped')).toEqual([{ workflow_id: 'reaped-fork-3', forks: 3, published: true }]);
+    for (const id of ['reaped-fork-1', 'reaped-fork-2', 'reaped-fork-3']) expect(await stepStarts(tdb.sql, id, 0)).toBe(0);
+    await waitFor('the dead-letter message of reaped', async () => received.some((m) => m.rootWorkflowId === 'reaped'));
+    expect(published.filter((r) => r === 'reaped')).toEqual(['reaped']);
+  });
+
+  withEmulator('B: the real reaper, a second reaper racing past its lease and the app helper still make forks 1–3 and exactly one dead letter', async () => {
     await enqueue(client, 'alwaysDivergentWorkflow', 'race', 'v1');
-    const reaper = (forkedBy: string) => forkDepsFromRuntime(rt, { forkedBy });
-    const reapers = [reaper('reaper-1'), reaper('reaper-2')];
+    // Reaper 1: real invocations back to back. Reaper 2: the tick of a reaper whose lease was taken over.
     let stop = false;
-    const loops = reapers.map(async (deps) => {
-      const seen: AutoForkResult[] = [];
-      while (!stop) {
-        seen.push(...(await divergedPass(deps, { limit: 20 })));
-        await new Promise((r) => setTimeout(r, 100));
+    const second = (async () => {
+      const state: ReaperState = {};
+      for (let tick = 1; !stop; tick++) {
+        const r = await reaperTick(rt2, state, tick);
+        expect(r.diverged).not.toHaveProperty('error');
+        await new Promise((resolve) => setTimeout(resolve, 250));
       }
-      return seen;
-    });
+    })();
     const forksFollowed: string[] = [];
     const helper = getResultWithAutoFork(client, 'race', { maxForks: 3, onFork: (f) => forksFollowed.push(f.to) }).then(
       () => undefined,
       (err: unknown) => err,
     );
+    let err: unknown;
     try {
-      const err = await helper;
-      expect(err).toBeInstanceOf(ForkBudgetExhaustedError);
-      expect(err).toMatchObject({ rootWorkflowId: 'race', forks: 3, workflowId: 'race-fork-3' });
-      await waitFor('the dead letter of race', async () => (await deadLetters('race')).some((d) => d.published), { timeoutMs: 30_000 });
+      const reaped = reapUntil(rt, 'the dead letter of race', async () => (await deadLetters('race')).some((d) => d.published));
+      err = await helper;
+      await reaped;
     } finally {
       stop = true;
+      await second;
     }
-    await Promise.all(loops);
+    expect(err).toBeInstanceOf(ForkBudgetExhaustedError);
+    expect(err).toMatchObject({ rootWorkflowId: 'race', forks: 3, workflowId: 'race-fork-3' });
     expect(forksFollowed).toEqual(['race-fork-1', 'race-fork-2', 'race-fork-3']);
     const lineage = await tdb.sql.query<{ workflow_uuid: string; forked_from: string }>(
       `SELECT workflow_uuid, forked_from FROM dbos.workflow_status WHERE workflow_uuid LIKE 'race%' AND forked_from IS NOT NULL ORDER BY 1`,
@@ -187,4 +207,5 @@ describe.skipIf(!emulatorHost)('fork budget, dead letters and races', () => {
     const ledger = await tdb.sql.query(`SELECT count(*)::int AS n FROM afterlife.forks WHERE root_workflow_id = 'five-nolock'`);
     expect(ledger.rows[0]).toEqual({ n: 1 });
   });
+
 });
