@@ -8,6 +8,7 @@ import { LockContendedError, LockUnavailableError } from '../lock/errors.js';
 import type { RedisLock } from '../lock/lock.js';
 import type { Logger } from '../log.js';
 import { noFaults, type Faults } from '../testing/faults.js';
+import { reconcileForkLedger } from './reconcile.js';
 import { executePlan, type ForkClient, type ForkPlan, type Planned, planDivergenceFork, type TargetVersion } from './plan.js';
 
 /**
@@ -81,6 +82,11 @@ export async function autoFork(deps: ForkDeps, workflowId: string, opts: ForkPoi
   const faults = deps.faults ?? noFaults;
   const log = deps.logger.child({ workflowId, component: 'fork' });
   const client = await deps.dbos();
+  // Forks up this workflow's chain that the ledger lacks (made by the app helper) are recorded first, so
+  // the lineage's rows are complete when this call adds the next; bookkeeping only, so it never blocks the fork.
+  await reconcileForkLedger(deps.db, deps.applicationName, { workflowIds: [workflowId] }).catch((err: unknown) =>
+    log.warn('fork ledger reconciliation failed; the reaper retries it', { err }),
+  );
   const planned = withFromStep(await planDivergenceFork(client, workflowId, { maxForks: deps.maxForks, targetVersion: deps.targetVersion }), opts.fromStep);
   if (planned.kind === 'skip') {
     if (planned.why === 'not-forkable') log.warn('diverged but not forkable; left for a human', { detail: planned.detail, event: 'fork_skipped' });
@@ -90,9 +96,12 @@ export async function autoFork(deps: ForkDeps, workflowId: string, opts: ForkPoi
   const done = await underRootLock(deps, root, async (): Promise<AutoForkResult> => {
     if (planned.kind === 'exhausted') return deadLetter(deps, { workflowId, root, forks: planned.n - 1, reason: 'diverged', error: planned.detail }, log);
     const plan = planned.plan;
+    // The ledger row first, as an intent: written after the fork, a crash in between would leave a fork
+    // (and a fresh child) the ledger never hears of. An intent whose fork was never made is harmless: the
+    // source is still diverged and not forked, so the next pass plans the same root, n and ID and makes it.
+    await ledger(deps, plan);
     if (faults.enabled) await faults.hit('fork.beforeFork', { workflowId, newWorkflowId: plan.newWorkflowId });
     const outcome = await executePlan(client, plan);
-    await ledger(deps, plan);
     log.notice(outcome === 'forked' ? 'diverged workflow forked' : 'diverged workflow was already forked', {
       event: 'fork',
       outcome,

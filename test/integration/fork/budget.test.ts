@@ -3,24 +3,27 @@ import type { Message, PubSub } from '@google-cloud/pubsub';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type Publisher, PubSubPublisher } from '../../../shared/events/publisher.js';
 import { autoFork, ForkBudgetExhaustedError, type ForkDeps, forkDepsFromRuntime, getResultWithAutoFork } from '../../../shared/fork/index.js';
+import { RECONCILED_BY } from '../../../shared/fork/reconcile.js';
 import type { ReaperState } from '../../../shared/reaper/types.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { allForks, dbosClient, enqueue, forksOf, ledgerOf, QUEUES, reaperTick, reapUntil, stepStarts, waitStatus } from './helpers.js';
+import { allForks, dbosClient, enqueue, forksOf, ledgerOf, QUEUES, reap, reaperTick, reapUntil, stepStarts, waitStatus } from './helpers.js';
 
 /**
  * Acceptance B (bounded lineage → exactly one dead letter: by autoFork, by the real reaper alone, and with
- * the reaper, a second reaper and the app helper racing) and D (five concurrent autoFork calls → one
- * fork), on a real executor running workflows that diverge every time. Dead letters go through the real Pub/Sub emulator; without it only
+ * the reaper, a second reaper and the app helper racing), D (five concurrent autoFork calls → one fork)
+ * and the fork ledger (forks the app helper made are reconciled; a fresh child it forked never becomes a
+ * lineage of its own), on a real executor running
+ * workflows that diverge every time. Dead letters go through the real Pub/Sub emulator; without it only
  * the tests about the published message are skipped.
  */
 const emulatorHost = inject('pubsubEmulatorHost');
 if (!emulatorHost) console.warn('\n!!! Pub/Sub emulator not available: the dead-letter message tests (B) are SKIPPED\n');
 const withEmulator = it.skipIf(!emulatorHost);
 
-describe('fork budget, dead letters and races', () => {
+describe('fork budget, dead letters, the ledger and races', () => {
   let tdb: TestDatabase;
   let rt: ReturnType<typeof testRuntime>;
   /** A second reaper's instance: its own pool, Redis connection and DBOS client. */
@@ -122,7 +125,7 @@ describe('fork budget, dead letters and races', () => {
     expect(published.filter((r) => r === 'reaped')).toEqual(['reaped']);
   });
 
-  withEmulator('B: the real reaper, a second reaper racing past its lease and the app helper still make forks 1–3 and exactly one dead letter', async () => {
+  withEmulator('B: the real reaper, a second reaper racing past its lease and the app helper still make forks 1–3, three ledger rows and exactly one dead letter', async () => {
     await enqueue(client, 'alwaysDivergentWorkflow', 'race', 'v1');
     // Reaper 1: real invocations back to back. Reaper 2: the tick of a reaper whose lease was taken over.
     let stop = false;
@@ -159,10 +162,88 @@ describe('fork budget, dead letters and races', () => {
       { workflow_uuid: 'race-fork-2', forked_from: 'race-fork-1' },
       { workflow_uuid: 'race-fork-3', forked_from: 'race-fork-2' },
     ]);
+    // Whoever made each fork (a reaper, with its row first, or the helper, reconciled by a reaper): one row each.
+    expect(await ledgerOf(tdb.sql, 'race')).toEqual(
+      [1, 2, 3].map((n) => ({ n, source: n === 1 ? 'race' : `race-fork-${n - 1}`, fork: `race-fork-${n}`, from_step: 1, reason: 'diverged', child_fork_id: null })),
+    );
     expect(await deadLetters('race')).toEqual([{ workflow_id: 'race-fork-3', forks: 3, published: true }]);
     await waitFor('the dead-letter message of race', async () => received.some((m) => m.rootWorkflowId === 'race'));
     expect(published.filter((r) => r === 'race')).toEqual(['race']);
     expect(received.filter((m) => m.rootWorkflowId === 'race')).toHaveLength(1);
+  });
+
+  it('ledger: forks the app helper made on its own are recorded by the reaper (three rows), which dead-letters the lineage once', async () => {
+    await enqueue(client, 'alwaysDivergentWorkflow', 'solo', 'v1');
+    const err = await getResultWithAutoFork(client, 'solo', { maxForks: 3 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ name: 'ForkBudgetExhaustedError', rootWorkflowId: 'solo', forks: 3 });
+    // The helper has only a DBOSClient: nothing of afterlife's is written yet.
+    expect(await ledgerOf(tdb.sql, 'solo')).toEqual([]);
+    await waitStatus(tdb.sql, 'solo-fork-3', 'ERROR');
+    const s = await reap(rt);
+    expect(s.errors).toEqual([]);
+    expect(await ledgerOf(tdb.sql, 'solo')).toEqual(
+      [1, 2, 3].map((n) => ({ n, source: n === 1 ? 'solo' : `solo-fork-${n - 1}`, fork: `solo-fork-${n}`, from_step: 1, reason: 'diverged', child_fork_id: null })),
+    );
+    const by = await tdb.sql.query(`SELECT DISTINCT forked_by FROM afterlife.forks WHERE root_workflow_id = 'solo'`);
+    expect(by.rows).toEqual([{ forked_by: RECONCILED_BY }]);
+    expect(await deadLetters('solo')).toEqual([{ workflow_id: 'solo-fork-3', forks: 3, published: Boolean(emulatorHost) }]);
+    expect(await forksOf(tdb.sql, 'solo-fork-3')).toEqual([]);
+    // Reconciling again writes nothing more.
+    await reap(rt);
+    expect(await ledgerOf(tdb.sql, 'solo')).toHaveLength(3);
+  });
+
+  it('ledger: a fork the helper made that ended well (no diverged workflow leads to it) is recorded from the recent forks', async () => {
+    // Only the first child (DBOS names it `<parent>-1`) meets another execution's checkpoint.
+    await tdb.sql.query(
+      `INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name, started_at_epoch_ms, completed_at_epoch_ms)
+       VALUES ('ok-1', 1, 'stale-execution-step', 1, 1)`,
+    );
+    await enqueue(client, 'parentWorkflow', 'ok', 'v1', { key: 'ok', lastStepMs: 0 });
+    expect(await getResultWithAutoFork<string[]>(client, 'ok')).toEqual(['prepare@exec-1', 'plan@exec-1', 'tool-a@exec-1', 'answer@exec-1', 'summarize@exec-1']);
+    expect(await ledgerOf(tdb.sql, 'ok')).toEqual([]);
+    const s = await reap(rt);
+    expect(s.passes.diverged).toMatchObject({ errors: 0 });
+    expect(await ledgerOf(tdb.sql, 'ok')).toEqual([{ n: 1, source: 'ok', fork: 'ok-fork-1', from_step: 1, reason: 'child-diverged', child_fork_id: null }]);
+  });
+
+  it('ledger: a fresh child the helper forked for a parent, diverging again, is left to its parent (never a second lineage)', async () => {
+    // The app named the child, so each parent fork starts a fresh child `<fork>-child-1`, forked from the
+    // previous one. A checkpoint another execution recorded at function_id 1 (as alwaysDivergentWorkflow
+    // does itself) makes the original child and the first fresh child diverge; the second runs clean.
+    for (const id of ['px-child', 'px-fork-1-child-1']) {
+      await tdb.sql.query(
+        `INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name, started_at_epoch_ms, completed_at_epoch_ms)
+         VALUES ($1, 1, 'stale-execution-step', 1, 1)`,
+        [id],
+      );
+    }
+    await enqueue(client, 'parentWorkflow', 'px', 'v1', { key: 'px', lastStepMs: 0, childId: 'px-child' });
+    // The app's helper gives up after one fork (or its process dies): the reaper carries the lineage on.
+    const err = await getResultWithAutoFork(client, 'px', { maxForks: 1 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ name: 'ForkBudgetExhaustedError', rootWorkflowId: 'px', forks: 1 });
+    await waitStatus(tdb.sql, 'px-fork-1-child-1', 'ERROR');
+    await waitStatus(tdb.sql, 'px-fork-1', 'ERROR');
+    expect((await reap(rt)).errors).toEqual([]);
+    await waitStatus(tdb.sql, 'px-fork-2', 'SUCCESS');
+    // Only the parent's lineage moved on; the diverged fresh child was not forked as a lineage of its own.
+    expect((await allForks(tdb.sql)).filter((f) => f.startsWith('px'))).toEqual([
+      'px-fork-1 <- px',
+      'px-fork-1-child-1 <- px-child',
+      'px-fork-2 <- px-fork-1',
+      'px-fork-2-child-1 <- px-fork-1-child-1',
+    ]);
+    expect(await ledgerOf(tdb.sql, 'px')).toEqual([
+      { n: 1, source: 'px', fork: 'px-fork-1', from_step: 2, reason: 'child-diverged', child_fork_id: 'px-fork-1-child-1' },
+      { n: 2, source: 'px-fork-1', fork: 'px-fork-2', from_step: 2, reason: 'child-diverged', child_fork_id: 'px-fork-2-child-1' },
+    ]);
+    expect(await tdb.sql.query(`SELECT 1 FROM afterlife.forks WHERE root_workflow_id = 'px-child'`)).toMatchObject({ rowCount: 0 });
   });
 
   /** Five concurrent calls, released together by a barrier at the fork point, so the race is real. */
