@@ -13,9 +13,9 @@ import { allForks, dbosClient, enqueue, forksOf, ledgerOf, QUEUES, reap, reaperT
 
 /**
  * Acceptance B (bounded lineage → exactly one dead letter: by autoFork, by the real reaper alone, and with
- * the reaper, a second reaper and the app helper racing), D (five concurrent autoFork calls → one fork)
- * and the fork ledger (forks the app helper made are reconciled; a fresh child it forked never becomes a
- * lineage of its own), on a real executor running
+ * the reaper, a second reaper and the app helper racing), C's budget on the parent's root, D (five
+ * concurrent autoFork calls → one fork), the fork ledger (forks the app helper made are reconciled; a fresh
+ * child it forked never becomes a lineage of its own), on a real executor running
  * workflows that diverge every time. Dead letters go through the real Pub/Sub emulator; without it only
  * the tests about the published message are skipped.
  */
@@ -244,6 +244,35 @@ describe('fork budget, dead letters, the ledger and races', () => {
       { n: 2, source: 'px-fork-1', fork: 'px-fork-2', from_step: 2, reason: 'child-diverged', child_fork_id: 'px-fork-2-child-1' },
     ]);
     expect(await tdb.sql.query(`SELECT 1 FROM afterlife.forks WHERE root_workflow_id = 'px-child'`)).toMatchObject({ rowCount: 0 });
+  });
+
+  it('C: a parent whose child diverges every time: parent forks 1, 2, 3 by the reaper, then one dead letter keyed on the parent’s root', async () => {
+    // Every child the lineage starts (DBOS names it `<parent>-1`) meets a checkpoint another execution recorded.
+    for (const id of ['pb-1', 'pb-fork-1-1', 'pb-fork-2-1', 'pb-fork-3-1']) {
+      await tdb.sql.query(
+        `INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name, started_at_epoch_ms, completed_at_epoch_ms)
+         VALUES ($1, 1, 'stale-execution-step', 1, 1)`,
+        [id],
+      );
+    }
+    await enqueue(client, 'parentWorkflow', 'pb', 'v1', { key: 'pb', lastStepMs: 0 });
+    await waitStatus(tdb.sql, 'pb', 'ERROR');
+    await reapUntil(rt, 'the dead letter of pb', async () => (await deadLetters('pb')).length > 0);
+    expect((await allForks(tdb.sql)).filter((f) => f.startsWith('pb'))).toEqual(['pb-fork-1 <- pb', 'pb-fork-2 <- pb-fork-1', 'pb-fork-3 <- pb-fork-2']);
+    for (const id of ['pb-fork-1-1', 'pb-fork-2-1', 'pb-fork-3-1']) expect(await client.getWorkflow(id)).toMatchObject({ status: 'ERROR', parentWorkflowID: id.slice(0, -2) });
+    expect(await ledgerOf(tdb.sql, 'pb')).toEqual(
+      [1, 2, 3].map((n) => ({ n, source: n === 1 ? 'pb' : `pb-fork-${n - 1}`, fork: `pb-fork-${n}`, from_step: 1, reason: 'child-diverged', child_fork_id: null })),
+    );
+    // One dead letter, on the parent's root: none for a child, none for a lineage of a child.
+    const dl = await tdb.sql.query(`SELECT root_workflow_id, workflow_id, forks FROM afterlife.dead_letters WHERE root_workflow_id LIKE 'pb%'`);
+    expect(dl.rows).toEqual([{ root_workflow_id: 'pb', workflow_id: 'pb-fork-3', forks: 3 }]);
+    expect(await forksOf(tdb.sql, 'pb-fork-3')).toEqual([]);
+    // The parent's first step ran once in the whole lineage.
+    for (const id of ['pb-fork-1', 'pb-fork-2', 'pb-fork-3']) expect(await stepStarts(tdb.sql, id, 0)).toBe(0);
+    if (emulatorHost) {
+      await waitFor('the dead-letter message of pb', async () => received.some((m) => m.rootWorkflowId === 'pb'));
+      expect(published.filter((r) => r === 'pb')).toEqual(['pb']);
+    }
   });
 
   /** Five concurrent calls, released together by a barrier at the fork point, so the race is real. */
