@@ -15,9 +15,9 @@ import { allForks, dbosClient, enqueue, forksOf, ledgerOf, QUEUES, reap, reaperT
  * Acceptance B (bounded lineage → exactly one dead letter: by autoFork, by the real reaper alone, and with
  * the reaper, a second reaper and the app helper racing), C's budget on the parent's root, D (five
  * concurrent autoFork calls → one fork), the fork ledger (forks the app helper made are reconciled; a fresh
- * child it forked never becomes a lineage of its own), on a real executor running
- * workflows that diverge every time. Dead letters go through the real Pub/Sub emulator; without it only
- * the tests about the published message are skipped.
+ * child it forked never becomes a lineage of its own) and FORK_TARGET_VERSION, on a real executor running
+ * workflows that diverge every time. Dead letters go through the real Pub/Sub emulator; without it only the
+ * tests about the published message are skipped.
  */
 const emulatorHost = inject('pubsubEmulatorHost');
 if (!emulatorHost) console.warn('\n!!! Pub/Sub emulator not available: the dead-letter message tests (B) are SKIPPED\n');
@@ -318,4 +318,32 @@ describe('fork budget, dead letters, the ledger and races', () => {
     expect(ledger.rows[0]).toEqual({ n: 1 });
   });
 
+  // Last: it starts a v2 executor, which makes v2 the latest version for every test after it.
+  it('FORK_TARGET_VERSION: `latest` forks onto the newest version (run by its executor), `original` onto the diverged workflow’s own', async () => {
+    await enqueue(client, 'alwaysDivergentWorkflow', 'tv-latest', 'v1');
+    await enqueue(client, 'alwaysDivergentWorkflow', 'tv-original', 'v1');
+    await waitStatus(tdb.sql, 'tv-latest', 'ERROR');
+    await waitStatus(tdb.sql, 'tv-original', 'ERROR');
+    others.push(await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v2', executorId: 'exec-v2', queues: QUEUES }));
+    expect((await client.getLatestApplicationVersion()).versionName).toBe('v2');
+    const original = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { FORK_TARGET_VERSION: 'original' } });
+    try {
+      expect(original.config.fork.targetVersion).toBe('original');
+      expect(await autoFork(forkDepsFromRuntime(original), 'tv-original')).toMatchObject({ outcome: 'forked', newWorkflowId: 'tv-original-fork-1' });
+    } finally {
+      await original.close();
+    }
+    expect(rt.config.fork.targetVersion).toBe('latest');
+    expect(await autoFork(forkDepsFromRuntime(rt), 'tv-latest')).toMatchObject({ outcome: 'forked', newWorkflowId: 'tv-latest-fork-1' });
+    // Each fork diverges again, but only after an executor of its version claimed and ran it.
+    await waitStatus(tdb.sql, 'tv-original-fork-1', 'ERROR');
+    await waitStatus(tdb.sql, 'tv-latest-fork-1', 'ERROR');
+    expect(await client.getWorkflow('tv-original-fork-1')).toMatchObject({ applicationVersion: 'v1', executorId: 'exec-1' });
+    expect(await client.getWorkflow('tv-latest-fork-1')).toMatchObject({ applicationVersion: 'v2', executorId: 'exec-v2' });
+    const versions = await tdb.sql.query(`SELECT new_workflow_id, application_version FROM afterlife.forks WHERE root_workflow_id LIKE 'tv-%' ORDER BY 1`);
+    expect(versions.rows).toEqual([
+      { new_workflow_id: 'tv-latest-fork-1', application_version: 'v2' },
+      { new_workflow_id: 'tv-original-fork-1', application_version: 'v1' },
+    ]);
+  });
 });
