@@ -65,7 +65,7 @@ export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: Re
 async function reconcile(deps: ReaperDeps, ctx: TickContext, workflowIds: string[], since: number): Promise<Set<string>> {
   try {
     const done = await reconcileForkLedger(deps.db, deps.config.applicationName, { workflowIds, createdSince: since, dryRun: ctx.dryRun });
-    if (done.length) deps.logger.notice('forks made outside the ledger recorded', { event: 'fork_reconciled', tick: ctx.tick, count: done.length, dryRun: ctx.dryRun });
+    if (done.length) deps.logger.notice('forks made outside the ledger recorded', { tick: ctx.tick, count: done.length, dryRun: ctx.dryRun });
     return new Set(done.flatMap((r) => (r.childForkId ? [r.childForkId] : [])));
   } catch (err) {
     deps.logger.warn('fork ledger reconciliation failed; the next tick retries', { err, tick: ctx.tick });
