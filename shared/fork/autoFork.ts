@@ -1,15 +1,14 @@
 import { hostname } from 'node:os';
 import type { Db } from '../db/pool.js';
-import { classify, InvalidInputError } from '../errors.js';
-import { findDiverged } from '../dbos/diverged.js';
+import { InvalidInputError } from '../errors.js';
 import { claimDeadLetter, markDeadLetterPublished, recordFork } from '../db/queries/forks.js';
 import { publishDeadLetter } from '../events/deadLetter.js';
 import type { Publisher } from '../events/publisher.js';
-import type { Budget } from '../lifecycle/deadline.js';
 import { LockContendedError, LockUnavailableError } from '../lock/errors.js';
 import type { RedisLock } from '../lock/lock.js';
 import type { Logger } from '../log.js';
 import { noFaults, type Faults } from '../testing/faults.js';
+import { reconcileForkLedger } from './reconcile.js';
 import { executePlan, type ForkClient, type ForkPlan, type Planned, planDivergenceFork, type TargetVersion } from './plan.js';
 
 /**
@@ -83,6 +82,11 @@ export async function autoFork(deps: ForkDeps, workflowId: string, opts: ForkPoi
   const faults = deps.faults ?? noFaults;
   const log = deps.logger.child({ workflowId, component: 'fork' });
   const client = await deps.dbos();
+  // Forks up this workflow's chain that the ledger lacks (made by the app helper) are recorded first, so
+  // the lineage's rows are complete when this call adds the next; bookkeeping only, so it never blocks the fork.
+  await reconcileForkLedger(deps.db, deps.applicationName, { workflowIds: [workflowId] }).catch((err: unknown) =>
+    log.warn('fork ledger reconciliation failed; the reaper retries it', { err }),
+  );
   const planned = withFromStep(await planDivergenceFork(client, workflowId, { maxForks: deps.maxForks, targetVersion: deps.targetVersion }), opts.fromStep);
   if (planned.kind === 'skip') {
     if (planned.why === 'not-forkable') log.warn('diverged but not forkable; left for a human', { detail: planned.detail, event: 'fork_skipped' });
@@ -92,9 +96,12 @@ export async function autoFork(deps: ForkDeps, workflowId: string, opts: ForkPoi
   const done = await underRootLock(deps, root, async (): Promise<AutoForkResult> => {
     if (planned.kind === 'exhausted') return deadLetter(deps, { workflowId, root, forks: planned.n - 1, reason: 'diverged', error: planned.detail }, log);
     const plan = planned.plan;
+    // The ledger row first, as an intent: written after the fork, a crash in between would leave a fork
+    // (and a fresh child) the ledger never hears of. An intent whose fork was never made is harmless: the
+    // source is still diverged and not forked, so the next pass plans the same root, n and ID and makes it.
+    await ledger(deps, plan);
     if (faults.enabled) await faults.hit('fork.beforeFork', { workflowId, newWorkflowId: plan.newWorkflowId });
     const outcome = await executePlan(client, plan);
-    await ledger(deps, plan);
     log.notice(outcome === 'forked' ? 'diverged workflow forked' : 'diverged workflow was already forked', {
       event: 'fork',
       outcome,
@@ -175,35 +182,4 @@ export async function deadLetter(
   });
   await markDeadLetterPublished(deps.db, d.root, messageId);
   return { outcome: 'dead-lettered', workflowId: d.workflowId, root: d.root, forks: d.forks, published: true };
-}
-
-/**
- * The reaper's diverged pass: autoFork each workflow in turn. One failure is logged and does not stop the
- * rest; the reaper's next tick retries it.
- */
-export interface PassOptions {
-  /** Stops before the next workflow (SIGTERM of our instance, or a lost lease). */
-  signal?: AbortSignal;
-  /** Stops before the next workflow once the invocation budget is spent; the next tick goes on. */
-  budget?: Budget;
-}
-
-export async function forkDiverged(deps: ForkDeps, workflowIds: string[], opts: PassOptions = {}): Promise<AutoForkResult[]> {
-  const out: AutoForkResult[] = [];
-  for (const id of workflowIds) {
-    if (opts.signal?.aborted || opts.budget?.expired()) break;
-    try {
-      out.push(await autoFork(deps, id));
-    } catch (err) {
-      if (classify(err) === 'permanent') deps.logger.error('autoFork cannot proceed; needs a human', { workflowId: id, err, event: 'fork_failed' });
-      else deps.logger.warn('autoFork failed; the next pass retries it', { workflowId: id, err, event: 'fork_failed' });
-    }
-  }
-  return out;
-}
-
-/** What the reaper calls each tick: the oldest `limit` diverged top-level workflows of the app, forked. */
-export async function divergedPass(deps: ForkDeps, opts: PassOptions & { limit: number }): Promise<AutoForkResult[]> {
-  const rows = await findDiverged(deps.db, deps.applicationName, opts.limit);
-  return forkDiverged(deps, rows.map((r) => r.workflowId), opts);
 }

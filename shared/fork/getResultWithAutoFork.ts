@@ -7,7 +7,13 @@ import { executePlan, type ForkClient, forkId, lineageOf, planDivergenceFork, ty
  * `maxForks` per lineage. It uses the same planner and deterministic fork IDs as afterlife's reaper, so
  * whichever of them acts first makes the fork and the other finds it (23505 → already forked).
  * It also follows a fork-to-latest fork of a cancelled original (same deterministic ID).
- * It needs only a DBOSClient; afterlife's ledger and dead letter are written by the reaper's pass.
+ *
+ * It needs only a DBOSClient and writes nothing of afterlife's: no ledger row, no dead letter. The reaper
+ * records its forks in the ledger by reconciliation (shared/fork/reconcile.ts: root and n derived from
+ * DBOS's forked_from chain), and dead-letters the lineage when its last fork diverges. An optional ledger
+ * dependency was rejected: the app would need afterlife's pool, schema and grants, and reconciliation is
+ * needed anyway for afterlife processes that die between a fork and its row. A fresh child this helper
+ * forks is never taken for a lineage of its own, ledger or not: the reaper recognises its ID.
  */
 export class ForkBudgetExhaustedError extends Error {
   constructor(readonly rootWorkflowId: string, readonly forks: number, readonly workflowId: string, readonly lastError: unknown) {

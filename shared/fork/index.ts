@@ -1,9 +1,10 @@
 /**
  * afterlife/fork: bounded, deterministic auto-fork of diverged DBOS workflows.
- * App code: `getResultWithAutoFork(client, id, { maxForks })`. afterlife: `autoFork(deps, id)`, the reaper's
- * `divergedPass(deps, { limit })`, and the `fork-to-latest` orphaned-version handler.
+ * App code: `getResultWithAutoFork(client, id, { maxForks })`. afterlife: `autoFork(deps, id)` (which the
+ * reaper's diverged pass, shared/reaper/diverged.ts, calls through functions/reaper/fork.ts), and the
+ * `fork-to-latest` orphaned-version handler.
  */
-export { autoFork, divergedPass, forkDiverged, forkLockKey, type AutoForkResult, type ForkPointOptions, type ForkDeps, type PassOptions } from './autoFork.js';
+export { autoFork, forkLockKey, type AutoForkResult, type ForkPointOptions, type ForkDeps } from './autoFork.js';
 export { lazyDbosClient } from './client.js';
 export { type Divergence, divergenceOf, parseDivergence, UNEXPECTED_STEP_CODE } from './detect.js';
 export { forkDepsFromRuntime } from './deps.js';

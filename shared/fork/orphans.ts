@@ -1,6 +1,7 @@
-import { markOriginalCancelled, uncancelledOriginals } from '../db/queries/forks.js';
+import { dropAbandonedForkIntent, markOriginalCancelled, type UncancelledOriginal, uncancelledOriginals } from '../db/queries/forks.js';
+import type { Logger } from '../log.js';
 import { deadLetter, type ForkDeps, ledger, underRootLock } from './autoFork.js';
-import { forkId, forkOnce, type ForkPlan, lineageOf, queueOf } from './plan.js';
+import { type ForkClient, forkId, forkOnce, type ForkPlan, lineageOf, queueOf } from './plan.js';
 
 /**
  * ORPHANED_VERSION_POLICY=fork-to-latest: recovery re-enqueued rows of a version no live executor runs,
@@ -8,10 +9,12 @@ import { forkId, forkOnce, type ForkPlan, lineageOf, queueOf } from './plan.js';
  * version from after its last checkpoint, then the original is cancelled so that a later executor of the
  * old version can never run a second lineage. Same primitive, IDs, budget and ledger as autoFork.
  *
- * Fork first, cancel second: a crash in between leaves the fork (which runs) and an original the ledger
- * marks as not yet cancelled; cancelling first could lose the workflow. Children re-enqueued in the same
- * batch are forked before their parents, and a parent's copied child-start row is remapped to the child's
- * fork so the parent awaits the lineage that runs.
+ * Ledger row first, fork second, cancel third. The row (original not yet cancelled) is written before the
+ * fork so that a crash at any point leaves something cancelForkedOriginals can see: after the fork, it
+ * cancels the original; before it, it makes the fork from the row (the row holds the plan) and then
+ * cancels. Cancelling first could lose the workflow. Children re-enqueued in the same batch are forked
+ * before their parents, and a parent's copied child-start row is remapped to the child's fork so the
+ * parent awaits the lineage that runs.
  */
 export interface OrphanInfo {
   applicationName: string;
@@ -93,6 +96,9 @@ export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo): Pro
         return { workflowId: id, outcome: 'dead-lettered' };
       }
       const replacementChildren = replacementsOf(id);
+      const parentPlan = plans.get(parents.get(id) ?? '');
+      await ledger(deps, plan, parentPlan && !('exhausted' in parentPlan) ? parentPlan.newWorkflowId : undefined);
+      if (deps.faults?.enabled) await deps.faults.hit('fork.beforeFork', { workflowId: id, newWorkflowId: plan.newWorkflowId });
       const outcome = await forkOnce(client, {
         source: id,
         newWorkflowId: plan.newWorkflowId,
@@ -101,9 +107,7 @@ export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo): Pro
         queue: plan.queue,
         ...(replacementChildren ? { replacementChildren } : {}),
       });
-      const parentPlan = plans.get(parents.get(id) ?? '');
-      await ledger(deps, plan, parentPlan && !('exhausted' in parentPlan) ? parentPlan.newWorkflowId : undefined);
-      if (deps.faults?.enabled) await deps.faults.hit('fork.beforeCancelOriginal', { workflowId: id, newWorkflowId: plan.newWorkflowId });
+      if (deps.faults?.enabled) await deps.faults.hit('fork.afterFork', { workflowId: id, newWorkflowId: plan.newWorkflowId });
       // cancelWorkflow is DBOS's statement (status NOT IN SUCCESS/ERROR): a v1 run that claimed the row in
       // the meantime parks at its next checkpoint; a finished one is left alone.
       await client.cancelWorkflow(id);
@@ -126,19 +130,76 @@ export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo): Pro
 }
 
 /**
- * Finishes fork-to-latest forks interrupted between the fork and the cancel (the ledger says the original
- * is not cancelled yet), so two lineages never run. Idempotent; the reaper calls it each tick.
+ * A fork-to-latest row older than this with no fork under its ID will never get one from the process that
+ * wrote it: no invocation outlives FUNCTION_TIMEOUT_S (at most an hour). Dropped then, if its original no
+ * longer waits (claimed, finished or cancelled meanwhile), so such rows cannot pile up in every pass.
+ */
+export const ABANDONED_INTENT_MS = 2 * 3_600_000;
+
+/**
+ * Finishes fork-to-latest forks interrupted after their ledger row, so two lineages never run and no
+ * original is lost: the fork exists → cancel the original; it does not and the original still waits
+ * ENQUEUED → make the fork from the row (same deterministic ID, so racing the process that wrote the row
+ * is harmless), then cancel; the original no longer waits → leave it (it is live or done, and cancelling
+ * it with no fork would lose it). Idempotent; the reaper calls it each orphaned-versions pass.
  */
 export async function cancelForkedOriginals(deps: ForkDeps, limit = 100): Promise<string[]> {
   const pending = await uncancelledOriginals(deps.db, deps.applicationName, limit);
   if (!pending.length) return [];
   const client = await deps.dbos();
+  const log = deps.logger.child({ component: 'fork', policy: 'fork-to-latest' });
   const done: string[] = [];
-  for (const { source, newWorkflowId } of pending) {
-    await client.cancelWorkflow(source);
-    await markOriginalCancelled(deps.db, newWorkflowId);
-    done.push(source);
+  for (const row of pending) {
+    // One row's failure must not hold up the rows behind it (they are read oldest first).
+    const finished = await finishOne(deps, client, log, row).catch((err: unknown) => {
+      log.error('could not finish an interrupted fork-to-latest fork; the next pass retries', {
+        workflowId: row.source,
+        newWorkflowId: row.newWorkflowId,
+        err,
+        event: 'orphaned_version_fork_failed',
+      });
+      return false;
+    });
+    if (finished) done.push(row.source);
   }
-  deps.logger.notice('cancelled originals of interrupted fork-to-latest forks', { event: 'orphaned_version_cancelled', count: done.length });
+  if (done.length) log.notice('finished interrupted fork-to-latest forks (originals cancelled)', { event: 'orphaned_version_cancelled', count: done.length });
   return done;
+}
+
+async function finishOne(deps: ForkDeps, client: ForkClient, log: Logger, row: UncancelledOriginal): Promise<boolean> {
+  const { source, newWorkflowId } = row;
+  const fork = await client.getWorkflow(newWorkflowId);
+  if (!fork) {
+    const original = await client.getWorkflow(source);
+    if (original?.status !== 'ENQUEUED') {
+      const dropped = row.ageMs > ABANDONED_INTENT_MS && (await dropAbandonedForkIntent(deps.db, newWorkflowId, ABANDONED_INTENT_MS));
+      log.warn('fork-to-latest was interrupted before its fork and the original no longer waits: left alone', {
+        workflowId: source,
+        newWorkflowId,
+        status: original?.status,
+        dropped,
+      });
+      return false;
+    }
+    await forkOnce(client, {
+      source,
+      newWorkflowId,
+      startStep: row.fromStep,
+      applicationVersion: row.applicationVersion,
+      queue: queueOf(original),
+      ...(row.replacementChildren ? { replacementChildren: row.replacementChildren } : {}),
+    });
+  } else if (fork.forkedFrom !== source) {
+    log.error('the ledger names a fork-to-latest fork that was forked from another workflow; left for a human', {
+      workflowId: source,
+      newWorkflowId,
+      forkedFrom: fork.forkedFrom,
+      event: 'orphaned_version_fork_failed',
+    });
+    return false;
+  }
+  // cancelWorkflow is DBOS's statement (status NOT IN SUCCESS/ERROR): a finished original is left alone.
+  await client.cancelWorkflow(source);
+  await markOriginalCancelled(deps.db, newWorkflowId);
+  return true;
 }

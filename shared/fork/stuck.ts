@@ -37,8 +37,9 @@ export async function forkStuck(deps: ForkDeps, workflowId: string): Promise<str
       divergedWorkflowId: undefined,
       detail: `no activity on executor ${status.executorId ?? '(unknown)'}; cancelled by the reaper`,
     };
-    const outcome = await forkOnce(client, plan);
+    // Ledger first (an intent, as in autoFork): a crash after the fork must not leave it unrecorded.
     await ledger(deps, plan);
+    const outcome = await forkOnce(client, plan);
     log.notice('stuck workflow forked', { event: 'fork', reason: 'stuck', newWorkflowId: plan.newWorkflowId, startStep, outcome });
     return plan.newWorkflowId;
   });

@@ -1,4 +1,5 @@
 import { findDiverged } from '../dbos/diverged.js';
+import { reconcileForkLedger } from '../fork/reconcile.js';
 import type { DivergedPassResult, ReaperDeps, ReaperState, TickContext } from './types.js';
 
 /**
@@ -21,7 +22,12 @@ export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: Re
   // ERROR); fetch past them so they never starve new ones.
   const limit = DIVERGED_BATCH + handed.size;
   const rows = await findDiverged(db, config.applicationName, limit, { completedSince: since });
-  const ids = rows.map((r) => r.workflowId).filter((id) => !handed.has(id)).slice(0, DIVERGED_BATCH);
+  // A child fork the reconciled rows name is its parent fork's, as if the ledger had named it all along.
+  const children = await reconcile(deps, ctx, rows.map((r) => r.workflowId), since);
+  const ids = rows
+    .map((r) => r.workflowId)
+    .filter((id) => !handed.has(id) && !children.has(id))
+    .slice(0, DIVERGED_BATCH);
   // A full fetch may have more behind it: scan the same window again next tick.
   if (rows.length < limit) state.divergedScannedTo = now - DIVERGED_SLACK_MS;
   const result: DivergedPassResult = { found: ids.length, handed: 0, failed: 0 };
@@ -46,4 +52,23 @@ export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: Re
     }
   }
   return result;
+}
+
+/**
+ * Records in the fork ledger the forks it lacks (made by the app's getResultWithAutoFork, which has no
+ * ledger, or by a process that died before its row): along the candidates' chains, and every fork created
+ * in this scan's window. Candidates' chains cover old forks whose last descendant diverges now; the window
+ * covers forks that ended well, which no candidate would ever lead to. Returns the child forks the new rows
+ * name. Which candidates are forked does not depend on it alone (findDiverged recognises fresh children by
+ * their IDs), so a failure is logged and the pass goes on.
+ */
+async function reconcile(deps: ReaperDeps, ctx: TickContext, workflowIds: string[], since: number): Promise<Set<string>> {
+  try {
+    const done = await reconcileForkLedger(deps.db, deps.config.applicationName, { workflowIds, createdSince: since, dryRun: ctx.dryRun });
+    if (done.length) deps.logger.notice('forks made outside the ledger recorded', { tick: ctx.tick, count: done.length, dryRun: ctx.dryRun });
+    return new Set(done.flatMap((r) => (r.childForkId ? [r.childForkId] : [])));
+  } catch (err) {
+    deps.logger.warn('fork ledger reconciliation failed; the next tick retries', { err, tick: ctx.tick });
+    return new Set();
+  }
 }

@@ -18,7 +18,12 @@ export interface ForkRecord {
   awaitedBy?: string | undefined;
 }
 
-/** Records a fork; a repeat (same root and n) is a no-op, so retries and racing callers leave one row. */
+/**
+ * Records a fork; a repeat (same root and n) is a no-op, so retries and racing callers leave one row.
+ * afterlife writes it before the fork (an intent: a crash between the two must not leave a fork the
+ * ledger never heard of), so a row does not prove the fork exists: DBOS's workflow_status says that.
+ * Forks made elsewhere (the app's getResultWithAutoFork) are added by reconciliation (shared/fork/reconcile.ts).
+ */
 export async function recordFork(db: Db, f: ForkRecord): Promise<void> {
   await db.query(
     `INSERT INTO ${ident(db.afterlifeSchema)}.forks
@@ -31,16 +36,66 @@ export async function recordFork(db: Db, f: ForkRecord): Promise<void> {
   );
 }
 
-/** fork-to-latest forks whose original is not cancelled yet (the step after the fork was interrupted). */
-export async function uncancelledOriginals(db: Db, applicationName: string, limit: number): Promise<Array<{ source: string; newWorkflowId: string }>> {
-  const res = await db.query<{ source_workflow_id: string; new_workflow_id: string }>(
-    `SELECT source_workflow_id, new_workflow_id FROM ${ident(db.afterlifeSchema)}.forks
-      WHERE application_name = $1 AND reason = 'orphaned-version' AND original_cancelled_at IS NULL
-      ORDER BY created_at LIMIT $2`,
+/** A fork-to-latest ledger row whose original is not cancelled yet, with what it takes to finish it. */
+export interface UncancelledOriginal {
+  source: string;
+  newWorkflowId: string;
+  fromStep: number;
+  applicationVersion: string | undefined;
+  /** Children forked in the same batch, as `{ child: its fork }`, so a re-made parent fork awaits them. */
+  replacementChildren: Record<string, string> | undefined;
+  /** How long ago the row was written (database clock). */
+  ageMs: number;
+}
+
+/**
+ * fork-to-latest rows whose original is not cancelled yet: the step after the ledger row (the fork) or
+ * after the fork (the cancel) was interrupted.
+ */
+export async function uncancelledOriginals(db: Db, applicationName: string, limit: number): Promise<UncancelledOriginal[]> {
+  const a = ident(db.afterlifeSchema);
+  const res = await db.query<{
+    source_workflow_id: string;
+    new_workflow_id: string;
+    from_step: number;
+    application_version: string | null;
+    replacement_children: Record<string, string> | null;
+    age_ms: number;
+  }>(
+    `SELECT f.source_workflow_id, f.new_workflow_id, f.from_step, f.application_version,
+            (SELECT jsonb_object_agg(c.source_workflow_id, c.new_workflow_id) FROM ${a}.forks c WHERE c.awaited_by = f.new_workflow_id) AS replacement_children,
+            (EXTRACT(EPOCH FROM now() - f.created_at) * 1000)::float8 AS age_ms
+       FROM ${a}.forks f
+      WHERE f.application_name = $1 AND f.reason = 'orphaned-version' AND f.original_cancelled_at IS NULL
+      ORDER BY f.created_at LIMIT $2`,
     [applicationName, limit],
     'forks.uncancelled',
   );
-  return res.rows.map((r) => ({ source: r.source_workflow_id, newWorkflowId: r.new_workflow_id }));
+  return res.rows.map((r) => ({
+    source: r.source_workflow_id,
+    newWorkflowId: r.new_workflow_id,
+    fromStep: r.from_step,
+    applicationVersion: r.application_version ?? undefined,
+    replacementChildren: r.replacement_children ?? undefined,
+    ageMs: r.age_ms,
+  }));
+}
+
+/**
+ * Drops a fork-to-latest intent that will never be carried out: no fork under its ID, and older than
+ * `olderThanMs`, past the longest invocation that could still be about to make it. Re-checked here, in
+ * one statement, so a fork made meanwhile keeps its row.
+ */
+export async function dropAbandonedForkIntent(db: Db, newWorkflowId: string, olderThanMs: number): Promise<boolean> {
+  const res = await db.query(
+    `DELETE FROM ${ident(db.afterlifeSchema)}.forks f
+      WHERE f.new_workflow_id = $1 AND f.original_cancelled_at IS NULL
+        AND f.created_at < now() - make_interval(secs => $2::double precision / 1000)
+        AND NOT EXISTS (SELECT 1 FROM ${ident(db.dbosSchema)}.workflow_status ws WHERE ws.workflow_uuid = f.new_workflow_id)`,
+    [newWorkflowId, olderThanMs],
+    'forks.dropAbandonedIntent',
+  );
+  return (res.rowCount ?? 0) > 0;
 }
 
 export async function markOriginalCancelled(db: Db, newWorkflowId: string): Promise<void> {

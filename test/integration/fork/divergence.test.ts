@@ -1,12 +1,24 @@
 import type { DBOSClient } from '@dbos-inc/dbos-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { autoFork, divergedPass, type ForkDeps, forkDepsFromRuntime, parseDivergence } from '../../../shared/fork/index.js';
+import { autoFork, type ForkDeps, forkDepsFromRuntime, parseDivergence } from '../../../shared/fork/index.js';
 import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { dbosClient, enqueue, forksOf, hasCheckpoint, QUEUES, stepStarts, waitStatus } from './helpers.js';
+import {
+  allForks,
+  dbosClient,
+  enqueue,
+  forksOf,
+  hasCheckpoint,
+  ledgerOf,
+  QUEUES,
+  reap,
+  reaperTick,
+  stepStarts,
+  waitStatus,
+} from './helpers.js';
 
 /**
  * Real divergence, as in production: executor A runs workflows that pick their tool from a table row in
@@ -14,7 +26,8 @@ import { dbosClient, enqueue, forksOf, hasCheckpoint, QUEUES, stepStarts, waitSt
  * version string) recovers them and the replay diverges at function_id 1 (code 26). A parent awaiting such
  * a child fails with the child's error. An ordinary failing step ends ERROR too, and must never be forked.
  *
- * Acceptance A (autoFork, and separately the reaper's pass), C (nested) and F (ordinary ERROR).
+ * Acceptance A (autoFork, and separately the real reaper: runReaper and its tick, whose diverged pass hands
+ * workflows to functions/reaper/fork.ts), C (nested) and F (ordinary ERROR).
  */
 describe('auto-fork of real replay divergence', () => {
   let tdb: TestDatabase;
@@ -93,16 +106,28 @@ describe('auto-fork of real replay divergence', () => {
     expect(ledger.rows).toEqual([{ root_workflow_id: 'wf-a', n: 1, from_step: 1, new_workflow_id: 'wf-a-fork-1', reason: 'diverged' }]);
   });
 
-  it('A+C+F: the reaper’s diverged pass (two at once) forks the diverged workflow and the parent from its child-start step, never the plain ERROR', async () => {
-    const deps2 = forkDepsFromRuntime(rt, { forkedBy: 'reaper-2' });
-    const passes = await Promise.all([divergedPass(deps, { limit: 50 }), divergedPass(deps2, { limit: 50 })]);
-    const all = passes.flat();
-    // wf-a was forked already (was_forked_from); the child parent-1 is left to its parent; plain-error is no divergence.
-    expect(new Set(all.map((r) => r.workflowId))).toEqual(new Set(['wf-reaper', 'parent', 'parent-x']));
-    expect(await forksOf(tdb.sql, 'wf-reaper')).toEqual(['wf-reaper-fork-1']);
-    expect(await forksOf(tdb.sql, 'parent')).toEqual(['parent-fork-1']);
-    const parentFork = all.find((r) => r.workflowId === 'parent' && (r.outcome === 'forked' || r.outcome === 'already-forked'));
-    expect(parentFork).toMatchObject({ newWorkflowId: 'parent-fork-1', startStep: 1, reason: 'child-diverged' });
+  it('A+C+F: the real reaper (an invocation, and a second reaper ticking past its lease) forks the diverged workflow and the parent from its child-start step, never the plain ERROR', async () => {
+    const rt2 = testRuntime({ databaseUrl: tdb.url, applicationName: app });
+    const [first, tick2] = await Promise.all([reap(rt), reaperTick(rt2, {})]).finally(() => rt2.close());
+    expect(first.errors).toEqual([]);
+    expect(tick2.diverged).not.toHaveProperty('error');
+    expect(first.passes.diverged).toMatchObject({ runs: 1, failed: 0 });
+    // Everything forked in this file: wf-a by the test above; wf-reaper, parent and parent-x (with its app-named
+    // child afresh) once each, by whichever reaper got there first. The child parent-1 is left to its parent,
+    // plain-error is no divergence, wf-a was forked already.
+    expect(await allForks(tdb.sql)).toEqual([
+      'parent-fork-1 <- parent',
+      'parent-x-fork-1 <- parent-x',
+      'parent-x-fork-1-child-1 <- explicit-child',
+      'wf-a-fork-1 <- wf-a',
+      'wf-reaper-fork-1 <- wf-reaper',
+    ]);
+    expect(await ledgerOf(tdb.sql, 'parent')).toEqual([
+      { n: 1, source: 'parent', fork: 'parent-fork-1', from_step: 1, reason: 'child-diverged', child_fork_id: null },
+    ]);
+    expect(await ledgerOf(tdb.sql, 'wf-reaper')).toEqual([
+      { n: 1, source: 'wf-reaper', fork: 'wf-reaper-fork-1', from_step: 1, reason: 'diverged', child_fork_id: null },
+    ]);
 
     await waitStatus(tdb.sql, 'wf-reaper-fork-1', 'SUCCESS');
     await waitStatus(tdb.sql, 'parent-fork-1', 'SUCCESS');
@@ -122,19 +147,23 @@ describe('auto-fork of real replay divergence', () => {
 
     // C with a child the app named: a fork from the start step would re-attach to the failed child, so the
     // child is forked afresh and the parent forked past its start row, remapped to the fresh child.
-    expect(all.find((r) => r.workflowId === 'parent-x' && r.outcome === 'forked')).toMatchObject({ newWorkflowId: 'parent-x-fork-1', startStep: 2 });
+    expect(await ledgerOf(tdb.sql, 'parent-x')).toEqual([
+      { n: 1, source: 'parent-x', fork: 'parent-x-fork-1', from_step: 2, reason: 'child-diverged', child_fork_id: 'parent-x-fork-1-child-1' },
+    ]);
     await waitStatus(tdb.sql, 'parent-x-fork-1', 'SUCCESS');
     expect(await client.getWorkflow('parent-x-fork-1-child-1')).toMatchObject({ status: 'SUCCESS', forkedFrom: 'explicit-child' });
     expect((await client.listWorkflowSteps('parent-x-fork-1'))?.find((s) => s.functionID === 1)?.childWorkflowID).toBe('parent-x-fork-1-child-1');
     expect(await stepStarts(tdb.sql, 'parent-x', 0)).toBe(1);
     expect(await stepStarts(tdb.sql, 'parent-x-fork-1-child-1', 0)).toBe(1); // the child started afresh
 
-    // F: the ordinary ERROR is never forked, directly or by the pass.
+    // F: the ordinary ERROR is never forked, directly or by the reaper.
     expect(await autoFork(deps, 'plain-error')).toMatchObject({ outcome: 'skipped', why: 'not-diverged' });
     expect(await forksOf(tdb.sql, 'plain-error')).toEqual([]);
     const ledger = await tdb.sql.query(`SELECT count(*)::int AS n FROM afterlife.forks WHERE source_workflow_id = 'plain-error'`);
     expect(ledger.rows[0]).toEqual({ n: 0 });
-    // A further pass has nothing left to do.
-    expect(await divergedPass(deps, { limit: 50 })).toEqual([]);
+    // A further invocation finds nothing left to do.
+    const again = await reap(rt);
+    expect(again.passes.diverged).toMatchObject({ runs: 1, found: 0, handed: 0 });
+    expect(await allForks(tdb.sql)).toHaveLength(5);
   });
 });

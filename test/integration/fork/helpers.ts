@@ -1,6 +1,12 @@
 import { DBOSClient } from '@dbos-inc/dbos-sdk';
 import type pg from 'pg';
+import { budgetFrom } from '../../../shared/lifecycle/deadline.js';
+import { runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
+import { runTick } from '../../../shared/reaper/tick.js';
+import type { ReaperState, TickResult } from '../../../shared/reaper/types.js';
+import type { Runtime } from '../../../shared/runtime.js';
 import { waitFor } from '../../helpers/db.js';
+import { testReaperDeps } from '../../helpers/reaper.js';
 
 /** Shared by the fork suites: start workflows by name through DBOS's client, and wait on their status. */
 export const FORK_QUEUE = 'forktest';
@@ -40,4 +46,73 @@ export async function hasCheckpoint(sql: pg.Pool, workflowId: string, functionId
 export async function forksOf(sql: pg.Pool, source: string): Promise<string[]> {
   const r = await sql.query<{ workflow_uuid: string }>(`SELECT workflow_uuid FROM dbos.workflow_status WHERE forked_from = $1 ORDER BY 1`, [source]);
   return r.rows.map((x) => x.workflow_uuid);
+}
+
+export type CompletedReap = Extract<ReaperSummary, { outcome: 'completed' }>;
+
+/**
+ * One invocation of the real reaper (lease, ticks, its diverged pass, functions/reaper/fork.ts's autoFork),
+ * as Scheduler would start it. Throws if another invocation holds the lease.
+ */
+export async function reap(rt: Runtime, o: { maxTicks?: number; signal?: AbortSignal } = { maxTicks: 1 }): Promise<CompletedReap> {
+  const s = await runReaper(testReaperDeps(rt), o);
+  if (s.outcome !== 'completed') throw new Error(`reaper skipped: ${s.reason}`);
+  return s;
+}
+
+/**
+ * One tick of the real reaper without the lease: what a second reaper does when its lease expired and was
+ * taken over while its tick still ran (the lease makes reapers single-flight, it is no fence). The fork
+ * module's own fences must hold against it.
+ */
+export function reaperTick(rt: Runtime, state: ReaperState, tick = 1): Promise<TickResult> {
+  const budget = budgetFrom(rt.clock(), rt.config.functionTimeoutS, rt.config.budgetMarginMs, rt.clock);
+  return runTick(testReaperDeps(rt, { detectedBy: 'reaper-racing' }), { tick, dryRun: false, planned: [] }, budget, state);
+}
+
+/** Every fork in the database as `fork <- source`, sorted: what the whole run forked, and nothing else. */
+export async function allForks(sql: pg.Pool): Promise<string[]> {
+  const r = await sql.query<{ f: string }>(
+    `SELECT workflow_uuid || ' <- ' || forked_from AS f FROM dbos.workflow_status WHERE forked_from IS NOT NULL ORDER BY 1`,
+  );
+  return r.rows.map((x) => x.f);
+}
+
+/** The fork ledger of one root, in order. */
+export async function ledgerOf(sql: pg.Pool, root: string): Promise<Array<Record<string, unknown>>> {
+  const r = await sql.query(
+    `SELECT n, source_workflow_id AS source, new_workflow_id AS fork, from_step, reason, child_fork_id
+       FROM afterlife.forks WHERE root_workflow_id = $1 ORDER BY n`,
+    [root],
+  );
+  return r.rows;
+}
+
+/**
+ * Real reaper invocations back to back (each ticking every REAPER_TICK_MS, as deployed) until `done`, then
+ * stopped through their shutdown signal. Bounded by `timeoutMs`; an invocation that fails fails the wait.
+ */
+export async function reapUntil(rt: Runtime, what: string, done: () => Promise<boolean>, timeoutMs = 45_000): Promise<number> {
+  const ac = new AbortController();
+  let failure: unknown;
+  let invocations = 0;
+  const loop = (async () => {
+    while (!ac.signal.aborted) {
+      await reap(rt, { signal: ac.signal });
+      invocations += 1;
+    }
+  })().catch((err: unknown) => {
+    failure = err;
+  });
+  try {
+    await waitFor(what, async () => {
+      if (failure) throw failure;
+      return done();
+    }, { timeoutMs });
+  } finally {
+    ac.abort();
+    await loop;
+  }
+  if (failure) throw failure instanceof Error ? failure : new Error(String(failure));
+  return invocations;
 }

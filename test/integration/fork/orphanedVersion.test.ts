@@ -9,13 +9,17 @@ import { postEvent, pubsubCloudEvent, serve } from '../../helpers/cloudEvents.js
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { dbosClient, enqueue, hasCheckpoint, QUEUES, stepStarts, waitStatus } from './helpers.js';
+import { runReaper } from '../../../shared/reaper/index.js';
+import { FaultInjector } from '../../../shared/testing/faults.js';
+import { testReaperDeps } from '../../helpers/reaper.js';
+import { dbosClient, enqueue, forksOf, hasCheckpoint, QUEUES, stepStarts, waitStatus } from './helpers.js';
 
 /**
  * Acceptance E: ORPHANED_VERSION_POLICY=fork-to-latest. A v1 executor dies with work in flight (three agent
  * workflows and a parent awaiting its child) while only a v2 executor is alive. The death notice, through
  * the served executorDeath function, re-enqueues the v1 rows (which v2 would never claim), forks each onto
- * v2 from after its last checkpoint, cancels the originals, and everything completes on v2.
+ * v2 from after its last checkpoint, cancels the originals, and everything completes on v2. A crash in
+ * fork-to-latest (named fault points) leaves work the reaper's next pass finishes.
  */
 describe('fork-to-latest for a version no live executor runs', () => {
   let tdb: TestDatabase;
@@ -110,6 +114,49 @@ describe('fork-to-latest for a version no live executor runs', () => {
     // The originals never ran again: v1 is gone and they are cancelled.
     const originals = await tdb.sql.query(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status <> 'CANCELLED'`, [orphans]);
     expect(originals.rows[0]).toEqual({ n: 0 });
+  });
+
+  it('a crash after the fork, or between the ledger row and the fork, leaves work the next reaper pass finishes: the original cancelled, the fork run', async () => {
+    // After the test above v2 is the latest version and only its executor lives: v1 rows wait forever.
+    for (const id of ['crash-after-fork', 'crash-before-fork']) await enqueue(client, 'agentWorkflow', id, 'v1', { steps: 2, stepMs: 50 });
+    const faults = new FaultInjector()
+      .on('fork.afterFork', (ctx) => {
+        if (ctx.workflowId === 'crash-after-fork') throw new Error('crash after the fork');
+      })
+      .on('fork.beforeFork', (ctx) => {
+        if (ctx.workflowId === 'crash-before-fork') throw new Error('crash before the fork');
+      });
+    const out = await forkOrphansToLatest(forkDepsFromRuntime(rt, { faults }), {
+      applicationName: app,
+      executorId: 'exec-v1',
+      applicationVersion: 'v1',
+      workflowIds: ['crash-after-fork', 'crash-before-fork'],
+    });
+    expect(out.map((o) => o.outcome)).toEqual(['failed', 'failed']);
+    // The crash windows: one fork runs while its original still waits ENQUEUED; the other was never made.
+    // Either way the ledger row is there, its original not cancelled.
+    expect(await client.getWorkflow('crash-after-fork')).toMatchObject({ status: 'ENQUEUED', applicationVersion: 'v1' });
+    expect(await client.getWorkflow('crash-after-fork-fork-1')).toMatchObject({ forkedFrom: 'crash-after-fork', applicationVersion: 'v2' });
+    expect(await client.getWorkflow('crash-before-fork')).toMatchObject({ status: 'ENQUEUED', applicationVersion: 'v1' });
+    expect(await client.getWorkflow('crash-before-fork-fork-1')).toBeUndefined();
+    const pending = await tdb.sql.query(
+      `SELECT source_workflow_id FROM afterlife.forks WHERE source_workflow_id LIKE 'crash-%' AND original_cancelled_at IS NULL ORDER BY 1`,
+    );
+    expect(pending.rows).toEqual([{ source_workflow_id: 'crash-after-fork' }, { source_workflow_id: 'crash-before-fork' }]);
+
+    // The real reaper's next invocation (its orphaned-versions pass) finishes both.
+    const s = await runReaper(testReaperDeps(rt), { maxTicks: 1 });
+    expect(s).toMatchObject({ outcome: 'completed', errors: [] });
+    for (const id of ['crash-after-fork', 'crash-before-fork']) {
+      expect(await client.getWorkflow(id)).toMatchObject({ status: 'CANCELLED' });
+      await waitStatus(tdb.sql, `${id}-fork-1`, 'SUCCESS');
+      expect(await client.getWorkflow(`${id}-fork-1`)).toMatchObject({ forkedFrom: id, applicationVersion: 'v2', executorId: 'exec-v2', queueName: 'forktest' });
+    }
+    const done = await tdb.sql.query(`SELECT count(*)::int AS n FROM afterlife.forks WHERE source_workflow_id LIKE 'crash-%' AND original_cancelled_at IS NOT NULL`);
+    expect(done.rows[0]).toEqual({ n: 2 });
+    // Once finished, a further pass has nothing to do: no second fork, nothing to cancel.
+    await runReaper(testReaperDeps(rt), { maxTicks: 1 });
+    expect(await forksOf(tdb.sql, 'crash-after-fork')).toEqual(['crash-after-fork-fork-1']);
   });
 
   it('never forks a row that an executor of its version has claimed meanwhile (live work), nor one re-stamped', async () => {
