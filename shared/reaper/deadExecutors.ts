@@ -50,6 +50,7 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
     recoveredInline: 0,
     reenqueued: 0,
     reappeared: 0,
+    activityResumed: 0,
     heartbeat: 'checked',
     sessions: 'not-needed',
     liveOwners: [],
@@ -168,7 +169,18 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
       { budget, ...(ctx.signal ? { signal: ctx.signal } : {}), ...(guard ? { guard } : {}) },
     );
     if (summary.outcome === 'false-alarm') {
-      result.reappeared += 1;
+      // Contradicted during the recovery: not a death, so not declared (and the registry was not marked).
+      // Rows moved before a heartbeat came back stay counted, so the summary matches the audit.
+      if (summary.contradictedBy === 'heartbeat') result.reappeared += 1;
+      else result.activityResumed += 1;
+      result.reenqueued += summary.reenqueued;
+      log.notice('executor not declared dead: its evidence changed during the recovery', {
+        executorId: d.executorId,
+        contradictedBy: summary.contradictedBy,
+        reenqueued: summary.reenqueued,
+        event: 'executor_not_dead',
+        ...detail,
+      });
       continue;
     }
     await recordDeclaredDead(db, app, d.executorId);

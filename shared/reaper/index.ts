@@ -146,7 +146,7 @@ type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned';
 const PASSES: readonly Pass[] = ['dead', 'stuck', 'diverged', 'orphaned'];
 
 const COUNTS: Record<Pass, string[]> = {
-  dead: ['candidates', 'alive', 'absent', 'published', 'recoveredInline', 'reenqueued', 'reappeared'],
+  dead: ['candidates', 'alive', 'absent', 'published', 'recoveredInline', 'reenqueued', 'reappeared', 'activityResumed'],
   stuck: ['examined', 'found', 'reported', 'cancelled', 'forked', 'raced'],
   diverged: ['found', 'handed', 'failed'],
   orphaned: ['found', 'reported', 'forked', 'failed', 'notForked'],
