@@ -156,7 +156,7 @@ async function run(
     );
     const live = await liveVersions(deps, app, log);
     const stopReason = () =>
-      lockSignal?.aborted ? 'lock lost' : opts.signal?.aborted ? 'shutting down' : budget.expired() ? 'invocation budget' : undefined;
+      lockSignal?.aborted ? 'lock lost' : opts.signal?.aborted ? 'shutting down' : budget.expired() ? 'work budget' : undefined;
 
     for (const { applicationVersion } of pending) {
       const label = applicationVersion ?? NULL_VERSION;
