@@ -89,7 +89,12 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
   // 2. Executors that never heart-beat (no kit): sessions and the activity clock.
   const noKit = candidates.filter((id) => !kit.has(id) && !live.has(id));
   if (noKit.length > 0) {
-    if (!(await canSeeOtherSessions(db))) {
+    if (config.reaper.sessionEvidence === 'none') {
+      // Behind a pooler the executors' sessions do not carry DBOS's application_name, so "no session"
+      // would read as absent for a live executor: the operator said not to trust it.
+      result.sessions = 'unknown';
+      log.warn('REAPER_SESSION_EVIDENCE=none: executors without the kit are not judged', { executors: noKit.length, event: 'sessions_unknown' });
+    } else if (!(await canSeeOtherSessions(db))) {
       result.sessions = 'unknown';
       log.warn(
         "this database role cannot see other roles' sessions (needs pg_read_all_stats): executors without the kit are not judged",

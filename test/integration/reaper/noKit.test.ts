@@ -124,6 +124,19 @@ describe('reaper: an executor without the kit', () => {
     expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
   });
 
+  it('E: left alone when REAPER_SESSION_EVIDENCE=none (a pooler hides application_name), though it has no session', async () => {
+    const rt = fx.rt;
+    const config = { ...rt.config, reaper: { ...rt.config.reaper, sessionEvidence: 'none' as const } };
+    for (let i = 0; i < 3; i++) {
+      const s = await runReaper(testReaperDeps(rt, { config }), { maxTicks: 1 });
+      if (s.outcome !== 'completed') throw new Error('skipped');
+      expect(s.sessions).toBe('unknown');
+      expect(s.declaredDead).toEqual([]);
+    }
+    expect(rt.logger.lines.some((l) => l.event === 'sessions_unknown' && String(l.message).includes('REAPER_SESSION_EVIDENCE=none'))).toBe(true);
+    expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
+  });
+
   /** Forgets the absence streak and declarations, so the next test starts from a first absent tick. */
   const forgetObservations = () =>
     fx.tdb.sql.query(`DELETE FROM afterlife.executor_observations WHERE application_name = $1 AND executor_id = 'exec-nokit'`, [fx.app]);
