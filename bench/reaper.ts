@@ -109,8 +109,8 @@ interface Measured {
   full: Stats;
   /** Every later tick (diverged incrementally). Both run the dead pass and the stuck pass's slice. */
   steady: Stats;
-  /** Mean per pass over the first ticks. */
-  passes: { dead: number; stuck: number; diverged: number };
+  /** Mean per pass over the first ticks (the orphaned-versions pass runs on every first tick). */
+  passes: { dead: number; stuck: number; diverged: number; orphaned: number };
 }
 
 /** One generated database, ready to tick. */
@@ -176,7 +176,7 @@ async function tearDown(b: Bench): Promise<void> {
 
 async function tick(b: Bench, i: number, state: ReaperState): Promise<TickResult> {
   const r = await runTick(b.deps, { tick: i, dryRun: false, planned: [] }, unlimitedBudget(), state);
-  for (const p of [r.dead, r.stuck, r.diverged]) if ('error' in p) throw new Error(`tick ${i}: ${p.error}`);
+  for (const p of [r.dead, r.stuck, r.diverged, r.orphaned]) if ('error' in p) throw new Error(`tick ${i}: ${p.error}`);
   return r;
 }
 
@@ -188,7 +188,7 @@ async function measure(benches: Bench[], index: boolean): Promise<Measured[]> {
   for (const b of benches) for (let i = 1; i <= 3; i++) await tick(b, i, {}); // warm-up: caches, sentinel, absences
   const full = benches.map(() => [] as number[]);
   const steady = benches.map(() => [] as number[]);
-  const passes = benches.map(() => ({ dead: 0, stuck: 0, diverged: 0 }));
+  const passes = benches.map(() => ({ dead: 0, stuck: 0, diverged: 0, orphaned: 0 }));
   for (const b of benches) {
     b.state = {};
     await tick(b, 99, b.state);
@@ -202,18 +202,24 @@ async function measure(benches: Bench[], index: boolean): Promise<Measured[]> {
         p.dead += f.dead.durationMs;
         p.stuck += f.stuck.durationMs;
         p.diverged += f.diverged.durationMs;
+        p.orphaned += f.orphaned.durationMs;
       }
       steady[k]?.push((await tick(b, 1000 + i, b.state)).durationMs);
     }
   }
   return benches.map((b, k) => {
-    const p = passes[k] ?? { dead: 0, stuck: 0, diverged: 0 };
+    const p = passes[k] ?? { dead: 0, stuck: 0, diverged: 0, orphaned: 0 };
     return {
       rows: b.rows,
       index,
       full: stats(full[k] ?? []),
       steady: stats(steady[k] ?? []),
-      passes: { dead: round(p.dead / tickCount), stuck: round(p.stuck / tickCount), diverged: round(p.diverged / tickCount) },
+      passes: {
+        dead: round(p.dead / tickCount),
+        stuck: round(p.stuck / tickCount),
+        diverged: round(p.diverged / tickCount),
+        orphaned: round(p.orphaned / tickCount),
+      },
     };
   });
 }
@@ -250,7 +256,7 @@ try {
   for (const m of results) {
     console.error(
       `  ${m.rows} rows${m.index ? ' + opt-in index' : ''}: later ticks median ${m.steady.medianMs} ms (p95 ${m.steady.p95Ms}); ` +
-        `first ticks median ${m.full.medianMs} ms (p95 ${m.full.p95Ms}; dead ${m.passes.dead}, stuck ${m.passes.stuck}, diverged ${m.passes.diverged})`,
+        `first ticks median ${m.full.medianMs} ms (p95 ${m.full.p95Ms}; dead ${m.passes.dead}, stuck ${m.passes.stuck}, diverged ${m.passes.diverged}, orphaned ${m.passes.orphaned})`,
     );
   }
   for (const d of declaring) console.error(`  ${d.rows} rows: declaring tick ${d.ms} ms (${d.reenqueued} re-enqueued)`);

@@ -64,6 +64,8 @@ const EnvSchema = z
     UNKNOWN_EXECUTOR_GRACE_MS: int(600_000, 0),
     ORPHANED_VERSION_GRACE_MS: int(300_000, 0),
     REAPER_LEASE_MS: int(90_000, 1_000),
+    // `none` when DBOS reaches Postgres through a pooler (PgBouncer) that hides its application_name.
+    REAPER_SESSION_EVIDENCE: z.enum(['pg_stat_activity', 'none']).default('pg_stat_activity'),
     REAPER_DIVERGED_LOOKBACK_MS: int(3_600_000, 60_000),
 
     MAX_FORKS: int(3, 1, 100),
@@ -117,6 +119,11 @@ export interface Config {
     orphanedVersionGraceMs: number;
     leaseMs: number;
     divergedLookbackMs: number;
+    /**
+     * Where "no session of that executor" is read for executors without the kit. `none` makes it
+     * unknown (they are never judged): behind a pooler the executors' sessions carry the pooler's name.
+     */
+    sessionEvidence: 'pg_stat_activity' | 'none';
   };
   fork: { maxForks: number; targetVersion: 'latest' | 'original' };
   logLevel: 'DEBUG' | 'INFO' | 'NOTICE' | 'WARNING' | 'ERROR';
@@ -205,6 +212,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       orphanedVersionGraceMs: e.ORPHANED_VERSION_GRACE_MS,
       leaseMs: e.REAPER_LEASE_MS,
       divergedLookbackMs: e.REAPER_DIVERGED_LOOKBACK_MS,
+      sessionEvidence: e.REAPER_SESSION_EVIDENCE,
     },
     fork: { maxForks: e.MAX_FORKS, targetVersion: e.FORK_TARGET_VERSION },
     logLevel: e.LOG_LEVEL,

@@ -50,6 +50,7 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
     recoveredInline: 0,
     reenqueued: 0,
     reappeared: 0,
+    activityResumed: 0,
     heartbeat: 'checked',
     sessions: 'not-needed',
     liveOwners: [],
@@ -88,7 +89,12 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
   // 2. Executors that never heart-beat (no kit): sessions and the activity clock.
   const noKit = candidates.filter((id) => !kit.has(id) && !live.has(id));
   if (noKit.length > 0) {
-    if (!(await canSeeOtherSessions(db))) {
+    if (config.reaper.sessionEvidence === 'none') {
+      // Behind a pooler the executors' sessions do not carry DBOS's application_name, so "no session"
+      // would read as absent for a live executor: the operator said not to trust it.
+      result.sessions = 'unknown';
+      log.warn('REAPER_SESSION_EVIDENCE=none: executors without the kit are not judged', { executors: noKit.length, event: 'sessions_unknown' });
+    } else if (!(await canSeeOtherSessions(db))) {
       result.sessions = 'unknown';
       log.warn(
         "this database role cannot see other roles' sessions (needs pg_read_all_stats): executors without the kit are not judged",
@@ -168,7 +174,18 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
       { budget, ...(ctx.signal ? { signal: ctx.signal } : {}), ...(guard ? { guard } : {}) },
     );
     if (summary.outcome === 'false-alarm') {
-      result.reappeared += 1;
+      // Contradicted during the recovery: not a death, so not declared (and the registry was not marked).
+      // Rows moved before a heartbeat came back stay counted, so the summary matches the audit.
+      if (summary.contradictedBy === 'heartbeat') result.reappeared += 1;
+      else result.activityResumed += 1;
+      result.reenqueued += summary.reenqueued;
+      log.notice('executor not declared dead: its evidence changed during the recovery', {
+        executorId: d.executorId,
+        contradictedBy: summary.contradictedBy,
+        reenqueued: summary.reenqueued,
+        event: 'executor_not_dead',
+        ...detail,
+      });
       continue;
     }
     await recordDeclaredDead(db, app, d.executorId);

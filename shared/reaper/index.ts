@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { releaseLease, renewLease, tryAcquireLease } from '../db/queries/leases.js';
-import { budgetFrom } from '../lifecycle/deadline.js';
+import { ConfigError } from '../errors.js';
+import { type Budget, budgetFrom } from '../lifecycle/deadline.js';
 import { isNotDue } from './orphanedVersions.js';
 import { runTick } from './tick.js';
 import type { PlannedAction, ReaperDeps, ReaperState, TickResult } from './types.js';
@@ -11,6 +12,10 @@ export type { ReaperDeps } from './types.js';
  * One reaper invocation: take the single-flight lease, then tick every REAPER_TICK_MS until the budget
  * (the function timeout minus a margin) runs out, renewing the lease each tick, and answer with a JSON
  * summary. Detection is therefore bound to the tick, not to Cloud Scheduler's one-minute floor.
+ *
+ * The lease is renewed only between ticks, so a tick's work is budgeted against the lease as well as the
+ * invocation: its loops stop at a boundary by `renewedAt + REAPER_LEASE_MS − DB_STATEMENT_TIMEOUT_MS`, so
+ * the statement after the last boundary commits before the lease can lapse and a second reaper take it.
  */
 export interface ReaperOptions {
   dryRun?: boolean;
@@ -62,6 +67,15 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   const lease = leaseName(config.applicationName);
   const log = deps.logger.child({ fn: 'reaper', holder, dryRun });
 
+  // A lease shorter than a statement plus a tick would leave every tick without a moment of work.
+  const leaseRoomMs = config.reaper.leaseMs - config.database.statementTimeoutMs;
+  if (leaseRoomMs < config.reaper.tickMs) {
+    throw new ConfigError([
+      `REAPER_LEASE_MS (${config.reaper.leaseMs}) must exceed DB_STATEMENT_TIMEOUT_MS (${config.database.statementTimeoutMs}) + REAPER_TICK_MS (${config.reaper.tickMs})`,
+    ]);
+  }
+  // Taken before the statement, so the lease (on the database clock) ends no earlier than this + leaseMs.
+  let leaseFrom = deps.clock();
   if (!(await tryAcquireLease(db, lease, holder, config.reaper.leaseMs))) {
     log.info('another reaper holds the lease: skipped', { event: 'reaper_skipped' });
     return { outcome: 'skipped', reason: 'another reaper holds the lease', holder, dryRun };
@@ -85,7 +99,8 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
       const tickStart = deps.clock();
       ticks += 1;
       if (deps.faults.enabled) await deps.faults.hit('reaper.tick', { tick: ticks, holder });
-      const r = await runTick(deps, { tick: ticks, dryRun, planned, signal: opts.signal }, budget, state);
+      const tickBudget = capped(budget, leaseFrom + leaseRoomMs, deps.clock);
+      const r = await runTick(deps, { tick: ticks, dryRun, planned, signal: opts.signal }, tickBudget, state);
       accumulate(totals, r, errors);
       if (!('error' in r.dead)) {
         declaredDead.push(...r.dead.declared);
@@ -108,11 +123,13 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
         stoppedBecause = 'shutting-down';
         break;
       }
+      const renewFrom = deps.clock();
       if (!(await renewLease(db, lease, holder, config.reaper.leaseMs))) {
         stoppedBecause = 'lease-lost';
         log.warn('reaper lease lost (expired and taken over): stopping', { event: 'reaper_lease_lost' });
         break;
       }
+      leaseFrom = renewFrom;
     }
   } finally {
     await releaseLease(db, lease, holder).catch((err: unknown) => log.warn('could not release the reaper lease; it expires', { err }));
@@ -138,6 +155,12 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   return summary;
 }
 
+/** The same budget, ending no later than `deadline`. */
+function capped(budget: Budget, deadline: number, clock: () => number): Budget {
+  const end = Math.min(budget.deadline, deadline);
+  return { deadline: end, remaining: () => end - clock(), expired: () => clock() >= end };
+}
+
 function emptyTotals(): PassTotals {
   return { runs: 0, errors: 0, durationMs: 0, maxDurationMs: 0 };
 }
@@ -146,7 +169,7 @@ type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned';
 const PASSES: readonly Pass[] = ['dead', 'stuck', 'diverged', 'orphaned'];
 
 const COUNTS: Record<Pass, string[]> = {
-  dead: ['candidates', 'alive', 'absent', 'published', 'recoveredInline', 'reenqueued', 'reappeared'],
+  dead: ['candidates', 'alive', 'absent', 'published', 'recoveredInline', 'reenqueued', 'reappeared', 'activityResumed'],
   stuck: ['examined', 'found', 'reported', 'cancelled', 'forked', 'raced'],
   diverged: ['found', 'handed', 'failed'],
   orphaned: ['found', 'reported', 'forked', 'failed', 'notForked'],

@@ -55,6 +55,8 @@ export interface DeadPassResult {
   recoveredInline: number;
   reenqueued: number;
   reappeared: number;
+  /** No-kit executors whose recovery moved none of their PENDING rows: the guard saw activity or a session. */
+  activityResumed: number;
   /** 'checked', or why the heartbeat evidence was not used this tick. */
   heartbeat: 'checked' | { skipped: string };
   /** Whether "no session in pg_stat_activity" could be trusted for executors without the kit. */

@@ -46,7 +46,22 @@ export interface RecoveryOptions {
 }
 
 export type RecoverySummary =
-  | { outcome: 'false-alarm'; executorId: string; applicationName: string; heartbeatTtlMs: number | undefined }
+  | {
+      outcome: 'false-alarm';
+      executorId: string;
+      applicationName: string;
+      heartbeatTtlMs: number | undefined;
+      /**
+       * What contradicted the death: its heartbeat key is back (before or during the recovery), or the
+       * guard rejected every PENDING row (the no-kit executor's workflows moved again or it reconnected).
+       */
+      contradictedBy: 'heartbeat' | 'guard';
+      /** The audit row, when the contradiction came after the recovery started. */
+      recoveryId?: number;
+      /** Rows moved before the contradiction (recorded in the audit's batches). */
+      reenqueued: number;
+      batches: number;
+    }
   | {
       outcome: 'completed' | 'nothing-to-do';
       executorId: string;
@@ -72,7 +87,7 @@ export async function recoverExecutor(deps: RecoveryDeps, notice: DeathNotice, o
     const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => 'unavailable' as const);
     if (hb !== undefined && hb !== 'unavailable') {
       log.notice('heartbeat is fresh: false alarm, nothing recovered', { heartbeatTtlMs: hb.ttlMs, state: hb.value?.state });
-      return { outcome: 'false-alarm', executorId: notice.executorId, applicationName: notice.applicationName, heartbeatTtlMs: hb.ttlMs };
+      return falseAlarm(notice, 'heartbeat', hb.ttlMs, { reenqueued: 0, batches: 0 });
     }
   }
 
@@ -104,7 +119,18 @@ async function run(
   const { db } = deps;
   const app = notice.applicationName;
 
-  await setState(db, { applicationName: app, executorId: notice.executorId, state: 'dead', reason: notice.reason, detectedBy: notice.detectedBy });
+  // A notice from the executor itself (or an operator) is the death: the registry says so at once. A
+  // heartbeat-lapsed notice is the reaper's inference, which the recovery can still contradict (the key
+  // comes back, or the guard rejects every row): the registry says dead only once rows actually moved on
+  // that evidence, or there was nothing to move, so a contradicted death never reads as one.
+  const inferred = notice.reason === 'heartbeat-lapsed';
+  let markedDead = false;
+  const markDead = async () => {
+    if (markedDead) return;
+    await setState(db, { applicationName: app, executorId: notice.executorId, state: 'dead', reason: notice.reason, detectedBy: notice.detectedBy });
+    markedDead = true;
+  };
+  if (!inferred) await markDead();
   const recoveryId = await startRecovery(db, {
     applicationName: app,
     executorId: notice.executorId,
@@ -130,7 +156,7 @@ async function run(
     );
     const live = await liveVersions(deps, app, log);
     const stopReason = () =>
-      lockSignal?.aborted ? 'lock lost' : opts.signal?.aborted ? 'shutting down' : budget.expired() ? 'invocation budget' : undefined;
+      lockSignal?.aborted ? 'lock lost' : opts.signal?.aborted ? 'shutting down' : budget.expired() ? 'work budget' : undefined;
 
     for (const { applicationVersion } of pending) {
       const label = applicationVersion ?? NULL_VERSION;
@@ -139,11 +165,21 @@ async function run(
       for (;;) {
         const why = stopReason();
         if (why) {
+          // Rows moved on this evidence: the executor was treated as dead, and the redelivery goes on.
+          if (reenqueued > 0) await markDead();
           await finish('partial', []);
           log.warn('recovery stopped at a batch boundary; redelivery finishes it', { why, reenqueued, batches });
           throw new BudgetExhaustedError(`recovery of ${notice.executorId} (${why})`);
         }
         if (faults.enabled) await faults.hit('recover.beforeBatch', { recoveryId, batchNo: batches + 1, applicationVersion });
+        // The heartbeat read before the lock is stale by now (a lock wait, earlier batches): a key that
+        // came back means the executor lives, and every further row moved would run its step twice.
+        const back = inferred ? await heartbeatBack(deps, notice) : undefined;
+        if (back) {
+          await finish('partial', [], `heartbeat returned after ${reenqueued} re-enqueued in ${batches} batch(es): the executor is alive`);
+          log.notice('heartbeat returned mid-recovery: stopped, the rest stays with the executor', { reenqueued, batches, event: 'recovery_false_alarm' });
+          return falseAlarm(notice, 'heartbeat', back.ttlMs, { recoveryId, reenqueued, batches });
+        }
         const batch = await reenqueueBatch(
           db,
           { applicationName: app, executorId: notice.executorId, applicationVersion },
@@ -159,6 +195,15 @@ async function run(
       }
     }
 
+    const pendingCount = pending.reduce((n, p) => n + p.count, 0);
+    if (opts.guard && pendingCount > 0 && reenqueued === 0) {
+      // The guard re-checks the no-kit evidence per row; rejecting all of them means that evidence no
+      // longer holds (a checkpoint, a claim or a session since the reaper judged it). Not a death.
+      await finish('partial', [], `the guard rejected all ${pendingCount} PENDING row(s): activity or a session since detection, not dead`);
+      log.notice('the guard rejected every PENDING row: the executor is not dead after all', { pending: pendingCount, batches, event: 'recovery_false_alarm' });
+      return falseAlarm(notice, 'guard', undefined, { recoveryId, reenqueued, batches });
+    }
+    await markDead();
     const versionsWithoutExecutor =
       live === undefined ? (reenqueued > 0 ? ['unknown'] : []) : [...orphanedIds.keys()].map((v) => v ?? NULL_VERSION);
     await finish('completed', versionsWithoutExecutor);
@@ -185,10 +230,27 @@ async function run(
     };
   } catch (err) {
     if (!(err instanceof BudgetExhaustedError)) {
+      if (reenqueued > 0) await markDead().catch(() => undefined);
       await finish('failed', [], err instanceof Error ? err.message : String(err)).catch(() => undefined);
     }
     throw err;
   }
+}
+
+function falseAlarm(
+  notice: DeathNotice,
+  contradictedBy: 'heartbeat' | 'guard',
+  heartbeatTtlMs: number | undefined,
+  moved: { recoveryId?: number; reenqueued: number; batches: number },
+): RecoverySummary {
+  return { outcome: 'false-alarm', executorId: notice.executorId, applicationName: notice.applicationName, heartbeatTtlMs, contradictedBy, ...moved };
+}
+
+/** The executor's heartbeat, if its key is back; Redis failing to answer is no evidence of life. */
+async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<{ ttlMs: number | undefined } | undefined> {
+  if (!deps.redis || deps.redis.status !== 'ready') return undefined;
+  const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => undefined);
+  return hb === undefined ? undefined : { ttlMs: hb.ttlMs };
 }
 
 /** Versions run by live (not draining) executors, from their heartbeats; undefined when Redis can't say. */

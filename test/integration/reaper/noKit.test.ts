@@ -12,9 +12,10 @@ import { ADMIN_DATABASE_URL } from '../../helpers/services.js';
 /**
  * Acceptance E: an executor without the kit (it never heart-beat) is judged by pg_stat_activity and the
  * activity clock. Left alone while one of its sessions is connected (even with activity older than the
- * grace), left alone when afterlife's role cannot see other roles' sessions, and recovered once it has no
- * session and quiet workflows. Also C for this path: a checkpoint landing between detection and the
- * recovery statement keeps that workflow where it is.
+ * grace), left alone when afterlife's role cannot see other roles' sessions, left alone with no session
+ * but activity inside the grace, and recovered once it has no session and quiet workflows. Also C for
+ * this path: a checkpoint landing between detection and the recovery statement keeps that workflow where
+ * it is, and when it lands on every workflow the executor is not declared dead at all.
  */
 describe('reaper: an executor without the kit', () => {
   const faults = new FaultInjector();
@@ -123,6 +124,89 @@ describe('reaper: an executor without the kit', () => {
     expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
   });
 
+  it('E: left alone when REAPER_SESSION_EVIDENCE=none (a pooler hides application_name), though it has no session', async () => {
+    const rt = fx.rt;
+    const config = { ...rt.config, reaper: { ...rt.config.reaper, sessionEvidence: 'none' as const } };
+    for (let i = 0; i < 3; i++) {
+      const s = await runReaper(testReaperDeps(rt, { config }), { maxTicks: 1 });
+      if (s.outcome !== 'completed') throw new Error('skipped');
+      expect(s.sessions).toBe('unknown');
+      expect(s.declaredDead).toEqual([]);
+    }
+    expect(rt.logger.lines.some((l) => l.event === 'sessions_unknown' && String(l.message).includes('REAPER_SESSION_EVIDENCE=none'))).toBe(true);
+    expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
+  });
+
+  /** Forgets the absence streak and declarations, so the next test starts from a first absent tick. */
+  const forgetObservations = () =>
+    fx.tdb.sql.query(`DELETE FROM afterlife.executor_observations WHERE application_name = $1 AND executor_id = 'exec-nokit'`, [fx.app]);
+  const recoveries = async () =>
+    (await fx.tdb.sql.query(`SELECT outcome, reenqueued, error FROM afterlife.recoveries WHERE executor_id = 'exec-nokit' ORDER BY id`)).rows;
+  const registryDead = async () =>
+    (await fx.tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE executor_id = 'exec-nokit' AND state = 'dead'`)).rowCount;
+
+  it('E: left alone, with no session, while its workflows were active within UNKNOWN_EXECUTOR_GRACE_MS', async () => {
+    const { tdb, app } = fx;
+    // Claimed 30 s ago: inside the grace (1 min). Its sessions are gone (killed above).
+    await tdb.sql.query(
+      `UPDATE dbos.workflow_status SET started_at_epoch_ms = (EXTRACT(EPOCH FROM now())*1000)::bigint - 30000 WHERE workflow_uuid = ANY($1)`,
+      [ids],
+    );
+    try {
+      for (let i = 0; i < 3; i++) {
+        const s = await tick(fx.rt);
+        expect(s.sessions).toBe('visible');
+        expect(s.declaredDead).toEqual([]);
+      }
+      // It was judged (no session on every tick, enough for the streak): the activity clock alone kept it.
+      const obs = await tdb.sql.query<{ absent_ticks: number }>(
+        `SELECT absent_ticks FROM afterlife.executor_observations WHERE application_name = $1 AND executor_id = 'exec-nokit'`,
+        [app],
+      );
+      expect(obs.rows[0]?.absent_ticks).toBeGreaterThanOrEqual(3);
+      expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
+      expect(await recoveries()).toEqual([]);
+    } finally {
+      await tdb.sql.query(
+        `UPDATE dbos.workflow_status SET started_at_epoch_ms = (EXTRACT(EPOCH FROM now())*1000)::bigint - 7200000 WHERE workflow_uuid = ANY($1)`,
+        [ids],
+      );
+      await forgetObservations();
+    }
+  });
+
+  it('E + C: a recovery whose guard rejects every row (both checkpointed since detection) is no death', async () => {
+    const { tdb } = fx;
+    // Step rows at function_id 100: clear of the checkpoint the next test writes at 0.
+    faults.on('reaper.beforeDeclareDead', async () => {
+      await tdb.sql.query(
+        `INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name, started_at_epoch_ms, completed_at_epoch_ms)
+         SELECT id, 100, 'late-step', (EXTRACT(EPOCH FROM now())*1000)::bigint, (EXTRACT(EPOCH FROM now())*1000)::bigint
+           FROM unnest($1::text[]) AS id`,
+        [ids],
+      );
+    });
+    try {
+      expect((await tick(fx.rt)).declaredDead).toEqual([]); // absent on one tick only
+      const s = await tick(fx.rt);
+      expect(s.declaredDead).toEqual([]);
+      expect(s.passes.dead.activityResumed).toBe(1);
+      expect(s.passes.dead.recoveredInline).toBe(0);
+      expect(s.passes.dead.reenqueued).toBe(0);
+    } finally {
+      faults.off('reaper.beforeDeclareDead');
+      await tdb.sql.query(`DELETE FROM dbos.operation_outputs WHERE function_id = 100 AND workflow_uuid = ANY($1)`, [ids]);
+      await forgetObservations();
+    }
+    expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
+    // The audit keeps the attempt and says why nothing moved; the registry does not call it dead.
+    expect(await recoveries()).toEqual([{ outcome: 'partial', reenqueued: 0, error: expect.stringContaining('guard rejected all 2') }]);
+    expect(await registryDead()).toBe(0);
+    const lines = fx.rt.logger.lines.filter((l) => l.executorId === 'exec-nokit');
+    expect(lines.some((l) => l.event === 'executor_not_dead')).toBe(true);
+    expect(lines.some((l) => l.event === 'executor_dead')).toBe(false);
+  });
+
   it('E + C: recovered once it has no session and quiet workflows; a checkpoint landing before the UPDATE keeps that one', async () => {
     const { tdb } = fx;
     faults.on('reaper.beforeDeclareDead', async () => {
@@ -143,5 +227,6 @@ describe('reaper: an executor without the kit', () => {
     });
     const audit = await tdb.sql.query(`SELECT workflow_ids FROM afterlife.recovery_batches`);
     expect(audit.rows.flatMap((r: { workflow_ids: string[] }) => r.workflow_ids)).toEqual(['nokit-2']);
+    expect(await registryDead()).toBe(1);
   });
 });

@@ -4,15 +4,20 @@ import { waitReady } from '../../../shared/lock/redis.js';
 import { runReaper } from '../../../shared/reaper/index.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
-import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
+import { reaperFixture, TEST_TTL_MS, testReaperDeps } from '../../helpers/reaper.js';
 import { type PrivateRedis, startPrivateRedis } from '../../helpers/redisServer.js';
 
 /**
  * Acceptance H, on a private redis-server (the shared one must never be flushed): while two executors are
- * alive, Redis is flushed twice in a row, their keys vanish on two consecutive ticks, Redis is killed (so
- * unreachable) and restarted empty. None is declared dead; the ticks without Redis say why. Events are
- * tied to tick numbers through the `reaper.tick` fault point, not to sleeps.
+ * alive, Redis is flushed at the start of six consecutive ticks (ticks 3–8, ~5 s, longer than the 3 s TTL:
+ * by the TTL rule alone both kits would be dead, so only the reset sentinel keeps them alive), then killed
+ * (unreachable) and restarted empty; finally only their heartbeat keys vanish on two consecutive ticks. None
+ * is declared dead; the ticks without Redis say why. Events are tied to tick numbers through the
+ * `reaper.tick` fault point, not to sleeps.
  */
+const FLUSH_FROM = 3;
+const FLUSH_TO = 8;
+
 describe('reaper: Redis flushed, unreachable and restarted while executors live', () => {
   const faults = new FaultInjector();
   let priv: PrivateRedis | undefined;
@@ -36,22 +41,28 @@ describe('reaper: Redis flushed, unreachable and restarted while executors live'
     const { tdb, rt, app } = fx;
     const redis = priv!;
     const before = await tdb.sql.query(`SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts FROM dbos.workflow_status ORDER BY 1`);
+    const flushedAt: number[] = [];
     faults.on('reaper.tick', async (ctx) => {
       const tick = Number(ctx.tick);
-      if (tick === 3 || tick === 4) await redis.flushAll(); // flushed on two consecutive ticks
-      if (tick === 6) await redis.kill(); // unreachable for ticks 6–8
-      if (tick === 9) {
+      // Flushed just before each of six ticks reads the heartbeats: every key is gone at every read, for
+      // longer than a TTL, while the kits keep beating in between.
+      if (tick >= FLUSH_FROM && tick <= FLUSH_TO) {
+        await redis.flushAll();
+        flushedAt.push(Date.now());
+      }
+      if (tick === 10) await redis.kill(); // unreachable for ticks 10–12
+      if (tick === 13) {
         await redis.start(); // back, empty
         if (rt.redis && !(await waitReady(rt.redis, 5_000))) throw new Error('reaper redis did not reconnect');
       }
       // Only the heartbeat keys vanish (not the sentinel), on two consecutive ticks: two samples of
       // absence, but not a TTL of it.
-      if (tick === 12 || tick === 13) await rt.redis?.del(heartbeatKey(app, 'exec-1'), heartbeatKey(app, 'exec-2'));
+      if (tick === 16 || tick === 17) await rt.redis?.del(heartbeatKey(app, 'exec-1'), heartbeatKey(app, 'exec-2'));
     });
-    const summary = await runReaper(testReaperDeps(rt), { maxTicks: 16 });
+    const summary = await runReaper(testReaperDeps(rt), { maxTicks: 20 });
     faults.off('reaper.tick');
     if (summary.outcome !== 'completed') throw new Error('skipped');
-    expect(summary.ticks).toBe(16);
+    expect(summary.ticks).toBe(20);
     expect(summary.declaredDead).toEqual([]);
     expect(summary.passes.dead.recoveredInline ?? 0).toBe(0);
     expect(summary.heartbeatSkipped.some((r) => r.startsWith('redis unreachable'))).toBe(true);
@@ -60,10 +71,16 @@ describe('reaper: Redis flushed, unreachable and restarted while executors live'
     const tickLines = rt.logger.lines.filter((l) => l.event === 'reaper_tick');
     const skippedTicks = tickLines.filter((l) => JSON.stringify(l.dead).includes('redis unreachable')).map((l) => l.tick);
     console.log(`[acceptance H] heartbeat pass skipped (redis unreachable) on ticks ${skippedTicks.join(', ')}`);
-    expect(skippedTicks).toEqual(expect.arrayContaining([6, 7, 8]));
-    // The two-sample absence at ticks 12–13 was recorded, and was not enough.
+    expect(skippedTicks).toEqual(expect.arrayContaining([10, 11, 12]));
+    // Every flushed tick was recognised as a reset, not counted as absence.
+    const resetTicks = tickLines.filter((l) => JSON.stringify(l.dead).includes('redis lost its keys')).map((l) => l.tick);
+    expect(resetTicks).toEqual(expect.arrayContaining(Array.from({ length: FLUSH_TO - FLUSH_FROM + 1 }, (_, i) => FLUSH_FROM + i)));
+    // The outage lasted longer than a TTL, over six ticks: the TTL rule alone would have fired.
+    expect(flushedAt).toHaveLength(FLUSH_TO - FLUSH_FROM + 1);
+    expect(Math.max(...flushedAt) - Math.min(...flushedAt)).toBeGreaterThan(TEST_TTL_MS);
+    // The two-sample absence at ticks 16–17 was recorded, and was not enough.
     const absentTicks = tickLines.filter((l) => (l.dead as { absent?: number }).absent === 2).map((l) => l.tick);
-    expect(absentTicks).toEqual(expect.arrayContaining([12, 13]));
+    expect(absentTicks).toEqual(expect.arrayContaining([16, 17]));
 
     const after = await tdb.sql.query(`SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts FROM dbos.workflow_status ORDER BY 1`);
     expect(after.rows).toEqual(before.rows);
