@@ -29,6 +29,8 @@ locals {
     orphaned_version_forked      = "a workflow of a version no live executor runs was forked onto the latest version"
     orphaned_version_cancelled   = "the original of a fork-to-latest fork was cancelled"
     orphaned_version_fork_failed = "fork-to-latest failed for a workflow; it waits for the reaper's sweep"
+    recovery_false_alarm         = "a recovery stopped: the heartbeat came back, or the guard found the executor active"
+    executor_not_dead            = "the reaper's death evidence was contradicted at recovery time; nothing was declared"
   }
 
   # Only afterlife's own services; the executors' kit logs in the app's services.

@@ -58,6 +58,7 @@ locals {
       ORPHANED_VERSION_GRACE_MS   = tostring(var.afterlife.orphaned_version_grace_ms)
       REAPER_LEASE_MS             = tostring(var.afterlife.reaper_lease_ms)
       REAPER_DIVERGED_LOOKBACK_MS = tostring(var.afterlife.reaper_diverged_lookback_ms)
+      REAPER_SESSION_EVIDENCE     = var.afterlife.reaper_session_evidence
     }
     drain = {
       DB_USER = local.db_users.drain

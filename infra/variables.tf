@@ -90,6 +90,7 @@ variable "afterlife" {
     orphaned_version_grace_ms   = optional(number, 300000)
     reaper_lease_ms             = optional(number, 90000)
     reaper_diverged_lookback_ms = optional(number, 3600000)
+    reaper_session_evidence     = optional(string, "pg_stat_activity")
     max_forks                   = optional(number, 3)
     fork_target_version         = optional(string, "latest")
     log_level                   = optional(string, "INFO")
@@ -102,6 +103,11 @@ variable "afterlife" {
   validation {
     condition     = contains(["report", "cancel-and-fork"], var.afterlife.stuck_policy)
     error_message = "stuck_policy must be report or cancel-and-fork."
+  }
+  validation {
+    # "none" behind a connection pooler that hides application_name (see the README's reaper section).
+    condition     = contains(["pg_stat_activity", "none"], var.afterlife.reaper_session_evidence)
+    error_message = "reaper_session_evidence must be pg_stat_activity or none."
   }
   validation {
     condition     = contains(["latest", "original"], var.afterlife.fork_target_version)

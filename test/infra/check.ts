@@ -486,6 +486,7 @@ const SAMPLES: Record<string, string> = {
   ORPHANED_VERSION_POLICY: 'leave',
   STUCK_POLICY: 'report',
   FORK_TARGET_VERSION: 'latest',
+  REAPER_SESSION_EVIDENCE: 'pg_stat_activity',
   LOG_LEVEL: 'INFO',
   DBOS_SYSTEM_SCHEMA: 'dbos',
   AFTERLIFE_SCHEMA: 'afterlife',
@@ -506,6 +507,7 @@ const DEPLOY_REQUIRES: Record<string, readonly string[]> = {
     'ORPHANED_VERSION_GRACE_MS',
     'REAPER_LEASE_MS',
     'REAPER_DIVERGED_LOOKBACK_MS',
+    'REAPER_SESSION_EVIDENCE',
   ],
   drain: ['DRAIN_BUDGET_MS'],
 };
