@@ -17,7 +17,8 @@ describe('afterlife drain', () => {
     const v1 = await f.executor('exec-v1', 'v1', { kit: true });
     await f.executor('exec-v2', 'v2', { kit: true });
     const held = ['dr-0', 'dr-1'];
-    for (const id of held) await v1.start(id, { steps: 3, stepMs: 600 });
+    // Long enough that the drain is seen in progress (the CLI polls every second) before the work ends.
+    for (const id of held) await v1.start(id, { steps: 3, stepMs: 1_500 });
     await waitFor('v1 registered', async () => (await tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE executor_id = 'exec-v1'`)).rowCount === 1);
 
     const run = await runCli(['drain', '--version', 'v1', '--wait', '--timeout-s', '40', '--json'], env, 60_000);
