@@ -33,6 +33,8 @@ export interface BatchCursor {
 
 export interface BatchResult {
   ids: string[];
+  /** Rows the candidate scan found; more than `ids` when the UPDATE's re-check left some alone. */
+  candidates: number;
   next: BatchCursor | undefined;
 }
 
@@ -46,7 +48,7 @@ export async function reenqueueBatch(
   const premise = (t: string) =>
     `${t}status = 'PENDING' AND ${t}executor_id = $1 AND ${t}application_version IS NOT DISTINCT FROM $2
           AND ${appScope(`${t}application_name`, '$3')}`;
-  const res = await db.query<{ ids: string[] | null; last: [string, string] | null }>(
+  const res = await db.query<{ ids: string[] | null; candidates: number | null; last: [string, string] | null }>(
     `WITH candidates AS (
        SELECT ctid, workflow_uuid, created_at FROM ${ws}
         WHERE ${premise('')}
@@ -75,7 +77,7 @@ export async function reenqueueBatch(
        INSERT INTO ${audit} (recovery_id, batch_no, application_version, workflow_ids)
        SELECT $7, $8, $2, array_agg(workflow_uuid) FROM moved HAVING count(*) > 0
      )
-     SELECT (SELECT array_agg(workflow_uuid) FROM moved) AS ids,
+     SELECT (SELECT array_agg(workflow_uuid) FROM moved) AS ids, (SELECT count(*)::int FROM candidates) AS candidates,
             (SELECT ARRAY[created_at::text, workflow_uuid] FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last`,
     [
       scope.executorId,
@@ -95,7 +97,7 @@ export async function reenqueueBatch(
   const row = res.rows[0];
   const ids = row?.ids ?? [];
   const next = row?.last ? { createdAt: row.last[0], workflowId: row.last[1] } : undefined;
-  return { ids, next };
+  return { ids, candidates: row?.candidates ?? 0, next };
 }
 
 export interface PendingByVersion {

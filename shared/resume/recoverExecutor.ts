@@ -162,6 +162,8 @@ async function run(
       const label = applicationVersion ?? NULL_VERSION;
       const noExecutor = live !== undefined && !(applicationVersion !== null && live.has(applicationVersion));
       let after: BatchCursor | undefined;
+      let shortfall = false;
+      let swept = false;
       for (;;) {
         const why = stopReason();
         if (why) {
@@ -190,7 +192,16 @@ async function run(
         versions[label] = (versions[label] ?? 0) + batch.ids.length;
         if (noExecutor && batch.ids.length) orphanedIds.set(applicationVersion, [...(orphanedIds.get(applicationVersion) ?? []), ...batch.ids]);
         if (faults.enabled) await faults.hit('recover.afterBatch', { recoveryId, batchNo: batches, ids: batch.ids });
-        if (!batch.next) break;
+        shortfall ||= batch.ids.length < batch.candidates;
+        if (!batch.next) {
+          // A row updated while its batch ran (still PENDING, still this executor's) has a new tuple ID,
+          // so the batch's re-check skips it and the cursor moves past it. One sweep from the start picks
+          // such rows up; rows another writer claimed or finished no longer match and cost nothing.
+          if (!shortfall || swept) break;
+          swept = true;
+          after = undefined;
+          continue;
+        }
         after = batch.next;
       }
     }

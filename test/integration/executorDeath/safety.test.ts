@@ -11,6 +11,7 @@ import { auditedIds, beat, makeOrphans, pendingIds } from '../../helpers/agents.
 import { pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName, waitFor, workflowRows } from '../../helpers/db.js';
 import { testRuntime } from '../../helpers/runtime.js';
+import { silentLogger } from '../../../shared/log.js';
 
 /** Acceptance C, D, E, G: duplicate deliveries, Redis down, a connection killed mid-batch, a false alarm. */
 const envelope = (n: ReturnType<typeof deathNotice>, messageId = 'm') =>
@@ -35,6 +36,7 @@ describe('executor-death safety', () => {
     await makeOrphans({ ...common, executorId: 'exec-T', ids: ids('t', 5), stepMs: 60_000 });
     await makeOrphans({ ...common, executorId: 'exec-L', ids: ids('l', 5), stepMs: 60_000 });
     await makeOrphans({ ...common, executorId: 'exec-K', ids: ids('k', 4), stepMs: 60_000 });
+    await makeOrphans({ ...common, executorId: 'exec-U', ids: ids('u', 3), stepMs: 60_000 });
   });
   afterAll(async () => {
     for (const c of closers) await c();
@@ -235,5 +237,28 @@ describe('executor-death safety', () => {
     expect(rest).toMatchObject({ outcome: 'completed', reenqueued: 3 });
     const outcomes = await tdb.sql.query(`SELECT outcome FROM afterlife.recoveries WHERE executor_id = 'exec-L' ORDER BY id`);
     expect(outcomes.rows.map((r: { outcome: string }) => r.outcome)).toEqual(['partial', 'completed']);
+  });
+
+  it('a row updated while its batch runs (still PENDING, still the dead executor\'s) is not left behind', async () => {
+    const db = afterlifeDb(tdb.url, { sessionName: 'afterlife-u' });
+    closers.push(() => db.end());
+    const before = await pendingIds(tdb.sql, 'exec-U');
+    expect(before).toHaveLength(3);
+    // A writer touches u-1 without changing anything the recovery decides on, and commits while the
+    // batch's UPDATE waits for it: the row gets a new tuple ID under the batch's feet.
+    const writer = new pg.Client({ connectionString: tdb.url });
+    await writer.connect();
+    closers.push(() => writer.end());
+    await writer.query('BEGIN');
+    await writer.query(`UPDATE dbos.workflow_status SET updated_at = updated_at + 1 WHERE workflow_uuid = 'u-1'`);
+    const recovery = recoverExecutor({ db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 10, lockTtlMs: 5_000 }, notice('exec-U'));
+    await waitFor('the batch waiting on the writer', async () => {
+      const r = await tdb.sql.query(`SELECT 1 FROM pg_stat_activity WHERE application_name = 'afterlife-u' AND wait_event_type = 'Lock'`);
+      return (r.rowCount ?? 0) > 0;
+    });
+    await writer.query('COMMIT');
+    expect(await recovery).toMatchObject({ outcome: 'completed', reenqueued: 3 });
+    expect(await pendingIds(tdb.sql, 'exec-U')).toEqual([]);
+    expect(await auditedIds(tdb.sql, 'exec-U')).toEqual([...before].sort());
   });
 });
