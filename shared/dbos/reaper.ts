@@ -120,15 +120,24 @@ export async function cancelIfStillQuiet(
   db: Db,
   s: { applicationName: string; workflowId: string; executorId: string; cutoffMs: number },
 ): Promise<boolean> {
-  const res = await db.query(
-    `UPDATE ${ident(db.dbosSchema)}.workflow_status w
-        SET status = 'CANCELLED', owner_xid = NULL, queue_name = NULL, deduplication_id = NULL,
-            started_at_epoch_ms = NULL, updated_at = ${NOW_MS}, completed_at = ${NOW_MS}
-      WHERE w.workflow_uuid = $1 AND w.status = 'PENDING' AND w.executor_id = $2
-        AND ${appScope('w.application_name', '$3')}
-        AND ${quietSince(db, 'w', '$4::bigint')}`,
-    [s.workflowId, s.executorId, s.applicationName, s.cutoffMs],
+  // The stuck report says 'cancelled' in the same statement, so a crash before the fork leaves a row the
+  // next stuck pass finds and forks (an unmarked CANCELLED workflow would be lost to its lineage).
+  const res = await db.query<{ n: number }>(
+    `WITH cancelled AS (
+       UPDATE ${ident(db.dbosSchema)}.workflow_status w
+          SET status = 'CANCELLED', owner_xid = NULL, queue_name = NULL, deduplication_id = NULL,
+              started_at_epoch_ms = NULL, updated_at = ${NOW_MS}, completed_at = ${NOW_MS}
+        WHERE w.workflow_uuid = $1 AND w.status = 'PENDING' AND w.executor_id = $2
+          AND ${appScope('w.application_name', '$3')}
+          AND ${quietSince(db, 'w', '$4::bigint')}
+        RETURNING w.workflow_uuid
+     ), marked AS (
+       UPDATE ${ident(db.afterlifeSchema)}.stuck_workflows s SET action = 'cancelled', action_at = now()
+         FROM cancelled c WHERE s.application_name = $5 AND s.workflow_uuid = c.workflow_uuid
+     )
+     SELECT count(*)::int AS n FROM cancelled`,
+    [s.workflowId, s.executorId, s.applicationName, s.cutoffMs, s.applicationName],
     'reaper.cancelStuck',
   );
-  return (res.rowCount ?? 0) > 0;
+  return (res.rows[0]?.n ?? 0) > 0;
 }

@@ -1,4 +1,4 @@
-import { markStuckAction, reportStuck } from '../db/queries/stuckWorkflows.js';
+import { cancelledNotForked, markStuckAction, reportStuck } from '../db/queries/stuckWorkflows.js';
 import { cancelIfStillQuiet, findQuietPending } from '../dbos/reaper.js';
 import type { ReaperDeps, StuckPassResult, TickContext } from './types.js';
 
@@ -12,6 +12,10 @@ import type { ReaperDeps, StuckPassResult, TickContext } from './types.js';
 /** Stuck workflows handled per tick; the rest wait for the next tick (the oldest go first). */
 export const STUCK_BATCH = 100;
 
+/** A cancelled-but-unforked row younger than this may be a running tick's own; older ones are leftovers. */
+const LEFTOVER_MIN_AGE_MS = 60_000;
+const LEFTOVER_MAX_AGE_MS = 24 * 3_600_000;
+
 export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: string[]): Promise<StuckPassResult> {
   const { db, config } = deps;
   const app = config.applicationName;
@@ -19,6 +23,16 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
   const cutoffMs = deps.clock() - config.reaper.stuckAfterMs;
   const found = await findQuietPending(db, app, liveOwners, cutoffMs, STUCK_BATCH);
   const result: StuckPassResult = { examined: liveOwners.length, found: found.length, reported: 0, cancelled: 0, forked: 0, raced: 0, workflowIds: found.map((f) => f.workflowId) };
+  if (config.reaper.stuckPolicy === 'cancel-and-fork' && !ctx.dryRun && deps.forkStuck) {
+    for (const workflowId of await cancelledNotForked(db, app, { minAgeMs: LEFTOVER_MIN_AGE_MS, maxAgeMs: LEFTOVER_MAX_AGE_MS, limit: STUCK_BATCH })) {
+      if (ctx.signal?.aborted) break;
+      const forkedTo = await forkStuckHook(deps, workflowId);
+      if (forkedTo === undefined) continue;
+      result.forked += 1;
+      await markStuckAction(db, app, workflowId, 'forked', forkedTo);
+      log.notice('stuck workflow cancelled earlier is forked now', { workflowId, forkedTo });
+    }
+  }
   if (found.length === 0) return result;
 
   for (const f of found) {
@@ -54,7 +68,7 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
       continue;
     }
     result.cancelled += 1;
-    await markStuckAction(db, app, f.workflowId, 'cancelled');
+    if (deps.faults.enabled) await deps.faults.hit('reaper.beforeForkStuck', { workflowId: f.workflowId });
     const forkedTo = await forkStuckHook(deps, f.workflowId);
     if (forkedTo !== undefined) {
       result.forked += 1;

@@ -47,3 +47,24 @@ export async function markStuckAction(
     'stuck.action',
   );
 }
+
+/**
+ * Workflows the reaper cancelled as stuck but never forked: the process died (or the fork failed) between
+ * the cancel and the fork. Only the reaper writes 'cancelled', and only together with its cancel, so an
+ * operator's cancel is never picked up here. Old enough not to be this tick's own work in progress; a
+ * lineage that was dead-lettered instead is done.
+ */
+export async function cancelledNotForked(db: Db, applicationName: string, o: { minAgeMs: number; maxAgeMs: number; limit: number }): Promise<string[]> {
+  const res = await db.query<{ workflow_uuid: string }>(
+    `SELECT s.workflow_uuid FROM ${table(db)} s
+       JOIN ${ident(db.dbosSchema)}.workflow_status w ON w.workflow_uuid = s.workflow_uuid AND w.status = 'CANCELLED'
+      WHERE s.application_name = $1 AND s.action = 'cancelled'
+        AND s.action_at < now() - make_interval(secs => $2::double precision / 1000)
+        AND s.action_at > now() - make_interval(secs => $3::double precision / 1000)
+        AND NOT EXISTS (SELECT 1 FROM ${ident(db.afterlifeSchema)}.dead_letters d WHERE d.workflow_id = s.workflow_uuid)
+      ORDER BY s.action_at LIMIT $4`,
+    [applicationName, o.minAgeMs, o.maxAgeMs, o.limit],
+    'stuck.cancelledNotForked',
+  );
+  return res.rows.map((r) => r.workflow_uuid);
+}
