@@ -6,10 +6,20 @@
  * executors, statuses and apps, one template database is cloned per run so both methods see identical data.
  * Runs alternate (DBOS, afterlife, DBOS, afterlife, …) to spread the machine's noise over both.
  *
+ * A third method runs `recoverExecutor` as shipped (the Redis lock, the registry, PENDING counts per
+ * version, the audit and the recovery statement in batches of the first batch size), so the figure is
+ * what a death notice costs end to end, not only its statements.
+ *
  *   npm run build && node dist/bench/recovery.js [sizes=10000,100000] [reps=3] [batchSizes=1000]
  */
 import pg from 'pg';
+import type { Db } from '../shared/db/pool.js';
 import { reenqueueBatch, type BatchCursor } from '../shared/dbos/recovery.js';
+import { deathNotice } from '../shared/events/deathNotice.js';
+import { RedisLock } from '../shared/lock/lock.js';
+import { createRedis } from '../shared/lock/redis.js';
+import { silentLogger } from '../shared/log.js';
+import { recoverExecutor } from '../shared/resume/recoverExecutor.js';
 import { admin, afterlifeDb, cloneDatabase, createDbosDatabase, dropDatabase, median, ms } from './lib.js';
 
 const sizes = (process.argv[2] ?? '10000,100000').split(',').map(Number);
@@ -98,6 +108,40 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
   return { total, longest, rows: moved };
 }
 
+/** recoverExecutor end to end, timing its batch statements on the way. */
+async function runShipped(url: string, batchSize: number): Promise<{ total: number; longest: number; rows: number }> {
+  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  const inner = afterlifeDb(pool, 1);
+  let longest = 0;
+  const db: Db = {
+    ...inner,
+    budget: inner.budget,
+    query: async (text, values, tag, o) => {
+      const s = process.hrtime.bigint();
+      try {
+        return await inner.query(text, values, tag, o);
+      } finally {
+        if (tag === 'recover.batch') longest = Math.max(longest, ms(s));
+      }
+    },
+    transaction: (fn, tag) => inner.transaction(fn, tag),
+    end: () => inner.end(),
+  };
+  const redis = createRedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+  // Connections are made before the clock starts, as for the other two methods: a running function has them.
+  await pool.query('SELECT 1');
+  await redis.ping();
+  const t = process.hrtime.bigint();
+  const out = await recoverExecutor(
+    { db, redis, lock: new RedisLock(redis), logger: silentLogger(), batchSize, lockTtlMs: 30_000, recoveredBy: 'bench' },
+    deathNotice({ executorId: 'dead-1', applicationName: APP, reason: 'manual', detectedBy: 'bench' }),
+  );
+  const total = ms(t);
+  redis.disconnect();
+  await pool.end();
+  return { total, longest, rows: out.outcome === 'false-alarm' ? 0 : out.reenqueued };
+}
+
 const lines: string[] = [];
 for (const n of sizes) {
   const template = `afterlife_bench_tpl_${process.pid}`;
@@ -108,18 +152,23 @@ for (const n of sizes) {
   const ours = new Map<number, number[]>(batchSizes.map((b) => [b, []]));
   const longestOurs = new Map<number, number>(batchSizes.map((b) => [b, 0]));
   let longestDbos = 0;
+  const shipped: number[] = [];
+  let longestShipped = 0;
   for (let r = 0; r < reps; r++) {
-    for (const method of ['dbos', ...batchSizes] as const) {
+    for (const method of ['dbos', ...batchSizes, 'shipped'] as const) {
       const name = `afterlife_bench_run_${process.pid}`;
       const url = await cloneDatabase(template, name);
       // Cloning writes the whole database to WAL; a checkpoint landing inside a timed run is the largest
       // source of noise here, so each run starts right after one.
       await admin((c) => c.query('CHECKPOINT'));
-      const out = method === 'dbos' ? await runDbos(url) : await runAfterlife(url, method);
+      const out = method === 'dbos' ? await runDbos(url) : method === 'shipped' ? await runShipped(url, batchSizes[0] ?? 1000) : await runAfterlife(url, method);
       if (out.rows !== n) throw new Error(`${method} moved ${out.rows} rows, expected ${n}`);
       if (method === 'dbos') {
         dbos.push(out.total);
         longestDbos = Math.max(longestDbos, out.longest);
+      } else if (method === 'shipped') {
+        shipped.push(out.total);
+        longestShipped = Math.max(longestShipped, out.longest);
       } else {
         ours.get(method)?.push(out.total);
         longestOurs.set(method, Math.max(longestOurs.get(method) ?? 0, out.longest));
@@ -134,6 +183,10 @@ for (const n of sizes) {
       `| ${n.toLocaleString('en')} | ${b} | ${median(dbos).toFixed(0)} ms | ${mine.toFixed(0)} ms | ${(mine / median(dbos)).toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${(longestOurs.get(b) ?? 0).toFixed(1)} ms |`,
     );
   }
+  const whole = median(shipped);
+  lines.push(
+    `| ${n.toLocaleString('en')} | ${batchSizes[0] ?? 1000}, recoverExecutor as shipped | ${median(dbos).toFixed(0)} ms | ${whole.toFixed(0)} ms | ${(whole / median(dbos)).toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${longestShipped.toFixed(1)} ms |`,
+  );
 }
 console.log(`| orphans | batch | DBOS single statement (median of ${reps}) | afterlife batched (median of ${reps}) | ratio | longest statement, DBOS | longest statement, afterlife |`);
 console.log('|---|---|---|---|---|---|---|');
