@@ -130,9 +130,9 @@ export async function cancelIfStillQuiet(
         WHERE w.workflow_uuid = $1 AND w.status = 'PENDING' AND w.executor_id = $2
           AND ${appScope('w.application_name', '$3')}
           AND ${quietSince(db, 'w', '$4::bigint')}
-        RETURNING w.workflow_uuid
+        RETURNING w.workflow_uuid, w.completed_at
      ), marked AS (
-       UPDATE ${ident(db.afterlifeSchema)}.stuck_workflows s SET action = 'cancelled', action_at = now()
+       UPDATE ${ident(db.afterlifeSchema)}.stuck_workflows s SET action = 'cancelled', action_at = now(), cancelled_at_ms = c.completed_at
          FROM cancelled c WHERE s.application_name = $5 AND s.workflow_uuid = c.workflow_uuid
      )
      SELECT count(*)::int AS n FROM cancelled`,

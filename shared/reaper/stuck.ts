@@ -1,4 +1,4 @@
-import { cancelledNotForked, markStuckAction, reportStuck } from '../db/queries/stuckWorkflows.js';
+import { cancelledNotForked, markStuckAction, reportStuck, touchStuckAttempt } from '../db/queries/stuckWorkflows.js';
 import { cancelIfStillQuiet, findQuietPending } from '../dbos/reaper.js';
 import type { ReaperDeps, StuckPassResult, TickContext } from './types.js';
 
@@ -27,7 +27,11 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
     for (const workflowId of await cancelledNotForked(db, app, { minAgeMs: LEFTOVER_MIN_AGE_MS, maxAgeMs: LEFTOVER_MAX_AGE_MS, limit: STUCK_BATCH })) {
       if (ctx.signal?.aborted) break;
       const forkedTo = await forkStuckHook(deps, workflowId);
-      if (forkedTo === undefined) continue;
+      if (forkedTo === undefined) {
+        await touchStuckAttempt(db, app, workflowId);
+        log.warn('stuck workflow cancelled earlier is still not forked; retried later', { workflowId, event: 'stuck_not_forked' });
+        continue;
+      }
       result.forked += 1;
       await markStuckAction(db, app, workflowId, 'forked', forkedTo);
       log.notice('stuck workflow cancelled earlier is forked now', { workflowId, forkedTo });

@@ -50,21 +50,32 @@ export async function markStuckAction(
 
 /**
  * Workflows the reaper cancelled as stuck but never forked: the process died (or the fork failed) between
- * the cancel and the fork. Only the reaper writes 'cancelled', and only together with its cancel, so an
- * operator's cancel is never picked up here. Old enough not to be this tick's own work in progress; a
- * lineage that was dead-lettered instead is done.
+ * the cancel and the fork. Only the reaper's cancel writes 'cancelled', in the same statement, with the
+ * `completed_at` it set; a workflow whose CANCELLED carries another `completed_at` was resumed and
+ * cancelled again by someone else, and is not ours to fork. A row is retried once per `minAgeMs` (its
+ * `action_at` is the last attempt) for `maxAgeMs` after the cancel; a dead-lettered workflow is done.
  */
 export async function cancelledNotForked(db: Db, applicationName: string, o: { minAgeMs: number; maxAgeMs: number; limit: number }): Promise<string[]> {
   const res = await db.query<{ workflow_uuid: string }>(
     `SELECT s.workflow_uuid FROM ${table(db)} s
-       JOIN ${ident(db.dbosSchema)}.workflow_status w ON w.workflow_uuid = s.workflow_uuid AND w.status = 'CANCELLED'
+       JOIN ${ident(db.dbosSchema)}.workflow_status w
+         ON w.workflow_uuid = s.workflow_uuid AND w.status = 'CANCELLED' AND w.completed_at = s.cancelled_at_ms
       WHERE s.application_name = $1 AND s.action = 'cancelled'
         AND s.action_at < now() - make_interval(secs => $2::double precision / 1000)
-        AND s.action_at > now() - make_interval(secs => $3::double precision / 1000)
+        AND s.cancelled_at_ms > (EXTRACT(EPOCH FROM now()) * 1000)::bigint - $3::bigint
         AND NOT EXISTS (SELECT 1 FROM ${ident(db.afterlifeSchema)}.dead_letters d WHERE d.workflow_id = s.workflow_uuid)
       ORDER BY s.action_at LIMIT $4`,
     [applicationName, o.minAgeMs, o.maxAgeMs, o.limit],
     'stuck.cancelledNotForked',
   );
   return res.rows.map((r) => r.workflow_uuid);
+}
+
+/** A retry of a leftover that made no fork: it waits its turn again (oldest attempts go first). */
+export async function touchStuckAttempt(db: Db, applicationName: string, workflowId: string): Promise<void> {
+  await db.query(
+    `UPDATE ${table(db)} SET action_at = now() WHERE application_name = $1 AND workflow_uuid = $2 AND action = 'cancelled'`,
+    [applicationName, workflowId],
+    'stuck.touchAttempt',
+  );
 }

@@ -223,7 +223,8 @@ describe('executor-death safety', () => {
       await redis.set(resource, 'someone-else', 'PX', 60_000);
       await waitFor('the lock reported lost', async () => signal?.aborted, { timeoutMs: 5_000, intervalMs: 20 });
     });
-    const deps = { db: rt.db, redis, lock, logger: rt.logger, faults, batchSize: 2, lockTtlMs: 300 };
+    // A TTL long enough that a stall on a loaded machine does not lose the lock before the fault does.
+    const deps = { db: rt.db, redis, lock, logger: rt.logger, faults, batchSize: 2, lockTtlMs: 3_000 };
     const err = await recoverExecutor(deps, notice('exec-L')).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(BudgetExhaustedError);
     expect(String(err)).toMatch(/lock lost/);

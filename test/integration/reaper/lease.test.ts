@@ -20,9 +20,13 @@ describe('reaper: a tick never outlives its lease', () => {
   const fx = reaperFixture('app-lease', { faults, env: { ...env, REAPER_LEASE_MS: '40000' } });
   const ids = ['lease-0', 'lease-1', 'lease-2', 'lease-3'];
   let skewMs = 0;
-  const clock = () => Date.now() + skewMs;
+  // Frozen at each invocation's start, so only the simulated 4 s per batch moves it: a loaded machine's
+  // real seconds must not decide after how many batches the tick stops.
+  let base = Date.now();
+  const clock = () => base + skewMs;
 
   const reap = async (leaseMs: number): Promise<Extract<ReaperSummary, { outcome: 'completed' }>> => {
+    base = Date.now();
     const deps = testReaperDeps(fx.rt, { clock, config: { ...fx.rt.config, reaper: { ...fx.rt.config.reaper, leaseMs } } });
     const s = await runReaper(deps, { maxTicks: 1 });
     if (s.outcome !== 'completed') throw new Error('skipped');

@@ -55,8 +55,15 @@ describe('reaper: a stuck workflow cancelled by a reaper that died before forkin
     expect((await tick()).passes.stuck.forked).toBe(0);
     expect(await forks()).toEqual([]);
 
-    // Older than that: the leftover of a dead reaper, forked from after its last checkpoint.
+    // Resumed and cancelled again by an operator (another completed_at): no longer the reaper's cancel.
     await tdb.sql.query(`UPDATE afterlife.stuck_workflows SET action_at = action_at - interval '2 minutes' WHERE workflow_uuid = $1`, [id]);
+    await tdb.sql.query(`UPDATE dbos.workflow_status SET completed_at = completed_at + 5000 WHERE workflow_uuid = $1`, [id]);
+    expect((await tick()).passes.stuck.forked).toBe(0);
+    expect(await forks()).toEqual([]);
+    await tdb.sql.query(`UPDATE dbos.workflow_status SET completed_at = completed_at - 5000 WHERE workflow_uuid = $1`, [id]);
+
+    // Older than a minute and still the reaper's own cancel: a dead reaper's leftover, forked from after
+    // its last checkpoint.
     expect((await tick()).passes.stuck.forked).toBe(1);
     expect(await forks()).toEqual([{ workflow_uuid: `${id}-fork-1` }]);
     expect(await report()).toEqual([{ action: 'forked', forked_to: `${id}-fork-1` }]);
