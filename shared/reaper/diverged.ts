@@ -1,6 +1,6 @@
 import { findDiverged } from '../dbos/diverged.js';
 import { reconcileForkLedger } from '../fork/reconcile.js';
-import type { DivergedPassResult, ReaperDeps, ReaperState, TickContext } from './types.js';
+import { shouldStop, type DivergedPassResult, type ReaperDeps, type ReaperState, type TickContext } from './types.js';
 
 /**
  * Diverged workflows (replay divergence, DBOSUnexpectedStepError, code 26) are handed to the fork module,
@@ -40,7 +40,7 @@ export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: Re
     return { ...result, skipped: 'no fork module wired' };
   }
   for (const id of ids) {
-    if (ctx.signal?.aborted) break;
+    if (shouldStop(ctx)) break;
     // Once per invocation: a failure is logged, and the next invocation's first tick offers it again.
     handed.add(id);
     try {

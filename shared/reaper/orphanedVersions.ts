@@ -1,6 +1,6 @@
 import { findOrphanedEnqueued, type OrphanedRow } from '../dbos/orphaned.js';
 import { readLiveVersions } from '../heartbeat/index.js';
-import type { OrphanedPassResult, PlannedAction, ReaperDeps, ReaperState, TickContext } from './types.js';
+import { shouldStop, type OrphanedPassResult, type PlannedAction, type ReaperDeps, type ReaperState, type TickContext } from './types.js';
 
 /**
  * Orphaned versions (DESIGN.md, invariant 2): ENQUEUED rows pinned to a version no live executor runs.
@@ -88,7 +88,7 @@ export async function orphanedVersionsPass(deps: ReaperDeps, ctx: TickContext, s
   // started since the scan (it would claim the rows itself).
   const now = await liveVersions(deps);
   for (const [applicationVersion, rs] of byVersion) {
-    if (ctx.signal?.aborted) break;
+    if (shouldStop(ctx)) break;
     if (!(now instanceof Set) || now.has(applicationVersion)) {
       result.notForked += rs.length;
       log.notice('a live executor of the version appeared, or the heartbeats became unreadable, before the fork: left alone', {

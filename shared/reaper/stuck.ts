@@ -1,6 +1,6 @@
 import { cancelledNotForked, markStuckAction, reportStuck, touchStuckAttempt } from '../db/queries/stuckWorkflows.js';
 import { cancelIfStillQuiet, findQuietPending } from '../dbos/reaper.js';
-import type { ReaperDeps, StuckPassResult, TickContext } from './types.js';
+import { shouldStop, type ReaperDeps, type StuckPassResult, type TickContext } from './types.js';
 
 /**
  * Stuck workflows: PENDING on an executor judged alive this tick, with no activity for STUCK_AFTER_MS —
@@ -25,7 +25,7 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
   const result: StuckPassResult = { examined: liveOwners.length, found: found.length, reported: 0, cancelled: 0, forked: 0, raced: 0, workflowIds: found.map((f) => f.workflowId) };
   if (config.reaper.stuckPolicy === 'cancel-and-fork' && !ctx.dryRun && deps.forkStuck) {
     for (const workflowId of await cancelledNotForked(db, app, { minAgeMs: LEFTOVER_MIN_AGE_MS, maxAgeMs: LEFTOVER_MAX_AGE_MS, limit: STUCK_BATCH })) {
-      if (ctx.signal?.aborted) break;
+      if (shouldStop(ctx)) break;
       const forkedTo = await forkStuckHook(deps, workflowId);
       if (forkedTo === undefined) {
         await touchStuckAttempt(db, app, workflowId);
@@ -62,7 +62,7 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
   if (config.reaper.stuckPolicy !== 'cancel-and-fork') return result;
 
   for (const f of found) {
-    if (ctx.signal?.aborted) break;
+    if (shouldStop(ctx)) break;
     if (deps.faults.enabled) await deps.faults.hit('reaper.beforeCancelStuck', { workflowId: f.workflowId, executorId: f.executorId, cutoffMs });
     const cancelled = await cancelIfStillQuiet(db, { applicationName: app, workflowId: f.workflowId, executorId: f.executorId, cutoffMs });
     if (!cancelled) {

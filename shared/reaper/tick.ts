@@ -30,8 +30,9 @@ function fnv1a(s: string): number {
  * One tick: dead executors, then stuck workflows on the executors that pass found alive, then diverged
  * workflows, then (when due) ENQUEUED rows of versions no live executor runs. A failing pass is recorded and the others still run; the next tick tries again.
  */
-export async function runTick(deps: ReaperDeps, ctx: TickContext, budget: Budget, state: ReaperState = {}): Promise<TickResult> {
+export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Budget, state: ReaperState = {}): Promise<TickResult> {
   const started = performance.now();
+  const ctx: TickContext = { ...tickCtx, budget };
   const timed = async <T>(fn: () => Promise<T>): Promise<(T & { durationMs: number }) | { error: string; durationMs: number }> => {
     const t0 = performance.now();
     try {

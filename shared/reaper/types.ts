@@ -1,3 +1,4 @@
+import type { Budget } from '../lifecycle/deadline.js';
 import type { OrphanInfo, OrphanOutcome } from '../fork/orphans.js';
 import type { Runtime } from '../runtime.js';
 
@@ -34,6 +35,13 @@ export interface TickContext {
   planned: PlannedAction[];
   /** Aborts long work at the next boundary (our own SIGTERM, the invocation budget). */
   signal?: AbortSignal | undefined;
+  /** The tick's work budget (the invocation's, capped by the lease): every pass stops at a boundary when it runs out. */
+  budget?: Budget | undefined;
+}
+
+/** A pass's loops stop here: shutting down, or the tick's budget spent (the rest waits for the next tick). */
+export function shouldStop(ctx: TickContext): boolean {
+  return (ctx.signal?.aborted ?? false) || (ctx.budget?.expired() ?? false);
 }
 
 /** What one invocation remembers between its ticks: a diverged workflow only needs finding once. */

@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
+import { runTick } from '../../../shared/reaper/tick.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { type TestDatabase, waitFor, workflowRows } from '../../helpers/db.js';
 import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
@@ -61,6 +62,12 @@ describe('reaper: a stuck workflow cancelled by a reaper that died before forkin
     expect((await tick()).passes.stuck.forked).toBe(0);
     expect(await forks()).toEqual([]);
     await tdb.sql.query(`UPDATE dbos.workflow_status SET completed_at = completed_at - 5000 WHERE workflow_uuid = $1`, [id]);
+
+    // A tick whose budget is spent (the lease running short) leaves it for the next tick.
+    const spent = { deadline: 0, remaining: () => 0, expired: () => true };
+    const late = await runTick(testReaperDeps(rt), { tick: 1, dryRun: false, planned: [] }, spent);
+    expect(late.stuck).toMatchObject({ forked: 0 });
+    expect(await forks()).toEqual([]);
 
     // Older than a minute and still the reaper's own cancel: a dead reaper's leftover, forked from after
     // its last checkpoint.
