@@ -48,7 +48,7 @@ export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: Re
       result.handed += 1;
     } catch (err) {
       result.failed += 1;
-      deps.logger.error('auto-fork of a diverged workflow failed', { workflowId: id, err, tick: ctx.tick });
+      deps.logger.error('auto-fork of a diverged workflow failed', { workflowId: id, err, tick: ctx.tick, event: 'fork_failed' });
     }
   }
   return result;
