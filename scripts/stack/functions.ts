@@ -59,7 +59,8 @@ function projectRoot(from: string): string {
   }
 }
 
-function accepts(port: number): Promise<boolean> {
+/** Whether something listens on 127.0.0.1:`port` right now (also used by the stack's tests). */
+export function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect(port, '127.0.0.1');
     socket.once('connect', () => {

@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PubSub } from '@google-cloud/pubsub';
@@ -8,6 +7,7 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { HttpBridgePublisher, type Publisher, PubSubPublisher, publishDeathNotice } from '../../../shared/events/publisher.js';
+import { accepts } from '../../../scripts/stack/functions.js';
 import { emulatorInstalled, PUBSUB_EMULATOR_BIN } from '../../helpers/services.js';
 import { uniqueName, waitFor } from '../../helpers/db.js';
 import { runStart, START_SCRIPT, type StartedStack } from '../../helpers/stack.js';
@@ -140,16 +140,6 @@ function processesWith(marker: string): number[] {
   return pids;
 }
 
-function portAccepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
 
 /**
  * Runs `npm start`, sends SIGINT the moment a progress line matches `at` (to the whole process group, as
@@ -198,7 +188,7 @@ async function interruptWhileStarting(o: { at: RegExp; group: boolean; extraEnv:
     // Stopping kills each child's process group after its leader exits; allow the kernel a moment to reap.
     await waitFor('no process of the run left', async () => processesWith(marker).length === 0, { timeoutMs: 3_000 }).catch(() => undefined);
     expect(processesWith(marker), stderr).toEqual([]);
-    for (const m of stderr.matchAll(/on 127\.0\.0\.1:(\d+)/g)) expect(await portAccepts(Number(m[1])), m[0]).toBe(false);
+    for (const m of stderr.matchAll(/on 127\.0\.0\.1:(\d+)/g)) expect(await accepts(Number(m[1])), m[0]).toBe(false);
     expect(readdirSync(tmp).filter((f) => f.startsWith('afterlife-pg-') || f.startsWith('pg-password-'))).toEqual([]);
     return { line, stderr };
   } finally {
