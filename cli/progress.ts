@@ -1,62 +1,9 @@
-import type { Fields, Logger } from '../shared/log.js';
-import type { Faults } from '../shared/testing/faults.js';
-
-/**
- * Progress for long CLI operations, taken from what the shared modules already expose rather than from
- * hooks added to them: the reaper logs one `reaper_tick` line per tick through the logger it is given,
- * and recovery calls its `faults` dependency after every batch ('recover.afterBatch').
- */
-
-/**
- * `inner`, plus `onEvent` for every line that carries an `event` field, whatever its severity: the CLI's
- * own logger prints only errors unless --verbose, and progress must not depend on that.
- */
-export function observingLogger(inner: Logger, onEvent: (event: string, fields: Fields) => void, base: Fields = {}): Logger {
-  const at =
-    (level: 'debug' | 'info' | 'notice' | 'warn' | 'error') =>
-    (message: string, fields: Fields = {}): void => {
-      inner[level](message, fields);
-      const all = { ...base, ...fields };
-      if (typeof all.event === 'string') {
-        try {
-          onEvent(all.event, all);
-        } catch {
-          // Progress is best effort: a rendering bug must never fail the operation it reports on.
-        }
-      }
-    };
-  return {
-    debug: at('debug'),
-    info: at('info'),
-    notice: at('notice'),
-    warn: at('warn'),
-    error: at('error'),
-    child: (fields) => observingLogger(inner.child(fields), onEvent, { ...base, ...fields }),
-  };
-}
-
-/**
- * A Faults that injects nothing and only watches one point. The fault points are the shared modules'
- * named boundaries (shared/testing/faults.ts); recovery's batch boundary is the only per-batch signal it
- * exposes, and watching it costs one call per batch.
- */
-export function watchPoint(point: string, onHit: (ctx: Record<string, unknown>) => void): Faults {
-  return {
-    enabled: true,
-    hit: (p, ctx = {}) => {
-      if (p !== point) return undefined;
-      try {
-        onHit(ctx);
-      } catch {
-        // As above: progress never fails the recovery.
-      }
-      return undefined;
-    },
-  };
-}
+import type { TickResult } from '../shared/reaper/types.js';
 
 /** One reaper tick as a progress line: what each pass found or did, and how long the tick took. */
-export function tickProgress(fields: Fields, maxTicks: number): string {
+export function tickProgress(tick: TickResult, maxTicks: number): string {
+  // Rendered by field name, whatever each pass's outcome shape (a result, an error, a skip).
+  const fields = tick as unknown as Record<string, unknown>;
   const pass = (name: string, render: (p: Record<string, unknown>) => string): string => {
     const p = fields[name];
     if (typeof p !== 'object' || p === null) return `${name} -`;

@@ -2,7 +2,7 @@ import { reaperDeps } from '../../functions/reaper/handle.js';
 import { runReaper, type ReaperSummary } from '../../shared/reaper/index.js';
 import type { CliContext } from '../context.js';
 import { duration, table } from '../format.js';
-import { observingLogger, tickProgress } from '../progress.js';
+import { tickProgress } from '../progress.js';
 import type { ReapOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
 
@@ -14,14 +14,16 @@ import type { CommandResult } from './types.js';
  */
 export async function reap(ctx: CliContext, o: { dryRun: boolean; ticks: number }): Promise<CommandResult<ReapOutput>> {
   const rt = await ctx.runtime();
-  // The reaper logs one `reaper_tick` line per tick through the logger it is given: that is the progress.
-  const logger = observingLogger(rt.logger, (event, fields) => {
-    if (event === 'reaper_tick') ctx.progress(`  ${tickProgress(fields, o.ticks)}`);
-    else if (event === 'executor_dead' && typeof fields.executorId === 'string') ctx.progress(`  declared dead: ${fields.executorId}`);
-  });
-  const deps = { ...reaperDeps({ ...rt, logger }), detectedBy: `afterlife-cli@${process.pid}` };
+  const deps = { ...reaperDeps(rt), detectedBy: `afterlife-cli@${process.pid}` };
   ctx.progress(`reaping ${ctx.config.applicationName}: ${o.ticks} tick(s) ${duration(ctx.config.reaper.tickMs)} apart${o.dryRun ? ' (dry run)' : ''}…`);
-  const summary = await runReaper(deps, { dryRun: o.dryRun, maxTicks: o.ticks });
+  const summary = await runReaper(deps, {
+    dryRun: o.dryRun,
+    maxTicks: o.ticks,
+    onTick: (r) => {
+      ctx.progress(`  ${tickProgress(r, o.ticks)}`);
+      if (!('error' in r.dead)) for (const id of r.dead.declared) ctx.progress(`  declared dead: ${id}`);
+    },
+  });
   const out = toOutput(ctx.config.applicationName, summary);
   return { json: out, text: render(out), exitCode: 0 };
 }

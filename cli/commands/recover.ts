@@ -6,7 +6,6 @@ import { heartbeatKey, readHeartbeat } from '../../shared/heartbeat/index.js';
 import { recoverExecutor } from '../../shared/resume/recoverExecutor.js';
 import type { CliContext } from '../context.js';
 import { duration } from '../format.js';
-import { watchPoint } from '../progress.js';
 import type { RecoverOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
 
@@ -60,12 +59,6 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
   const summary = await recoverExecutor(
     {
       db,
-      // Recovery's only per-batch signal is its 'recover.afterBatch' point: watched, nothing injected.
-      faults: watchPoint('recover.afterBatch', (hit) => {
-        const n = Array.isArray(hit.ids) ? hit.ids.length : 0;
-        moved += n;
-        ctx.progress(`  batch ${String(hit.batchNo)}: re-enqueued ${n} (${moved}/${total})`);
-      }),
       redis: ctx.redisReady ? ctx.redis : undefined,
       lock: ctx.redisReady ? ctx.lock : undefined,
       logger: ctx.logger,
@@ -75,6 +68,12 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
       ...(config.redis ? { keyPrefix: config.redis.keyPrefix } : {}),
     },
     deathNotice({ executorId, applicationName: app, reason: 'manual', detectedBy: 'afterlife-cli' }),
+    {
+      onBatch: ({ batchNo, ids }) => {
+        moved += ids.length;
+        ctx.progress(`  batch ${batchNo}: re-enqueued ${ids.length} (${moved}/${total})`);
+      },
+    },
   );
   if (summary.outcome === 'false-alarm') {
     return {

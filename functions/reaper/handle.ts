@@ -77,4 +77,3 @@ function requestFields(req: { query?: Record<string, unknown>; body?: unknown })
   if (req.query?.dryRun !== undefined) fromQuery.dryRun = req.query.dryRun === 'true' || req.query.dryRun === '1';
   return { ...fromQuery, ...(body as Record<string, unknown>) };
 }
-

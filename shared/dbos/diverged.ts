@@ -3,6 +3,17 @@ import { ident } from '../db/pool.js';
 import { type Divergence, parseDivergence } from '../fork/detect.js';
 import { appScope } from './sql.js';
 
+/** The regex prefilter for a code-26 error, as an SQL literal; parseDivergence decides. */
+const DIVERGENCE_PREFILTER = `'"dbosErrorCode":\\s*26\\M|was recorded when .* was expected'`;
+
+/**
+ * The ID plan.ts gives a child forked afresh for a parent's fork (`<root>-fork-<n>-child-<step>`). Such a
+ * fork is always its parent fork's to await, never a lineage of its own; recognising it by its ID keeps it
+ * out of the pass even when the ledger does not name it (the app helper forked, or the process died
+ * between the child's fork and the parent's).
+ */
+const FRESH_CHILD_ID = `'-fork-[0-9]+-child-[0-9]+$'`;
+
 /**
  * The reaper's diverged pass input: top-level workflows of this app that ended ERROR with
  * `DBOSUnexpectedStepError` (code 26) and have not been dealt with — not forked yet (`was_forked_from`)
@@ -13,17 +24,6 @@ import { appScope } from './sql.js';
  * `COALESCE(workflow_output.error, workflow_status.error)`; parseDivergence decides. ERROR rows are
  * reached through DBOS's idx_workflow_status_failed (status, created_at).
  */
-/** The LIKE-style prefilter for a code-26 error as an SQL literal; parseDivergence decides. */
-/**
- * The ID plan.ts gives a child forked afresh for a parent's fork (`<root>-fork-<n>-child-<step>`). Such a
- * fork is always its parent fork's to await, never a lineage of its own; recognising it by its ID keeps it
- * out of the pass even when the ledger does not name it (the app helper forked, or the process died
- * between the child's fork and the parent's).
- */
-const FRESH_CHILD_ID = `'-fork-[0-9]+-child-[0-9]+$'`;
-
-const DIVERGENCE_PREFILTER = `'"dbosErrorCode":\\s*26\\M|was recorded when .* was expected'`;
-
 export interface DivergedRow {
   workflowId: string;
   divergence: Divergence;

@@ -277,20 +277,18 @@ class Kit implements ExecutorKit {
       const running = this.app.runningCount() ?? 0;
       // Unknown (Postgres could not say) counts as left over: staying up is only safe when nothing is.
       const leftovers = pending !== 0 || running > 0;
+      this.state = 'drained';
+      this.resolveDrained();
       if (leftovers) {
         // The notice is out, so recovery may already be running this work elsewhere: nothing (a beat, a
         // registry write against a slow database) may stand between it and the exit. The registry write
         // runs beside the close, capped below it.
         this.log.notice('work outlived the drain budget: exiting, so that it stops here while recovery runs it elsewhere', { pending: pending ?? 'unknown', running, event: 'executor_drain_exit' });
-        this.state = 'drained';
-        this.resolveDrained();
         const exit = holdExit();
         await Promise.all([withTimeout(this.registry('drained', 'drain-request'), 500).catch(() => undefined), this.close()]);
         exit(0);
         return;
       }
-      this.state = 'drained';
-      this.resolveDrained();
       await Promise.all([this.beat(), this.registry('drained', 'drain-request')]);
       this.log.notice('drained', { elapsedMs: Date.now() - started, pending: pending ?? 'unknown', running, event: 'executor_drained' });
       if (this.o.exitAfterPlannedDrain && !this.terminating) {

@@ -16,7 +16,11 @@ export function budgetFrom(
 ): Budget {
   // Never less than a second of work, and never a margin bigger than half the timeout.
   const margin = Math.min(marginMs, (timeoutS * 1000) / 2);
-  const deadline = start + Math.max(1_000, timeoutS * 1000 - margin);
+  return budgetUntil(start + Math.max(1_000, timeoutS * 1000 - margin), clock);
+}
+
+/** A budget that ends at `deadline` (epoch ms on `clock`). */
+export function budgetUntil(deadline: number, clock: () => number = Date.now): Budget {
   return {
     deadline,
     remaining: () => deadline - clock(),

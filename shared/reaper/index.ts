@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { releaseLease, renewLease, tryAcquireLease } from '../db/queries/leases.js';
 import { ConfigError } from '../errors.js';
-import { type Budget, budgetFrom } from '../lifecycle/deadline.js';
+import { budgetFrom, budgetUntil } from '../lifecycle/deadline.js';
 import { isNotDue } from './orphanedVersions.js';
 import { runTick } from './tick.js';
 import type { PlannedAction, ReaperDeps, ReaperState, TickResult } from './types.js';
@@ -24,6 +24,8 @@ export interface ReaperOptions {
   /** When the invocation started; the budget counts from here. */
   startedAt?: number;
   signal?: AbortSignal;
+  /** Called after every tick with its result (the CLI's progress). */
+  onTick?: (r: TickResult) => void;
 }
 
 export interface PassTotals {
@@ -99,7 +101,7 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
       const tickStart = deps.clock();
       ticks += 1;
       if (deps.faults.enabled) await deps.faults.hit('reaper.tick', { tick: ticks, holder });
-      const tickBudget = capped(budget, leaseFrom + leaseRoomMs, deps.clock);
+      const tickBudget = budgetUntil(Math.min(budget.deadline, leaseFrom + leaseRoomMs), deps.clock);
       const r = await runTick(deps, { tick: ticks, dryRun, planned, signal: opts.signal }, tickBudget, state);
       accumulate(totals, r, errors);
       if (!('error' in r.dead)) {
@@ -111,6 +113,7 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
       if ('workflowIds' in r.orphaned) for (const id of r.orphaned.workflowIds) orphaned.add(id);
       if ('skipped' in r.orphaned && typeof r.orphaned.skipped === 'string' && !isNotDue(r.orphaned)) orphanedSkipped.add(r.orphaned.skipped);
       log.info('reaper tick', { event: 'reaper_tick', ...tickLine(r) });
+      opts.onTick?.(r);
 
       if (opts.maxTicks !== undefined && ticks >= opts.maxTicks) {
         stoppedBecause = 'max-ticks';
@@ -153,12 +156,6 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   };
   log.info('reaper invocation finished', { event: 'reaper_summary', ...summary, planned: dryRun ? planned.length : undefined });
   return summary;
-}
-
-/** The same budget, ending no later than `deadline`. */
-function capped(budget: Budget, deadline: number, clock: () => number): Budget {
-  const end = Math.min(budget.deadline, deadline);
-  return { deadline: end, remaining: () => end - clock(), expired: () => clock() >= end };
 }
 
 function emptyTotals(): PassTotals {

@@ -1,5 +1,6 @@
 import { cancelledNotForked, markStuckAction, reportStuck, touchStuckAttempt } from '../db/queries/stuckWorkflows.js';
 import { cancelIfStillQuiet, findQuietPending } from '../dbos/reaper.js';
+import type { Logger } from '../log.js';
 import { shouldStop, type ReaperDeps, type StuckPassResult, type TickContext } from './types.js';
 
 /**
@@ -23,20 +24,7 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
   const cutoffMs = deps.clock() - config.reaper.stuckAfterMs;
   const found = await findQuietPending(db, app, liveOwners, cutoffMs, STUCK_BATCH);
   const result: StuckPassResult = { examined: liveOwners.length, found: found.length, reported: 0, cancelled: 0, forked: 0, raced: 0, workflowIds: found.map((f) => f.workflowId) };
-  if (config.reaper.stuckPolicy === 'cancel-and-fork' && !ctx.dryRun && deps.forkStuck) {
-    for (const workflowId of await cancelledNotForked(db, app, { minAgeMs: LEFTOVER_MIN_AGE_MS, maxAgeMs: LEFTOVER_MAX_AGE_MS, limit: STUCK_BATCH })) {
-      if (shouldStop(ctx)) break;
-      const forkedTo = await forkStuckHook(deps, workflowId);
-      if (forkedTo === undefined) {
-        await touchStuckAttempt(db, app, workflowId);
-        log.warn('stuck workflow cancelled earlier is still not forked; retried later', { workflowId, event: 'stuck_not_forked' });
-        continue;
-      }
-      result.forked += 1;
-      await markStuckAction(db, app, workflowId, 'forked', forkedTo);
-      log.notice('stuck workflow cancelled earlier is forked now', { workflowId, forkedTo });
-    }
-  }
+  if (config.reaper.stuckPolicy === 'cancel-and-fork' && !ctx.dryRun && deps.forkStuck) result.forked += await forkLeftovers(deps, ctx, log);
   if (found.length === 0) return result;
 
   for (const f of found) {
@@ -73,13 +61,34 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
     }
     result.cancelled += 1;
     if (deps.faults.enabled) await deps.faults.hit('reaper.beforeForkStuck', { workflowId: f.workflowId });
-    const forkedTo = await forkStuckHook(deps, f.workflowId);
-    if (forkedTo !== undefined) {
-      result.forked += 1;
-      await markStuckAction(db, app, f.workflowId, 'forked', forkedTo);
-    }
+    if ((await forkCancelled(deps, f.workflowId)) !== undefined) result.forked += 1;
   }
   return result;
+}
+
+/** Cancelled-but-unforked rows a dead reaper left (see cancelledNotForked), forked now; returns how many. */
+async function forkLeftovers(deps: ReaperDeps, ctx: TickContext, log: Logger): Promise<number> {
+  const app = deps.config.applicationName;
+  let forked = 0;
+  for (const workflowId of await cancelledNotForked(deps.db, app, { minAgeMs: LEFTOVER_MIN_AGE_MS, maxAgeMs: LEFTOVER_MAX_AGE_MS, limit: STUCK_BATCH })) {
+    if (shouldStop(ctx)) break;
+    const forkedTo = await forkCancelled(deps, workflowId);
+    if (forkedTo === undefined) {
+      await touchStuckAttempt(deps.db, app, workflowId);
+      log.warn('stuck workflow cancelled earlier is still not forked; retried later', { workflowId, event: 'stuck_not_forked' });
+      continue;
+    }
+    forked += 1;
+    log.notice('stuck workflow cancelled earlier is forked now', { workflowId, forkedTo });
+  }
+  return forked;
+}
+
+/** The fork of a workflow the reaper cancelled; the report says 'forked' once there is one. */
+async function forkCancelled(deps: ReaperDeps, workflowId: string): Promise<string | undefined> {
+  const forkedTo = await forkStuckHook(deps, workflowId);
+  if (forkedTo !== undefined) await markStuckAction(deps.db, deps.config.applicationName, workflowId, 'forked', forkedTo);
+  return forkedTo;
 }
 
 /**

@@ -6,7 +6,7 @@ import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
 import { type BatchCursor, pendingByVersion, reenqueueBatch, type RecoveryGuard } from '../dbos/recovery.js';
 import { BudgetExhaustedError } from '../errors.js';
 import type { DeathNotice } from '../events/deathNotice.js';
-import { heartbeatKey, readHeartbeat, readLiveVersions } from '../heartbeat/index.js';
+import { type HeartbeatReading, heartbeatKey, readHeartbeat, readLiveVersions } from '../heartbeat/index.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import { unlimitedBudget } from '../lifecycle/deadline.js';
 import { LockUnavailableError } from '../lock/errors.js';
@@ -43,6 +43,8 @@ export interface RecoveryOptions {
   signal?: AbortSignal;
   /** Extra premise re-checked by every batch (the reaper's no-kit evidence); see RecoveryGuard. */
   guard?: RecoveryGuard;
+  /** Called after every batch statement (the CLI's progress). */
+  onBatch?: (b: { batchNo: number; ids: string[] }) => void;
 }
 
 export type RecoverySummary =
@@ -84,8 +86,8 @@ export async function recoverExecutor(deps: RecoveryDeps, notice: DeathNotice, o
 
   if (notice.reason === 'heartbeat-lapsed' && deps.redis) {
     await waitReady(deps.redis, 500);
-    const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => 'unavailable' as const);
-    if (hb !== undefined && hb !== 'unavailable') {
+    const hb = await heartbeatBack(deps, notice);
+    if (hb) {
       log.notice('heartbeat is fresh: false alarm, nothing recovered', { heartbeatTtlMs: hb.ttlMs, state: hb.value?.state });
       return falseAlarm(notice, 'heartbeat', hb.ttlMs, { reenqueued: 0, batches: 0 });
     }
@@ -192,6 +194,7 @@ async function run(
         versions[label] = (versions[label] ?? 0) + batch.ids.length;
         if (noExecutor && batch.ids.length) orphanedIds.set(applicationVersion, [...(orphanedIds.get(applicationVersion) ?? []), ...batch.ids]);
         if (faults.enabled) await faults.hit('recover.afterBatch', { recoveryId, batchNo: batches, ids: batch.ids });
+        opts.onBatch?.({ batchNo: batches, ids: batch.ids });
         shortfall ||= batch.ids.length < batch.candidates;
         if (!batch.next) {
           // A row updated while its batch ran (still PENDING, still this executor's) has a new tuple ID,
@@ -257,11 +260,10 @@ function falseAlarm(
   return { outcome: 'false-alarm', executorId: notice.executorId, applicationName: notice.applicationName, heartbeatTtlMs, contradictedBy, ...moved };
 }
 
-/** The executor's heartbeat, if its key is back; Redis failing to answer is no evidence of life. */
-async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<{ ttlMs: number | undefined } | undefined> {
+/** The executor's heartbeat, if its key is there; Redis failing to answer is no evidence of life. */
+async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<HeartbeatReading | undefined> {
   if (!deps.redis || deps.redis.status !== 'ready') return undefined;
-  const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => undefined);
-  return hb === undefined ? undefined : { ttlMs: hb.ttlMs };
+  return readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => undefined);
 }
 
 /** Versions run by live (not draining) executors, from their heartbeats; undefined when Redis can't say. */
