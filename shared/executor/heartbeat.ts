@@ -67,6 +67,13 @@ export class Heartbeat {
 
   private failed(err: unknown): void {
     const silentMs = Date.now() - this.lastOkAt;
+    // Beats come several times a second: one line a second at most, with the count it stands for.
+    this.failures += 1;
+    if (Date.now() - this.lastWarnAt >= 1_000) {
+      this.log.warn('heartbeat write failed; the next beat retries', { err, silentMs, failures: this.failures, event: 'heartbeat_failed' });
+      this.lastWarnAt = Date.now();
+      this.failures = 0;
+    }
     if (!this.lost && silentMs >= this.ttlMs) {
       this.lost = true;
       this.lostCount += 1;
@@ -77,14 +84,6 @@ export class Heartbeat {
         err,
         event: 'heartbeat_lost',
       });
-    } else if (!this.lost) {
-      // Beats come several times a second: one line a second at most, with the count it stands for.
-      this.failures += 1;
-      if (Date.now() - this.lastWarnAt >= 1_000) {
-        this.log.warn('heartbeat write failed; the next beat retries', { err, silentMs, failures: this.failures, event: 'heartbeat_failed' });
-        this.lastWarnAt = Date.now();
-        this.failures = 0;
-      }
     }
   }
 

@@ -48,6 +48,7 @@ export class LivenessLock {
   private reconnectMs = RECONNECT_MIN_MS;
   private connecting: Promise<void> | undefined;
   private warnedBusy = false;
+  private checking = false;
   private readonly channel: string;
   private readonly gone = new WeakSet<pg.Client>();
 
@@ -120,16 +121,19 @@ export class LivenessLock {
   /** The periodic question on the connection; also re-takes a lock that was busy and notices a dead link. */
   private async check(): Promise<void> {
     const client = this.client;
-    if (this.closed || this.connecting) return;
+    if (this.closed || this.connecting || this.checking) return;
     if (!client) {
       void this.connect();
       return;
     }
+    this.checking = true;
     try {
       if (await this.fenced(client)) return;
       if (!this.heldNow) await this.take(client);
     } catch (err) {
       this.lost(client, err);
+    } finally {
+      this.checking = false;
     }
   }
 
