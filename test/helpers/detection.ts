@@ -38,6 +38,11 @@ export function startReaper(deps: ReaperDeps): RunningReaper {
   };
 }
 
+/** Whether every one of `ids` was judged alive on this tick (a tick whose dead pass failed judged nobody). */
+export function judgedAlive({ r }: TickSeen, ids: string[]): boolean {
+  return !('error' in r.dead) && ids.every((id) => (r.dead as { liveOwners: string[] }).liveOwners.includes(id));
+}
+
 /** Whether the executor's liveness lock is held, and by which backend (pg_locks, as the reaper reads it). */
 export async function livenessHolder(sql: pg.Pool, app: string, executorId: string): Promise<{ pid: number; applicationName: string } | undefined> {
   const held = await sql.query<{ held: boolean }>(`SELECT ${livenessHeldSql('$1::text', '$2::text')} AS held`, [app, executorId]);
