@@ -4,8 +4,8 @@ import { FENCED_EXIT_CODE } from '../../../shared/executor/fence.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../../shared/executor/heartbeat.js';
 import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
-import { livenessHolder, waitForLock } from '../../helpers/detection.js';
-import { reaperFixture } from '../../helpers/reaper.js';
+import { judgedAlive, livenessHolder, startReaper, waitForLock } from '../../helpers/detection.js';
+import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 
 /**
  * The zombie: a live executor with the kit, mid-step, is declared dead by a forced recovery (what
@@ -80,5 +80,44 @@ describe('detection: a live executor declared dead fences itself', () => {
     ]);
     const ends = await tdb.sql.query(`SELECT 1 FROM public.step_runs WHERE executor_id = 'zombie' AND phase = 'end' AND workflow_id = ANY($1)`, [ids]);
     expect(ends.rowCount).toBe(0);
+  });
+});
+
+/**
+ * The zombie that comes back: its event loop blocked (AgentSpec.blockMs) while its liveness session was
+ * ended (as a partition the server gave up on, or a failover, would), so both witnesses are really gone
+ * and the reaper rightly declares it dead and hands its workflow to the heir. When the loop unblocks, the
+ * step in flight finishes, and then no further step body may start on it: DBOS 5.3's owner check refuses
+ * to record the step of a workflow that was handed off, and the kit re-connects, asks the fence question
+ * and exits. Whichever acts first, step_runs must show no start by the sleeper after its declaration.
+ */
+describe('detection: a zombie back from a stall fences itself before its next step', () => {
+  const fx = reaperFixture('app-stall', { env: { REAPER_TICK_MS: '250', FUNCTION_TIMEOUT_S: '600', BUDGET_MARGIN_MS: '1000' } });
+
+  it('its liveness session ended while its event loop was blocked: declared dead, it starts no step body afterwards', { timeout: 90_000 }, async () => {
+    const { tdb, app, rt } = fx;
+    const sleeper = await fx.executor('sleeper', { beat: true });
+    await fx.executor('heir', { beat: true });
+    const before = await waitForLock(tdb.sql, app, 'sleeper');
+    const reaper = startReaper(testReaperDeps(rt));
+    try {
+      await waitFor('the reaper judges both alive', async () => reaper.fullEvidenceTicksSince(0).some((t) => judgedAlive(t, ['sleeper', 'heir'])));
+      await sleeper.start('s-1', { steps: 3, stepMs: 0, blockMs: 4_000 });
+      await waitFor('the first step begins (and blocks)', async () => (await tdb.sql.query(`SELECT 1 FROM public.step_runs WHERE workflow_id = 's-1' AND phase = 'start'`)).rowCount === 1);
+      // While its loop is blocked, its session is ended (a partition the server gave up on, a failover).
+      await tdb.sql.query(`SELECT pg_terminate_backend($1)`, [before.pid]);
+      const declaredAt = await waitFor('the sleeper is declared dead (lock free, beat stale)', async () => {
+        const r = await tdb.sql.query<{ at: Date }>(`SELECT state_changed_at AS at FROM afterlife.executors WHERE application_name = $1 AND executor_id = 'sleeper' AND state = 'dead'`, [app]);
+        return r.rows[0]?.at.getTime();
+      }, { timeoutMs: 20_000 });
+      const { code } = await Promise.race([sleeper.exited, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the sleeper did not exit')), 30_000))]);
+      const exitAt = Date.now();
+      const after = await tdb.sql.query(`SELECT workflow_id, step, at FROM public.step_runs WHERE executor_id = 'sleeper' AND phase = 'start' AND at >= $1`, [new Date(declaredAt)]);
+      console.log(`[detection:stall-zombie] declared dead while blocked; exit ${code} ${exitAt - declaredAt} ms after the declaration (the block lasts 4000 ms); step bodies started by the sleeper after its declaration: ${JSON.stringify(after.rows)}`);
+      expect(code).toBe(FENCED_EXIT_CODE);
+      expect(after.rows).toEqual([]);
+    } finally {
+      await reaper.stop().catch(() => undefined);
+    }
   });
 });
