@@ -156,8 +156,11 @@ describe('detection: no false death across Postgres and Redis restarts', () => {
       if (name !== 'postgres') expect(skipped.some((s) => s.startsWith('redis'))).toBe(true);
 
       await expectUntouched(sql, owned);
-      const moved = await sql.query<{ executor_id: string }>(`SELECT executor_id FROM dbos.workflow_status WHERE workflow_uuid = $1`, [victimWf]);
-      expect(moved.rows[0]?.executor_id).not.toBe(victimId);
+      // The control's work moved: re-enqueued by the recovery, then claimed by a live executor (DBOS's poll).
+      await waitFor(`${victimWf} claimed by a live executor`, async () => {
+        const r = await sql.query<{ executor_id: string }>(`SELECT executor_id FROM dbos.workflow_status WHERE workflow_uuid = $1`, [victimWf]);
+        return LIVE.includes(r.rows[0]?.executor_id ?? '');
+      }, { timeoutMs: 10_000 });
       await finishedOnOwners(sql, owned);
     } finally {
       await reaper.stop().catch(() => undefined);
