@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
+import { VANISHED_HOST_S } from '../../../shared/executor/liveness.js';
 import { heartbeatKey } from '../../../shared/heartbeat/index.js';
 import { waitFor } from '../../helpers/db.js';
 import { expectUntouched, finishedOnOwners, judgedAlive, livenessHolder, startReaper, waitForLock } from '../../helpers/detection.js';
@@ -8,8 +9,9 @@ import { reaperFixture, TEST_TTL_MS, testReaperDeps } from '../../helpers/reaper
 /**
  * Zero false deaths for a live executor whose heartbeat stops while its process lives, with real DBOS
  * executors and a real reaper ticking every 250 ms (HEARTBEAT_TTL_MS 3000, the default 250 ms beat):
- *   4. SIGSTOPped for twice the TTL, then SIGCONTed: its key expires, its session keeps the liveness
- *      lock, so it is never declared dead, and it finishes its work afterwards. The control, in the same
+ *   4. SIGSTOPped for twice the TTL (13 s: past the session's keepalives too), then SIGCONTed: its key
+ *      expires, its session keeps the liveness lock, so it is never declared dead, and it finishes its
+ *      work afterwards. The control, in the same
  *      reaper run: an executor SIGKILLed at the same moment IS declared dead (lock free, beat stale).
  *   5. a step that blocks the event loop for twice the TTL (AgentSpec.blockMs): the same, from inside.
  *   6. its liveness connection killed with pg_terminate_backend: it re-takes the lock on a new session
@@ -17,7 +19,13 @@ import { reaperFixture, TEST_TTL_MS, testReaperDeps } from '../../helpers/reaper
  * In each, its workflows stay on it and finish there, and no step body starts twice.
  */
 const TTL_MS = TEST_TTL_MS;
-const FREEZE_MS = 2 * TTL_MS;
+const BLOCK_MS = 2 * TTL_MS;
+/**
+ * Twice the TTL, and longer than the liveness session's keepalive / tcp_user_timeout window: at the
+ * production TTL (15 s) twice the TTL is 30 s, well past VANISHED_HOST_S, so the freeze must outlast it
+ * here too — a stopped process's kernel still acknowledges, so Postgres must keep the session.
+ */
+const FREEZE_MS = Math.max(2 * TTL_MS, (VANISHED_HOST_S + 2) * 1_000);
 
 describe('detection: no false death for a frozen, blocked or disconnected live executor', () => {
   const fx = reaperFixture('app-frozen', { env: { REAPER_TICK_MS: '250', FUNCTION_TIMEOUT_S: '600', BUDGET_MARGIN_MS: '1000' } });
@@ -40,7 +48,7 @@ describe('detection: no false death for a frozen, blocked or disconnected live e
     }
   }, 120_000);
 
-  it('4: SIGSTOPped for twice the TTL, never declared dead while its session holds the lock; a SIGKILLed one is', { timeout: 60_000 }, async () => {
+  it('4: SIGSTOPped for twice the TTL (and past the session keepalives), never declared dead while its session holds the lock; a SIGKILLed one is', { timeout: 60_000 }, async () => {
     const { tdb, app, rt } = fx;
     const owned = { frozen: ['stop-1', 'stop-2'] };
     for (const id of owned.frozen) await ex.frozen?.start(id, { steps: 2, stepMs: 4_000 });
@@ -55,12 +63,13 @@ describe('detection: no false death for a frozen, blocked or disconnected live e
       ex.killed?.kill('SIGKILL');
       const stoppedAt = Date.now();
       const expiredAt = await waitFor('the frozen executor’s heartbeat key expires', async () => (!(await hasKey('frozen')) ? Date.now() : undefined), { timeoutMs: 2 * TTL_MS, intervalMs: 20 });
+      // When the registry says dead (same host, same clock), not when this sequential wait noticed it.
       const declared = await waitFor('the SIGKILLed executor is declared dead', async () => {
-        const r = await tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE application_name = $1 AND executor_id = 'killed' AND state = 'dead'`, [app]);
-        return r.rowCount === 1 ? Date.now() : undefined;
+        const r = await tdb.sql.query<{ at: Date }>(`SELECT state_changed_at AS at FROM afterlife.executors WHERE application_name = $1 AND executor_id = 'killed' AND state = 'dead'`, [app]);
+        return r.rows[0]?.at.getTime();
       }, { timeoutMs: 20_000 });
-      // Frozen for twice the TTL: the wait is the fault's length, checked on the reaper's own ticks.
-      await waitFor('twice the TTL of freeze', async () => Date.now() - stoppedAt >= FREEZE_MS, { timeoutMs: FREEZE_MS + 5_000 });
+      // The wait is the fault's length; what matters is checked on the reaper's own ticks.
+      await waitFor('the freeze to last FREEZE_MS', async () => Date.now() - stoppedAt >= FREEZE_MS, { timeoutMs: FREEZE_MS + 5_000 });
       expect(await livenessHolder(tdb.sql, app, 'frozen')).toEqual(holder);
       const frozenTicks = reaper.fullEvidenceTicksSince(expiredAt);
       ex.frozen?.kill('SIGCONT');
@@ -92,14 +101,14 @@ describe('detection: no false death for a frozen, blocked or disconnected live e
     const reaper = startReaper(testReaperDeps(rt));
     try {
       await aliveOnBoth(reaper, ['blocker']);
-      await ex.blocker?.start('block-1', { steps: 1, stepMs: 500, blockMs: FREEZE_MS });
+      await ex.blocker?.start('block-1', { steps: 1, stepMs: 500, blockMs: BLOCK_MS });
       await inFirstStep(['block-1']);
       const blockedAt = Date.now();
       const expiredAt = await waitFor('the blocked executor’s heartbeat key expires', async () => (!(await hasKey('blocker')) ? Date.now() : undefined), { timeoutMs: 2 * TTL_MS, intervalMs: 20 });
       await waitFor('the blocked step ends', async () => {
         const r = await tdb.sql.query(`SELECT 1 FROM public.step_runs WHERE workflow_id = 'block-1' AND phase = 'end'`);
         return r.rowCount === 1;
-      }, { timeoutMs: FREEZE_MS + 15_000 });
+      }, { timeoutMs: BLOCK_MS + 15_000 });
       const endedAt = Date.now();
       const blockedTicks = reaper.ticks.filter((t) => t.at >= expiredAt && t.at < endedAt - 500);
       await waitFor('it beats again', () => hasKey('blocker'), { intervalMs: 20 });

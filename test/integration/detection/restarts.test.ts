@@ -131,8 +131,8 @@ describe('detection: no false death across Postgres and Redis restarts', () => {
       const declaredAt = await waitFor(
         `${victimId} declared dead`,
         async () => {
-          const r = await sql.query(`SELECT 1 FROM afterlife.executors WHERE application_name = $1 AND executor_id = $2 AND state = 'dead'`, [app, victimId]);
-          return r.rowCount === 1 ? Date.now() : undefined;
+          const r = await sql.query<{ at: Date }>(`SELECT state_changed_at AS at FROM afterlife.executors WHERE application_name = $1 AND executor_id = $2 AND state = 'dead'`, [app, victimId]);
+          return r.rows[0]?.at.getTime();
         },
         { timeoutMs: 30_000 },
       );
