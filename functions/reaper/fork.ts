@@ -1,6 +1,6 @@
-import { autoFork } from '../../shared/fork/autoFork.js';
 import { forkDepsFromRuntime } from '../../shared/fork/deps.js';
 import { cancelForkedOriginals, forkOrphansToLatest } from '../../shared/fork/orphans.js';
+import { repairDiverged } from '../../shared/fork/rewind.js';
 import { forkStuck } from '../../shared/fork/stuck.js';
 import type { ReaperDeps } from '../../shared/reaper/types.js';
 import type { Runtime } from '../../shared/runtime.js';
@@ -13,7 +13,7 @@ import type { Runtime } from '../../shared/runtime.js';
  */
 export function forkHooks(rt: Runtime): Pick<ReaperDeps, 'autoFork' | 'forkStuck' | 'forkOrphans' | 'finishInterruptedForks'> {
   return {
-    autoFork: (workflowId) => autoFork(forkDepsFromRuntime(rt), workflowId),
+    autoFork: (workflowId) => repairDiverged(forkDepsFromRuntime(rt), workflowId),
     forkStuck: (workflowId) => forkStuck(forkDepsFromRuntime(rt), workflowId),
     forkOrphans: (info) => forkOrphansToLatest(forkDepsFromRuntime(rt), info),
     finishInterruptedForks: () => cancelForkedOriginals(forkDepsFromRuntime(rt)),

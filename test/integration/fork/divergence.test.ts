@@ -41,7 +41,7 @@ describe('auto-fork of real replay divergence', () => {
   beforeAll(async () => {
     tdb = await createTestDatabase();
     await tdb.sql.query('CREATE TABLE public.divergent_choice (key text PRIMARY KEY, value text NOT NULL)');
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app });
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { REPAIR_MODE: 'fork' } });
     deps = forkDepsFromRuntime(rt);
     client = await dbosClient(tdb.url, app);
 
@@ -107,7 +107,7 @@ describe('auto-fork of real replay divergence', () => {
   });
 
   it('A+C+F: the real reaper (an invocation, and a second reaper ticking past its lease) forks the diverged workflow and the parent from its child-start step, never the plain ERROR', async () => {
-    const rt2 = testRuntime({ databaseUrl: tdb.url, applicationName: app });
+    const rt2 = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { REPAIR_MODE: 'fork' } });
     const [first, tick2] = await Promise.all([reap(rt), reaperTick(rt2, {})]).finally(() => rt2.close());
     expect(first.errors).toEqual([]);
     expect(tick2.diverged).not.toHaveProperty('error');
