@@ -1,13 +1,11 @@
 import type { DBOSClient } from '@dbos-inc/dbos-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { type ForkDeps, forkDepsFromRuntime, getResultWithRepair, repairDiverged } from '../../../shared/fork/index.js';
-import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { allForks, dbosClient, enqueue, hasCheckpoint, QUEUES, reap, stepStarts, waitStatus } from './helpers.js';
+import { allForks, dbosClient, divergeOnB, enqueue, hasCheckpoint, QUEUES, reap, stepStarts, waitStatus } from './helpers.js';
 
 /**
  * Repair in place with real executors: A runs the example app's divergent workflows, records step 1 and
@@ -47,17 +45,7 @@ describe('repair by rewind of real replay divergence', () => {
     await waitFor('tool steps checkpointed on A', async () =>
       (await Promise.all(['wf-r', 'wf-race', 'wf-crash', 'wf-reaper', 'parent-r-1'].map((id) => hasCheckpoint(tdb.sql, id, 1)))).every(Boolean),
     );
-    await tdb.sql.query(`INSERT INTO public.divergent_choice SELECT unnest($1::text[]), 'b'`, [diverged]);
-    a.kill('SIGKILL');
-    await a.exited;
-
-    const b = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-B', queues: QUEUES });
-    executors.push(b);
-    await recoverExecutor(
-      { db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, batchSize: 100, lockTtlMs: 5_000 },
-      deathNotice({ executorId: 'exec-A', applicationName: app, reason: 'manual', detectedBy: 'test' }),
-    );
-    for (const id of [...diverged, 'parent-r-1']) await waitStatus(tdb.sql, id, 'ERROR');
+    executors.push(await divergeOnB(rt, a, { databaseUrl: tdb.url, applicationName: app, choices: diverged, waitError: [...diverged, 'parent-r-1'], sql: tdb.sql }));
   }, 120_000);
 
   afterAll(async () => {
