@@ -104,8 +104,8 @@ variable "afterlife" {
     error_message = "orphaned_version_policy must be leave or fork-to-latest."
   }
   validation {
-    condition     = contains(["report", "cancel-and-fork"], var.afterlife.stuck_policy)
-    error_message = "stuck_policy must be report or cancel-and-fork."
+    condition     = contains(["report", "cancel-and-fork", "cancel-and-repair"], var.afterlife.stuck_policy)
+    error_message = "stuck_policy must be report, cancel-and-fork or cancel-and-repair."
   }
   validation {
     # "none" behind a connection pooler that hides application_name (see the README's reaper section).

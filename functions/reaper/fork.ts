@@ -1,6 +1,7 @@
 import { forkDepsFromRuntime } from '../../shared/fork/deps.js';
 import { cancelForkedOriginals, forkOrphansToLatest } from '../../shared/fork/orphans.js';
 import { repairDiverged } from '../../shared/fork/rewind.js';
+import { repairStuck } from '../../shared/fork/rewindStuck.js';
 import { forkStuck } from '../../shared/fork/stuck.js';
 import type { ReaperDeps } from '../../shared/reaper/types.js';
 import type { Runtime } from '../../shared/runtime.js';
@@ -14,7 +15,8 @@ import type { Runtime } from '../../shared/runtime.js';
 export function forkHooks(rt: Runtime): Pick<ReaperDeps, 'autoFork' | 'forkStuck' | 'forkOrphans' | 'finishInterruptedForks'> {
   return {
     autoFork: (workflowId) => repairDiverged(forkDepsFromRuntime(rt), workflowId),
-    forkStuck: (workflowId) => forkStuck(forkDepsFromRuntime(rt), workflowId),
+    forkStuck: (workflowId) =>
+      rt.config.reaper.stuckPolicy === 'cancel-and-repair' ? repairStuck(forkDepsFromRuntime(rt), workflowId) : forkStuck(forkDepsFromRuntime(rt), workflowId),
     forkOrphans: (info) => forkOrphansToLatest(forkDepsFromRuntime(rt), info),
     finishInterruptedForks: () => cancelForkedOriginals(forkDepsFromRuntime(rt)),
   };

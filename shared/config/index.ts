@@ -60,7 +60,7 @@ const EnvSchema = z
 
     REAPER_TICK_MS: int(5_000, 100),
     STUCK_AFTER_MS: int(3_600_000, 1_000),
-    STUCK_POLICY: z.enum(['report', 'cancel-and-fork']).default('report'),
+    STUCK_POLICY: z.enum(['report', 'cancel-and-fork', 'cancel-and-repair']).default('report'),
     UNKNOWN_EXECUTOR_GRACE_MS: int(600_000, 0),
     ORPHANED_VERSION_GRACE_MS: int(300_000, 0),
     REAPER_LEASE_MS: int(90_000, 1_000),
@@ -122,7 +122,7 @@ export interface Config {
   reaper: {
     tickMs: number;
     stuckAfterMs: number;
-    stuckPolicy: 'report' | 'cancel-and-fork';
+    stuckPolicy: 'report' | 'cancel-and-fork' | 'cancel-and-repair';
     unknownExecutorGraceMs: number;
     /** ENQUEUED rows of a version no live executor runs are orphaned once untouched this long. */
     orphanedVersionGraceMs: number;

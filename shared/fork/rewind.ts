@@ -32,8 +32,10 @@ export type RepairResult =
   | AutoForkResult
   | { outcome: 'rewound' | 'already-rewound'; workflowId: string; root: string; n: number; startStep: number; reason: RewindReason; rewound: string[] };
 
-interface Target {
+export interface Target {
   workflowId: string;
+  /** The terminal status the plan saw; the rewind happens only while the workflow still shows it. */
+  status: 'ERROR' | 'CANCELLED';
   fromStep: number;
   incarnationMs: number;
   queue: QueueTarget;
@@ -41,7 +43,7 @@ interface Target {
 }
 
 type Plan =
-  | { kind: 'rewind'; targets: Target[]; reason: RewindReason; divergedWorkflowId: string; detail: string; forkedFrom: string | undefined }
+  | { kind: 'rewind'; targets: Target[]; reason: RewindReason; divergedWorkflowId: string | undefined; detail: string; forkedFrom: string | undefined }
   | { kind: 'skip'; why: 'missing' | 'not-diverged'; status: string | undefined }
   | { kind: 'fork'; why: string };
 
@@ -57,6 +59,7 @@ async function planRewind(client: ForkClient, workflowId: string, deps: ForkDeps
   const version = (s: { applicationVersion?: string | undefined }) => targetVersionOf(client, deps.targetVersion, s.applicationVersion);
   const top: Target = {
     workflowId,
+    status: 'ERROR',
     fromStep: d.stepId,
     incarnationMs: status.completedAt ?? -1,
     queue: queueOf(status),
@@ -70,7 +73,7 @@ async function planRewind(client: ForkClient, workflowId: string, deps: ForkDeps
   const chain: Target[] = [];
   let below = await client.getWorkflow(d.workflowId);
   if (below?.status !== 'ERROR' || below.completedAt === undefined) return { kind: 'fork', why: `diverged descendant ${d.workflowId} is ${below?.status ?? 'missing'}` };
-  chain.push({ workflowId: d.workflowId, fromStep: d.stepId, incarnationMs: below.completedAt, queue: queueOf(below), applicationVersion: await version(below) });
+  chain.push({ workflowId: d.workflowId, status: 'ERROR', fromStep: d.stepId, incarnationMs: below.completedAt, queue: queueOf(below), applicationVersion: await version(below) });
   for (let hops = 0; hops < 100; hops++) {
     const parentId: string | undefined = below.parentWorkflowID;
     if (!parentId) return { kind: 'fork', why: `${d.workflowId} is not a descendant of ${workflowId} (awaited, not started, by it)` };
@@ -83,7 +86,7 @@ async function planRewind(client: ForkClient, workflowId: string, deps: ForkDeps
     }
     const parent = await client.getWorkflow(parentId);
     if (parent?.status !== 'ERROR' || parent.completedAt === undefined) return { kind: 'fork', why: `intermediate parent ${parentId} is ${parent?.status ?? 'missing'}` };
-    chain.push({ workflowId: parentId, fromStep: awaited.functionID, incarnationMs: parent.completedAt, queue: queueOf(parent), applicationVersion: await version(parent) });
+    chain.push({ workflowId: parentId, status: 'ERROR', fromStep: awaited.functionID, incarnationMs: parent.completedAt, queue: queueOf(parent), applicationVersion: await version(parent) });
     below = parent;
   }
   return { kind: 'fork', why: `${workflowId} is more than 100 levels above ${d.workflowId}` };
@@ -101,34 +104,55 @@ export async function repairDiverged(deps: ForkDeps, workflowId: string): Promis
   if (typeof client.rewindWorkflow !== 'function') return fallBack('this DBOS client has no rewindWorkflow (DBOS 5.3+)');
   const plan = await planRewind(client, workflowId, deps);
   if (plan.kind === 'skip') return { outcome: 'skipped', workflowId, why: plan.why, status: plan.status };
-  const { root, depth } = await lineageOf(client, workflowId, plan.kind === 'rewind' ? plan.forkedFrom : undefined);
-  const top = plan.kind === 'rewind' ? plan.targets.at(-1) : undefined;
-  const priorRewinds = await rewindsOf(deps.db, root, top ? { workflowId: top.workflowId, incarnationMs: top.incarnationMs } : undefined);
-  if (plan.kind === 'fork') return fallBack(plan.why, priorRewinds);
-  if (!top) return fallBack('nothing to rewind', priorRewinds);
+  if (plan.kind === 'fork') {
+    const { root } = await lineageOf(client, workflowId, (await client.getWorkflow(workflowId))?.forkedFrom);
+    return fallBack(plan.why, await rewindsOf(deps.db, root));
+  }
+  const done = await rewindPlanned(deps, client, log, plan);
+  return 'fallback' in done ? fallBack(done.fallback, done.priorRewinds) : done;
+}
+
+export type RewindPlan = Extract<Plan, { kind: 'rewind' }>;
+
+/**
+ * The part of every rewind repair after planning: the lineage's budget (forks + rewinds, then the dead
+ * letter), the data-source check, the root lock, the ledger claim, the rewinds. `fallback` says why the
+ * caller should fork instead.
+ */
+export async function rewindPlanned(
+  deps: ForkDeps,
+  client: ForkClient,
+  log: Logger,
+  plan: RewindPlan,
+): Promise<RepairResult | { fallback: string; priorRewinds: number }> {
+  const top = plan.targets.at(-1);
+  if (!top) return { fallback: 'nothing to rewind', priorRewinds: 0 };
+  const { root, depth } = await lineageOf(client, top.workflowId, plan.forkedFrom);
+  const priorRewinds = await rewindsOf(deps.db, root, { workflowId: top.workflowId, incarnationMs: top.incarnationMs });
   const unsafe = await dataSourceCheckpointsFrom(deps.db, deps.dataSourceSchemas ?? [], plan.targets);
   const [first] = unsafe;
   if (first) {
-    return fallBack(
-      `data-source checkpoints at or past the cut (${first.schema}.transaction_completion: ${first.workflowId} step ${first.functionId}` +
+    return {
+      fallback:
+        `data-source checkpoints at or past the cut (${first.schema}.transaction_completion: ${first.workflowId} step ${first.functionId}` +
         `${unsafe.length > 1 ? ` and ${unsafe.length - 1} more` : ''}); DBOSClient.rewindWorkflow cannot remove them, and the replay would be served their outputs`,
       priorRewinds,
-    );
+    };
   }
   const done = await underRootLock(deps, root, async (): Promise<RepairResult> => {
     if (depth + priorRewinds >= deps.maxForks) {
-      return deadLetter(deps, { workflowId, root, forks: depth + priorRewinds, reason: plan.reason, error: plan.detail }, log);
+      return deadLetter(deps, { workflowId: top.workflowId, root, forks: depth + priorRewinds, reason: plan.reason, error: plan.detail }, log);
     }
     return rewindUnderClaim(deps, client, log, { root, depth, plan, top });
   });
-  return done === 'busy' ? { outcome: 'busy', workflowId, root } : done;
+  return done === 'busy' ? { outcome: 'busy', workflowId: top.workflowId, root } : done;
 }
 
 async function rewindUnderClaim(
   deps: ForkDeps,
   client: ForkClient,
   log: Logger,
-  p: { root: string; depth: number; plan: Extract<Plan, { kind: 'rewind' }>; top: Target },
+  p: { root: string; depth: number; plan: RewindPlan; top: Target },
 ): Promise<RepairResult> {
   const faults = deps.faults ?? noFaults;
   const { root, plan, top } = p;
@@ -157,7 +181,7 @@ async function rewindUnderClaim(
   // A taken-over claim follows the plan its first claimer recorded: some of it may be done already.
   const byId = new Map(plan.targets.map((t) => [t.workflowId, t]));
   const targets: Target[] = [
-    ...claim.descendants.map((d) => ({ ...(byId.get(d.workflowId) ?? { queue: {}, applicationVersion: top.applicationVersion }), ...d })),
+    ...claim.descendants.map((d) => ({ ...(byId.get(d.workflowId) ?? { status: 'ERROR' as const, queue: {}, applicationVersion: top.applicationVersion }), ...d })),
     top,
   ];
   const rewound: string[] = [];
@@ -168,7 +192,7 @@ async function rewindUnderClaim(
   if (faults.enabled) await faults.hit('rewind.afterRewind', { workflowId: top.workflowId, root, n: claim.n });
   await markRewound(deps.db, top.workflowId, top.incarnationMs);
   const outcome = rewound.includes(top.workflowId) ? 'rewound' : 'already-rewound';
-  log.notice(outcome === 'rewound' ? 'diverged workflow rewound under its own ID' : 'diverged workflow was already rewound', {
+  log.notice(outcome === 'rewound' ? 'workflow rewound under its own ID' : 'workflow was already rewound', {
     event: 'rewind',
     outcome,
     root,
@@ -188,7 +212,7 @@ async function rewindUnderClaim(
  */
 async function rewindOne(client: ForkClient, t: Target): Promise<boolean> {
   const now = await client.getWorkflow(t.workflowId);
-  if (now?.status !== 'ERROR' || now.completedAt !== t.incarnationMs) return false;
+  if (now?.status !== t.status || now.completedAt !== t.incarnationMs) return false;
   if (!client.rewindWorkflow) return false;
   try {
     await client.rewindWorkflow(t.workflowId, {

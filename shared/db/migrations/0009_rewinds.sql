@@ -42,3 +42,7 @@ CREATE VIEW :SCHEMA:.repairs AS
   SELECT root_workflow_id, n, application_name, 'rewind'::text AS mode, workflow_id,
          workflow_id AS repaired_as, from_step, reason, detail, created_at
     FROM :SCHEMA:.rewinds;
+
+-- STUCK_POLICY=cancel-and-repair: a stuck workflow the reaper cancelled and rewound goes on under its own ID.
+ALTER TABLE :SCHEMA:.stuck_workflows DROP CONSTRAINT stuck_workflows_action_check;
+ALTER TABLE :SCHEMA:.stuck_workflows ADD CONSTRAINT stuck_workflows_action_check CHECK (action IN ('reported', 'cancelled', 'forked', 'rewound'));
