@@ -1,6 +1,7 @@
 import { forkDepsFromRuntime } from '../../shared/fork/deps.js';
 import { cancelForkedOriginals, forkOrphansToLatest } from '../../shared/fork/orphans.js';
 import { repairDiverged } from '../../shared/fork/rewind.js';
+import { finishOrphanRewinds } from '../../shared/fork/rewindOrphans.js';
 import { repairStuck } from '../../shared/fork/rewindStuck.js';
 import { forkStuck } from '../../shared/fork/stuck.js';
 import type { ReaperDeps } from '../../shared/reaper/types.js';
@@ -18,6 +19,6 @@ export function forkHooks(rt: Runtime): Pick<ReaperDeps, 'autoFork' | 'forkStuck
     forkStuck: (workflowId) =>
       rt.config.reaper.stuckPolicy === 'cancel-and-repair' ? repairStuck(forkDepsFromRuntime(rt), workflowId) : forkStuck(forkDepsFromRuntime(rt), workflowId),
     forkOrphans: (info) => forkOrphansToLatest(forkDepsFromRuntime(rt), info),
-    finishInterruptedForks: () => cancelForkedOriginals(forkDepsFromRuntime(rt)),
+    finishInterruptedForks: async () => [...(await cancelForkedOriginals(forkDepsFromRuntime(rt))), ...(await finishOrphanRewinds(forkDepsFromRuntime(rt)))],
   };
 }

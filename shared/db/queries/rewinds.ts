@@ -101,3 +101,38 @@ export async function rewindsOf(db: Db, root: string, except?: { workflowId: str
   );
   return res.rows[0]?.n ?? 0;
 }
+
+/** An orphaned-version rewind whose claimer went quiet before it was done (see finishOrphanRewinds). */
+export interface StaleRewind {
+  root: string;
+  n: number;
+  workflowId: string;
+  incarnationMs: number;
+  fromStep: number;
+  applicationVersion: string | undefined;
+}
+
+/**
+ * Orphaned-version rewinds claimed, not done, and quiet for `staleClaimMs`: the claimer died between its
+ * ledger row, the cancel and the rewind. Only a day back: past that the workflow has moved on anyway.
+ */
+export async function staleOrphanRewinds(db: Db, applicationName: string, staleClaimMs: number, limit: number): Promise<StaleRewind[]> {
+  const res = await db.query<{ root_workflow_id: string; n: number; workflow_id: string; incarnation_ms: string; from_step: number; application_version: string | null }>(
+    `SELECT root_workflow_id, n, workflow_id, incarnation_ms::text, from_step, application_version
+       FROM ${ident(db.afterlifeSchema)}.rewinds
+      WHERE application_name = $1 AND reason = 'orphaned-version' AND rewound_at IS NULL
+        AND claimed_at < now() - make_interval(secs => $2::double precision / 1000)
+        AND created_at > now() - interval '1 day'
+      ORDER BY created_at LIMIT $3`,
+    [applicationName, staleClaimMs, limit],
+    'rewinds.staleOrphans',
+  );
+  return res.rows.map((r) => ({
+    root: r.root_workflow_id,
+    n: r.n,
+    workflowId: r.workflow_id,
+    incarnationMs: Number(r.incarnation_ms),
+    fromStep: r.from_step,
+    applicationVersion: r.application_version ?? undefined,
+  }));
+}
