@@ -1,3 +1,4 @@
+import type { DBOSClient, WorkflowStatus } from '@dbos-inc/dbos-sdk';
 import { divergenceOf } from './detect.js';
 import { executePlan, type ForkClient, forkId, lineageOf, planDivergenceFork, type TargetVersion } from './plan.js';
 
@@ -56,9 +57,42 @@ export async function getResultWithRepair<R>(client: ForkClient, workflowId: str
   }
 }
 
+/**
+ * A stream consumer that survives repairs: DBOS's `readStream` ends when the writer ends without closing
+ * the stream (a diverged workflow in ERROR). This reads on from the same offset once afterlife rewound the
+ * workflow (same ID), to the stream's close. A rewind keeps the entries the discarded run wrote (DBOS
+ * removes only the close marker), so what was already read stays read and the repaired run's entries follow.
+ * A workflow repaired by a fork ends the stream here: the fork is another workflow with its own stream.
+ */
+export async function* readStreamWithRepair<T>(
+  client: ForkClient & Pick<DBOSClient, 'readStream'>,
+  workflowId: string,
+  key: string,
+  opts: Omit<RepairOptions, 'repair'> = {},
+): AsyncGenerator<T, void, unknown> {
+  let offset = 0;
+  for (;;) {
+    let read = 0;
+    for await (const value of client.readStream<T>(workflowId, key, { offset })) {
+      offset += 1;
+      read += 1;
+      yield value;
+    }
+    const s = await client.getWorkflow(workflowId);
+    if (!s) return;
+    if (['ERROR', 'CANCELLED'].includes(s.status)) {
+      const next = await awaitRepair(client, workflowId, new Error(`stream ${key} of ${workflowId} ended with the workflow ${s.status}`), opts, s);
+      if (next !== workflowId) return;
+      continue;
+    }
+    // Rewound and run on meanwhile: read on; finished with nothing more to read: the end.
+    if (read === 0 && !['ENQUEUED', 'PENDING', 'DELAYED'].includes(s.status)) return;
+  }
+}
+
 /** Waits for afterlife to repair `id` after it failed with `err`; the ID to await next (itself, or its fork). */
-async function awaitRepair(client: ForkClient, id: string, err: unknown, opts: RepairOptions): Promise<string> {
-  const first = await client.getWorkflow(id);
+async function awaitRepair(client: ForkClient, id: string, err: unknown, opts: RepairOptions, seen?: WorkflowStatus): Promise<string> {
+  const first = seen ?? (await client.getWorkflow(id));
   const repairable = divergenceOf(err) !== undefined || divergenceOf(first?.error) !== undefined || first?.status === 'CANCELLED';
   if (!first || !repairable) throw err;
   const deadline = Date.now() + (opts.repairTimeoutMs ?? DEFAULT_REPAIR_TIMEOUT_MS);

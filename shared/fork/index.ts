@@ -10,7 +10,7 @@ export { lazyDbosClient } from './client.js';
 export { type Divergence, divergenceOf, parseDivergence, UNEXPECTED_STEP_CODE } from './detect.js';
 export { forkDepsFromRuntime } from './deps.js';
 export { getResultWithAutoFork, type AutoForkOptions } from './getResultWithAutoFork.js';
-export { DEFAULT_REPAIR_TIMEOUT_MS, ForkBudgetExhaustedError, getResultWithRepair, type RepairOptions } from './getResultWithRepair.js';
+export { DEFAULT_REPAIR_TIMEOUT_MS, ForkBudgetExhaustedError, getResultWithRepair, readStreamWithRepair, type RepairOptions } from './getResultWithRepair.js';
 export { repairDiverged, type RepairResult } from './rewind.js';
 export { cancelForkedOriginals, forkOrphansToLatest, type OrphanInfo, type OrphanOutcome } from './orphans.js';
 export { forkStuck } from './stuck.js';

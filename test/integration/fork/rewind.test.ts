@@ -1,6 +1,6 @@
 import type { DBOSClient } from '@dbos-inc/dbos-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ForkDeps, forkDepsFromRuntime, getResultWithRepair, repairDiverged } from '../../../shared/fork/index.js';
+import { type ForkDeps, forkDepsFromRuntime, getResultWithRepair, readStreamWithRepair, repairDiverged } from '../../../shared/fork/index.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
@@ -21,7 +21,15 @@ describe('repair by rewind of real replay divergence', () => {
   const executors: ExecutorHandle[] = [];
   const app = uniqueName('app-rewind');
   const spec = (key: string) => ({ key, lastStepMs: 3_000 });
-  const diverged = ['wf-r', 'wf-race', 'wf-crash', 'wf-reaper', 'parent-r'];
+  const diverged = ['wf-r', 'wf-race', 'wf-crash', 'wf-reaper', 'parent-r', 'wf-stream'];
+  // Consumers of wf-stream's token stream, started before the divergence.
+  let repairAware: Promise<string[]>;
+  let plain: Promise<string[]>;
+  const collect = async (it: AsyncIterable<string>) => {
+    const out: string[] = [];
+    for await (const v of it) out.push(v);
+    return out;
+  };
 
   const rewindRows = async (id: string) =>
     (
@@ -40,10 +48,15 @@ describe('repair by rewind of real replay divergence', () => {
 
     const a = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-A', queues: QUEUES });
     executors.push(a);
-    for (const id of diverged.filter((x) => x.startsWith('wf-'))) await enqueue(client, 'divergentWorkflow', id, 'v1', spec(id));
+    for (const id of diverged.filter((x) => x.startsWith('wf-') && x !== 'wf-stream')) await enqueue(client, 'divergentWorkflow', id, 'v1', spec(id));
+    await enqueue(client, 'streamingDivergentWorkflow', 'wf-stream', 'v1', spec('wf-stream'));
+    repairAware = collect(readStreamWithRepair<string>(client, 'wf-stream', 'tokens', { pollMs: 200, repairTimeoutMs: 90_000 }));
+    plain = collect(client.readStream<string>('wf-stream', 'tokens'));
     await enqueue(client, 'parentWorkflow', 'parent-r', 'v1', spec('parent-r'));
     await waitFor('tool steps checkpointed on A', async () =>
-      (await Promise.all(['wf-r', 'wf-race', 'wf-crash', 'wf-reaper', 'parent-r-1'].map((id) => hasCheckpoint(tdb.sql, id, 1)))).every(Boolean),
+      (await Promise.all(['wf-r', 'wf-race', 'wf-crash', 'wf-reaper', 'parent-r-1'].map((id) => hasCheckpoint(tdb.sql, id, 1)))).every(Boolean) &&
+      // wf-stream: plan (0), its token (1), the tool (2), its token (3); the answer (4) is in flight.
+      (await hasCheckpoint(tdb.sql, 'wf-stream', 3)),
     );
     executors.push(await divergeOnB(rt, a, { databaseUrl: tdb.url, applicationName: app, choices: diverged, waitError: [...diverged, 'parent-r-1'], sql: tdb.sql }));
   }, 120_000);
@@ -68,6 +81,16 @@ describe('repair by rewind of real replay divergence', () => {
     expect(await repairDiverged(deps, 'wf-r')).toMatchObject({ outcome: 'skipped', why: 'not-diverged', status: 'SUCCESS' });
     expect(await stepStarts(tdb.sql, 'wf-r', 1)).toBe(2);
     expect(await allForks(tdb.sql)).toEqual([]);
+  });
+
+  it('a readStream consumer started before the divergence reads the repaired stream to its end', async () => {
+    // DBOS's own reader stops when the writer ends in ERROR without closing the stream.
+    expect(await plain).toEqual(['plan@exec-A', 'tool-a@exec-A']);
+    expect(await repairDiverged(deps, 'wf-stream')).toMatchObject({ outcome: 'rewound', startStep: 2 });
+    // The discarded run's token stays (a rewind removes only the close marker); the repaired run's follow, to the close.
+    expect(await repairAware).toEqual(['plan@exec-A', 'tool-a@exec-A', 'tool-b@exec-B', 'answer@exec-B']);
+    expect(await client.getWorkflow('wf-stream')).toMatchObject({ status: 'SUCCESS' });
+    expect(await collect(client.readStream<string>('wf-stream', 'tokens'))).toEqual(['plan@exec-A', 'tool-a@exec-A', 'tool-b@exec-B', 'answer@exec-B']);
   });
 
   it('two repairers racing without Redis rewind it once (the ledger claim and DBOS status re-check fence)', async () => {
