@@ -29,7 +29,7 @@ export interface ForkDeps {
   deadLetterTopic: string;
   maxForks: number;
   targetVersion: TargetVersion;
-  /** REPAIR_MODE: rewind in place (DBOS 5.3+) or fork. */
+  /** REPAIR_MODE: rewind in place (DBOSClient.rewindWorkflow, in 5.2.11 and 5.3.0) or fork. */
   repairMode?: 'rewind' | 'fork';
   /** Schemas holding DBOS data-source checkpoints (transaction_completion) afterlife can read. */
   dataSourceSchemas?: readonly string[];

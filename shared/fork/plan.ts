@@ -11,7 +11,7 @@ export type ForkClient = Pick<
   DBOSClient,
   'getWorkflow' | 'listWorkflowSteps' | 'forkWorkflow' | 'cancelWorkflow' | 'getLatestApplicationVersion' | 'retrieveWorkflow'
 > &
-  // DBOS 5.3+ only: on 5.2 the client has no rewind, and repair falls back to forks.
+  // Optional: a client without rewind (older than the supported 5.2.11) makes every repair a fork.
   Partial<Pick<DBOSClient, 'rewindWorkflow'>>;
 
 export type ForkReason = 'diverged' | 'child-diverged' | 'orphaned-version' | 'stuck';

@@ -17,7 +17,7 @@ import { type ForkClient, lineageOf, queueOf, type QueueTarget, targetVersionOf 
  * the same child (DBOS starts a child whose ID exists by attaching to it), so the await is the cut.
  *
  * A fork is made instead, saying why, when rewind cannot do the job: REPAIR_MODE=fork; a DBOS without
- * `rewindWorkflow` (5.2); data-source checkpoints at or past a cut (see shared/dbos/dataSourceCheckpoints.ts:
+ * `rewindWorkflow` (older than the supported 5.2.11); data-source checkpoints at or past a cut (see shared/dbos/dataSourceCheckpoints.ts:
  * only the app's in-process rewind removes them); a lineage whose shape a rewind cannot follow.
  *
  * Bounds and fences: rewinds and forks share MAX_FORKS per lineage, then the existing dead letter. The
@@ -101,7 +101,7 @@ export async function repairDiverged(deps: ForkDeps, workflowId: string): Promis
     log.notice('repairing by fork instead of rewind', { event: 'repair_fork_fallback', why });
     return autoFork(deps, workflowId, priorRewinds ? { priorRewinds } : {});
   };
-  if (typeof client.rewindWorkflow !== 'function') return fallBack('this DBOS client has no rewindWorkflow (DBOS 5.3+)');
+  if (typeof client.rewindWorkflow !== 'function') return fallBack('this DBOS client has no rewindWorkflow (it is in 5.2.11 and later)');
   const plan = await planRewind(client, workflowId, deps);
   if (plan.kind === 'skip') return { outcome: 'skipped', workflowId, why: plan.why, status: plan.status };
   if (plan.kind === 'fork') {

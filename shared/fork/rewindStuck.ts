@@ -19,7 +19,7 @@ export async function repairStuck(deps: ForkDeps, workflowId: string): Promise<s
     log.notice('repairing by fork instead of rewind', { event: 'repair_fork_fallback', why });
     return forkStuck(deps, workflowId);
   };
-  if (typeof client.rewindWorkflow !== 'function') return fallBack('this DBOS client has no rewindWorkflow (DBOS 5.3+)');
+  if (typeof client.rewindWorkflow !== 'function') return fallBack('this DBOS client has no rewindWorkflow (it is in 5.2.11 and later)');
   const status = await client.getWorkflow(workflowId);
   if (status?.status !== 'CANCELLED' || status.completedAt === undefined) return undefined;
   const steps = (await client.listWorkflowSteps(workflowId)) ?? [];
