@@ -490,6 +490,8 @@ const SAMPLES: Record<string, string> = {
   DATASOURCE_SCHEMAS: 'dbos',
   DBOS_SCHEMA_MAX_VERSION: '123',
   REAPER_SESSION_EVIDENCE: 'pg_stat_activity',
+  REAPER_RECOVERY: 'inline',
+  REAPER_LIVENESS_EVIDENCE: 'pg_locks',
   LOG_LEVEL: 'INFO',
   DBOS_SYSTEM_SCHEMA: 'dbos',
   AFTERLIFE_SCHEMA: 'afterlife',
