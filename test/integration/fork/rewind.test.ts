@@ -5,7 +5,7 @@ import { FaultInjector } from '../../../shared/testing/faults.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { allForks, dbosClient, divergeOnB, enqueue, hasCheckpoint, QUEUES, reap, stepStarts, waitStatus } from './helpers.js';
+import { allForks, dbosClient, divergeOnB, enqueue, hasCheckpoint, QUEUES, reap, reaperTick, stepStarts, waitStatus } from './helpers.js';
 
 /**
  * Repair in place with real executors: A runs the example app's divergent workflows, records step 1 and
@@ -144,11 +144,14 @@ describe('repair by rewind of real replay divergence', () => {
     expect(row.rows).toEqual([{ n: 1, from_step: 2, reason: 'child-diverged', descendants: [expect.objectContaining({ workflowId: 'parent-r-1', fromStep: 1 })] }]);
   });
 
-  it('the real reaper rewinds by default (REPAIR_MODE=rewind) and forks nothing', async () => {
-    const first = await reap(rt);
+  it('the real reaper (an invocation, and a second reaper ticking past its lease) rewinds by default, once, and forks nothing', async () => {
+    const rt2 = testRuntime({ databaseUrl: tdb.url, applicationName: app });
+    const [first, tick2] = await Promise.all([reap(rt), reaperTick(rt2, {})]).finally(() => rt2.close());
     expect(first.errors).toEqual([]);
+    expect(tick2.diverged).not.toHaveProperty('error');
     await waitStatus(tdb.sql, 'wf-reaper', 'SUCCESS');
     expect(await rewindRows('wf-reaper')).toEqual([{ root: 'wf-reaper', n: 1, from_step: 1, reason: 'diverged', done: true }]);
+    expect(await stepStarts(tdb.sql, 'wf-reaper', 1)).toBe(2); // A's tool-a and one repaired run's tool-b
     expect(await allForks(tdb.sql)).toEqual([]);
   });
 
