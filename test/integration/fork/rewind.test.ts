@@ -5,7 +5,7 @@ import { FaultInjector } from '../../../shared/testing/faults.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { allForks, dbosClient, divergeOnB, enqueue, hasCheckpoint, QUEUES, reap, reaperTick, stepStarts, waitStatus } from './helpers.js';
+import { allForks, dbosClient, divergeOnB, enqueue, hasCheckpoint, QUEUES, reap, reaperTick, reapUntil, stepStarts, waitStatus } from './helpers.js';
 
 /**
  * Repair in place with real executors: A runs the example app's divergent workflows, records step 1 and
@@ -52,6 +52,8 @@ describe('repair by rewind of real replay divergence', () => {
     await enqueue(client, 'streamingDivergentWorkflow', 'wf-stream', 'v1', spec('wf-stream'));
     repairAware = collect(readStreamWithRepair<string>(client, 'wf-stream', 'tokens', { pollMs: 200, repairTimeoutMs: 90_000 }));
     plain = collect(client.readStream<string>('wf-stream', 'tokens'));
+    // Awaited by their test; handled here too, so a run filtered to other tests does not report them.
+    for (const p of [repairAware, plain]) p.catch(() => undefined);
     await enqueue(client, 'parentWorkflow', 'parent-r', 'v1', spec('parent-r'));
     await waitFor('tool steps checkpointed on A', async () =>
       (await Promise.all(['wf-r', 'wf-race', 'wf-crash', 'wf-reaper', 'parent-r-1'].map((id) => hasCheckpoint(tdb.sql, id, 1)))).every(Boolean) &&
@@ -177,5 +179,20 @@ describe('repair by rewind of real replay divergence', () => {
     expect(dl.rows).toEqual([{ workflow_id: 'always', forks: 3 }]);
     expect(await client.getWorkflow('always')).toMatchObject({ status: 'ERROR' });
     expect(await stepStarts(tdb.sql, 'always', 0)).toBe(1);
+  });
+
+  it('the real reaper alone: rewinds a workflow diverging on every replay MAX_FORKS times, then one dead letter', { timeout: 120_000 }, async () => {
+    await enqueue(client, 'alwaysDivergentWorkflow', 'always-reaped', 'v1');
+    await waitStatus(tdb.sql, 'always-reaped', 'ERROR');
+    const deadLetter = async () => (await tdb.sql.query(`SELECT workflow_id, forks FROM afterlife.dead_letters WHERE root_workflow_id = 'always-reaped'`)).rows;
+    await reapUntil(rt, 'the dead letter of always-reaped', async () => (await deadLetter()).length > 0, 90_000);
+    expect(await deadLetter()).toEqual([{ workflow_id: 'always-reaped', forks: 3 }]);
+    expect((await rewindRows('always-reaped')).map((r) => [r.n, r.done])).toEqual([[1, true], [2, true], [3, true]]);
+    // More invocations change nothing: no fourth rewind, no second dead letter.
+    await reap(rt);
+    expect(await rewindRows('always-reaped')).toHaveLength(3);
+    expect(await deadLetter()).toHaveLength(1);
+    expect(await stepStarts(tdb.sql, 'always-reaped', 0)).toBe(1);
+    expect(await allForks(tdb.sql)).toEqual([]);
   });
 });
