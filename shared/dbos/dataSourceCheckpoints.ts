@@ -18,8 +18,11 @@ import { ident } from '../db/pool.js';
 export interface DataSourceCheckpoint {
   schema: string;
   workflowId: string;
+  /** -1 when the table exists but afterlife's role may not read it: unknown, so treated as unsafe. */
   functionId: number;
 }
+
+const INSUFFICIENT_PRIVILEGE = '42501';
 
 export async function dataSourceCheckpointsFrom(
   db: Db,
@@ -43,7 +46,11 @@ export async function dataSourceCheckpointsFrom(
         ORDER BY tc.workflow_id, tc.function_num`,
       [cuts.map((c) => c.workflowId), cuts.map((c) => c.fromStep)],
       'dbos.dataSourceCheckpoints',
-    );
+    ).catch((err: unknown) => {
+      // A table the app created after afterlife's grants: not knowing must not read as "none" (fail closed).
+      if ((err as { code?: unknown }).code !== INSUFFICIENT_PRIVILEGE) throw err;
+      return { rows: cuts.map((c) => ({ workflow_id: c.workflowId, function_num: -1 })) };
+    });
     out.push(...res.rows.map((r) => ({ schema, workflowId: r.workflow_id, functionId: r.function_num })));
   }
   return out;

@@ -134,8 +134,10 @@ export async function rewindPlanned(
   if (first) {
     return {
       fallback:
-        `data-source checkpoints at or past the cut (${first.schema}.transaction_completion: ${first.workflowId} step ${first.functionId}` +
-        `${unsafe.length > 1 ? ` and ${unsafe.length - 1} more` : ''}); DBOSClient.rewindWorkflow cannot remove them, and the replay would be served their outputs`,
+        first.functionId < 0
+          ? `${first.schema}.transaction_completion (data-source checkpoints) is not readable by afterlife's role: grant it SELECT, or rewinds are not known to be safe`
+          : `data-source checkpoints at or past the cut (${first.schema}.transaction_completion: ${first.workflowId} step ${first.functionId}` +
+            `${unsafe.length > 1 ? ` and ${unsafe.length - 1} more` : ''}); DBOSClient.rewindWorkflow cannot remove them, and the replay would be served their outputs`,
       priorRewinds,
     };
   }
