@@ -29,7 +29,11 @@ class NodePgDataSource implements DataSourceTransactionHandler {
   #pool: pg.Pool | undefined;
 
   get pool(): pg.Pool {
-    this.#pool ??= new pg.Pool({ connectionString: process.env.DBOS_SYSTEM_DATABASE_URL, max: 2, application_name: 'agent-app-datasource' });
+    if (!this.#pool) {
+      this.#pool = new pg.Pool({ connectionString: process.env.DBOS_SYSTEM_DATABASE_URL, max: 2, application_name: 'agent-app-datasource' });
+      // An idle client whose session the server ended (a Postgres restart) must not crash the app.
+      this.#pool.on('error', () => undefined);
+    }
     return this.#pool;
   }
 

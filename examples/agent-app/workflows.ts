@@ -30,13 +30,23 @@ export async function ensureStepTable(): Promise<void> {
     phase text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`);
 }
 
+/**
+ * One row per step start and end. A database that is briefly away (a restart under test) is waited out for
+ * up to 15 s inside the step, as an app's own write would retry, so the step is not failed for it and its
+ * body does not run again.
+ */
 async function record(workflowId: string, step: number, phase: 'start' | 'end'): Promise<void> {
-  await appPool?.query('INSERT INTO public.step_runs (workflow_id, step, executor_id, phase) VALUES ($1, $2, $3, $4)', [
-    workflowId,
-    step,
-    DBOS.executorID,
-    phase,
-  ]);
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    try {
+      await appPool?.query('INSERT INTO public.step_runs (workflow_id, step, executor_id, phase) VALUES ($1, $2, $3, $4)', [workflowId, step, DBOS.executorID, phase]);
+      return;
+    } catch (err) {
+      const transient = /ECONNREFUSED|ECONNRESET|terminating connection|the database system is (starting up|shutting down)|Connection terminated/.test(String(err));
+      if (!transient || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
 }
 
 async function agentStep(step: number, stepMs: number, blockMs: number): Promise<string> {
