@@ -76,8 +76,17 @@ describe.skipIf(blocked !== undefined)('reaper: a Postgres restart mid-invocatio
       (err: unknown): { error: unknown } => ({ error: err }),
     );
 
+    // Waits for ticks, failing at once (with its error) if the invocation ends first.
+    const ticksAfter = (what: string, from: number) =>
+      Promise.race([
+        waitFor(what, async () => okAt().filter((t) => t > from).length >= 8, { timeoutMs: 20_000, intervalMs: 50 }),
+        settled.then((out) => {
+          throw new Error(`the invocation ended before ${what}: ${'error' in out ? String(out.error) : JSON.stringify(out.summary)}`);
+        }),
+      ]);
+
     try {
-      await waitFor('eight ticks before the restart', async () => okAt().length >= 8, { timeoutMs: 20_000, intervalMs: 50 });
+      await ticksAfter('eight ticks before the restart', 0);
       await server.stop();
       const down = Date.now();
       // The outage itself (the fault being injected), not a wait for an outcome.
@@ -85,7 +94,7 @@ describe.skipIf(blocked !== undefined)('reaper: a Postgres restart mid-invocatio
       const upStart = Date.now();
       await server.start();
       const upAt = Date.now();
-      await waitFor('eight ticks after the restart', async () => okAt().filter((t) => t > upAt).length >= 8, { timeoutMs: 20_000, intervalMs: 50 });
+      await ticksAfter('eight ticks after the restart', upAt);
       controller.abort();
       const out = await settled;
       if ('error' in out) throw out.error;
@@ -125,17 +134,26 @@ describe.skipIf(blocked !== undefined)('reaper: a Postgres restart mid-invocatio
 /**
  * SIGKILL of the reaper instance holding the lease. Two served reaper functions (functions-framework
  * processes, so two instance names, `reaper@host:pid`) are each called by a Scheduler stand-in that
- * overlaps calls as Cloud Scheduler does: every 4 s with FUNCTION_TIMEOUT_S=10 (an invocation lives 2.5
+ * overlaps calls as Cloud Scheduler does: every 6 s with FUNCTION_TIMEOUT_S=15 (an invocation lives 2.5
  * periods, as Terraform's 150 s per 60 s), the margin scaled down with it; tick and lease at their
- * defaults. The test finds the holder in afterlife.leases, SIGKILLs that process, and measures from the
- * database — last_tick_at polled every 100 ms — the longest stretch without a tick over a window that
- * spans an ordinary hand-over between invocations before the kill and the take-over after it. Nothing is
- * published (there are no executors), so the bridge URL the functions get points nowhere.
+ * defaults. The holder (afterlife.leases) is SIGKILLed just after Scheduler called the other instance, so
+ * that instance's next call is a whole period (longer than a lease) away: only an invocation already
+ * waiting as a standby can take over in time. The longest stretch without a tick is measured from the
+ * database — last_tick_at polled every 100 ms — over a window that holds an ordinary hand-over between
+ * invocations before the kill and the take-over after it. Nothing is published (there are no
+ * executors), so the bridge URL the functions get points nowhere.
  */
 describe('reaper: SIGKILL of the instance holding the lease', () => {
   const app = uniqueName('app-blind-kill');
+  const periodMs = 6_000;
   let tdb: TestDatabase;
-  const fns: Array<{ fn: ServedFunction; name: string; lines: Array<Record<string, unknown>>; scheduler?: Scheduler }> = [];
+  interface Instance {
+    fn: ServedFunction;
+    name: string;
+    lines: Array<Record<string, unknown>>;
+    scheduler?: Scheduler;
+  }
+  const fns: Instance[] = [];
   const logger = memoryLogger({ test: true });
 
   beforeAll(async () => {
@@ -148,7 +166,7 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
       GOOGLE_CLOUD_PROJECT: 'afterlife-local',
       PUBSUB_BRIDGE_URL: `http://127.0.0.1:${await freePort()}`,
       METADATA_SERVER_DETECTION: 'none',
-      FUNCTION_TIMEOUT_S: '10',
+      FUNCTION_TIMEOUT_S: '15',
       BUDGET_MARGIN_MS: '1000',
     };
     for (const k of ['REAPER_TICK_MS', 'REAPER_LEASE_MS', 'PUBSUB_EMULATOR_HOST', 'LOG_LEVEL']) delete env[k];
@@ -167,13 +185,17 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
   }, 60_000);
   afterAll(async () => {
     await Promise.all(fns.map((f) => f.scheduler?.stop()));
+    for (const f of fns) if (f.fn.proc.child.pid) signal(f.fn.proc.child.pid, 'SIGCONT');
     await Promise.all(fns.map((f) => f.fn.proc.stop(2_000)));
     await tdb?.drop();
   });
 
-  it('the standby takes the lease within a lease and a tick: no stretch without a tick longer than 10 s', async () => {
+  it('a standby takes the lease within a lease and a tick: no stretch without a tick longer than 10 s', async () => {
     const name = leaseName(app);
-    const seen: Array<{ holder: string | null; tickAt: number }> = [];
+    const holderNow = async () =>
+      (await tdb.sql.query<{ holder: string | null }>(`SELECT holder FROM afterlife.leases WHERE name = $1 AND expires_at > now()`, [name])).rows[0]?.holder;
+    // Every new last_tick_at, with its holder and how many calls each Scheduler stand-in had made by then.
+    const seen: Array<{ holder: string | null; tickAt: number; calls: number[] }> = [];
     let polling = true;
     const poller = (async () => {
       while (polling) {
@@ -182,7 +204,7 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
           [name],
         );
         const row = r.rows[0];
-        if (row?.t && Number(row.t) !== seen.at(-1)?.tickAt) seen.push({ holder: row.holder, tickAt: Number(row.t) });
+        if (row?.t && Number(row.t) !== seen.at(-1)?.tickAt) seen.push({ holder: row.holder, tickAt: Number(row.t), calls: fns.map((f) => f.scheduler?.calls ?? 0) });
         await new Promise((res) => setTimeout(res, 100));
       }
     })();
@@ -191,55 +213,79 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
       await poller;
     };
     try {
-      for (const f of fns) f.scheduler = startScheduler({ url: f.fn.url, everyMs: 4_000, logger, timeoutMs: 20_000 });
+      for (const f of fns) f.scheduler = startScheduler({ url: f.fn.url, everyMs: periodMs, logger, timeoutMs: 30_000 });
       // The window before the kill holds an ordinary hand-over: some invocation ran out its budget.
       await waitFor('a reaper invocation completes (a hand-over between invocations)', async () =>
         fns.some((f) => f.lines.some((l) => l.event === 'reaper_summary' && l.outcome === 'completed')),
         { timeoutMs: 40_000, intervalMs: 100 },
       );
-      // The holder is the process logging ticks; it is killed a few ticks into an invocation, far from the
-      // end of its budget, so the kill cannot land in an ordinary hand-over to the other instance.
-      const victim = await waitFor('an instance a few ticks into an invocation', async () =>
-        fns.find((f) => {
-          const last = f.lines.findLast((l) => l.event === 'reaper_tick');
-          return last !== undefined && Number(last.tick) >= 4 && Number(last.tick) <= 16 && Date.now() - Date.parse(String(last.time)) < 500;
-        }),
+
+      // When each stand-in last called; the kill waits for the non-holder's call.
+      const lastCall = new Map<Instance, { calls: number; at: number }>();
+      const victim = await waitFor(
+        "the holder, just after Scheduler called the other instance",
+        async () => {
+          for (const f of fns) if (lastCall.get(f)?.calls !== f.scheduler?.calls) lastCall.set(f, { calls: f.scheduler?.calls ?? 0, at: Date.now() });
+          const named = await holderNow();
+          const holder = fns.find((f) => f.name === named);
+          const other = fns.find((f) => f !== holder);
+          if (!holder || !other || Date.now() - (lastCall.get(other)?.at ?? 0) > 400) return undefined;
+          // Frozen, it can neither release nor hand over: if the lease still names it, the kill hits the holder.
+          const pid = holder.fn.proc.child.pid ?? 0;
+          signal(pid, 'SIGSTOP');
+          const still = (await holderNow()) === holder.name;
+          if (!still) signal(pid, 'SIGCONT');
+          return still ? holder : undefined;
+        },
         { timeoutMs: 30_000, intervalMs: 20 },
       );
       const survivor = fns.find((f) => f !== victim);
-      if (!survivor) throw new Error('two instances expected');
+      if (!survivor?.scheduler) throw new Error('two scheduled instances expected');
+      const callsAtKill = survivor.scheduler.calls;
+      const killedAt = Date.now();
       victim.fn.proc.child.kill('SIGKILL');
       await victim.fn.proc.exited;
       const killDb = Number((await tdb.sql.query<{ t: string }>(`SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint::text AS t`)).rows[0]?.t);
-      // It was the holder: the lease still names the dead instance (nobody released it).
-      const row = await tdb.sql.query<{ holder: string | null }>(`SELECT holder FROM afterlife.leases WHERE name = $1`, [name]);
-      expect(row.rows[0]?.holder).toBe(victim.name);
-      await victim.scheduler?.stop();
       // Cloud Run would route Scheduler's calls to a live instance; here the dead one's stand-in stops.
+      await victim.scheduler?.stop();
       await waitFor('the survivor holds the lease and has ticked on it for 3 s', async () => {
         const mine = seen.filter((s) => s.holder === survivor.name && s.tickAt > killDb);
         return mine.length > 0 && (mine.at(-1)?.tickAt ?? 0) - (mine[0]?.tickAt ?? 0) >= 3_000;
       }, { timeoutMs: 30_000, intervalMs: 100 });
       await stopPolling();
 
-      const at = seen.map((s) => s.tickAt);
-      const before = seen.filter((s) => s.tickAt <= killDb).map((s) => s.tickAt);
-      const after = seen.filter((s) => s.tickAt > killDb && s.holder === survivor.name).map((s) => s.tickAt);
+      const before = seen.filter((s) => s.tickAt <= killDb);
+      const after = seen.filter((s) => s.tickAt > killDb && s.holder === survivor.name);
       // The window: seconds of ticks before the kill (across a hand-over) and after the take-over.
       expect(before.length).toBeGreaterThanOrEqual(8);
       expect(after.length).toBeGreaterThanOrEqual(8);
-      const across = (after[0] as number) - (before.at(-1) as number);
-      const gap = longestGap(at);
-      // The kill blinded the holder (it was the holder: its lease had to lapse), and not for long.
+      const across = (after[0]?.tickAt ?? 0) - (before.at(-1)?.tickAt ?? 0);
+      const gap = longestGap(seen.map((s) => s.tickAt));
+      // The kill blinded the holder (its lease had to lapse), and not for long.
       expect(across).toBeGreaterThanOrEqual(2_000);
       expect(gap.ms).toBeLessThanOrEqual(MAX_BLIND_MS);
-      const gapLines = survivor.lines.filter((l) => l.event === 'reaper_tick_gap');
-      expect(gapLines.length).toBeGreaterThanOrEqual(1);
-      expect(Number(gapLines.at(-1)?.gapMs)).toBeGreaterThanOrEqual(2_000);
-      expect(Number(gapLines.at(-1)?.gapMs)).toBeLessThanOrEqual(MAX_BLIND_MS);
-      console.info(`sigkill of the holder: longest stretch without a tick ${gap.ms} ms; across the kill ${across} ms; survivor logged gapMs ${String(gapLines.at(-1)?.gapMs)}; ${before.length} ticks seen before, ${after.length} after`);
+      // Taken over by an invocation that was already waiting: Scheduler had not called again yet.
+      expect(after[0]?.calls[fns.indexOf(survivor)]).toBe(callsAtKill);
+      // The take-over logged the stretch (the first gap line after the kill; hand-overs may log short ones).
+      const taken = survivor.lines.find((l) => l.event === 'reaper_tick_gap' && Date.parse(String(l.time)) >= killedAt);
+      expect(Number(taken?.gapMs)).toBeGreaterThanOrEqual(2_000);
+      expect(Number(taken?.gapMs)).toBeLessThanOrEqual(MAX_BLIND_MS);
+      const allGaps = fns.flatMap((f) => f.lines.filter((l) => l.event === 'reaper_tick_gap').map((l) => Number(l.gapMs)));
+      const handOvers = longestGap(before.map((s) => s.tickAt));
+      console.info(
+        `sigkill of the holder: longest stretch without a tick ${gap.ms} ms; across the kill ${across} ms (survivor logged gapMs ${String(taken?.gapMs)}); ` +
+          `longest before the kill, hand-overs included, ${handOvers.ms} ms; ${before.length} ticks seen before, ${after.length} after; every gap logged: ${allGaps.join(', ')}`,
+      );
     } finally {
       await stopPolling();
     }
   }, 100_000);
 });
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    /* already gone */
+  }
+}
