@@ -140,8 +140,10 @@ describe.skipIf(blocked !== undefined)('reaper: a Postgres restart mid-invocatio
  * that instance's next call is a whole period (longer than a lease) away: only an invocation already
  * waiting as a standby can take over in time. The longest stretch without a tick is measured from the
  * database — last_tick_at polled every 100 ms — over a window that holds an ordinary hand-over between
- * invocations before the kill and the take-over after it. Nothing is published (there are no
- * executors), so the bridge URL the functions get points nowhere.
+ * invocations before the kill and the take-over after it. Then the same with SIGTERM (a scale-in or a new
+ * revision) of the holder left standing, beside a third instance: it gives the lease back, so the stretch
+ * is a hand-over, well under a lease. Nothing is published (there are no executors), so the bridge URL
+ * the functions get points nowhere.
  */
 describe('reaper: SIGKILL of the instance holding the lease', () => {
   const app = uniqueName('app-blind-kill');
@@ -156,45 +158,28 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
   const fns: Instance[] = [];
   const logger = memoryLogger({ test: true });
 
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      DATABASE_URL: tdb.url,
-      DBOS_APPLICATION_NAME: app,
-      REDIS_URL: TEST_REDIS_URL,
-      GOOGLE_CLOUD_PROJECT: 'afterlife-local',
-      PUBSUB_BRIDGE_URL: `http://127.0.0.1:${await freePort()}`,
-      METADATA_SERVER_DETECTION: 'none',
-      FUNCTION_TIMEOUT_S: '15',
-      BUDGET_MARGIN_MS: '1000',
-    };
-    for (const k of ['REAPER_TICK_MS', 'REAPER_LEASE_MS', 'PUBSUB_EMULATOR_HOST', 'LOG_LEVEL']) delete env[k];
-    for (let i = 0; i < 2; i++) {
-      const lines: Array<Record<string, unknown>> = [];
-      const fn = await serveFunction('reaper', env, (line) => {
-        // A line split across two reads is two fragments; neither parses, and neither matters here.
-        try {
-          if (line.startsWith('{')) lines.push(JSON.parse(line) as Record<string, unknown>);
-        } catch {
-          /* a fragment */
-        }
-      });
-      fns.push({ fn, name: `reaper@${hostname()}:${fn.proc.child.pid}`, lines });
-    }
-  }, 60_000);
-  afterAll(async () => {
-    await Promise.all(fns.map((f) => f.scheduler?.stop()));
-    for (const f of fns) if (f.fn.proc.child.pid) signal(f.fn.proc.child.pid, 'SIGCONT');
-    await Promise.all(fns.map((f) => f.fn.proc.stop(2_000)));
-    await tdb?.drop();
-  });
-
-  it('a standby takes the lease within a lease and a tick: no stretch without a tick longer than 10 s', async () => {
-    const name = leaseName(app);
-    const holderNow = async () =>
-      (await tdb.sql.query<{ holder: string | null }>(`SELECT holder FROM afterlife.leases WHERE name = $1 AND expires_at > now()`, [name])).rows[0]?.holder;
-    // Every new last_tick_at, with its holder and how many calls each Scheduler stand-in had made by then.
+  let env: NodeJS.ProcessEnv;
+  /** One more served reaper function: its own functions-framework process, so its own instance name. */
+  const addInstance = async (): Promise<Instance> => {
+    const lines: Array<Record<string, unknown>> = [];
+    const fn = await serveFunction('reaper', env, (line) => {
+      // A line split across two reads is two fragments; neither parses, and neither matters here.
+      try {
+        if (line.startsWith('{')) lines.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        /* a fragment */
+      }
+    });
+    const f = { fn, name: `reaper@${hostname()}:${fn.proc.child.pid}`, lines };
+    fns.push(f);
+    return f;
+  };
+  const name = leaseName(app);
+  const holderNow = async () =>
+    (await tdb.sql.query<{ holder: string | null }>(`SELECT holder FROM afterlife.leases WHERE name = $1 AND expires_at > now()`, [name])).rows[0]?.holder;
+  const dbNow = async () => Number((await tdb.sql.query<{ t: string }>(`SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint::text AS t`)).rows[0]?.t);
+  /** Every new last_tick_at (database clock), with its holder and how many calls each stand-in had made by then. */
+  const watchTicks = () => {
     const seen: Array<{ holder: string | null; tickAt: number; calls: number[] }> = [];
     let polling = true;
     const poller = (async () => {
@@ -208,10 +193,41 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
         await new Promise((res) => setTimeout(res, 100));
       }
     })();
-    const stopPolling = async () => {
-      polling = false;
-      await poller;
+    return {
+      seen,
+      stop: async () => {
+        polling = false;
+        await poller;
+      },
     };
+  };
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    env = {
+      ...process.env,
+      DATABASE_URL: tdb.url,
+      DBOS_APPLICATION_NAME: app,
+      REDIS_URL: TEST_REDIS_URL,
+      GOOGLE_CLOUD_PROJECT: 'afterlife-local',
+      PUBSUB_BRIDGE_URL: `http://127.0.0.1:${await freePort()}`,
+      METADATA_SERVER_DETECTION: 'none',
+      FUNCTION_TIMEOUT_S: '15',
+      BUDGET_MARGIN_MS: '1000',
+    };
+    for (const k of ['REAPER_TICK_MS', 'REAPER_LEASE_MS', 'PUBSUB_EMULATOR_HOST', 'LOG_LEVEL']) delete env[k];
+    await addInstance();
+    await addInstance();
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all(fns.map((f) => f.scheduler?.stop()));
+    for (const f of fns) if (f.fn.proc.child.pid) signal(f.fn.proc.child.pid, 'SIGCONT');
+    await Promise.all(fns.map((f) => f.fn.proc.stop(2_000)));
+    await tdb?.drop();
+  });
+
+  it('a standby takes the lease within a lease and a tick: no stretch without a tick longer than 10 s', async () => {
+    const { seen, stop: stopPolling } = watchTicks();
     try {
       for (const f of fns) f.scheduler = startScheduler({ url: f.fn.url, everyMs: periodMs, logger, timeoutMs: 30_000 });
       // The window before the kill holds an ordinary hand-over: some invocation ran out its budget.
@@ -245,7 +261,7 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
       const killedAt = Date.now();
       victim.fn.proc.child.kill('SIGKILL');
       await victim.fn.proc.exited;
-      const killDb = Number((await tdb.sql.query<{ t: string }>(`SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint::text AS t`)).rows[0]?.t);
+      const killDb = await dbNow();
       // Cloud Run would route Scheduler's calls to a live instance; here the dead one's stand-in stops.
       await victim.scheduler?.stop();
       await waitFor('the survivor holds the lease and has ticked on it for 3 s', async () => {
@@ -276,6 +292,53 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
         `sigkill of the holder: longest stretch without a tick ${gap.ms} ms; across the kill ${across} ms (survivor logged gapMs ${String(taken?.gapMs)}); ` +
           `longest before the kill, hand-overs included, ${handOvers.ms} ms; ${before.length} ticks seen before, ${after.length} after; every gap logged: ${allGaps.join(', ')}`,
       );
+    } finally {
+      await stopPolling();
+    }
+  }, 100_000);
+
+  it('SIGTERM of the holder (scale-in, a new revision): it gives the lease back and a standby takes over well within a lease', async () => {
+    const live = () => fns.filter((f) => f.fn.proc.child.exitCode === null && f.fn.proc.child.signalCode === null);
+    const { seen, stop: stopPolling } = watchTicks();
+    try {
+      await addInstance();
+      for (const f of live()) f.scheduler ??= startScheduler({ url: f.fn.url, everyMs: periodMs, logger, timeoutMs: 30_000 });
+      const calledAt = new Map<Instance, number>();
+      const holder = await waitFor(
+        'a live holder, every other instance called a second ago (its standby is waiting)',
+        async () => {
+          for (const f of live()) if (!calledAt.has(f) && (f.scheduler?.calls ?? 0) > 0) calledAt.set(f, Date.now());
+          const named = await holderNow();
+          const h = live().find((f) => f.name === named);
+          const others = live().filter((f) => f !== h);
+          return h && others.length > 0 && others.every((f) => Date.now() - (calledAt.get(f) ?? Date.now()) >= 1_000) ? h : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 50 },
+      );
+      holder.fn.proc.child.kill('SIGTERM');
+      const exit = await Promise.race([
+        holder.fn.proc.exited,
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the holder did not exit within 15 s of SIGTERM')), 15_000)),
+      ]);
+      await holder.scheduler?.stop();
+      const termDb = await dbNow();
+      await waitFor('another instance holds the lease and has ticked on it for 2 s', async () => {
+        const mine = seen.filter((s) => s.holder !== holder.name && s.holder !== null && s.tickAt > termDb - 5_000);
+        return mine.length > 0 && (mine.at(-1)?.tickAt ?? 0) - (mine[0]?.tickAt ?? 0) >= 2_000;
+      }, { timeoutMs: 30_000, intervalMs: 100 });
+      await stopPolling();
+
+      const lastOwn = seen.findLastIndex((s) => s.holder === holder.name);
+      const next = seen.slice(lastOwn + 1).find((s) => s.holder !== null && s.holder !== holder.name);
+      expect(lastOwn).toBeGreaterThanOrEqual(0);
+      const across = (next?.tickAt ?? Number.POSITIVE_INFINITY) - (seen[lastOwn]?.tickAt ?? 0);
+      // Released, not lapsed: the stretch is a hand-over (a tick or two), far less than the 3 s lease.
+      expect(across).toBeLessThan(3_000);
+      expect(longestGap(seen.map((s) => s.tickAt)).ms).toBeLessThanOrEqual(MAX_BLIND_MS);
+      const summaries = holder.lines.filter((l) => l.event === 'reaper_summary' && l.outcome === 'completed');
+      expect(summaries.at(-1)?.stoppedBecause).toBe('shutting-down');
+      expect(holder.lines.filter((l) => String(l.message).includes('could not release'))).toEqual([]);
+      console.info(`sigterm of the holder: exit ${exit.code ?? exit.signal}; stretch without a tick across it ${across} ms`);
     } finally {
       await stopPolling();
     }
