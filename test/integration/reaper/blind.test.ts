@@ -9,7 +9,7 @@ import { serveFunction, type ServedFunction } from '../../../scripts/stack/funct
 import { embeddedBinariesBlockedBy } from '../../../scripts/stack/postgres.js';
 import { type Scheduler, startScheduler } from '../../../scripts/stack/scheduler.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
-import { startPrivatePostgres, type PrivatePostgres } from '../../helpers/pgServer.js';
+import { startPrivatePostgres, type PrivatePostgres } from '../../helpers/postgresServer.js';
 import { testReaperDeps } from '../../helpers/reaper.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { freePort, TEST_REDIS_URL } from '../../helpers/services.js';
@@ -60,7 +60,7 @@ describe.skipIf(blocked !== undefined)('reaper: a Postgres restart mid-invocatio
   afterAll(async () => {
     await rt?.close();
     await closePool?.();
-    await server?.close();
+    await server?.stop();
   });
 
   it('keeps ticking across a 3 s restart: the longest stretch without a tick stays under 10 s and is logged', async () => {
@@ -87,12 +87,12 @@ describe.skipIf(blocked !== undefined)('reaper: a Postgres restart mid-invocatio
 
     try {
       await ticksAfter('eight ticks before the restart', 0);
-      await server.stop();
+      await server.stopServer();
       const down = Date.now();
       // The outage itself (the fault being injected), not a wait for an outcome.
       await new Promise((r) => setTimeout(r, 3_000));
       const upStart = Date.now();
-      await server.start();
+      await server.startServer();
       const upAt = Date.now();
       await ticksAfter('eight ticks after the restart', upAt);
       controller.abort();
