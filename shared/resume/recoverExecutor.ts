@@ -160,7 +160,7 @@ async function run(
     const stopReason = () =>
       lockSignal?.aborted ? 'lock lost' : opts.signal?.aborted ? 'shutting down' : budget.expired() ? 'work budget' : undefined;
 
-    for (const { applicationVersion } of pending) {
+    for (const { applicationVersion, created } of pending) {
       const label = applicationVersion ?? NULL_VERSION;
       const noExecutor = live !== undefined && !(applicationVersion !== null && live.has(applicationVersion));
       let after: BatchCursor | undefined;
@@ -187,7 +187,7 @@ async function run(
         const batch = await reenqueueBatch(
           db,
           { applicationName: app, executorId: notice.executorId, applicationVersion },
-          { limit: deps.batchSize, after, recoveryId, batchNo: batches + 1, ...(opts.guard ? { guard: opts.guard } : {}) },
+          { limit: deps.batchSize, range: created, after, recoveryId, batchNo: batches + 1, ...(opts.guard ? { guard: opts.guard } : {}) },
         );
         batches += 1;
         reenqueued += batch.ids.length;
