@@ -19,23 +19,39 @@ export class DbBudget {
     return this.inUse;
   }
 
-  async acquire(): Promise<() => void> {
+  /** The number of callers waiting for a slot. */
+  get queued(): number {
+    return this.waiters.length;
+  }
+
+  /**
+   * `waitMs` overrides the budget's own bound for this caller (admission waits within its invocation's
+   * budget); an aborted `signal` (the instance shutting down) ends the wait at once with the same error.
+   */
+  async acquire(waitMs = this.maxWaitMs, signal?: AbortSignal): Promise<() => void> {
     if (this.inUse < this.limit) {
       this.inUse += 1;
       return this.releaser();
     }
-    if (this.maxWaitMs <= 0 || this.waiters.length >= this.maxWaiters) {
+    if (waitMs <= 0 || this.waiters.length >= this.maxWaiters || signal?.aborted) {
       throw new DbBusyError(this.inUse, this.limit);
     }
     await new Promise<void>((resolve, reject) => {
-      const entry = {
-        resolve,
-        timer: setTimeout(() => {
-          const i = this.waiters.indexOf(entry);
-          if (i >= 0) this.waiters.splice(i, 1);
-          reject(new DbBusyError(this.inUse, this.limit));
-        }, this.maxWaitMs),
+      const give = () => {
+        const i = this.waiters.indexOf(entry);
+        if (i >= 0) this.waiters.splice(i, 1);
+        clearTimeout(entry.timer);
+        signal?.removeEventListener('abort', give);
+        reject(new DbBusyError(this.inUse, this.limit));
       };
+      const entry = {
+        resolve: () => {
+          signal?.removeEventListener('abort', give);
+          resolve();
+        },
+        timer: setTimeout(give, waitMs),
+      };
+      signal?.addEventListener('abort', give, { once: true });
       this.waiters.push(entry);
     });
     return this.releaser();
