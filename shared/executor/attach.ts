@@ -7,7 +7,7 @@ import { pendingByVersion } from '../dbos/recovery.js';
 import { AfterlifeError } from '../errors.js';
 import { deathNotice, type DeathReason } from '../events/deathNotice.js';
 import { createPubSubPublisher, publishDeathNotice, type Publisher } from '../events/publisher.js';
-import { heartbeatKey, type HeartbeatValue } from '../heartbeat/index.js';
+import { deleteHeartbeat, heartbeatKey, type HeartbeatValue, writeHeartbeat } from '../heartbeat/index.js';
 import { holdExit, withTimeout } from '../lifecycle/shutdown.js';
 import { createRedis } from '../lock/redis.js';
 import { consoleLogger, type Logger } from '../log.js';
@@ -121,6 +121,7 @@ class Kit implements ExecutorKit {
   private publisher: Publisher | undefined;
   private readonly ttlMs: number;
   private readonly key: string;
+  private readonly keyPrefix: string | undefined;
   private readonly startedAt = new Date();
   private beatTimer: NodeJS.Timeout | undefined;
   /** Bound on one beat, retry included: a hung Redis must not hold up attachExecutor or pile up beats. */
@@ -148,6 +149,7 @@ class Kit implements ExecutorKit {
     this.ttlMs = o.heartbeatTtlMs ?? DEFAULT_HEARTBEAT_TTL_MS;
     this.beatTimeoutMs = Math.max(100, Math.floor(this.ttlMs / 3));
     this.key = heartbeatKey(applicationName, this.executorId, o.keyPrefix);
+    this.keyPrefix = o.keyPrefix;
     // Small and separate from DBOS's pool: registry rows, drain polls and one count at shutdown.
     this.pool = new pg.Pool({ connectionString: o.databaseUrl, max: 2, idleTimeoutMillis: 10_000, connectionTimeoutMillis: 2_000, application_name: `afterlife_kit_${this.executorId}`.slice(0, 63) });
     this.db = createDb(this.pool, 2, { dbosSchema: o.dbosSchema ?? 'dbos', afterlifeSchema: o.afterlifeSchema ?? 'afterlife', logger: this.log, budgetWaitMs: 2_000 });
@@ -235,7 +237,7 @@ class Kit implements ExecutorKit {
     for (let attempt = 1; ; attempt++) {
       if (this.closed) return;
       try {
-        await withTimeout(redis.set(this.key, JSON.stringify(this.value()), 'PX', this.ttlMs), Math.max(1, deadline - Date.now()));
+        await withTimeout(writeHeartbeat(redis, this.value(), this.ttlMs, this.keyPrefix), Math.max(1, deadline - Date.now()));
         return;
       } catch (err) {
         const pause = Math.min(250, this.ttlMs / 10);
@@ -397,7 +399,7 @@ class Kit implements ExecutorKit {
     const redis = this.redis;
     // Deleting the key is the "clean exit" signal: a key that expires instead means a crash. `closed` is
     // set first, so no beat writes after it.
-    if (redis) await withTimeout(redis.del(this.key), left(500)).catch((err: unknown) => this.log.warn('heartbeat delete failed; it expires with its TTL', { err }));
+    if (redis) await withTimeout(deleteHeartbeat(redis, this.applicationName, this.executorId, this.keyPrefix), left(500)).catch((err: unknown) => this.log.warn('heartbeat delete failed; it expires with its TTL', { err }));
     // Polite closes, bounded: at exit the sockets are dropped anyway, which Postgres and Redis tolerate.
     await Promise.allSettled([
       this.publisher ? withTimeout(this.publisher.close(), left(500)) : undefined,
