@@ -48,7 +48,7 @@ export async function handleDeathEvent(rt: Runtime, body: unknown, meta: Deliver
   const budget = budgetFrom(started, rt.config.functionTimeoutS, rt.config.budgetMarginMs, rt.clock);
   let admitted: () => void;
   try {
-    admitted = await admission(rt).enter(budget, rt.lifecycle.signal);
+    admitted = await admission(rt).enter(budget);
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
     log.warn('death notice nacked for redelivery', { event: 'recovery_retry', reason, code: 'db_busy' });
@@ -99,7 +99,7 @@ const admissions = new WeakMap<Runtime, Admission>();
 function admission(rt: Runtime): Admission {
   let a = admissions.get(rt);
   if (!a) {
-    a = new Admission(rt.db.budget.limit);
+    a = new Admission(rt.db.budget.limit, { signal: rt.lifecycle.signal });
     admissions.set(rt, a);
   }
   return a;

@@ -1,4 +1,5 @@
 import type { Budget } from '../lifecycle/deadline.js';
+import { DbBusyError } from '../errors.js';
 import { DbBudget } from './budget.js';
 
 /**
@@ -15,13 +16,20 @@ import { DbBudget } from './budget.js';
 export class Admission {
   private readonly slots: DbBudget;
 
-  /** `maxQueued` bounds the line; a delivery beyond it is answered "retry later" at once. */
+  /**
+   * `maxQueued` bounds the line (a delivery beyond it is answered "retry later" at once); `signal` (the
+   * instance's shutdown) ends every wait at once, so redeliveries go to an instance that is staying.
+   */
   constructor(
     readonly limit: number,
-    maxQueued = limit * 100,
+    opts: { maxQueued?: number; signal?: AbortSignal } = {},
   ) {
-    this.slots = new DbBudget(limit, 0, maxQueued);
+    this.slots = new DbBudget(limit, 0, opts.maxQueued ?? limit * 100);
+    this.signal = opts.signal;
+    opts.signal?.addEventListener('abort', () => this.slots.rejectWaiting(), { once: true });
   }
+
+  private readonly signal: AbortSignal | undefined;
 
   get active(): number {
     return this.slots.active;
@@ -31,11 +39,9 @@ export class Admission {
     return this.slots.queued;
   }
 
-  /**
-   * Resolves to the slot's release; rejects with DbBusyError once half the remaining budget has passed,
-   * or at once when `signal` aborts (the instance shutting down: the redelivery goes elsewhere).
-   */
-  enter(budget: Budget, signal?: AbortSignal): Promise<() => void> {
-    return this.slots.acquire(Math.max(0, Math.floor(budget.remaining() / 2)), signal);
+  /** Resolves to the slot's release; rejects with DbBusyError once half the remaining budget has passed. */
+  async enter(budget: Budget): Promise<() => void> {
+    if (this.signal?.aborted) throw new DbBusyError(this.slots.active, this.limit);
+    return this.slots.acquire(Math.max(0, Math.floor(budget.remaining() / 2)));
   }
 }

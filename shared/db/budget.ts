@@ -7,7 +7,7 @@ import { DbBusyError } from '../errors.js';
  */
 export class DbBudget {
   private inUse = 0;
-  private readonly waiters: Array<{ resolve: () => void; timer: NodeJS.Timeout }> = [];
+  private readonly waiters: Array<{ resolve: () => void; reject: () => void; timer: NodeJS.Timeout }> = [];
 
   constructor(
     readonly limit: number,
@@ -24,37 +24,36 @@ export class DbBudget {
     return this.waiters.length;
   }
 
-  /**
-   * `waitMs` overrides the budget's own bound for this caller (admission waits within its invocation's
-   * budget); an aborted `signal` (the instance shutting down) ends the wait at once with the same error.
-   */
-  async acquire(waitMs = this.maxWaitMs, signal?: AbortSignal): Promise<() => void> {
+  /** `waitMs` overrides the budget's own bound for this caller (admission waits within its invocation's budget). */
+  async acquire(waitMs = this.maxWaitMs): Promise<() => void> {
     if (this.inUse < this.limit) {
       this.inUse += 1;
       return this.releaser();
     }
-    if (waitMs <= 0 || this.waiters.length >= this.maxWaiters || signal?.aborted) {
+    if (waitMs <= 0 || this.waiters.length >= this.maxWaiters) {
       throw new DbBusyError(this.inUse, this.limit);
     }
     await new Promise<void>((resolve, reject) => {
-      const give = () => {
-        const i = this.waiters.indexOf(entry);
-        if (i >= 0) this.waiters.splice(i, 1);
-        clearTimeout(entry.timer);
-        signal?.removeEventListener('abort', give);
-        reject(new DbBusyError(this.inUse, this.limit));
-      };
       const entry = {
-        resolve: () => {
-          signal?.removeEventListener('abort', give);
-          resolve();
-        },
-        timer: setTimeout(give, waitMs),
+        resolve,
+        reject: () => reject(new DbBusyError(this.inUse, this.limit)),
+        timer: setTimeout(() => {
+          const i = this.waiters.indexOf(entry);
+          if (i >= 0) this.waiters.splice(i, 1);
+          entry.reject();
+        }, waitMs),
       };
-      signal?.addEventListener('abort', give, { once: true });
       this.waiters.push(entry);
     });
     return this.releaser();
+  }
+
+  /** Ends every wait now with DbBusyError (the instance shutting down: redeliveries go elsewhere). */
+  rejectWaiting(): void {
+    for (const w of this.waiters.splice(0)) {
+      clearTimeout(w.timer);
+      w.reject();
+    }
   }
 
   private releaser(): () => void {

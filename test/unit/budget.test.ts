@@ -56,15 +56,16 @@ describe('Admission', () => {
   });
 
   it('ends the wait when the instance shuts down, and bounds the line', async () => {
-    const a = new Admission(1, 1);
+    const stop = new AbortController();
+    const a = new Admission(1, { maxQueued: 1, signal: stop.signal });
     const budget = budgetUntil(Date.now() + 60_000);
     const hold = await a.enter(budget);
-    const stop = new AbortController();
-    const waiting = a.enter(budget, stop.signal);
+    const waiting = a.enter(budget);
     await expect(a.enter(budget)).rejects.toBeInstanceOf(DbBusyError); // the line is full
     stop.abort();
     await expect(waiting).rejects.toBeInstanceOf(DbBusyError);
     expect(a.queued).toBe(0);
+    await expect(a.enter(budget)).rejects.toBeInstanceOf(DbBusyError); // shutting down: no new waits
     hold();
     expect(a.active).toBe(0);
   });

@@ -71,12 +71,12 @@ describe('heartbeat index', () => {
     await waitFor('the short key to expire', async () => (await redis.exists(heartbeatKey(app, 'exec-short', prefix))) === 0);
     // Redis expires keys lazily; the member's score is its expiry on Redis's clock, so it is past by now.
     expect([...(await readAllHeartbeats(redis, app, prefix)).keys()]).toEqual(['exec-long']);
-    expect(await redis.zrange(heartbeatIndexKey(app, prefix), 0, -1)).toEqual(['exec-long']);
+    expect(await redis.zrange(heartbeatIndexKey(app, prefix), '0', '-1')).toEqual(['exec-long']);
 
     await writeHeartbeat(redis, value(app, 'exec-short2'), 150, prefix);
     await waitFor('the second short key to expire', async () => (await redis.exists(heartbeatKey(app, 'exec-short2', prefix))) === 0);
     await writeHeartbeat(redis, value(app, 'exec-long'), 60_000, prefix);
-    expect(await redis.zrange(heartbeatIndexKey(app, prefix), 0, -1)).toEqual(['exec-long']);
+    expect(await redis.zrange(heartbeatIndexKey(app, prefix), '0', '-1')).toEqual(['exec-long']);
   });
 
   it('falls back to SCAN for an app whose kits never wrote the index', async () => {
