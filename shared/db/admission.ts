@@ -9,9 +9,10 @@ import { DbBudget } from './budget.js';
  *
  * A delivery beyond the slots waits in line (FIFO, holding no connection and no lock) for at most half of
  * its invocation's remaining budget, so the one admitted last still has the other half to work; only then
- * does it answer "retry later". Bouncing at once made a burst of deaths a series of redelivery rounds:
- * 200 notices on 3 slots needed 56–59 rounds (65 s at one-second redelivery, minutes under Pub/Sub's
- * exponential backoff); waiting served all 200 on first delivery in 2.2–2.9 s (issue 13, bench/burst.ts).
+ * does it answer "retry later". Bouncing at once made a burst of deaths a series of redelivery rounds
+ * (200 notices on 3 slots: 56–59 rounds, 65 s at one-second redelivery, minutes under Pub/Sub's
+ * exponential backoff); waiting serves them all on first delivery (executorDeath/concurrency.test.ts,
+ * bench/burst.ts).
  */
 export class Admission {
   private readonly slots: DbBudget;
