@@ -2,7 +2,7 @@
  * Question: does afterlife's batched recovery cost more than DBOS's own single recovery statement, and
  * how long does any one statement hold row locks?
  *
- * For N orphans (10k, 100k) of a dead executor, shaped like DBOS's rows and mixed with 4×N rows of other
+ * For N orphans (10k, 100k, 1M) of a dead executor, shaped like DBOS's rows and mixed with 4×N rows of other
  * executors, statuses and apps, one template database is cloned per run so both methods see identical data.
  * Runs alternate (DBOS, afterlife, DBOS, afterlife, …) to spread the machine's noise over both.
  *
@@ -10,20 +10,29 @@
  * version, the audit and the recovery statement in batches of the first batch size), so the figure is
  * what a death notice costs end to end, not only its statements.
  *
- *   npm run build && node dist/bench/recovery.js [sizes=10000,100000] [reps=3] [batchSizes=1000]
+ * "afterlife batched" includes the one read that gives the batches their range (`pendingByVersion`: count,
+ * oldest and newest PENDING row per version), since the batches cannot run without it. Per size, the
+ * per-statement trace of the slowest batched run is printed to stderr: the range read, then the batch
+ * statements by tenths of the recovery (median / max) and the last three batches, where an unbounded scan
+ * used to cost the most.
+ *
+ *   npm run build && node dist/bench/recovery.js [sizes=10000,100000,1000000] [reps=7,7,3] [batchSizes=1000]
+ *
+ * `reps` is one count per size (the last one repeats): a 1M run costs about two minutes on the 2-core machine.
  */
 import pg from 'pg';
 import type { Db } from '../shared/db/pool.js';
-import { reenqueueBatch, type BatchCursor } from '../shared/dbos/recovery.js';
+import { pendingByVersion, reenqueueBatch, type BatchCursor } from '../shared/dbos/recovery.js';
 import { deathNotice } from '../shared/events/deathNotice.js';
 import { RedisLock } from '../shared/lock/lock.js';
-import { createRedis } from '../shared/lock/redis.js';
+import { createRedis, waitReady } from '../shared/lock/redis.js';
 import { silentLogger } from '../shared/log.js';
 import { recoverExecutor } from '../shared/resume/recoverExecutor.js';
 import { admin, afterlifeDb, cloneDatabase, createDbosDatabase, dropDatabase, median, ms } from './lib.js';
 
-const sizes = (process.argv[2] ?? '10000,100000').split(',').map(Number);
-const reps = Number(process.argv[3] ?? 3);
+const sizes = (process.argv[2] ?? '10000,100000,1000000').split(',').map(Number);
+const repsList = (process.argv[3] ?? '7,7,3').split(',').map(Number);
+const repsFor = (i: number) => repsList[Math.min(i, repsList.length - 1)] ?? 3;
 const batchSizes = (process.argv[4] ?? '1000').split(',').map(Number);
 const APP = 'bench-app';
 
@@ -75,8 +84,16 @@ async function runDbos(url: string): Promise<{ total: number; longest: number; r
   return { total, longest: total, rows: res.rowCount ?? 0 };
 }
 
-/** afterlife's path: the same statement in keyset batches of 1000, each recording its IDs in the audit. */
-async function runAfterlife(url: string, batchSize: number): Promise<{ total: number; longest: number; rows: number }> {
+interface Trace {
+  rangeMs: number;
+  batchMs: number[];
+}
+
+/**
+ * afterlife's path: the range read, then the same statement in keyset batches of `batchSize`, each
+ * recording its IDs in the audit.
+ */
+async function runAfterlife(url: string, batchSize: number): Promise<{ total: number; longest: number; rows: number; trace: Trace }> {
   const pool = new pg.Pool({ connectionString: url, max: 1 });
   const db = afterlifeDb(pool, 1);
   const { rows } = await pool.query<{ id: string }>(
@@ -89,23 +106,45 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
   let longest = 0;
   let moved = 0;
   let batchNo = 0;
+  const batchMs: number[] = [];
   const t = process.hrtime.bigint();
+  const pending = await pendingByVersion(db, APP, 'dead-1');
+  const rangeMs = ms(t);
+  const range = pending.find((p) => p.applicationVersion === 'v1')?.created;
+  if (!range) throw new Error('no PENDING rows of dead-1/v1');
   for (;;) {
     const s = process.hrtime.bigint();
     const batch = await reenqueueBatch(db, { applicationName: APP, executorId: 'dead-1', applicationVersion: 'v1' }, {
       limit: batchSize,
+      range,
       after,
       recoveryId,
       batchNo: ++batchNo,
     });
-    longest = Math.max(longest, ms(s));
+    const took = ms(s);
+    batchMs.push(took);
+    longest = Math.max(longest, took);
     moved += batch.ids.length;
     if (!batch.next) break;
     after = batch.next;
   }
   const total = ms(t);
   await pool.end();
-  return { total, longest, rows: moved };
+  return { total, longest, rows: moved, trace: { rangeMs, batchMs } };
+}
+
+function printTrace(n: number, batchSize: number, total: number, trace: Trace): void {
+  const xs = trace.batchMs;
+  const tenths: string[] = [];
+  for (let d = 0; d < 10; d++) {
+    const slice = xs.slice(Math.floor((d * xs.length) / 10), Math.floor(((d + 1) * xs.length) / 10));
+    if (slice.length) tenths.push(`${median(slice).toFixed(0)}/${Math.max(...slice).toFixed(0)}`);
+  }
+  const last = xs.slice(-3).map((x) => x.toFixed(1)).join(', ');
+  console.error(
+    `trace ${n.toLocaleString('en')} orphans, batch ${batchSize}, slowest run ${total.toFixed(0)} ms: range read ${trace.rangeMs.toFixed(1)} ms; ` +
+      `${xs.length} batches, ms median/max by tenths [${tenths.join(' ')}]; last three ${last}; longest ${Math.max(...xs).toFixed(1)} ms (batch ${xs.indexOf(Math.max(...xs)) + 1})`,
+  );
 }
 
 /** recoverExecutor end to end, timing its batch statements on the way. */
@@ -130,6 +169,7 @@ async function runShipped(url: string, batchSize: number): Promise<{ total: numb
   const redis = createRedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
   // Connections are made before the clock starts, as for the other two methods: a running function has them.
   await pool.query('SELECT 1');
+  await waitReady(redis, 5000);
   await redis.ping();
   const t = process.hrtime.bigint();
   const out = await recoverExecutor(
@@ -143,13 +183,15 @@ async function runShipped(url: string, batchSize: number): Promise<{ total: numb
 }
 
 const lines: string[] = [];
-for (const n of sizes) {
+for (const [i, n] of sizes.entries()) {
+  const reps = repsFor(i);
   const template = `afterlife_bench_tpl_${process.pid}`;
   const t = process.hrtime.bigint();
   await seed(await createDbosDatabase(template), n);
   console.error(`seeded ${n} orphans + ${4 * n} other rows in ${(ms(t) / 1000).toFixed(1)} s`);
   const dbos: number[] = [];
   const ours = new Map<number, number[]>(batchSizes.map((b) => [b, []]));
+  const slowest = new Map<number, { total: number; trace: Trace }>();
   const longestOurs = new Map<number, number>(batchSizes.map((b) => [b, 0]));
   let longestDbos = 0;
   const shipped: number[] = [];
@@ -161,33 +203,42 @@ for (const n of sizes) {
       // Cloning writes the whole database to WAL; a checkpoint landing inside a timed run is the largest
       // source of noise here, so each run starts right after one.
       await admin((c) => c.query('CHECKPOINT'));
-      const out = method === 'dbos' ? await runDbos(url) : method === 'shipped' ? await runShipped(url, batchSizes[0] ?? 1000) : await runAfterlife(url, method);
-      if (out.rows !== n) throw new Error(`${method} moved ${out.rows} rows, expected ${n}`);
+      const check = (rows: number) => {
+        if (rows !== n) throw new Error(`${method} moved ${rows} rows, expected ${n}`);
+      };
       if (method === 'dbos') {
+        const out = await runDbos(url);
+        check(out.rows);
         dbos.push(out.total);
         longestDbos = Math.max(longestDbos, out.longest);
       } else if (method === 'shipped') {
+        const out = await runShipped(url, batchSizes[0] ?? 1000);
+        check(out.rows);
         shipped.push(out.total);
         longestShipped = Math.max(longestShipped, out.longest);
       } else {
+        const out = await runAfterlife(url, method);
+        check(out.rows);
         ours.get(method)?.push(out.total);
+        if (out.total > (slowest.get(method)?.total ?? -1)) slowest.set(method, { total: out.total, trace: out.trace });
         longestOurs.set(method, Math.max(longestOurs.get(method) ?? 0, out.longest));
       }
       await dropDatabase(name);
     }
   }
   await dropDatabase(template);
+  for (const [b, s] of slowest) printTrace(n, b, s.total, s.trace);
   for (const b of batchSizes) {
     const mine = median(ours.get(b) ?? []);
     lines.push(
-      `| ${n.toLocaleString('en')} | ${b} | ${median(dbos).toFixed(0)} ms | ${mine.toFixed(0)} ms | ${(mine / median(dbos)).toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${(longestOurs.get(b) ?? 0).toFixed(1)} ms |`,
+      `| ${n.toLocaleString('en')} (${reps}) | ${b} | ${median(dbos).toFixed(0)} ms | ${mine.toFixed(0)} ms | ${(mine / median(dbos)).toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${(longestOurs.get(b) ?? 0).toFixed(1)} ms |`,
     );
   }
   const whole = median(shipped);
   lines.push(
-    `| ${n.toLocaleString('en')} | ${batchSizes[0] ?? 1000}, recoverExecutor as shipped | ${median(dbos).toFixed(0)} ms | ${whole.toFixed(0)} ms | ${(whole / median(dbos)).toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${longestShipped.toFixed(1)} ms |`,
+    `| ${n.toLocaleString('en')} (${reps}) | ${batchSizes[0] ?? 1000}, recoverExecutor as shipped | ${median(dbos).toFixed(0)} ms | ${whole.toFixed(0)} ms | ${(whole / median(dbos)).toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${longestShipped.toFixed(1)} ms |`,
   );
 }
-console.log(`| orphans | batch | DBOS single statement (median of ${reps}) | afterlife batched (median of ${reps}) | ratio | longest statement, DBOS | longest statement, afterlife |`);
+console.log('| orphans (runs) | batch | DBOS single statement (median) | afterlife batched (median) | ratio | longest statement, DBOS | longest statement, afterlife |');
 console.log('|---|---|---|---|---|---|---|');
 for (const l of lines) console.log(l);

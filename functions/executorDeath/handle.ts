@@ -1,4 +1,4 @@
-import { DbBudget } from '../../shared/db/budget.js';
+import { Admission } from '../../shared/db/admission.js';
 import { classify } from '../../shared/errors.js';
 import { InvalidInputError } from '../../shared/errors.js';
 import { DeathNotice } from '../../shared/events/deathNotice.js';
@@ -45,9 +45,10 @@ export async function handleDeathEvent(rt: Runtime, body: unknown, meta: Deliver
     log.warn('foreign death notice acked', { event: 'poison_message', reason });
     return { ack: true, kind: 'poison', reason, issues: [] };
   }
+  const budget = budgetFrom(started, rt.config.functionTimeoutS, rt.config.budgetMarginMs, rt.clock);
   let admitted: () => void;
   try {
-    admitted = await admission(rt).acquire();
+    admitted = await admission(rt).enter(budget);
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
     log.warn('death notice nacked for redelivery', { event: 'recovery_retry', reason, code: 'db_busy' });
@@ -72,7 +73,7 @@ export async function handleDeathEvent(rt: Runtime, body: unknown, meta: Deliver
       notice,
       {
         ...(decoded.messageId ? { messageId: decoded.messageId } : {}),
-        budget: budgetFrom(started, rt.config.functionTimeoutS, rt.config.budgetMarginMs, rt.clock),
+        budget,
         signal: rt.lifecycle.signal,
       },
     ));
@@ -93,17 +94,12 @@ export async function handleDeathEvent(rt: Runtime, body: unknown, meta: Deliver
   }
 }
 
-/**
- * Deliveries are admitted whole, before any work: at most as many recoveries run at once as the instance
- * has database slots, and the rest are nacked at once. Without this the statement budget would turn a
- * delivery away halfway through, after it had taken the lock and opened its audit row, and the redelivery
- * would redo its work while the next one was cut off in turn.
- */
-const admissions = new WeakMap<Runtime, DbBudget>();
-function admission(rt: Runtime): DbBudget {
+/** One admission line per runtime (see Admission): as many recoveries at once as the instance has database slots. */
+const admissions = new WeakMap<Runtime, Admission>();
+function admission(rt: Runtime): Admission {
   let a = admissions.get(rt);
   if (!a) {
-    a = new DbBudget(rt.db.budget.limit, 0);
+    a = new Admission(rt.db.budget.limit, { signal: rt.lifecycle.signal });
     admissions.set(rt, a);
   }
   return a;

@@ -7,7 +7,7 @@ import { DbBusyError } from '../errors.js';
  */
 export class DbBudget {
   private inUse = 0;
-  private readonly waiters: Array<{ resolve: () => void; timer: NodeJS.Timeout }> = [];
+  private readonly waiters: Array<{ resolve: () => void; reject: () => void; timer: NodeJS.Timeout }> = [];
 
   constructor(
     readonly limit: number,
@@ -19,26 +19,41 @@ export class DbBudget {
     return this.inUse;
   }
 
-  async acquire(): Promise<() => void> {
+  /** The number of callers waiting for a slot. */
+  get queued(): number {
+    return this.waiters.length;
+  }
+
+  /** `waitMs` overrides the budget's own bound for this caller (admission waits within its invocation's budget). */
+  async acquire(waitMs = this.maxWaitMs): Promise<() => void> {
     if (this.inUse < this.limit) {
       this.inUse += 1;
       return this.releaser();
     }
-    if (this.maxWaitMs <= 0 || this.waiters.length >= this.maxWaiters) {
+    if (waitMs <= 0 || this.waiters.length >= this.maxWaiters) {
       throw new DbBusyError(this.inUse, this.limit);
     }
     await new Promise<void>((resolve, reject) => {
       const entry = {
         resolve,
+        reject: () => reject(new DbBusyError(this.inUse, this.limit)),
         timer: setTimeout(() => {
           const i = this.waiters.indexOf(entry);
           if (i >= 0) this.waiters.splice(i, 1);
-          reject(new DbBusyError(this.inUse, this.limit));
-        }, this.maxWaitMs),
+          entry.reject();
+        }, waitMs),
       };
       this.waiters.push(entry);
     });
     return this.releaser();
+  }
+
+  /** Ends every wait now with DbBusyError (the instance shutting down: redeliveries go elsewhere). */
+  rejectWaiting(): void {
+    for (const w of this.waiters.splice(0)) {
+      clearTimeout(w.timer);
+      w.reject();
+    }
   }
 
   private releaser(): () => void {

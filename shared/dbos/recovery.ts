@@ -34,6 +34,19 @@ export interface BatchCursor {
   workflowId: string;
 }
 
+/**
+ * The executor's oldest and newest PENDING `created_at` (bigints as text), read once per recovery by
+ * `pendingByVersion`. DBOS's PENDING index holds only `created_at`, so without an upper bound the batch that
+ * reaches the executor's newest row keeps reading every later PENDING row of other executors looking for
+ * one more match (750k rows, 0.5–0.65 s holding 1,000 row locks, at 1M orphans; bench/README.md). A dead
+ * executor claims nothing new, so its PENDING rows cannot leave this range; a row outside it (the
+ * executor was alive after all) waits for the next recovery — it is a bound on the scan, not on the premise.
+ */
+export interface CreatedRange {
+  oldest: string;
+  newest: string;
+}
+
 export interface BatchResult {
   ids: string[];
   /** Rows the candidate scan found; more than `ids` when the UPDATE's re-check left some alone. */
@@ -44,7 +57,7 @@ export interface BatchResult {
 export async function reenqueueBatch(
   db: Db,
   scope: BatchScope,
-  opts: { limit: number; after: BatchCursor | undefined; recoveryId: number; batchNo: number; guard?: RecoveryGuard },
+  opts: { limit: number; range: CreatedRange; after: BatchCursor | undefined; recoveryId: number; batchNo: number; guard?: RecoveryGuard },
 ): Promise<BatchResult> {
   const ws = `${ident(db.dbosSchema)}.workflow_status`;
   const audit = `${ident(db.afterlifeSchema)}.recovery_batches`;
@@ -55,9 +68,10 @@ export async function reenqueueBatch(
     `WITH candidates AS (
        SELECT ctid, workflow_uuid, created_at FROM ${ws}
         WHERE ${premise('')}
-          -- The plain bound on created_at is what lets idx_workflow_status_pending start at the cursor;
-          -- the row comparison alone would be a filter, rescanning moved rows on every batch.
-          AND ($5::bigint IS NULL OR (created_at >= $5::bigint AND (created_at, workflow_uuid) > ($5::bigint, $6::text)))
+          -- The plain bounds on created_at make idx_workflow_status_pending read only from the cursor to the
+          -- executor's newest row (see CreatedRange); the row comparison alone would be a filter, rescanning
+          -- moved rows on every batch. No parameter is ever NULL, so a generic plan keeps the index range.
+          AND created_at >= $5::bigint AND created_at <= $12::bigint AND (created_at, workflow_uuid) > ($5::bigint, $6::text)
         ORDER BY created_at, workflow_uuid
         LIMIT $4
      ),
@@ -88,36 +102,43 @@ export async function reenqueueBatch(
       scope.applicationVersion,
       scope.applicationName,
       opts.limit,
-      opts.after?.createdAt ?? null,
-      opts.after?.workflowId ?? null,
+      // Before the first batch the cursor sits just below the oldest row: every ID is greater than ''.
+      opts.after?.createdAt ?? (BigInt(opts.range.oldest) - 1n).toString(),
+      opts.after?.workflowId ?? '',
       opts.recoveryId,
       opts.batchNo,
       opts.guard?.quietSinceMs ?? null,
       opts.guard?.noSessionsPrefix ?? null,
       opts.guard?.livenessFree ?? false,
+      opts.range.newest,
     ],
     'recover.batch',
     { prepared: true },
   );
   const row = res.rows[0];
   const ids = row?.ids ?? [];
-  const next = row?.last ? { createdAt: row.last[0], workflowId: row.last[1] } : undefined;
-  return { ids, candidates: row?.candidates ?? 0, next };
+  const candidates = row?.candidates ?? 0;
+  // A short batch read the range to its end: there is no next batch, so none is run to find that out.
+  const next = row?.last && candidates >= opts.limit ? { createdAt: row.last[0], workflowId: row.last[1] } : undefined;
+  return { ids, candidates, next };
 }
 
 export interface PendingByVersion {
   applicationVersion: string | null;
   count: number;
+  /** The version's oldest and newest PENDING rows: the recovery's scan range. */
+  created: CreatedRange;
 }
 
 /** PENDING rows a given executor still owns, per application version. */
 export async function pendingByVersion(db: Db, applicationName: string, executorId: string): Promise<PendingByVersion[]> {
-  const res = await db.query<{ application_version: string | null; n: string }>(
-    `SELECT application_version, count(*)::text AS n FROM ${ident(db.dbosSchema)}.workflow_status
+  const res = await db.query<{ application_version: string | null; n: string; oldest: string; newest: string }>(
+    `SELECT application_version, count(*)::text AS n, min(created_at)::text AS oldest, max(created_at)::text AS newest
+       FROM ${ident(db.dbosSchema)}.workflow_status
       WHERE status = 'PENDING' AND executor_id = $1 AND ${appScope('application_name', '$2')}
       GROUP BY application_version ORDER BY application_version NULLS FIRST`,
     [executorId, applicationName],
     'dbos.pendingByVersion',
   );
-  return res.rows.map((r) => ({ applicationVersion: r.application_version, count: Number(r.n) }));
+  return res.rows.map((r) => ({ applicationVersion: r.application_version, count: Number(r.n), created: { oldest: r.oldest, newest: r.newest } }));
 }

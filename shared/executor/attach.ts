@@ -120,7 +120,7 @@ class Kit implements ExecutorKit, KitCore {
     const ttlMs = o.heartbeatTtlMs ?? DEFAULT_HEARTBEAT_TTL_MS;
     if (this.redis) {
       const key = heartbeatKey(applicationName, this.executorId, o.keyPrefix);
-      this.heartbeat = new Heartbeat(this.redis, key, ttlMs, intervalMs, () => this.value(intervalMs), this.log);
+      this.heartbeat = new Heartbeat(this.redis, key, ttlMs, intervalMs, () => this.value(intervalMs), this.log, o.keyPrefix);
     }
     if (o.liveness !== false) {
       this.liveness = new LivenessLock({

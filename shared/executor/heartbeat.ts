@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { HeartbeatValue } from '../heartbeat/index.js';
+import { deleteHeartbeat, type HeartbeatValue, writeHeartbeat } from '../heartbeat/index.js';
 import { withTimeout } from '../lifecycle/shutdown.js';
 import type { Logger } from '../log.js';
 
@@ -26,11 +26,13 @@ export class Heartbeat {
 
   constructor(
     private readonly redis: Redis,
-    private readonly key: string,
+    readonly key: string,
     private readonly ttlMs: number,
     readonly intervalMs: number,
     private readonly value: () => HeartbeatValue,
     private readonly log: Logger,
+    /** The key's prefix: each beat also refreshes the app's heartbeat index (shared/heartbeat). */
+    private readonly prefix = 'afterlife',
   ) {}
 
   start(): void {
@@ -43,7 +45,7 @@ export class Heartbeat {
     for (let attempt = 1; ; attempt++) {
       if (this.stopped) return;
       try {
-        await withTimeout(this.redis.set(this.key, JSON.stringify(this.value()), 'PX', this.ttlMs), Math.max(1, deadline - Date.now()));
+        await withTimeout(writeHeartbeat(this.redis, this.value(), this.ttlMs, this.prefix), Math.max(1, deadline - Date.now()));
         this.ok();
         return;
       } catch (err) {
@@ -92,6 +94,7 @@ export class Heartbeat {
     if (this.stopped) return;
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
-    await withTimeout(this.redis.del(this.key), capMs).catch((err: unknown) => this.log.warn('heartbeat delete failed; it expires with its TTL', { err }));
+    const { applicationName, executorId } = this.value();
+    await withTimeout(deleteHeartbeat(this.redis, applicationName, executorId, this.prefix), capMs).catch((err: unknown) => this.log.warn('heartbeat delete failed; it expires with its TTL', { err }));
   }
 }

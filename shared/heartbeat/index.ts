@@ -4,6 +4,13 @@ import { z } from 'zod';
 /**
  * The heartbeat contract (DESIGN.md): key `afterlife:{app}:hb:{executorId}`, a JSON value, a PX TTL.
  * Written by the executor kit, read by executor-death (false-alarm check), the reaper and the drain function.
+ *
+ * Beside the keys, a per-application index: the sorted set `afterlife:{app}:hbidx` of executor IDs scored
+ * by when their key expires (Redis's clock), written in the same script as the key, and a marker
+ * `afterlife:{app}:hbidx:on` (no TTL) saying the app's kits maintain it. Readers that want every heartbeat
+ * of an app read the index instead of SCANning a keyspace the app may share (a SCAN cost 136 ms with 100k
+ * unrelated keys, 409 ms with 300k: issue 13). The key stays the evidence: a member whose key is gone
+ * reads as absent, and members past their expiry are pruned on every write and read.
  */
 export const HeartbeatValue = z.object({
   executorId: z.string(),
@@ -26,6 +33,48 @@ export function heartbeatKey(applicationName: string, executorId: string, prefix
 
 export function heartbeatPattern(applicationName: string, prefix = 'afterlife'): string {
   return `${prefix}:${escapeGlob(applicationName)}:hb:*`;
+}
+
+export function heartbeatIndexKey(applicationName: string, prefix = 'afterlife'): string {
+  return `${prefix}:${applicationName}:hbidx`;
+}
+
+function indexMarkerKey(applicationName: string, prefix: string): string {
+  return `${heartbeatIndexKey(applicationName, prefix)}:on`;
+}
+
+// Redis's own clock scores the index, so executors' clocks never decide which member is stale.
+const NOW_MS_LUA = `local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
+
+/** KEYS: heartbeat key, index, marker. ARGV: value, TTL ms, executor ID. */
+const WRITE_LUA = `${NOW_MS_LUA}
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
+redis.call('SET', KEYS[3], '1')
+return 1`;
+
+/** KEYS: index, marker. Returns false when no kit of the app maintains an index yet, else the live members. */
+const MEMBERS_LUA = `if redis.call('EXISTS', KEYS[2]) == 0 then return false end
+${NOW_MS_LUA}
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
+return redis.call('ZRANGE', KEYS[1], 0, -1)`;
+
+/**
+ * Writes one heartbeat: the key with its TTL and its index entry, atomically (one script), so a reader of
+ * the index never misses a key that exists. Non-cluster Redis (Memorystore for Redis): the three keys may
+ * live in different hash slots.
+ */
+export async function writeHeartbeat(redis: Redis, value: HeartbeatValue, ttlMs: number, prefix = 'afterlife'): Promise<void> {
+  const app = value.applicationName;
+  await redis.eval(WRITE_LUA, 3, heartbeatKey(app, value.executorId, prefix), heartbeatIndexKey(app, prefix), indexMarkerKey(app, prefix), JSON.stringify(value), ttlMs, value.executorId);
+}
+
+/** Removes one heartbeat and its index entry (the kit's last act after a hand-over). */
+export async function deleteHeartbeat(redis: Redis, applicationName: string, executorId: string, prefix = 'afterlife'): Promise<void> {
+  const replies = await redis.multi().del(heartbeatKey(applicationName, executorId, prefix)).zrem(heartbeatIndexKey(applicationName, prefix), executorId).exec();
+  const failed = replies?.find(([err]) => err);
+  if (!replies || failed) throw failed?.[0] ?? new Error('heartbeat delete: transaction aborted');
 }
 
 function escapeGlob(s: string): string {
@@ -55,8 +104,26 @@ export async function readHeartbeat(redis: Redis, key: string): Promise<Heartbea
   return { value: parseHeartbeat(raw), ttlMs: ttl >= 0 ? ttl : undefined };
 }
 
-/** All heartbeats of an app, by executor ID. SCAN, never KEYS: Memorystore is shared. */
+/**
+ * All heartbeats of an app, by executor ID: the index's members, then one MGET of their keys. Before any
+ * kit of the app has written the index (kits older than the index), it falls back to SCAN, never KEYS:
+ * Memorystore is shared. A fleet mixing old and new kits is read through the index once a new kit beat,
+ * so upgrade the kits before relying on it (README).
+ */
 export async function readAllHeartbeats(redis: Redis, applicationName: string, prefix = 'afterlife'): Promise<Map<string, HeartbeatValue | undefined>> {
+  const members = (await redis.eval(MEMBERS_LUA, 2, heartbeatIndexKey(applicationName, prefix), indexMarkerKey(applicationName, prefix))) as string[] | null;
+  if (members === null) return scanHeartbeats(redis, applicationName, prefix);
+  const out = new Map<string, HeartbeatValue | undefined>();
+  if (members.length === 0) return out;
+  const values = await redis.mget(...members.map((id) => heartbeatKey(applicationName, id, prefix)));
+  members.forEach((id, i) => {
+    const raw = values[i];
+    if (raw != null) out.set(id, parseHeartbeat(raw)); // a member whose key expired or was deleted is absent
+  });
+  return out;
+}
+
+async function scanHeartbeats(redis: Redis, applicationName: string, prefix: string): Promise<Map<string, HeartbeatValue | undefined>> {
   const out = new Map<string, HeartbeatValue | undefined>();
   const keyPrefix = `${prefix}:${applicationName}:hb:`;
   let cursor = '0';

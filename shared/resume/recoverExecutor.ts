@@ -162,7 +162,7 @@ async function run(
     const stopReason = () =>
       lockSignal?.aborted ? 'lock lost' : opts.signal?.aborted ? 'shutting down' : budget.expired() ? 'work budget' : undefined;
 
-    for (const { applicationVersion } of pending) {
+    for (const { applicationVersion, created } of pending) {
       const label = applicationVersion ?? NULL_VERSION;
       const noExecutor = live !== undefined && !(applicationVersion !== null && live.has(applicationVersion));
       let after: BatchCursor | undefined;
@@ -189,12 +189,17 @@ async function run(
         const batch = await reenqueueBatch(
           db,
           { applicationName: app, executorId: notice.executorId, applicationVersion },
-          { limit: deps.batchSize, after, recoveryId, batchNo: batches + 1, ...(guard ? { guard } : {}) },
+          { limit: deps.batchSize, range: created, after, recoveryId, batchNo: batches + 1, ...(guard ? { guard } : {}) },
         );
         batches += 1;
         reenqueued += batch.ids.length;
         versions[label] = (versions[label] ?? 0) + batch.ids.length;
-        if (noExecutor && batch.ids.length) orphanedIds.set(applicationVersion, [...(orphanedIds.get(applicationVersion) ?? []), ...batch.ids]);
+        if (noExecutor && batch.ids.length) {
+          // Appended in place: copying the list on every batch made a 1M-row recovery quadratic (74 s against 39 s).
+          const acc = orphanedIds.get(applicationVersion);
+          if (acc) for (const id of batch.ids) acc.push(id);
+          else orphanedIds.set(applicationVersion, [...batch.ids]);
+        }
         if (faults.enabled) await faults.hit('recover.afterBatch', { recoveryId, batchNo: batches, ids: batch.ids });
         opts.onBatch?.({ batchNo: batches, ids: batch.ids });
         shortfall ||= batch.ids.length < batch.candidates;

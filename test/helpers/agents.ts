@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { deathNotice } from '../../shared/events/deathNotice.js';
 import { recoverExecutor, type RecoverySummary } from '../../shared/resume/recoverExecutor.js';
 import type { Runtime } from '../../shared/runtime.js';
-import { heartbeatKey } from '../../shared/heartbeat/index.js';
+import { heartbeatKey, writeHeartbeat } from '../../shared/heartbeat/index.js';
 import { waitReady } from '../../shared/lock/redis.js';
 import type { Redis } from 'ioredis';
 import { waitFor } from './db.js';
@@ -12,12 +12,7 @@ import { startExecutor } from './executor.js';
 export async function beat(redis: Redis, app: string, executorId: string, version: string, ttlMs = 60_000, state: 'alive' | 'draining' | 'drained' = 'alive'): Promise<void> {
   const now = new Date().toISOString();
   await waitReady(redis, 2_000);
-  await redis.set(
-    heartbeatKey(app, executorId),
-    JSON.stringify({ executorId, applicationName: app, applicationVersion: version, state, startedAt: now, beatAt: now, inFlight: 0 }),
-    'PX',
-    ttlMs,
-  );
+  await writeHeartbeat(redis, { executorId, applicationName: app, applicationVersion: version, state, startedAt: now, beatAt: now, inFlight: 0 }, ttlMs);
 }
 
 export async function pendingIds(sql: pg.Pool, executorId: string): Promise<string[]> {
