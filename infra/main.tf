@@ -1,6 +1,7 @@
 /******************************************
   afterlife on Google Cloud: shared locals, APIs and the project
-  Files by concern: pubsub.tf, functions.tf, scheduler.tf, iam.tf, redis.tf, network.tf, secrets.tf, logging.tf
+  Files by concern: pubsub.tf, functions.tf, scheduler.tf, iam.tf, redis.tf, network.tf, secrets.tf, logging.tf,
+  monitoring.tf (alerts, dashboard.json)
  *****************************************/
 
 locals {
@@ -116,6 +117,7 @@ resource "google_project_service" "this" {
     "eventarc.googleapis.com",
     "iam.googleapis.com",
     "logging.googleapis.com",
+    "monitoring.googleapis.com",
     "pubsub.googleapis.com",
     "redis.googleapis.com",
     "run.googleapis.com",

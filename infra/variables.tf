@@ -322,3 +322,46 @@ variable "database_grants" {
   })
   default = {}
 }
+
+/******************************************
+  Alerts and the dashboard (monitoring.tf)
+ *****************************************/
+
+variable "alerts" {
+  description = <<-EOT
+    Cloud Monitoring alert policies on afterlife's log-based metrics (README, "Observability"): dead
+    letters, poison messages, recoveries retried for more than recovery_retry_minutes, orphaned
+    versions with work, stuck workflows, the reaper not ticking for reaper_absent_seconds, function
+    errors. notification_channels are google_monitoring_notification_channel IDs
+    (projects/<p>/notificationChannels/<n>); with none, incidents open in the console only.
+  EOT
+  type = object({
+    enabled                = optional(bool, true)
+    notification_channels  = optional(list(string), [])
+    recovery_retry_minutes = optional(number, 15)
+    reaper_absent_seconds  = optional(number, 120)
+    function_errors_per_5m = optional(number, 0)
+    auto_close             = optional(string, "1800s")
+  })
+  default = {}
+
+  validation {
+    condition     = var.alerts.recovery_retry_minutes >= 1 && floor(var.alerts.recovery_retry_minutes) == var.alerts.recovery_retry_minutes
+    error_message = "alerts.recovery_retry_minutes must be a whole number of minutes, at least 1."
+  }
+  validation {
+    # Cloud Monitoring's metric-absence conditions take whole minutes, at least 2.
+    condition     = var.alerts.reaper_absent_seconds >= 120 && var.alerts.reaper_absent_seconds % 60 == 0
+    error_message = "alerts.reaper_absent_seconds must be a multiple of 60, at least 120."
+  }
+  validation {
+    condition     = alltrue([for c in var.alerts.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[^/]+$", c))])
+    error_message = "alerts.notification_channels are notification channel IDs: projects/<project>/notificationChannels/<id>."
+  }
+}
+
+variable "dashboard" {
+  description = "Create the Cloud Monitoring dashboard of infra/dashboard.json (recoveries, latency, deaths, ticks, repairs, dead letters)."
+  type        = bool
+  default     = true
+}

@@ -630,7 +630,7 @@ async function checkFunctions(mods: Map<string, TfModule>, opts: CheckOptions, r
     const problem = (message: string) => problems.push({ file, where: label, message });
 
     const runtime = resolveValue(scope, dig(body, 'build_config', 'runtime'))?.value;
-    if (runtime !== 'nodejs22') problem(`runtime is ${JSON.stringify(runtime)}, not nodejs22 (nodejs20 is decommissioned)`);
+    if (runtime !== 'nodejs24') problem(`runtime is ${JSON.stringify(runtime)}, not nodejs24 (nodejs20 is decommissioned, nodejs22 deprecated in 2027-04)`);
 
     const entry = resolveValue(scope, dig(body, 'build_config', 'entry_point'))?.value;
     const entryPoint = typeof entry === 'string' && !isExpr(entry) ? entry : undefined;
@@ -799,7 +799,8 @@ async function checkResources(mods: Map<string, TfModule>, opts: CheckOptions, p
         } else {
           for (const m of filter.matchAll(/jsonPayload\.event="([a-z_]+)"/g)) if (m[1]) metricEvents.add(m[1]);
         }
-        if (!/jsonPayload\.event=/.test(filter)) problems.push({ file: res.file, where, message: 'log metric does not filter on jsonPayload.event' });
+        // The one exception: function_errors counts by severity (crashes and system lines carry no event).
+        if (!/jsonPayload\.event=/.test(filter) && !/severity>=ERROR/.test(filter)) problems.push({ file: res.file, where, message: 'log metric does not filter on jsonPayload.event' });
       }
     }
   }
@@ -849,6 +850,228 @@ function checkStatsGrant(mods: Map<string, TfModule>, problems: Problem[]): void
   }
 }
 
+// ───────────────────────────── alerts and the dashboard ─────────────────────────────
+
+const USER_METRIC = 'logging.googleapis.com/user';
+
+/** Google's own metrics a policy may use, and the resource type whose instances the module must own. */
+const GOOGLE_METRICS: Record<string, string> = {
+  'pubsub.googleapis.com/subscription/num_undelivered_messages': 'google_pubsub_subscription',
+};
+
+/** What the on-call must hear about: the metric each alert watches, and how. */
+export const REQUIRED_ALERTS: Record<string, 'threshold' | 'absent'> = {
+  dead_letter: 'threshold',
+  poison_message: 'threshold',
+  recovery_retry: 'threshold',
+  orphaned_version: 'threshold',
+  stuck_workflow: 'threshold',
+  reaper_tick: 'absent',
+  function_errors: 'threshold',
+};
+
+/** What the dashboard must show: recoveries and their latency, deaths, ticks, forks, dead letters. */
+export const REQUIRED_PANELS = ['recovery', 'recovery_latency', 'executor_dead', 'reaper_tick', 'fork', 'dead_letter'];
+
+/** Reaper silence the absence alert may tolerate before it fires (the issue's two minutes). */
+const REAPER_ABSENCE_MAX_S = 120;
+
+/** The metric names (after `<prefix>/`) the module's google_logging_metric resources create. */
+async function moduleMetrics(mod: TfModule): Promise<Map<string, string>> {
+  const out = new Map<string, string>(); // metric name → resource address
+  for (const [key, res] of mod.resources) {
+    if (!key.startsWith('google_logging_metric.')) continue;
+    const name = String(res.body.name ?? '');
+    if (name === '${var.name_prefix}/${each.key}') {
+      for (const k of (await mapEntries({ module: mod }, res.body.for_each, res.file)).keys()) out.set(k, `${key}["${k}"]`);
+    } else {
+      const m = /^\$\{var\.name_prefix\}\/([a-z0-9_]+)$/.exec(name);
+      if (m?.[1]) out.set(m[1], key);
+    }
+  }
+  return out;
+}
+
+/** `${var.a.b}` and `${local.x}` filled in with the literal they resolve to (defaults included). */
+function fillLiterals(scope: Scope, text: string): string {
+  return text.replace(/\$\{((?:var|local)\.[A-Za-z0-9_.]+)\}/g, (whole, ref: string) => {
+    const r = resolveValue(scope, `\${${ref}}`);
+    const v = r?.value;
+    return typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? String(v) : whole;
+  });
+}
+
+const METRIC_TYPE = /metric\.type="((?:\$\{[^}]*\}|[^"$])*)"/g;
+const durationS = (d: string | undefined) => (d && /^\d+s$/.test(d) ? Number.parseInt(d, 10) : undefined);
+
+interface PolicyInstance {
+  where: string;
+  file: string;
+  body: Obj;
+  /** `each.value.<field>` of a for_each over a local map, as written. */
+  each?: Obj;
+}
+
+function policyInstances(mod: TfModule): PolicyInstance[] {
+  const out: PolicyInstance[] = [];
+  for (const [key, res] of mod.resources) {
+    if (!key.startsWith('google_monitoring_alert_policy.')) continue;
+    const forEach = res.body.for_each;
+    if (forEach === undefined) {
+      out.push({ where: `resource ${key}`, file: res.file, body: res.body });
+      continue;
+    }
+    // `cond ? local.map : {}`: the instances are the local map's entries.
+    const local = typeof forEach === 'string' ? /local\.([A-Za-z0-9_]+)/.exec(forEach)?.[1] : undefined;
+    const map = local ? resolveValue({ module: mod }, `\${local.${local}}`)?.value : undefined;
+    if (!isObj(map)) {
+      out.push({ where: `resource ${key}`, file: res.file, body: res.body });
+      continue;
+    }
+    for (const [name, entry] of Object.entries(map)) out.push({ where: `resource ${key}["${name}"]`, file: res.file, body: res.body, each: isObj(entry) ? entry : {} });
+  }
+  return out;
+}
+
+/** A field of the instance with `${each.value.x}` replaced by what the entry holds. */
+function instanceText(p: PolicyInstance, value: Json | undefined): string | undefined {
+  if (typeof value !== 'string') return value === undefined ? undefined : JSON.stringify(value);
+  return value.replace(/\$\{each\.value\.([a-z_]+)\}/g, (whole, field: string) => {
+    const v = p.each?.[field];
+    return v === undefined ? whole : typeof v === 'string' ? v : JSON.stringify(v);
+  });
+}
+
+/**
+ * Alert policies and the dashboard. Each policy: every condition's metric is one the module creates
+ * (a log-based metric of logging.tf, or a Google metric of a resource it owns), a markdown
+ * documentation block says what to do, and notifications go to var.alerts.notification_channels. The
+ * signals of REQUIRED_ALERTS are all covered, the reaper by an absence condition of at most two
+ * minutes. The dashboard: a JSON file that parses, whose template variables are all passed, and whose
+ * widgets chart only the module's metrics, the REQUIRED_PANELS among them.
+ */
+async function checkMonitoring(mods: Map<string, TfModule>, problems: Problem[]): Promise<void> {
+  for (const mod of mods.values()) {
+    const metrics = await moduleMetrics(mod);
+    const scope: Scope = { module: mod };
+    const covered = new Map<string, Array<{ kind: 'threshold' | 'absent'; durationS: number | undefined }>>();
+    const policies = policyInstances(mod);
+
+    for (const p of policies) {
+      const problem = (message: string) => problems.push({ file: p.file, where: p.where, message });
+      const docs = first(p.body.documentation);
+      const content = instanceText(p, docs?.content);
+      if (!docs || !content || content.replace(/\$\{[^}]*\}/g, '').trim().length < 40) problem('has no documentation telling the on-call what to do');
+      else if (docs.mime_type !== 'text/markdown') problem('documentation is not text/markdown');
+      if (!/var\.alerts\.notification_channels/.test(String(p.body.notification_channels ?? ''))) problem('notification_channels is not var.alerts.notification_channels');
+
+      const conditions = Array.isArray(p.body.conditions) ? p.body.conditions : [];
+      if (conditions.length === 0) problem('has no conditions');
+      for (const cond of conditions) {
+        if (!isObj(cond)) continue;
+        const threshold = first(cond.condition_threshold);
+        const absent = first(cond.condition_absent);
+        const c = threshold ?? absent;
+        if (!c) {
+          problem('a condition is neither condition_threshold nor condition_absent');
+          continue;
+        }
+        const filter = fillLiterals(scope, instanceText(p, c.filter) ?? '');
+        const types = [...filter.matchAll(METRIC_TYPE)].map((m) => m[1] ?? '');
+        if (types.length !== 1) {
+          problem(`a condition's filter names ${types.length} metric types (one expected): ${filter}`);
+          continue;
+        }
+        const type = types[0] ?? '';
+        let metric: string | undefined;
+        if (type.startsWith(`${USER_METRIC}/`)) {
+          const ref = type.slice(USER_METRIC.length + 1);
+          const m = /^\$\{google_logging_metric\.([A-Za-z0-9_]+)(?:\["([^"]+)"\])?\.name\}$/.exec(ref);
+          const address = m ? (m[2] ? `google_logging_metric.${m[1]}["${m[2]}"]` : `google_logging_metric.${m[1]}`) : undefined;
+          metric = [...metrics].find(([, a]) => a === address)?.[0];
+          if (metric === undefined) problem(`condition metric ${type} is not a log-based metric this module creates`);
+        } else if (type in GOOGLE_METRICS) {
+          const owner = GOOGLE_METRICS[type] ?? '';
+          if (!new RegExp(`\\$\\{${owner}\\.`).test(filter)) problem(`condition on ${type} is not scoped to a ${owner} of this module`);
+          metric = type;
+        } else {
+          problem(`condition metric ${type} is neither a log-based metric of this module nor a known Google metric`);
+        }
+        if (metric === undefined) continue;
+        const duration = durationS(fillLiterals(scope, instanceText(p, c.duration) ?? ''));
+        const list = covered.get(metric) ?? [];
+        list.push({ kind: absent ? 'absent' : 'threshold', durationS: duration });
+        covered.set(metric, list);
+      }
+    }
+
+    // The required alerts belong to the module that deploys the functions (not its examples).
+    const deploysReaper = [...mod.modules.values()].some((m) => m.body.entry_point === 'reaper');
+    for (const [metric, kind] of deploysReaper ? Object.entries(REQUIRED_ALERTS) : []) {
+      const found = (covered.get(metric) ?? []).filter((c) => c.kind === kind);
+      if (found.length === 0) {
+        problems.push({ file: join(mod.rel, 'monitoring.tf'), where: 'alert policies', message: `no ${kind === 'absent' ? 'metric-absence' : 'threshold'} alert policy on ${metric}` });
+      } else if (kind === 'absent' && !found.some((c) => c.durationS !== undefined && c.durationS <= REAPER_ABSENCE_MAX_S)) {
+        problems.push({ file: join(mod.rel, 'monitoring.tf'), where: 'alert policies', message: `the absence alert on ${metric} waits ${found.map((c) => c.durationS ?? '?').join(', ')} s, more than ${REAPER_ABSENCE_MAX_S} s` });
+      }
+    }
+
+    for (const [key, res] of mod.resources) {
+      if (!key.startsWith('google_monitoring_dashboard.')) continue;
+      await checkDashboard(mod, key, res, metrics, problems);
+    }
+  }
+}
+
+async function checkDashboard(mod: TfModule, key: string, res: Block, metrics: Map<string, string>, problems: Problem[]): Promise<void> {
+  const where = `resource ${key}`;
+  const expr = String(res.body.dashboard_json ?? '');
+  const m = /^\$\{templatefile\("\$\{path\.module\}\/([A-Za-z0-9_.-]+\.json)",\s*\{([\s\S]*)\}\)\}$/.exec(expr);
+  if (!m?.[1]) {
+    problems.push({ file: res.file, where, message: 'dashboard_json is not templatefile("${path.module}/<file>.json", {...})' });
+    return;
+  }
+  const file = join(mod.rel, m[1]);
+  const vars = new Map([...(m[2] ?? '').matchAll(/^\s*([a-z_]+)\s*=\s*(.*)$/gm)].map((v) => [v[1] ?? '', (v[2] ?? '').trim()]));
+  let text: string;
+  let json: Json;
+  try {
+    text = await readFile(join(mod.dir, m[1]), 'utf8');
+    json = JSON.parse(text) as Json;
+  } catch (err) {
+    problems.push({ file, where: '(json)', message: `not valid JSON: ${err instanceof Error ? err.message : String(err)}` });
+    return;
+  }
+  for (const t of text.matchAll(/(\$\$?)\{([^}]*)\}/g)) {
+    if (t[1] === '$' && !vars.has(t[2] ?? '')) problems.push({ file, where: '(template)', message: `\${${t[2]}} is not a variable templatefile passes (${[...vars.keys()].join(', ')})` });
+  }
+  if (/%\{/.test(text)) problems.push({ file, where: '(template)', message: '%{ is a template directive in templatefile; escape it as %%{' });
+  if (vars.get('metric_prefix') !== `"\${local.user_metric}/\${var.name_prefix}"`) {
+    problems.push({ file: res.file, where, message: `metric_prefix is ${vars.get('metric_prefix') ?? 'not passed'}, not "\${local.user_metric}/\${var.name_prefix}"` });
+  }
+  const shown = new Set<string>();
+  const walk = (v: Json, path: string): void => {
+    if (Array.isArray(v)) v.forEach((x, i) => walk(x, `${path}[${i}]`));
+    else if (isObj(v)) {
+      for (const [k, x] of Object.entries(v)) {
+        if (k === 'filter' && typeof x === 'string') {
+          const types = [...x.matchAll(/metric\.type="([^"]*)"/g)].map((t) => t[1] ?? '');
+          if (types.length === 0) problems.push({ file, where: path, message: `filter names no metric type: ${x}` });
+          for (const type of types) {
+            const name = /^\$\{metric_prefix\}\/([a-z0-9_]+)$/.exec(type)?.[1];
+            if (name === undefined || !metrics.has(name)) problems.push({ file, where: path, message: `widget charts ${type}, which is not a metric this module creates` });
+            else shown.add(name);
+          }
+        } else if (/query$/i.test(k) && typeof x === 'string' && k !== 'timeSeriesQuery') {
+          problems.push({ file, where: `${path}.${k}`, message: 'a query language widget cannot be checked; use timeSeriesFilter' });
+        } else walk(x, `${path}.${k}`);
+      }
+    }
+  };
+  walk(json, '$');
+  for (const panel of REQUIRED_PANELS) if (!shown.has(panel)) problems.push({ file, where: '(widgets)', message: `no widget charts ${panel}` });
+}
+
 // ───────────────────────────── entry points ─────────────────────────────
 
 export async function checkInfra(root: string, opts: CheckOptions): Promise<CheckResult> {
@@ -865,6 +1088,7 @@ export async function checkInfra(root: string, opts: CheckOptions): Promise<Chec
   checkDefaults(mods, result.problems);
   checkStatsGrant(mods, result.problems);
   await checkResources(mods, opts, result.problems);
+  await checkMonitoring(mods, result.problems);
   return result;
 }
 

@@ -186,10 +186,10 @@ describe('planted breaks are reported', () => {
     expect(messages(r)[0]).toMatch(/FUNCTION_TIMEOUT_S is not derived from service_config\.timeout_seconds/);
   });
 
-  it('a runtime other than nodejs22', async () => {
-    const r = await plant('modules/function/variables.tf', 'default     = "nodejs22"', 'default     = "nodejs20"');
+  it('a runtime other than nodejs24', async () => {
+    const r = await plant('modules/function/variables.tf', 'default     = "nodejs24"', 'default     = "nodejs22"');
     expect(messages(r)).toHaveLength(3);
-    expect(messages(r)[0]).toMatch(/runtime is "nodejs20"/);
+    expect(messages(r)[0]).toMatch(/runtime is "nodejs22"/);
   });
 
   it('a trigger that does not retry', async () => {
@@ -232,7 +232,12 @@ describe('planted breaks are reported', () => {
     // Checked against the code's events plus the fork engine's, which may not have landed yet.
     const line = /^ {4}fork +=.*\n/m.exec(await readFile(join(infra, 'logging.tf'), 'utf8'))?.[0] ?? 'fork metric line';
     const r = await plant('logging.tf', line, '', { events: new Set([...events, 'fork']) });
-    expect(messages(r)).toEqual([expect.stringMatching(/the code logs event "fork" but no log-based metric counts it/)]);
+    expect(messages(r)).toEqual([
+      expect.stringMatching(/the code logs event "fork" but no log-based metric counts it/),
+      // The dashboard's forks panel charts it too.
+      expect.stringMatching(/dashboard\.json: .*widget charts \$\{metric_prefix\}\/fork, which is not a metric this module creates/),
+      expect.stringMatching(/dashboard\.json: \(widgets\): no widget charts fork/),
+    ]);
   });
 
   it('a module argument the module does not declare', async () => {
@@ -243,6 +248,52 @@ describe('planted breaks are reported', () => {
         expect.stringMatching(/required variable source_dir of \. is not set/),
       ]),
     );
+  });
+
+  it('an alert policy on a metric the module does not create', async () => {
+    const r = await plant('monitoring.tf', 'metric    = google_logging_metric.event["stuck_workflow"].name', 'metric    = google_logging_metric.event["stuck_workflows"].name');
+    expect(messages(r)).toEqual([
+      expect.stringMatching(/google_monitoring_alert_policy\.threshold\["stuck_workflow"\]: condition metric .*stuck_workflows.* is not a log-based metric this module creates/),
+      expect.stringMatching(/alert policies: no threshold alert policy on stuck_workflow/),
+    ]);
+    const g = await plant('monitoring.tf', 'pubsub.googleapis.com/subscription/num_undelivered_messages', 'pubsub.googleapis.com/subscription/num_undelivered_messagez');
+    expect(messages(g)).toEqual([expect.stringMatching(/google_monitoring_alert_policy\.dead_letters: condition metric pubsub\.googleapis\.com\/subscription\/num_undelivered_messagez is neither/)]);
+  });
+
+  it('an alert policy without documentation or notification channels', async () => {
+    const r = await plant('monitoring.tf', '    content   = "${each.value.content}${local.alert_doc_footer}"\n', '');
+    expect(messages(r)).toHaveLength(4);
+    expect(messages(r)).toEqual(expect.arrayContaining([
+      expect.stringMatching(/threshold\["poison_message"\]: has no documentation/),
+      expect.stringMatching(/threshold\["orphaned_version"\]: has no documentation/),
+      expect.stringMatching(/threshold\["stuck_workflow"\]: has no documentation/),
+      expect.stringMatching(/threshold\["function_errors"\]: has no documentation/),
+    ]));
+    const n = await plant('monitoring.tf', '  display_name          = "afterlife: dead letters"\n  combiner              = "OR"\n  severity              = "CRITICAL"\n  notification_channels = var.alerts.notification_channels\n', '  display_name          = "afterlife: dead letters"\n  combiner              = "OR"\n  severity              = "CRITICAL"\n');
+    expect(messages(n)).toEqual([expect.stringMatching(/dead_letters: notification_channels is not var\.alerts\.notification_channels/)]);
+  });
+
+  it('a required alert missing, or the reaper absence alert waiting too long', async () => {
+    const text = await readFile(join(infra, 'monitoring.tf'), 'utf8');
+    const poison = /^ {4}poison_message = \{\n[\s\S]*?^ {4}\}\n/m.exec(text)?.[0] ?? 'poison block';
+    const r = await plant('monitoring.tf', poison, '');
+    expect(messages(r)).toEqual([expect.stringMatching(/alert policies: no threshold alert policy on poison_message/)]);
+    const a = await plant('variables.tf', 'reaper_absent_seconds  = optional(number, 120)', 'reaper_absent_seconds  = optional(number, 600)');
+    expect(messages(a)).toEqual([expect.stringMatching(/the absence alert on reaper_tick waits 600 s, more than 120 s/)]);
+    const t = await plant('monitoring.tf', '    condition_absent {', '    condition_threshold {');
+    expect(messages(t)).toContainEqual(expect.stringMatching(/no metric-absence alert policy on reaper_tick/));
+  });
+
+  it('a dashboard that is not JSON, or charts a metric the module does not create', async () => {
+    const r = await plant('dashboard.json', '"columns": 48,', '"columns": 48,,');
+    expect(messages(r)).toEqual([expect.stringMatching(/dashboard\.json: \(json\): not valid JSON/)]);
+    const m = await plant('dashboard.json', '${metric_prefix}/executor_dead\\"', '${metric_prefix}/executors_dead\\"');
+    expect(messages(m)).toEqual([
+      expect.stringMatching(/dashboard\.json: .*widget charts \$\{metric_prefix\}\/executors_dead, which is not a metric this module creates/),
+      expect.stringMatching(/dashboard\.json: \(widgets\): no widget charts executor_dead/),
+    ]);
+    const v = await plant('dashboard.json', '"displayName": "${title}"', '"displayName": "${name}"');
+    expect(messages(v)).toEqual([expect.stringMatching(/\$\{name\} is not a variable templatefile passes/)]);
   });
 
   it.skipIf(!fmtAvailable)('unformatted HCL fails terraform fmt', async () => {
