@@ -15,3 +15,4 @@ export {
 } from './attach.js';
 export { CallBudgetExhaustedError, limitCalls, type CallLimiter, type LimitOptions } from './limiter.js';
 export { executorOptionsFromEnv } from './env.js';
+export { cloudRunExecutorId, type CloudRunExecutorIdOptions, EXECUTOR_ID_MAX, executorIdFor, ExecutorIdMetadataError } from './cloudRun.js';
