@@ -80,7 +80,7 @@ module "executor_death" {
     trigger = "serviceAccount:${google_service_account.trigger.email}"
   }
 
-  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url]
+  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url, google_secret_manager_secret_iam_member.redis_ca, google_secret_manager_secret_version.redis_ca]
 }
 
 module "reaper" {
@@ -104,7 +104,7 @@ module "reaper" {
     scheduler = "serviceAccount:${google_service_account.scheduler.email}"
   }
 
-  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url]
+  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url, google_secret_manager_secret_iam_member.redis_ca, google_secret_manager_secret_version.redis_ca]
 }
 
 module "drain" {
@@ -127,5 +127,5 @@ module "drain" {
   # Private: only the members named in drain_invokers (deployers, CI) may call it.
   invokers = var.drain_invokers
 
-  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url]
+  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url, google_secret_manager_secret_iam_member.redis_ca, google_secret_manager_secret_version.redis_ca]
 }

@@ -86,8 +86,9 @@ locals {
   # inconsistent conditional types in Terraform.)
   secret_env = {
     for key, secret in {
-      REDIS_URL   = var.redis.enabled ? google_secret_manager_secret.redis_url[0].secret_id : null
-      DB_PASSWORD = var.cloud_sql.password_secret
+      REDIS_URL     = var.redis.enabled ? google_secret_manager_secret.redis_url[0].secret_id : null
+      REDIS_CA_CERT = local.redis_tls ? google_secret_manager_secret.redis_ca[0].secret_id : null
+      DB_PASSWORD   = var.cloud_sql.password_secret
     } : key => { secret = secret } if secret != null
   }
 

@@ -40,11 +40,13 @@ output "executor_death_dead_letter_command" {
 }
 
 output "redis" {
-  description = "Memorystore host and port, and the secret holding REDIS_URL (mount it in the executors too)."
+  description = "Memorystore host and port, the secret holding REDIS_URL and (with TLS) the one holding REDIS_CA_CERT: mount both in the executors too."
   value = var.redis.enabled ? {
     host       = google_redis_instance.this[0].host
     port       = google_redis_instance.this[0].port
+    tls        = local.redis_tls
     url_secret = google_secret_manager_secret.redis_url[0].id
+    ca_secret  = local.redis_tls ? google_secret_manager_secret.redis_ca[0].id : null
   } : null
 }
 

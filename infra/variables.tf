@@ -261,15 +261,18 @@ variable "network" {
 variable "redis" {
   description = <<-EOT
     Memorystore for Redis. Without it (enabled = false) afterlife runs degraded: recovery still works,
-    the reaper declares nothing dead. Transit encryption stays off because the code has no setting for
-    Memorystore's server CA yet; the AUTH string travels only inside the VPC.
+    the reaper declares nothing dead. transit_encryption (default on) is Memorystore's
+    SERVER_AUTHENTICATION TLS: REDIS_URL becomes rediss:// and the server CA reaches the functions and
+    the executors as REDIS_CA_CERT (secret output redis.ca_secret). Turning it off or on replaces the
+    instance.
   EOT
   type = object({
-    enabled        = optional(bool, true)
-    tier           = optional(string, "BASIC")
-    memory_size_gb = optional(number, 1)
-    redis_version  = optional(string, "REDIS_7_2")
-    connect_mode   = optional(string, "DIRECT_PEERING")
+    enabled            = optional(bool, true)
+    transit_encryption = optional(bool, true)
+    tier               = optional(string, "BASIC")
+    memory_size_gb     = optional(number, 1)
+    redis_version      = optional(string, "REDIS_7_2")
+    connect_mode       = optional(string, "DIRECT_PEERING")
   })
   default = {}
 

@@ -47,6 +47,8 @@ export interface ExecutorKitOptions {
   afterlifeSchema?: string;
   /** Heartbeats need Redis; without it the kit still drains and publishes (logged as degraded). */
   redisUrl?: string;
+  /** PEM CA bundle for a rediss:// redisUrl (Memorystore's server CA; REDIS_CA_CERT). */
+  redisTlsCa?: string;
   redis?: Redis;
   keyPrefix?: string;
   heartbeatTtlMs?: number;
@@ -151,7 +153,7 @@ class Kit implements ExecutorKit {
     // Small and separate from DBOS's pool: registry rows, drain polls and one count at shutdown.
     this.pool = new pg.Pool({ connectionString: o.databaseUrl, max: 2, idleTimeoutMillis: 10_000, connectionTimeoutMillis: 2_000, application_name: `afterlife_kit_${this.executorId}`.slice(0, 63) });
     this.db = createDb(this.pool, 2, { dbosSchema: o.dbosSchema ?? 'dbos', afterlifeSchema: o.afterlifeSchema ?? 'afterlife', logger: this.log, budgetWaitMs: 2_000 });
-    this.redis = o.redis ?? (o.redisUrl ? createRedis(o.redisUrl) : undefined);
+    this.redis = o.redis ?? (o.redisUrl ? createRedis(o.redisUrl, { tlsCa: o.redisTlsCa }) : undefined);
     this.ownsRedis = !o.redis && this.redis !== undefined;
   }
 

@@ -482,7 +482,8 @@ const SAMPLES: Record<string, string> = {
   DATABASE_URL: 'postgres://u@127.0.0.1:5432/d',
   INSTANCE_CONNECTION_NAME: 'project:region:instance',
   DB_IP_TYPE: 'PRIVATE',
-  REDIS_URL: 'redis://:auth@10.0.0.3:6379',
+  REDIS_URL: 'rediss://:auth@10.0.0.3:6378',
+  REDIS_CA_CERT: '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n',
   ORPHANED_VERSION_POLICY: 'leave',
   STUCK_POLICY: 'report',
   FORK_TARGET_VERSION: 'latest',
@@ -495,7 +496,8 @@ const sampleFor = (key: string) => SAMPLES[key] ?? (/_MS$/.test(key) ? '60000' :
 
 /** Beyond what loadConfig insists on, what each deployed target needs to do its job. */
 const DEPLOY_REQUIRES: Record<string, readonly string[]> = {
-  '*': ['FUNCTION_TIMEOUT_S', 'GOOGLE_CLOUD_PROJECT', 'REDIS_URL'],
+  // REDIS_CA_CERT: Memorystore's server CA, without which a rediss:// REDIS_URL cannot verify the server.
+  '*': ['FUNCTION_TIMEOUT_S', 'GOOGLE_CLOUD_PROJECT', 'REDIS_URL', 'REDIS_CA_CERT'],
   // The reaper's passes and the topics it publishes to; without them a deploy could not tune them.
   reaper: [
     'EXECUTOR_DEATH_TOPIC',
@@ -782,6 +784,14 @@ async function checkResources(mods: Map<string, TfModule>, opts: CheckOptions, p
         else if (/^\d+s$/.test(deadline) && Number.parseInt(deadline, 10) > 1800) problems.push({ file: res.file, where, message: `attempt_deadline ${deadline} exceeds Scheduler's 1800 s maximum` });
         const schedule = resolveValue({ module: mod }, res.body.schedule)?.value;
         if (schedule !== undefined && schedule !== '* * * * *') problems.push({ file: res.file, where, message: `schedule ${JSON.stringify(schedule)} is not every minute` });
+      }
+
+      // Memorystore speaks TLS unless the operator turns it off: a literal, or var.redis.transit_encryption defaulting to true.
+      if (key.startsWith('google_redis_instance.')) {
+        const mode = String(res.body.transit_encryption_mode ?? 'DISABLED');
+        const toggle = /^\$\{var\.redis\.transit_encryption \? "SERVER_AUTHENTICATION" : "DISABLED"\}$/.test(mode);
+        const byDefault = toggle && optionalDefault(mod.variables.get('redis')?.body.type, 'transit_encryption') === true;
+        if (mode !== 'SERVER_AUTHENTICATION' && !byDefault) problems.push({ file: res.file, where, message: `transit_encryption_mode is ${mode}, not SERVER_AUTHENTICATION by default` });
       }
 
       if (key.startsWith('google_storage_bucket_object.') && typeof res.body.source === 'string' && res.body.source.includes('data.archive_file.')) {

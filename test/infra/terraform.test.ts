@@ -51,7 +51,7 @@ describe('infra/ as committed', () => {
 
   it('gives every function the database, app name, timeout and Redis it needs', () => {
     for (const f of real.functions) {
-      expect(f.env).toEqual(expect.arrayContaining(['DBOS_APPLICATION_NAME', 'INSTANCE_CONNECTION_NAME', 'DB_USER', 'DB_NAME', 'FUNCTION_TIMEOUT_S', 'REDIS_URL', 'DB_PASSWORD']));
+      expect(f.env).toEqual(expect.arrayContaining(['DBOS_APPLICATION_NAME', 'INSTANCE_CONNECTION_NAME', 'DB_USER', 'DB_NAME', 'FUNCTION_TIMEOUT_S', 'REDIS_URL', 'REDIS_CA_CERT', 'DB_PASSWORD']));
     }
   });
 
@@ -294,6 +294,13 @@ describe('planted breaks are reported', () => {
     ]);
     const v = await plant('dashboard.json', '"displayName": "${title}"', '"displayName": "${name}"');
     expect(messages(v)).toEqual([expect.stringMatching(/\$\{name\} is not a variable templatefile passes/)]);
+  });
+
+  it('Redis without TLS by default, or the functions without its CA', async () => {
+    const r = await plant('variables.tf', 'transit_encryption = optional(bool, true)', 'transit_encryption = optional(bool, false)');
+    expect(messages(r)).toEqual([expect.stringMatching(/google_redis_instance\.this: transit_encryption_mode .* not SERVER_AUTHENTICATION by default/)]);
+    const c = await plant('main.tf', '      REDIS_CA_CERT = local.redis_tls ? google_secret_manager_secret.redis_ca[0].secret_id : null\n', '');
+    expect(messages(c).filter((m) => /environment: REDIS_CA_CERT is not set/.test(m))).toHaveLength(3);
   });
 
   it.skipIf(!fmtAvailable)('unformatted HCL fails terraform fmt', async () => {
