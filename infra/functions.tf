@@ -57,7 +57,7 @@ module "executor_death" {
   project_id                   = var.project_id
   region                       = var.region
   name                         = "${var.name_prefix}-executor-death"
-  description                  = "Recovers a dead DBOS executor's PENDING workflows (death notices from Pub/Sub)."
+  description                  = "Recovers a dead DBOS executor's PENDING workflows (death notices pushed by Pub/Sub)."
   entry_point                  = "executorDeath"
   source_archive               = local.source_archive
   service_account_email        = google_service_account.runtime["executor_death"].email
@@ -68,14 +68,8 @@ module "executor_death" {
   labels                       = local.labels
   build_service_account        = var.build_service_account
 
-  event_trigger = {
-    pubsub_topic          = google_pubsub_topic.executor_deaths.id
-    service_account_email = google_service_account.trigger.email
-    # A nack (5xx) is redelivered with backoff; poison input is acked by the handler, so retries only
-    # ever repeat transient failures.
-    retry_policy = "RETRY_POLICY_RETRY"
-  }
-
+  # No Eventarc trigger: death notices arrive through our own push subscription (pubsub.tf), which
+  # carries the dead-letter and retry policies. Its OIDC identity is the only invoker.
   invokers = {
     trigger = "serviceAccount:${google_service_account.trigger.email}"
   }

@@ -1,6 +1,6 @@
 /******************************************
   Identities: one runtime service account per function, plus one for each caller
-  (Scheduler → reaper, Eventarc → executorDeath). Nobody else may invoke anything but drain.
+  (Scheduler → reaper, Pub/Sub push → executorDeath). Nobody else may invoke anything but drain.
  *****************************************/
 
 locals {
@@ -49,7 +49,7 @@ resource "google_service_account" "scheduler" {
 resource "google_service_account" "trigger" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-trigger"
-  display_name = "afterlife: Eventarc's identity when it delivers death notices to executorDeath"
+  display_name = "afterlife: Pub/Sub's identity when it pushes death notices to executorDeath (OIDC)"
 
   depends_on = [google_project_service.this]
 }
@@ -157,8 +157,8 @@ resource "google_pubsub_topic_iam_member" "workflow_dead_letters_publisher" {
   Callers. run.invoker itself is granted per function in modules/function (invokers).
  *****************************************/
 
-# Pub/Sub mints the OIDC token of each Eventarc push delivery as the trigger's account. Needed on
-# projects whose Pub/Sub service agent predates April 2021; harmless elsewhere; scoped to this one account.
+# Pub/Sub mints the OIDC token of each push delivery as the trigger's account. Needed on projects
+# whose Pub/Sub service agent predates April 2021; harmless elsewhere; scoped to this one account.
 resource "google_service_account_iam_member" "pubsub_mints_trigger_tokens" {
   service_account_id = google_service_account.trigger.name
   role               = "roles/iam.serviceAccountTokenCreator"

@@ -115,7 +115,6 @@ resource "google_project_service" "this" {
     "cloudfunctions.googleapis.com",
     "cloudscheduler.googleapis.com",
     "compute.googleapis.com",
-    "eventarc.googleapis.com",
     "iam.googleapis.com",
     "logging.googleapis.com",
     "monitoring.googleapis.com",

@@ -149,21 +149,24 @@ variable "topics" {
 
 variable "executor_death_dead_letter" {
   description = <<-EOT
-    Dead-lettering of death notices that keep failing. The provider cannot set a dead-letter policy on
-    the subscription Eventarc creates (hashicorp/terraform-provider-google#25069), so with
-    patch_trigger_subscription the module patches it after apply with gcloud (which must be on PATH where
-    terraform runs). Set it to false to apply the printed `gcloud` command yourself (output
-    executor_death_dead_letter_command).
+    Redelivery and dead-lettering of death notices on executorDeath's push subscription (pubsub.tf): a
+    nacked notice is redelivered with exponential backoff between minimum_backoff and maximum_backoff,
+    and after max_delivery_attempts it goes to the dead-letter topic (kept by its -hold subscription).
   EOT
   type = object({
-    patch_trigger_subscription = optional(bool, true)
-    max_delivery_attempts      = optional(number, 10)
+    max_delivery_attempts = optional(number, 10)
+    minimum_backoff       = optional(string, "10s")
+    maximum_backoff       = optional(string, "600s")
   })
   default = {}
 
   validation {
     condition     = var.executor_death_dead_letter.max_delivery_attempts >= 5 && var.executor_death_dead_letter.max_delivery_attempts <= 100
     error_message = "Pub/Sub allows 5 to 100 delivery attempts before dead-lettering."
+  }
+  validation {
+    condition     = alltrue([for b in [var.executor_death_dead_letter.minimum_backoff, var.executor_death_dead_letter.maximum_backoff] : can(regex("^[0-9]+s$", b)) && tonumber(trimsuffix(b, "s")) <= 600])
+    error_message = "Backoffs are durations in seconds (\"10s\"), at most 600s."
   }
 }
 
@@ -198,9 +201,9 @@ variable "functions" {
     error_message = "functions.reaper.timeout_seconds must be at most 1770: Cloud Scheduler waits at most 1800 s (timeout + 30 s of slack)."
   }
   validation {
-    # Event-triggered gen2 functions run at most 540 s per delivery; HTTP ones at most 3600 s.
+    # A push delivery waits at most 600 s (the subscription's ack deadline: timeout + 30 s for a cold start).
     condition     = try(var.functions.executor_death.timeout_seconds, null) == null || try(var.functions.executor_death.timeout_seconds <= 540, false)
-    error_message = "functions.executor_death.timeout_seconds must be at most 540 (the limit of event-triggered functions)."
+    error_message = "functions.executor_death.timeout_seconds must be at most 540: Pub/Sub waits at most 600 s for a push (timeout + 30 s of slack)."
   }
 }
 

@@ -681,9 +681,30 @@ async function checkFunctions(mods: Map<string, TfModule>, opts: CheckOptions, r
       const sa = trigger.field('service_account_email');
       for (const r of sa ? await refRoots(file, sa.value) : []) triggerAccounts.add(r);
       if (triggerAccounts.size === 0) problem('event_trigger has no dedicated service_account_email (it would default to the Compute SA)');
-    } else if (entryPoint === 'executorDeath') {
-      problem('executorDeath has no Eventarc Pub/Sub trigger');
     }
+
+    // Push subscriptions delivering to this function (push_endpoint built from module.<call>.uri).
+    const pushes = fn.call ? await pushSubscriptionsTo(fn.call.module, fn.call.name) : [];
+    for (const push of pushes) {
+      const where = `resource ${push.key}`;
+      const sub = (message: string) => problems.push({ file: push.file, where, message });
+      const oidc = first(dig(push.body, 'push_config', 'oidc_token') ?? null);
+      const sa = oidc?.service_account_email;
+      for (const r of await refRoots(push.file, sa)) triggerAccounts.add(r);
+      if (!sa) sub('push_config has no oidc_token with a service account: the private function would answer 403');
+      const endpoint = String(dig(push.body, 'push_config', 'push_endpoint') ?? '');
+      if (!/\/projects\/\$\{[^}]+\}\/topics\/\$\{[^}]+\}$/.test(endpoint)) {
+        sub(`push_endpoint ${endpoint} does not end in /projects/<project>/topics/<topic>, where functions-framework reads the CloudEvent source`);
+      }
+      const dlp = first(push.body.dead_letter_policy);
+      if (!dlp || ![...(await refRoots(push.file, dlp.dead_letter_topic))].some((r) => r.startsWith('google_pubsub_topic.'))) sub('has no dead_letter_policy on a google_pubsub_topic: a notice that keeps failing would retry until retention ends');
+      else if (dlp.max_delivery_attempts === undefined) sub('dead_letter_policy has no max_delivery_attempts');
+      const retry = first(push.body.retry_policy);
+      if (!retry?.minimum_backoff || !retry.maximum_backoff) sub('has no retry_policy with minimum_backoff and maximum_backoff: nacks would be redelivered at once');
+      const ack = String(push.body.ack_deadline_seconds ?? '');
+      if (!/min\([^)]*timeout_seconds[^)]*\b600\)/.test(ack)) sub(`ack_deadline_seconds ${ack || '(default 10 s)'} is not min(<function timeout> + slack, 600): Pub/Sub would give up on a push before the function does`);
+    }
+    if (entryPoint === 'executorDeath' && !trigger.present && pushes.length === 0) problem('executorDeath has no Pub/Sub delivery (a push subscription, or an Eventarc trigger)');
 
     // Scheduler jobs calling this function (http_target.uri = module.<call>.uri in the caller).
     const schedulerAccounts = new Set<string>();
@@ -714,6 +735,17 @@ async function envValueExpr(scope: Scope, value: Json | undefined, key: string, 
     if (found !== undefined) return found;
   }
   return undefined;
+}
+
+/** google_pubsub_subscription resources of `mod` whose push endpoint is module.<call>'s URI. */
+async function pushSubscriptionsTo(mod: TfModule, call: string): Promise<Array<{ key: string } & Block>> {
+  const out: Array<{ key: string } & Block> = [];
+  for (const [key, res] of mod.resources) {
+    if (!key.startsWith('google_pubsub_subscription.')) continue;
+    const endpoint = dig(res.body, 'push_config', 'push_endpoint');
+    if ((await refRoots(res.file, endpoint)).has(`module.${call}`)) out.push({ key, ...res });
+  }
+  return out;
 }
 
 /**
@@ -771,6 +803,10 @@ async function checkResources(mods: Map<string, TfModule>, opts: CheckOptions, p
       if (role === 'roles/run.invoker' && !(res.body.member === '${each.value}' && /var\.invokers/.test(String(res.body.for_each)))) {
         problems.push({ file: res.file, where, message: 'grants run.invoker outside a function module\'s invokers' });
       }
+
+      // Everything declarative: a provisioner runs outside the plan, needs tools where terraform runs,
+      // and drifts silently when what it patched is replaced.
+      if (first(res.body.provisioner) !== undefined) problems.push({ file: res.file, where, message: 'has a provisioner (local-exec): keep the module declarative' });
 
       if (key.startsWith('google_cloud_scheduler_job.')) {
         const retry = dig(res.body, 'retry_config', 'retry_count');

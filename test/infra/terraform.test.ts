@@ -118,8 +118,8 @@ describe('planted breaks are reported', () => {
   const messages = (r: CheckResult) => r.problems.map((p) => `${p.file}: ${p.where}: ${p.message}`);
 
   it('a reference to an undeclared resource', async () => {
-    const r = await plant('functions.tf', 'pubsub_topic          = google_pubsub_topic.executor_deaths.id', 'pubsub_topic          = google_pubsub_topic.executor_deathz.id');
-    expect(messages(r)).toEqual([expect.stringMatching(/functions\.tf: module executor_death\.event_trigger\.pubsub_topic: reference google_pubsub_topic\.executor_deathz\.id resolves to nothing/)]);
+    const r = await plant('pubsub.tf', '  topic   = google_pubsub_topic.executor_deaths.id', '  topic   = google_pubsub_topic.executor_deathz.id');
+    expect(messages(r)).toEqual([expect.stringMatching(/pubsub\.tf: resource google_pubsub_subscription\.executor_death_push\.topic: reference google_pubsub_topic\.executor_deathz\.id resolves to nothing/)]);
   });
 
   it('a reference to an undeclared local, variable and module output', async () => {
@@ -192,9 +192,34 @@ describe('planted breaks are reported', () => {
     expect(messages(r)[0]).toMatch(/runtime is "nodejs22"/);
   });
 
-  it('a trigger that does not retry', async () => {
-    const r = await plant('functions.tf', 'retry_policy = "RETRY_POLICY_RETRY"', 'retry_policy = "RETRY_POLICY_DO_NOT_RETRY"');
-    expect(messages(r)).toEqual([expect.stringMatching(/module\.executor_death: event_trigger retry_policy is "RETRY_POLICY_DO_NOT_RETRY"/)]);
+  it('a push subscription without dead-lettering, backoff, OIDC, the topic path or a long enough deadline', async () => {
+    const text = await readFile(join(infra, 'pubsub.tf'), 'utf8');
+    const dlp = /^ {2}dead_letter_policy \{\n[\s\S]*?^ {2}\}\n/m.exec(text)?.[0] ?? 'dead_letter_policy block';
+    const d = await plant('pubsub.tf', dlp, '');
+    expect(messages(d)).toEqual([expect.stringMatching(/google_pubsub_subscription\.executor_death_push: has no dead_letter_policy/)]);
+    const retry = /^ {2}retry_policy \{\n[\s\S]*?^ {2}\}\n/m.exec(text)?.[0] ?? 'retry_policy block';
+    const b = await plant('pubsub.tf', retry, '');
+    expect(messages(b)).toEqual([expect.stringMatching(/executor_death_push: has no retry_policy/)]);
+    const oidc = /^ {4}oidc_token \{\n[\s\S]*?^ {4}\}\n/m.exec(text)?.[0] ?? 'oidc_token block';
+    const o = await plant('pubsub.tf', oidc, '');
+    expect(messages(o)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/executor_death_push: push_config has no oidc_token/),
+        expect.stringMatching(/module\.executor_death: run\.invoker granted to google_service_account\.trigger, which is neither its trigger's nor its scheduler's account/),
+      ]),
+    );
+    const p = await plant('pubsub.tf', '/projects/${var.project_id}/topics/${google_pubsub_topic.executor_deaths.name}"', '"');
+    expect(messages(p)).toEqual([expect.stringMatching(/push_endpoint .* does not end in \/projects\/<project>\/topics\/<topic>/)]);
+    const a = await plant('pubsub.tf', 'ack_deadline_seconds       = min(local.function_settings.executor_death.timeout_seconds + 30, 600)', 'ack_deadline_seconds       = 60');
+    expect(messages(a)).toEqual([expect.stringMatching(/ack_deadline_seconds 60 is not min\(<function timeout> \+ slack, 600\)/)]);
+    const whole = /^resource "google_pubsub_subscription" "executor_death_push" \{\n[\s\S]*?^\}\n/m.exec(text)?.[0] ?? 'push subscription';
+    const none = await plant('pubsub.tf', whole, '');
+    expect(messages(none)).toContainEqual(expect.stringMatching(/module\.executor_death: executorDeath has no Pub\/Sub delivery/));
+  });
+
+  it('a local-exec provisioner', async () => {
+    const r = await plant('pubsub.tf', '# ...and publishes it on the dead-letter topic.', 'resource "terraform_data" "patch" {\n  provisioner "local-exec" {\n    command = "gcloud pubsub subscriptions update x"\n  }\n}\n\n# ...and publishes it on the dead-letter topic.');
+    expect(messages(r)).toEqual([expect.stringMatching(/resource terraform_data\.patch: has a provisioner \(local-exec\)/)]);
   });
 
   it('a Scheduler job that retries, or has no OIDC token', async () => {
