@@ -70,7 +70,10 @@ locals {
 
   function_defaults = {
     # Recovering a large backlog runs batch after batch within the budget; redelivery finishes the rest.
-    executor_death = { timeout_seconds = 300, max_instances = 10, ingress_settings = "ALLOW_INTERNAL_ONLY" }
+    # One warm instance by default: the first notice after a quiet spell would otherwise wait for a cold
+    # start (Node, the runtime, a database connection) while the dead executor's work sits PENDING. It is
+    # billed as an idle instance around the clock; functions.executor_death.min_instances = 0 saves that.
+    executor_death = { timeout_seconds = 300, min_instances = 1, max_instances = 10, ingress_settings = "ALLOW_INTERNAL_ONLY" }
     # One invocation ticks every REAPER_TICK_MS until its budget ends; Scheduler starts the next a minute later.
     reaper = { timeout_seconds = 60, max_instances = 2, ingress_settings = "ALLOW_INTERNAL_ONLY" }
     # Called by deployers (CI) from outside the VPC; IAM still decides who may call it.

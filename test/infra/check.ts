@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { getReferencesInExpression, parse } from '@cdktf/hcl2json';
+import { getReferencesInExpression, parse } from '@cdktn/hcl2json';
 import { CONFIG_DEFAULTS, CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
 import { ConfigError } from '../../shared/errors.js';
 
@@ -17,11 +17,13 @@ import { ConfigError } from '../../shared/errors.js';
  * What it checks: every .tf parses; every `${...}` reference resolves to a declared resource, data
  * source, variable, local, module (and module output); module calls pass only declared variables and
  * every required one; each function's runtime, entry point (a registered target), environment (what
- * loadConfig requires, only keys it reads, FUNCTION_TIMEOUT_S from the real timeout), Eventarc retry
- * policy and invokers; every config variable reachable from Terraform, with the code's default; the
+ * loadConfig requires, only keys it reads, FUNCTION_TIMEOUT_S from the real timeout), its Pub/Sub
+ * delivery (a push subscription with OIDC, retry and dead-letter policies, or an Eventarc trigger that
+ * retries) and invokers; every config variable reachable from Terraform, with the code's default; the
  * reaper's database user granted pg_read_all_stats (provision script and output);
- * Scheduler jobs (OIDC, no retries); no public members or broad roles; the source object named by
- * content hash; log-based metrics covering every `event` the code logs.
+ * Scheduler jobs (OIDC, no retries); no public members or broad roles, no provisioners; Redis TLS by
+ * default; the source object named by content hash; log-based metrics covering every `event` the code
+ * logs; alert policies and the dashboard on metrics the module creates; metadata.yaml in step.
  */
 
 type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
@@ -1118,6 +1120,37 @@ async function checkDashboard(mod: TfModule, key: string, res: Block, metrics: M
   for (const panel of REQUIRED_PANELS) if (!shown.has(panel)) problems.push({ file, where: '(widgets)', message: `no widget charts ${panel}` });
 }
 
+// ───────────────────────────── blueprint metadata ─────────────────────────────
+
+/**
+ * infra/metadata.yaml (BlueprintMetadata) lists the module's variables, outputs and APIs; it is only
+ * worth having while it is true, so each list must match the module exactly. Read line by line: the file
+ * keeps to `- name: x` items under `variables:` / `outputs:` and `- <api>` under `services:`.
+ */
+async function checkMetadata(root: string, mods: Map<string, TfModule>, problems: Problem[]): Promise<void> {
+  const mod = mods.get(root);
+  const path = join(root, 'metadata.yaml');
+  if (!mod || !existsSync(path)) return;
+  const lists = new Map<string, string[]>();
+  let section = '';
+  for (const line of (await readFile(path, 'utf8')).split('\n')) {
+    const head = /^\s*(variables|outputs|services):\s*$/.exec(line);
+    if (head?.[1]) section = head[1];
+    else if (/^\s{0,4}[a-zA-Z]+:/.test(line) && !/^\s*- /.test(line)) section = /^\s*(roles|providerVersions|requirements|examples):/.test(line) ? '' : section;
+    const item = section === 'services' ? /^\s*- ([a-z]+\.googleapis\.com)\s*$/.exec(line) : /^\s*- name: ([a-z_]+)\s*$/.exec(line);
+    if (section && item?.[1]) lists.set(section, [...(lists.get(section) ?? []), item[1]]);
+  }
+  const compare = (what: string, listed: string[], actual: string[]) => {
+    for (const n of actual) if (!listed.includes(n)) problems.push({ file: 'metadata.yaml', where: what, message: `${n} is in the module but not in metadata.yaml` });
+    for (const n of listed) if (!actual.includes(n)) problems.push({ file: 'metadata.yaml', where: what, message: `${n} is listed but not in the module` });
+  };
+  compare('variables', lists.get('variables') ?? [], [...mod.variables.keys()]);
+  compare('outputs', lists.get('outputs') ?? [], [...mod.outputs.keys()]);
+  const apis = mod.resources.get('google_project_service.this');
+  const enabled = [...JSON.stringify(apis?.body.for_each ?? '').matchAll(/([a-z]+\.googleapis\.com)/g)].map((m) => m[1] ?? '');
+  compare('services', lists.get('services') ?? [], enabled);
+}
+
 // ───────────────────────────── entry points ─────────────────────────────
 
 export async function checkInfra(root: string, opts: CheckOptions): Promise<CheckResult> {
@@ -1135,6 +1168,7 @@ export async function checkInfra(root: string, opts: CheckOptions): Promise<Chec
   checkStatsGrant(mods, result.problems);
   await checkResources(mods, opts, result.problems);
   await checkMonitoring(mods, result.problems);
+  await checkMetadata(root, mods, result.problems);
   return result;
 }
 

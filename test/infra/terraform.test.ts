@@ -1,7 +1,7 @@
 import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { parse } from '@cdktf/hcl2json';
+import { parse } from '@cdktn/hcl2json';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ReaperRequest } from '../../functions/reaper/handle.js';
 import {
@@ -326,6 +326,18 @@ describe('planted breaks are reported', () => {
     expect(messages(r)).toEqual([expect.stringMatching(/google_redis_instance\.this: transit_encryption_mode .* not SERVER_AUTHENTICATION by default/)]);
     const c = await plant('main.tf', '      REDIS_CA_CERT = local.redis_tls ? google_secret_manager_secret.redis_ca[0].secret_id : null\n', '');
     expect(messages(c).filter((m) => /environment: REDIS_CA_CERT is not set/.test(m))).toHaveLength(3);
+  });
+
+  it('metadata.yaml out of step with the module', async () => {
+    const r = await plant('metadata.yaml', '      - name: dashboard\n', '      - name: dashbored\n');
+    expect(messages(r)).toEqual([
+      expect.stringMatching(/metadata\.yaml: variables: dashboard is in the module but not in metadata\.yaml/),
+      expect.stringMatching(/metadata\.yaml: variables: dashbored is listed but not in the module/),
+    ]);
+    const o = await plant('metadata.yaml', '      - name: reaper_job\n', '');
+    expect(messages(o)).toEqual([expect.stringMatching(/outputs: reaper_job is in the module but not in metadata\.yaml/)]);
+    const a = await plant('main.tf', '    "monitoring.googleapis.com",\n', '');
+    expect(messages(a)).toEqual([expect.stringMatching(/services: monitoring\.googleapis\.com is listed but not in the module/)]);
   });
 
   it.skipIf(!fmtAvailable)('unformatted HCL fails terraform fmt', async () => {
