@@ -17,7 +17,7 @@ locals {
     Runbook: README, "Observability".
   EOT
 
-  # Counters that should stay at zero: any point over `window` opens an incident.
+  # Counters that should stay at zero: a sum over `window` above `threshold` for `duration` opens an incident.
   alert_thresholds = {
     poison_message = {
       title     = "afterlife: poison messages acked"
@@ -70,6 +70,28 @@ locals {
         2. Look at that executor's logs for the workflow ID in the `stuck_workflow` line.
         3. With STUCK_POLICY = "report" (default) nothing is done for you: cancel and fork by hand
            (`afterlife fork`) or set STUCK_POLICY = "cancel-and-fork".
+      EOT
+    }
+    # A nack in every 10-minute window (Pub/Sub's backoff is at most 600 s) for recovery_retry_minutes.
+    recovery_retry = {
+      title     = "afterlife: recoveries retried for more than ${var.alerts.recovery_retry_minutes} minutes"
+      severity  = "CRITICAL"
+      metric    = google_logging_metric.event["recovery_retry"].name
+      window    = "600s"
+      duration  = "${var.alerts.recovery_retry_minutes * 60}s"
+      threshold = 0
+      content   = <<-EOT
+        executorDeath has been **nacking death notices** (`recovery_retry`) for more than
+        ${var.alerts.recovery_retry_minutes} minutes: a dead executor's workflows are not being re-enqueued.
+        Pub/Sub keeps redelivering; after ${var.executor_death_dead_letter.max_delivery_attempts} attempts a
+        notice goes to the dead-letter topic.
+
+        1. The `code` of the `recovery_retry` lines says why: `db_busy` (the function's DB admission budget
+           is exhausted: raise `functions.executor_death.max_instances` or `afterlife.db_pool_max`, or look
+           for a long-running statement), a connection error (Cloud SQL down or unreachable), a lock error.
+        2. Once the cause is fixed, redelivery finishes on its own. A notice already dead-lettered is
+           replayed from `${google_pubsub_topic.executor_deaths_dead_letter.name}-hold`, or the executor is
+           recovered by hand: `afterlife recover <executorId>`.
       EOT
     }
     function_errors = {
@@ -125,60 +147,6 @@ resource "google_monitoring_alert_policy" "threshold" {
     subject   = each.value.title
     mime_type = "text/markdown"
     content   = "${each.value.content}${local.alert_doc_footer}"
-  }
-
-  alert_strategy {
-    auto_close = var.alerts.auto_close
-  }
-}
-
-# Recoveries nacked again and again: a nack in every 10-minute window (Pub/Sub's backoff is at most 600 s)
-# for recovery_retry_minutes.
-resource "google_monitoring_alert_policy" "recovery_retrying" {
-  count = var.alerts.enabled ? 1 : 0
-
-  project               = var.project_id
-  display_name          = "afterlife: recoveries retried for more than ${var.alerts.recovery_retry_minutes} minutes"
-  combiner              = "OR"
-  severity              = "CRITICAL"
-  notification_channels = var.alerts.notification_channels
-  user_labels           = local.labels
-
-  conditions {
-    display_name = "recovery_retry in every 10-minute window for ${var.alerts.recovery_retry_minutes} minutes"
-    condition_threshold {
-      filter          = "metric.type=\"${local.user_metric}/${google_logging_metric.event["recovery_retry"].name}\" AND resource.type=\"cloud_run_revision\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = 0
-      duration        = "${var.alerts.recovery_retry_minutes * 60}s"
-      aggregations {
-        alignment_period     = "600s"
-        per_series_aligner   = "ALIGN_SUM"
-        cross_series_reducer = "REDUCE_SUM"
-      }
-      trigger {
-        count = 1
-      }
-    }
-  }
-
-  documentation {
-    subject   = "afterlife: recoveries retried for more than ${var.alerts.recovery_retry_minutes} minutes"
-    mime_type = "text/markdown"
-    content   = <<-EOT
-      executorDeath has been **nacking death notices** (`recovery_retry`) for more than
-      ${var.alerts.recovery_retry_minutes} minutes: a dead executor's workflows are not being re-enqueued.
-      Pub/Sub keeps redelivering; after ${var.executor_death_dead_letter.max_delivery_attempts} attempts a
-      notice goes to the dead-letter topic.
-
-      1. The `code` of the `recovery_retry` lines says why: `db_busy` (the function's DB admission budget
-         is exhausted: raise `functions.executor_death.max_instances` or `afterlife.db_pool_max`, or look
-         for a long-running statement), a connection error (Cloud SQL down or unreachable), a lock error.
-      2. Once the cause is fixed, redelivery finishes on its own. A notice already dead-lettered is
-         replayed from `${google_pubsub_topic.executor_deaths_dead_letter.name}-hold`, or the executor is
-         recovered by hand: `afterlife recover <executorId>`.
-      ${local.alert_doc_footer}
-    EOT
   }
 
   alert_strategy {

@@ -287,12 +287,13 @@ describe('planted breaks are reported', () => {
 
   it('an alert policy without documentation or notification channels', async () => {
     const r = await plant('monitoring.tf', '    content   = "${each.value.content}${local.alert_doc_footer}"\n', '');
-    expect(messages(r)).toHaveLength(4);
+    expect(messages(r)).toHaveLength(5);
     expect(messages(r)).toEqual(expect.arrayContaining([
       expect.stringMatching(/threshold\["poison_message"\]: has no documentation/),
       expect.stringMatching(/threshold\["orphaned_version"\]: has no documentation/),
       expect.stringMatching(/threshold\["stuck_workflow"\]: has no documentation/),
       expect.stringMatching(/threshold\["function_errors"\]: has no documentation/),
+      expect.stringMatching(/threshold\["recovery_retry"\]: has no documentation/),
     ]));
     const n = await plant('monitoring.tf', '  display_name          = "afterlife: dead letters"\n  combiner              = "OR"\n  severity              = "CRITICAL"\n  notification_channels = var.alerts.notification_channels\n', '  display_name          = "afterlife: dead letters"\n  combiner              = "OR"\n  severity              = "CRITICAL"\n');
     expect(messages(n)).toEqual([expect.stringMatching(/dead_letters: notification_channels is not var\.alerts\.notification_channels/)]);
