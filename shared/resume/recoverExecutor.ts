@@ -126,6 +126,8 @@ async function run(
   // comes back, or the guard rejects every row): the registry says dead only once rows actually moved on
   // that evidence, or there was nothing to move, so a contradicted death never reads as one.
   const inferred = notice.reason === 'heartbeat-lapsed';
+  // A death read off a free liveness lock holds only while the lock stays free: every batch re-checks it.
+  const guard = notice.evidence === 'liveness' ? { ...opts.guard, livenessFree: true } : opts.guard;
   let markedDead = false;
   const markDead = async () => {
     if (markedDead) return;
@@ -187,7 +189,7 @@ async function run(
         const batch = await reenqueueBatch(
           db,
           { applicationName: app, executorId: notice.executorId, applicationVersion },
-          { limit: deps.batchSize, after, recoveryId, batchNo: batches + 1, ...(opts.guard ? { guard: opts.guard } : {}) },
+          { limit: deps.batchSize, after, recoveryId, batchNo: batches + 1, ...(guard ? { guard } : {}) },
         );
         batches += 1;
         reenqueued += batch.ids.length;
@@ -210,7 +212,7 @@ async function run(
     }
 
     const pendingCount = pending.reduce((n, p) => n + p.count, 0);
-    if (opts.guard && pendingCount > 0 && reenqueued === 0) {
+    if (guard && pendingCount > 0 && reenqueued === 0) {
       // The guard re-checks the no-kit evidence per row; rejecting all of them means that evidence no
       // longer holds (a checkpoint, a claim or a session since the reaper judged it). Not a death.
       await finish('partial', [], `the guard rejected all ${pendingCount} PENDING row(s): activity or a session since detection, not dead`);
@@ -260,10 +262,16 @@ function falseAlarm(
   return { outcome: 'false-alarm', executorId: notice.executorId, applicationName: notice.applicationName, heartbeatTtlMs, contradictedBy, ...moved };
 }
 
-/** The executor's heartbeat, if its key is there; Redis failing to answer is no evidence of life. */
+/**
+ * The executor's heartbeat, if it shows life since the declaration: its key is there and, when the notice
+ * names the stale beat the declaration saw, carries another one (an unreadable value counts as life).
+ * Redis failing to answer is no evidence of life.
+ */
 async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<HeartbeatReading | undefined> {
   if (!deps.redis || deps.redis.status !== 'ready') return undefined;
-  return readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => undefined);
+  const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => undefined);
+  if (!hb || notice.staleBeatAt === undefined || hb.value === undefined) return hb;
+  return Date.parse(hb.value.beatAt) > Date.parse(notice.staleBeatAt) ? hb : undefined;
 }
 
 /** Versions run by live (not draining) executors, from their heartbeats; undefined when Redis can't say. */
