@@ -291,7 +291,8 @@ resource "google_monitoring_dashboard" "this" {
   project = var.project_id
   dashboard_json = templatefile("${path.module}/dashboard.json", {
     metric_prefix = "${local.user_metric}/${var.name_prefix}"
-    title         = "afterlife (${var.afterlife.dbos_application_name})"
+    # The sanitised label, not the raw name: a quote in the app's name would break the JSON.
+    title = "afterlife (${local.labels["afterlife-app"]})"
   })
 
   depends_on = [google_logging_metric.event, google_logging_metric.recovery_latency]
