@@ -24,8 +24,9 @@ const name = required('DBOS_APP_NAME');
 // This example also runs bare for other test suites; your app would simply always attach.
 const kitEnabled = process.env.AFTERLIFE_KIT === 'on' || (process.env.AFTERLIFE_KIT !== 'off' && !!process.env.REDIS_URL);
 
-// A unique executor ID per process: on Cloud Run derived from the instance ID and K_REVISION; elsewhere DBOS__VMID.
-const executorID = process.env.DBOS__VMID || (await cloudRunExecutorId());
+// A unique executor ID per process: DBOS__VMID when set (DBOS reads it), else on Cloud Run one derived from
+// the instance ID and K_REVISION.
+const executorID = process.env.DBOS__VMID ? undefined : await cloudRunExecutorId();
 
 DBOS.setConfig({
   name,
