@@ -52,6 +52,8 @@ export interface ExecutorKit {
   readonly drained: Promise<void>;
   /** Whether the liveness lock is held right now (false with `liveness: false`). */
   readonly livenessHeld: boolean;
+  /** Times the heartbeat went unwritten for a whole TTL since attach (each also logged as `heartbeat_lost`). */
+  readonly heartbeatsLost: number;
   /** Drain now, as a drain request would. */
   drain(budgetMs: number): Promise<void>;
   /** Stops beating, releases the liveness lock, closes the kit's connections; DBOS is left alone. */
@@ -152,6 +154,10 @@ class Kit implements ExecutorKit, KitCore {
     return this.liveness?.held ?? false;
   }
 
+  get heartbeatsLost(): number {
+    return this.heartbeat?.lostCount ?? 0;
+  }
+
   async start(): Promise<void> {
     const o = this.options;
     if (o.handleSignals !== false) {
@@ -197,6 +203,7 @@ class Kit implements ExecutorKit, KitCore {
       beatAt: new Date().toISOString(),
       inFlight: this.app.runningCount() ?? this.dbInFlight,
       beatEveryMs: intervalMs,
+      ttlMs: this.options.heartbeatTtlMs ?? DEFAULT_HEARTBEAT_TTL_MS,
     };
   }
 
