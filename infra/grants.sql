@@ -6,12 +6,13 @@ DO $$ BEGIN CREATE ROLE "${executor_death_role}" NOLOGIN; EXCEPTION WHEN duplica
 DO $$ BEGIN CREATE ROLE "${reaper_role}" NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
 DO $$ BEGIN CREATE ROLE "${drain_role}" NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
 
--- DBOS's tables. drain only reads them (progress reports). executorDeath re-enqueues (UPDATE) and, under
--- ORPHANED_VERSION_POLICY fork-to-latest, forks and cancels through DBOS's client (INSERT, UPDATE); the
--- reaper does the same and also cancels stuck workflows. Neither deletes: DBOS's rows are never removed.
+-- DBOS's tables. drain only reads them (progress reports). executorDeath re-enqueues (UPDATE) and, for
+-- orphaned versions, forks, cancels and rewinds through DBOS's client; the reaper does the same for
+-- diverged and stuck workflows. A rewind deletes the recorded history from the cut on (operation_outputs,
+-- workflow_events, notifications, …), hence DELETE for those two and for them only.
 GRANT USAGE ON SCHEMA "${dbos_schema}" TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
 GRANT SELECT ON ALL TABLES IN SCHEMA "${dbos_schema}" TO "${drain_role}";
-GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA "${dbos_schema}" TO "${executor_death_role}", "${reaper_role}";
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${dbos_schema}" TO "${executor_death_role}", "${reaper_role}";
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "${dbos_schema}" TO "${executor_death_role}", "${reaper_role}";
 
 -- afterlife's own tables: registry, audit, forks, dead letters, drain requests, the reaper's lease.

@@ -91,7 +91,7 @@ describe('per-function database roles (infra/grants.sql)', () => {
       expect(read.rows[0]?.n).toBe(2);
       await expect(pool.query(`UPDATE dbos.workflow_status SET status = 'ENQUEUED' WHERE workflow_uuid = 'g-0'`)).rejects.toMatchObject({ code: '42501' });
       await expect(pool.query(`INSERT INTO dbos.workflow_status (workflow_uuid, status) VALUES ('g-x', 'PENDING')`)).rejects.toMatchObject({ code: '42501' });
-      await expect(pool.query(`DELETE FROM dbos.workflow_status WHERE workflow_uuid = 'g-0'`)).rejects.toMatchObject({ code: '42501' });
+      await expect(pool.query(`DELETE FROM dbos.operation_outputs WHERE workflow_uuid = 'g-0'`)).rejects.toMatchObject({ code: '42501' });
     } finally {
       await pool.end();
     }
@@ -126,19 +126,18 @@ describe('per-function database roles (infra/grants.sql)', () => {
     expect(audit.rows[0]?.n).toBeGreaterThan(0);
   });
 
-  it("the reaper's role forks and cancels through DBOS's own client; drain's cannot fork", async () => {
+  it("the reaper's role forks, cancels and rewinds through DBOS's own client; drain's cannot fork", async () => {
     const client = await DBOSClient.create({ systemDatabaseUrl: urlAs(tdb.url, users.reaper), applicationName: app, systemDatabasePoolSize: 2 });
     try {
       expect(await client.forkWorkflow('g-0', 0, { newWorkflowID: 'g-0-fork-1' })).toBe('g-0-fork-1');
       await client.cancelWorkflow('g-0-fork-1');
-      // DBOS 5.3's rewind deletes history (workflow_events, operation_outputs, …): not granted, and not
-      // used by this code; a repair that rewinds needs DELETE added to infra/grants.sql for its role.
-      await expect(client.rewindWorkflow('g-0-fork-1', { startStep: 0 })).rejects.toThrow(/permission denied/);
+      // DBOS 5.3's rewind (shared/fork's repair in place) deletes recorded history from the cut on.
+      await client.rewindWorkflow('g-0-fork-1', { startStep: 0 });
     } finally {
       await client.destroy();
     }
     const rows = await workflowRows(tdb.sql, ['g-0-fork-1']);
-    expect(rows.map((r) => r.status)).toEqual(['CANCELLED']);
+    expect(rows.map((r) => r.status)).toEqual(['ENQUEUED']);
 
     const reader = await DBOSClient.create({ systemDatabaseUrl: urlAs(tdb.url, users.drain), applicationName: app, systemDatabasePoolSize: 2 });
     try {
