@@ -47,7 +47,7 @@ export async function createContext(o: { env: Record<string, string | undefined>
   let redis: Redis | undefined;
   let redisReady = false;
   if (config.redis) {
-    redis = createRedis(config.redis.url);
+    redis = createRedis(config.redis.url, { tlsCa: config.redis.tlsCa });
     redisReady = await waitReady(redis, 1_500);
   }
   const lifecycle = new Lifecycle();

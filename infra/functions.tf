@@ -57,7 +57,7 @@ module "executor_death" {
   project_id                   = var.project_id
   region                       = var.region
   name                         = "${var.name_prefix}-executor-death"
-  description                  = "Recovers a dead DBOS executor's PENDING workflows (death notices from Pub/Sub)."
+  description                  = "Recovers a dead DBOS executor's PENDING workflows (death notices pushed by Pub/Sub)."
   entry_point                  = "executorDeath"
   source_archive               = local.source_archive
   service_account_email        = google_service_account.runtime["executor_death"].email
@@ -68,19 +68,13 @@ module "executor_death" {
   labels                       = local.labels
   build_service_account        = var.build_service_account
 
-  event_trigger = {
-    pubsub_topic          = google_pubsub_topic.executor_deaths.id
-    service_account_email = google_service_account.trigger.email
-    # A nack (5xx) is redelivered with backoff; poison input is acked by the handler, so retries only
-    # ever repeat transient failures.
-    retry_policy = "RETRY_POLICY_RETRY"
-  }
-
+  # No Eventarc trigger: death notices arrive through our own push subscription (pubsub.tf), which
+  # carries the dead-letter and retry policies. Its OIDC identity is the only invoker.
   invokers = {
     trigger = "serviceAccount:${google_service_account.trigger.email}"
   }
 
-  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url]
+  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url, google_secret_manager_secret_iam_member.redis_ca, google_secret_manager_secret_version.redis_ca]
 }
 
 module "reaper" {
@@ -104,7 +98,7 @@ module "reaper" {
     scheduler = "serviceAccount:${google_service_account.scheduler.email}"
   }
 
-  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url]
+  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url, google_secret_manager_secret_iam_member.redis_ca, google_secret_manager_secret_version.redis_ca]
 }
 
 module "drain" {
@@ -127,5 +121,5 @@ module "drain" {
   # Private: only the members named in drain_invokers (deployers, CI) may call it.
   invokers = var.drain_invokers
 
-  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url]
+  depends_on = [google_project_service.this, google_project_iam_member.runtime, google_secret_manager_secret_iam_member.redis_url_runtime, google_secret_manager_secret_version.redis_url, google_secret_manager_secret_iam_member.redis_ca, google_secret_manager_secret_version.redis_ca]
 }

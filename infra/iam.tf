@@ -1,6 +1,6 @@
 /******************************************
   Identities: one runtime service account per function, plus one for each caller
-  (Scheduler → reaper, Eventarc → executorDeath). Nobody else may invoke anything but drain.
+  (Scheduler → reaper, Pub/Sub push → executorDeath). Nobody else may invoke anything but drain.
  *****************************************/
 
 locals {
@@ -49,7 +49,7 @@ resource "google_service_account" "scheduler" {
 resource "google_service_account" "trigger" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-trigger"
-  display_name = "afterlife: Eventarc's identity when it delivers death notices to executorDeath"
+  display_name = "afterlife: Pub/Sub's identity when it pushes death notices to executorDeath (OIDC)"
 
   depends_on = [google_project_service.this]
 }
@@ -84,8 +84,9 @@ resource "google_sql_user" "runtime" {
  *****************************************/
 
 locals {
-  db_runtime_role = "${replace(var.name_prefix, "-", "_")}_runtime"
-  db_grantees     = join(", ", formatlist("\"%s\"", distinct(values(local.db_users))))
+  # One NOLOGIN role per function (afterlife_executor_death, afterlife_reaper, afterlife_drain), granted
+  # to that function's database user: drain reads DBOS's tables, only executorDeath and the reaper write.
+  db_roles = { for key in keys(local.runtime_accounts) : key => "${replace(var.name_prefix, "-", "_")}_${key}" }
 
   # The reaper tells a dead executor that runs without the kit by its DBOS sessions
   # (dbos_transact_<executorID>_…) missing from pg_stat_activity; Postgres shows other roles' sessions
@@ -95,19 +96,21 @@ locals {
     GRANT pg_read_all_stats TO "${local.db_users.reaper}";
   EOT
 
-  # Everything the functions need, with this deployment's names: run by the schema owner after
-  # `afterlife migrate` (the tables must exist), or rerun after a DBOS upgrade adds tables.
+  # Everything the functions need, with this deployment's names (infra/grants.sql): run by the schema
+  # owner after `afterlife migrate` (the tables must exist), or rerun after a DBOS upgrade adds tables.
+  function_grants_sql = templatefile("${path.module}/grants.sql", {
+    dbos_schema         = var.afterlife.dbos_system_schema
+    afterlife_schema    = var.afterlife.afterlife_schema
+    executor_death_role = local.db_roles.executor_death
+    reaper_role         = local.db_roles.reaper
+    drain_role          = local.db_roles.drain
+    executor_death_user = local.db_users.executor_death
+    reaper_user         = local.db_users.reaper
+    drain_user          = local.db_users.drain
+  })
+
   database_grants_sql = <<-EOT
-    DO $$ BEGIN CREATE ROLE ${local.db_runtime_role} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-    GRANT USAGE ON SCHEMA ${var.afterlife.dbos_system_schema} TO ${local.db_runtime_role};
-    GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA ${var.afterlife.dbos_system_schema} TO ${local.db_runtime_role};
-    GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${var.afterlife.dbos_system_schema} TO ${local.db_runtime_role};
-    GRANT USAGE ON SCHEMA ${var.afterlife.afterlife_schema} TO ${local.db_runtime_role};
-    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${var.afterlife.afterlife_schema} TO ${local.db_runtime_role};
-    GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${var.afterlife.afterlife_schema} TO ${local.db_runtime_role};
-    ALTER DEFAULT PRIVILEGES IN SCHEMA ${var.afterlife.afterlife_schema} GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${local.db_runtime_role};
-    ALTER DEFAULT PRIVILEGES IN SCHEMA ${var.afterlife.afterlife_schema} GRANT USAGE, SELECT ON SEQUENCES TO ${local.db_runtime_role};
-    GRANT ${local.db_runtime_role} TO ${local.db_grantees};
+    ${local.function_grants_sql}
     ${local.admin_grants_sql}
   EOT
 }
@@ -154,8 +157,8 @@ resource "google_pubsub_topic_iam_member" "workflow_dead_letters_publisher" {
   Callers. run.invoker itself is granted per function in modules/function (invokers).
  *****************************************/
 
-# Pub/Sub mints the OIDC token of each Eventarc push delivery as the trigger's account. Needed on
-# projects whose Pub/Sub service agent predates April 2021; harmless elsewhere; scoped to this one account.
+# Pub/Sub mints the OIDC token of each push delivery as the trigger's account. Needed on projects
+# whose Pub/Sub service agent predates April 2021; harmless elsewhere; scoped to this one account.
 resource "google_service_account_iam_member" "pubsub_mints_trigger_tokens" {
   service_account_id = google_service_account.trigger.name
   role               = "roles/iam.serviceAccountTokenCreator"

@@ -91,3 +91,30 @@ resource "google_logging_metric" "recovery_latency" {
 
   depends_on = [google_project_service.this]
 }
+
+# Function errors: ERROR lines of afterlife's own code, its crashes and Cloud Run's system messages (an
+# out-of-memory kill), but not the request log, whose 5xx lines are executorDeath's nacks (counted by
+# recovery_retry and alerted on their own).
+resource "google_logging_metric" "function_errors" {
+  project     = var.project_id
+  name        = "${var.name_prefix}/function_errors"
+  description = "ERROR lines of afterlife's functions (not the request log)"
+  filter      = "${local.log_scope} AND severity>=ERROR AND NOT log_id(\"run.googleapis.com/requests\")"
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+    labels {
+      key         = "service"
+      value_type  = "STRING"
+      description = "Cloud Run service (function) that logged the error"
+    }
+  }
+
+  label_extractors = {
+    service = "EXTRACT(resource.labels.service_name)"
+  }
+
+  depends_on = [google_project_service.this]
+}

@@ -1,6 +1,7 @@
 /******************************************
   afterlife on Google Cloud: shared locals, APIs and the project
-  Files by concern: pubsub.tf, functions.tf, scheduler.tf, iam.tf, redis.tf, network.tf, secrets.tf, logging.tf
+  Files by concern: pubsub.tf, functions.tf, scheduler.tf, iam.tf, redis.tf, network.tf, secrets.tf, logging.tf,
+  monitoring.tf (alerts, dashboard.json)
  *****************************************/
 
 locals {
@@ -76,7 +77,10 @@ locals {
 
   function_defaults = {
     # Recovering a large backlog runs batch after batch within the budget; redelivery finishes the rest.
-    executor_death = { timeout_seconds = 300, max_instances = 10, ingress_settings = "ALLOW_INTERNAL_ONLY" }
+    # One warm instance by default: the first notice after a quiet spell would otherwise wait for a cold
+    # start (Node, the runtime, a database connection) while the dead executor's work sits PENDING. It is
+    # billed as an idle instance around the clock; functions.executor_death.min_instances = 0 saves that.
+    executor_death = { timeout_seconds = 300, min_instances = 1, max_instances = 10, ingress_settings = "ALLOW_INTERNAL_ONLY" }
     # One invocation ticks every REAPER_TICK_MS until its budget ends; Scheduler starts the next a minute
     # later, which waits for the lease as a standby. 150 s > two schedule periods, so a standby is always
     # there: no hole between invocations, and a dead holder is replaced within REAPER_LEASE_MS. The cost:
@@ -95,8 +99,9 @@ locals {
   # inconsistent conditional types in Terraform.)
   secret_env = {
     for key, secret in {
-      REDIS_URL   = var.redis.enabled ? google_secret_manager_secret.redis_url[0].secret_id : null
-      DB_PASSWORD = var.cloud_sql.password_secret
+      REDIS_URL     = var.redis.enabled ? google_secret_manager_secret.redis_url[0].secret_id : null
+      REDIS_CA_CERT = local.redis_tls ? google_secret_manager_secret.redis_ca[0].secret_id : null
+      DB_PASSWORD   = var.cloud_sql.password_secret
     } : key => { secret = secret } if secret != null
   }
 
@@ -123,9 +128,9 @@ resource "google_project_service" "this" {
     "cloudfunctions.googleapis.com",
     "cloudscheduler.googleapis.com",
     "compute.googleapis.com",
-    "eventarc.googleapis.com",
     "iam.googleapis.com",
     "logging.googleapis.com",
+    "monitoring.googleapis.com",
     "pubsub.googleapis.com",
     "redis.googleapis.com",
     "run.googleapis.com",

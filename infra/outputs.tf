@@ -1,7 +1,7 @@
 output "functions" {
   description = "The three functions: name, URI and Cloud Run service."
   value = {
-    executor_death = { name = module.executor_death.name, uri = module.executor_death.uri, service = module.executor_death.service, trigger = module.executor_death.trigger }
+    executor_death = { name = module.executor_death.name, uri = module.executor_death.uri, service = module.executor_death.service }
     reaper         = { name = module.reaper.name, uri = module.reaper.uri, service = module.reaper.service }
     drain          = { name = module.drain.name, uri = module.drain.uri, service = module.drain.service }
   }
@@ -34,17 +34,19 @@ output "topics" {
   }
 }
 
-output "executor_death_dead_letter_command" {
-  description = "The gcloud commands that give the Eventarc trigger's subscription its dead-letter policy (run by Terraform unless disabled)."
-  value       = local.executor_death_dead_letter_command
+output "executor_death_subscription" {
+  description = "The push subscription that delivers death notices to executorDeath (retry and dead-letter policies)."
+  value       = google_pubsub_subscription.executor_death_push.id
 }
 
 output "redis" {
-  description = "Memorystore host and port, and the secret holding REDIS_URL (mount it in the executors too)."
+  description = "Memorystore host and port, the secret holding REDIS_URL and (with TLS) the one holding REDIS_CA_CERT: mount both in the executors too."
   value = var.redis.enabled ? {
     host       = google_redis_instance.this[0].host
     port       = google_redis_instance.this[0].port
+    tls        = local.redis_tls
     url_secret = google_secret_manager_secret.redis_url[0].id
+    ca_secret  = local.redis_tls ? google_secret_manager_secret.redis_ca[0].id : null
   } : null
 }
 

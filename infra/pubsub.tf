@@ -53,43 +53,61 @@ resource "google_pubsub_subscription" "hold" {
 }
 
 /******************************************
-  Dead-lettering on the Eventarc trigger's subscription
+  Delivery of death notices: a push subscription we own (Google's "direct Pub/Sub trigger")
 
-  executorDeath keeps its Eventarc trigger (RETRY_POLICY_RETRY, a CloudEvent, Eventarc-managed auth).
-  The provider cannot give the subscription Eventarc creates a dead-letter policy
-  (hashicorp/terraform-provider-google#25069, #17697), so it is patched after apply, which is what
-  Google documents for Eventarc triggers. The patch re-runs whenever the trigger (and with it the
-  subscription) is replaced. See README, "Deploying to Google Cloud".
+  Declarative end to end: the retry policy, the dead-letter policy and the OIDC identity are plain
+  Terraform (an Eventarc trigger's subscription cannot take a dead-letter policy from Terraform,
+  hashicorp/terraform-provider-google#25069). The endpoint ends in /projects/<p>/topics/<t>: that is
+  where functions-framework reads the topic when it turns the raw push body into the CloudEvent that
+  executorDeath takes (the conversion drops deliveryAttempt, which nothing depends on: Pub/Sub counts).
+  A nack (5xx) is redelivered with backoff; the handler acks poison itself, so only notices that kept
+  failing for a transient reason reach the dead-letter topic.
  *****************************************/
 
-locals {
-  executor_death_dead_letter_command = <<-EOT
-    set -euo pipefail
-    sub=$(gcloud eventarc triggers describe '${module.executor_death.trigger}' --project='${var.project_id}' --location='${var.region}' --format='value(transport.pubsub.subscription)')
-    test -n "$sub"
-    gcloud pubsub subscriptions update "$sub" --project='${var.project_id}' --dead-letter-topic='${google_pubsub_topic.executor_deaths_dead_letter.id}' --max-delivery-attempts=${var.executor_death_dead_letter.max_delivery_attempts}
-    gcloud pubsub subscriptions add-iam-policy-binding "$sub" --project='${var.project_id}' --member='serviceAccount:${local.pubsub_service_agent}' --role=roles/pubsub.subscriber >/dev/null
-  EOT
-}
+resource "google_pubsub_subscription" "executor_death_push" {
+  project = var.project_id
+  name    = "${var.name_prefix}-executor-death-push"
+  topic   = google_pubsub_topic.executor_deaths.id
+  labels  = local.labels
+  # For push, the time Pub/Sub waits for the function's answer: the whole recovery budget plus a cold start.
+  ack_deadline_seconds       = min(local.function_settings.executor_death.timeout_seconds + 30, 600)
+  message_retention_duration = var.topics.message_retention
 
-resource "terraform_data" "executor_death_dead_letter" {
-  count = var.executor_death_dead_letter.patch_trigger_subscription ? 1 : 0
-
-  triggers_replace = [
-    module.executor_death.trigger,
-    google_pubsub_topic.executor_deaths_dead_letter.id,
-    var.executor_death_dead_letter.max_delivery_attempts,
-  ]
-
-  provisioner "local-exec" {
-    interpreter = ["bash", "-c"]
-    command     = local.executor_death_dead_letter_command
+  push_config {
+    push_endpoint = "${module.executor_death.uri}/projects/${var.project_id}/topics/${google_pubsub_topic.executor_deaths.name}"
+    oidc_token {
+      service_account_email = google_service_account.trigger.email
+      # Cloud Run checks the token's audience against the service URL, not the endpoint's path.
+      audience = module.executor_death.uri
+    }
   }
 
-  depends_on = [google_pubsub_topic_iam_member.dead_letter_forwarder]
+  retry_policy {
+    minimum_backoff = var.executor_death_dead_letter.minimum_backoff
+    maximum_backoff = var.executor_death_dead_letter.maximum_backoff
+  }
+
+  dead_letter_policy {
+    dead_letter_topic     = google_pubsub_topic.executor_deaths_dead_letter.id
+    max_delivery_attempts = var.executor_death_dead_letter.max_delivery_attempts
+  }
+
+  expiration_policy {
+    ttl = "" # never expires for inactivity
+  }
+
+  depends_on = [google_pubsub_topic_iam_member.dead_letter_forwarder, google_service_account_iam_member.pubsub_mints_trigger_tokens]
 }
 
-# Pub/Sub's service agent forwards undeliverable notices to the dead-letter topic.
+# Dead-lettering: Pub/Sub's service agent acks the message on the source subscription...
+resource "google_pubsub_subscription_iam_member" "dead_letter_source" {
+  project      = var.project_id
+  subscription = google_pubsub_subscription.executor_death_push.name
+  role         = "roles/pubsub.subscriber"
+  member       = "serviceAccount:${local.pubsub_service_agent}"
+}
+
+# ...and publishes it on the dead-letter topic.
 resource "google_pubsub_topic_iam_member" "dead_letter_forwarder" {
   project = var.project_id
   topic   = google_pubsub_topic.executor_deaths_dead_letter.name

@@ -16,9 +16,16 @@ resource "google_redis_instance" "this" {
   authorized_network = local.network_id
   connect_mode       = var.redis.connect_mode
   auth_enabled       = true
-  # The code has no setting for Memorystore's server CA yet (REDIS_URL only); traffic stays in the VPC.
-  transit_encryption_mode = "DISABLED"
+  # Server-authentication TLS: the functions and the kit connect with rediss:// and verify the server
+  # against server_ca_certs (REDIS_CA_CERT, secrets.tf). Changing it replaces the instance.
+  transit_encryption_mode = var.redis.transit_encryption ? "SERVER_AUTHENTICATION" : "DISABLED"
   labels                  = local.labels
 
   depends_on = [google_project_service.this, google_compute_subnetwork.this]
+}
+
+locals {
+  redis_tls = var.redis.enabled && var.redis.transit_encryption
+  # Every CA the instance lists: during a rotation (a new CA five years in) both are valid.
+  redis_ca_pem = local.redis_tls ? join("", google_redis_instance.this[0].server_ca_certs[*].cert) : null
 }

@@ -169,21 +169,24 @@ variable "topics" {
 
 variable "executor_death_dead_letter" {
   description = <<-EOT
-    Dead-lettering of death notices that keep failing. The provider cannot set a dead-letter policy on
-    the subscription Eventarc creates (hashicorp/terraform-provider-google#25069), so with
-    patch_trigger_subscription the module patches it after apply with gcloud (which must be on PATH where
-    terraform runs). Set it to false to apply the printed `gcloud` command yourself (output
-    executor_death_dead_letter_command).
+    Redelivery and dead-lettering of death notices on executorDeath's push subscription (pubsub.tf): a
+    nacked notice is redelivered with exponential backoff between minimum_backoff and maximum_backoff,
+    and after max_delivery_attempts it goes to the dead-letter topic (kept by its -hold subscription).
   EOT
   type = object({
-    patch_trigger_subscription = optional(bool, true)
-    max_delivery_attempts      = optional(number, 10)
+    max_delivery_attempts = optional(number, 10)
+    minimum_backoff       = optional(string, "10s")
+    maximum_backoff       = optional(string, "600s")
   })
   default = {}
 
   validation {
     condition     = var.executor_death_dead_letter.max_delivery_attempts >= 5 && var.executor_death_dead_letter.max_delivery_attempts <= 100
     error_message = "Pub/Sub allows 5 to 100 delivery attempts before dead-lettering."
+  }
+  validation {
+    condition     = alltrue([for b in [var.executor_death_dead_letter.minimum_backoff, var.executor_death_dead_letter.maximum_backoff] : can(regex("^[0-9]+s$", b)) && tonumber(trimsuffix(b, "s")) <= 600])
+    error_message = "Backoffs are durations in seconds (\"10s\"), at most 600s."
   }
 }
 
@@ -218,9 +221,9 @@ variable "functions" {
     error_message = "functions.reaper.timeout_seconds must be at most 1770: Cloud Scheduler waits at most 1800 s (timeout + 30 s of slack)."
   }
   validation {
-    # Event-triggered gen2 functions run at most 540 s per delivery; HTTP ones at most 3600 s.
+    # A push delivery waits at most 600 s (the subscription's ack deadline: timeout + 30 s for a cold start).
     condition     = try(var.functions.executor_death.timeout_seconds, null) == null || try(var.functions.executor_death.timeout_seconds <= 540, false)
-    error_message = "functions.executor_death.timeout_seconds must be at most 540 (the limit of event-triggered functions)."
+    error_message = "functions.executor_death.timeout_seconds must be at most 540: Pub/Sub waits at most 600 s for a push (timeout + 30 s of slack)."
   }
 }
 
@@ -281,15 +284,18 @@ variable "network" {
 variable "redis" {
   description = <<-EOT
     Memorystore for Redis. Without it (enabled = false) afterlife runs degraded: recovery still works,
-    the reaper declares nothing dead. Transit encryption stays off because the code has no setting for
-    Memorystore's server CA yet; the AUTH string travels only inside the VPC.
+    the reaper declares nothing dead. transit_encryption (default on) is Memorystore's
+    SERVER_AUTHENTICATION TLS: REDIS_URL becomes rediss:// and the server CA reaches the functions and
+    the executors as REDIS_CA_CERT (secret output redis.ca_secret). Turning it off or on replaces the
+    instance.
   EOT
   type = object({
-    enabled        = optional(bool, true)
-    tier           = optional(string, "BASIC")
-    memory_size_gb = optional(number, 1)
-    redis_version  = optional(string, "REDIS_7_2")
-    connect_mode   = optional(string, "DIRECT_PEERING")
+    enabled            = optional(bool, true)
+    transit_encryption = optional(bool, true)
+    tier               = optional(string, "BASIC")
+    memory_size_gb     = optional(number, 1)
+    redis_version      = optional(string, "REDIS_7_2")
+    connect_mode       = optional(string, "DIRECT_PEERING")
   })
   default = {}
 
@@ -341,4 +347,47 @@ variable "database_grants" {
     apply = optional(bool, false)
   })
   default = {}
+}
+
+/******************************************
+  Alerts and the dashboard (monitoring.tf)
+ *****************************************/
+
+variable "alerts" {
+  description = <<-EOT
+    Cloud Monitoring alert policies on afterlife's log-based metrics (README, "Observability"): dead
+    letters, poison messages, recoveries retried for more than recovery_retry_minutes, orphaned
+    versions with work, stuck workflows, the reaper not ticking for reaper_absent_seconds, function
+    errors. notification_channels are google_monitoring_notification_channel IDs
+    (projects/<p>/notificationChannels/<n>); with none, incidents open in the console only.
+  EOT
+  type = object({
+    enabled                = optional(bool, true)
+    notification_channels  = optional(list(string), [])
+    recovery_retry_minutes = optional(number, 15)
+    reaper_absent_seconds  = optional(number, 120)
+    function_errors_per_5m = optional(number, 0)
+    auto_close             = optional(string, "1800s")
+  })
+  default = {}
+
+  validation {
+    condition     = var.alerts.recovery_retry_minutes >= 1 && floor(var.alerts.recovery_retry_minutes) == var.alerts.recovery_retry_minutes
+    error_message = "alerts.recovery_retry_minutes must be a whole number of minutes, at least 1."
+  }
+  validation {
+    # Cloud Monitoring's metric-absence conditions take whole minutes, at least 2.
+    condition     = var.alerts.reaper_absent_seconds >= 120 && var.alerts.reaper_absent_seconds % 60 == 0
+    error_message = "alerts.reaper_absent_seconds must be a multiple of 60, at least 120."
+  }
+  validation {
+    condition     = alltrue([for c in var.alerts.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[^/]+$", c))])
+    error_message = "alerts.notification_channels are notification channel IDs: projects/<project>/notificationChannels/<id>."
+  }
+}
+
+variable "dashboard" {
+  description = "Create the Cloud Monitoring dashboard of infra/dashboard.json (recoveries, latency, deaths, ticks, repairs, dead letters)."
+  type        = bool
+  default     = true
 }

@@ -14,4 +14,9 @@ terraform {
       version = ">= 2.4"
     }
   }
+
+  # As terraform-google-modules blueprints do: the provider's user agent names the module and version.
+  provider_meta "google" {
+    module_name = "blueprints/terraform/afterlife/v0.1.0"
+  }
 }

@@ -57,7 +57,7 @@ export async function createRuntime(opts: RuntimeOptions = {}): Promise<Runtime>
   let redis: Redis | undefined;
   let lock: RedisLock | undefined;
   if (config.redis) {
-    const client = createRedis(config.redis.url);
+    const client = createRedis(config.redis.url, { tlsCa: config.redis.tlsCa });
     redis = client;
     lock = new RedisLock(client, { owner: opts.sessionName ?? 'afterlife' });
     lifecycle.onShutdown('redis', () => client.quit().catch(() => client.disconnect()));

@@ -10,7 +10,7 @@
  */
 // --- README: installing the executor kit (begin) ---
 import { DBOS } from '@dbos-inc/dbos-sdk';
-import { attachExecutor, executorOptionsFromEnv, type ExecutorKit } from 'afterlife/executor';
+import { attachExecutor, cloudRunExecutorId, executorOptionsFromEnv, type ExecutorKit } from 'afterlife/executor';
 import { agentWorkflow, ensureStepTable, useAppDatabase, type AgentSpec } from './workflows.js';
 
 function required(key: string): string {
@@ -24,8 +24,13 @@ const name = required('DBOS_APP_NAME');
 // This example also runs bare for other test suites; your app would simply always attach.
 const kitEnabled = process.env.AFTERLIFE_KIT === 'on' || (process.env.AFTERLIFE_KIT !== 'off' && !!process.env.REDIS_URL);
 
+// A unique executor ID per process: DBOS__VMID when set (DBOS reads it), else on Cloud Run one derived from
+// the instance ID and K_REVISION.
+const executorID = process.env.DBOS__VMID ? undefined : await cloudRunExecutorId();
+
 DBOS.setConfig({
   name,
+  ...(executorID ? { executorID } : {}),
   systemDatabaseUrl,
   systemDatabasePoolSize: 6,
   logLevel: process.env.DBOS_LOG_LEVEL ?? 'warn',

@@ -1,17 +1,17 @@
 import type { PubSub } from '@google-cloud/pubsub';
-import { type Bridge, startPullBridge } from '../../shared/events/bridge.js';
 import { consoleLogger, type Logger } from '../../shared/log.js';
 import { registeredTargets, serveFunction, type ServedFunction, type Target } from './functions.js';
 import { startMemoryBridge, type MemoryBridge } from './memoryBridge.js';
 import { startPostgres, type StackPostgres } from './postgres.js';
 import { DEFAULT_EMULATOR_BIN, emulatorBinary, startEmulator, type StackEmulator } from './pubsub.js';
+import { ensurePushSubscription } from './push.js';
 import { startRedis, type StackRedis } from './redis.js';
 import { startScheduler, type Scheduler } from './scheduler.js';
 
 /**
  * The local stack behind `npm start` and `npm run demo`: Postgres, Redis, Pub/Sub (emulator or in-process
- * bridge), one functions-framework process per registered target, the Eventarc stand-in delivering death
- * notices to executorDeath, and a scheduler calling the reaper. Everything it starts, it stops, in reverse.
+ * bridge), one functions-framework process per registered target, a push subscription (or the in-process
+ * bridge) delivering death notices to executorDeath, and a scheduler calling the reaper. Everything it starts, it stops, in reverse.
  */
 export const LOCAL_PROJECT = 'afterlife-local';
 export const LOCAL_SUBSCRIPTION = 'executor-death-local';
@@ -146,16 +146,15 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
       const { PubSub } = await import('@google-cloud/pubsub');
       const pubsub: PubSub = new PubSub({ projectId: project, apiEndpoint: emulator.host });
       stoppers.push({ name: 'pubsub client', fn: () => pubsub.close() });
-      const bridge: Bridge = await startPullBridge({
-        pubsub,
+      // As in production (infra/pubsub.tf): the emulator pushes raw push bodies to the function's
+      // /projects/<p>/topics/<t> path and dead-letters what keeps failing.
+      await ensurePushSubscription(pubsub, {
         topic: deathTopic,
         subscription: LOCAL_SUBSCRIPTION,
-        targetUrl: deathFn.url,
-        logger,
+        functionUrl: deathFn.url,
         deadLetterTopic,
         maxDeliveryAttempts: 5,
       });
-      stoppers.push({ name: 'bridge', fn: bridge.close });
       checkpoint();
       publish = async (topic, json, attributes, orderingKey) =>
         pubsub.topic(topic, { messageOrdering: true }).publishMessage({ json, attributes, ...(orderingKey ? { orderingKey } : {}) });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { RedisCaCert, redisTlsProblem } from '../lock/redis.js';
 
 /**
  * One `loadConfig(env)` for every function, the CLI and the local stack. Env is a parameter so tests
@@ -44,6 +45,7 @@ const EnvSchema = z
 
     REDIS_URL: redisUrl.optional(),
     REDIS_KEY_PREFIX: z.string().default('afterlife'),
+    REDIS_CA_CERT: RedisCaCert.optional(),
 
     GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
     EXECUTOR_DEATH_TOPIC: z.string().min(1).default('executor-deaths'),
@@ -121,7 +123,7 @@ export interface Config {
   applicationName: string;
   dbosSchema: string;
   afterlifeSchema: string;
-  redis: { url: string; keyPrefix: string } | undefined;
+  redis: { url: string; keyPrefix: string; tlsCa: string | undefined } | undefined;
   project: string | undefined;
   topics: { executorDeaths: string; deadLetters: string };
   heartbeatTtlMs: number;
@@ -203,7 +205,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const parsed = EnvSchema.safeParse(picked);
   // Cross-field rules are checked on the raw values so they are reported together with field errors.
-  const problems = [...(parsed.success ? [] : describe(parsed.error.issues)), ...databaseTargetProblems(picked)];
+  const tls = redisTlsProblem(picked.REDIS_URL, picked.REDIS_CA_CERT);
+  const problems = [...(parsed.success ? [] : describe(parsed.error.issues)), ...databaseTargetProblems(picked), ...(tls ? [tls] : [])];
   if (!parsed.success || problems.length) throw new ConfigError(problems);
   const e = parsed.data;
   const pool = {
@@ -229,7 +232,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     applicationName: e.DBOS_APPLICATION_NAME,
     dbosSchema: e.DBOS_SYSTEM_SCHEMA,
     afterlifeSchema: e.AFTERLIFE_SCHEMA,
-    redis: e.REDIS_URL !== undefined ? { url: e.REDIS_URL, keyPrefix: e.REDIS_KEY_PREFIX } : undefined,
+    redis: e.REDIS_URL !== undefined ? { url: e.REDIS_URL, keyPrefix: e.REDIS_KEY_PREFIX, tlsCa: e.REDIS_CA_CERT } : undefined,
     project: e.GOOGLE_CLOUD_PROJECT,
     topics: { executorDeaths: e.EXECUTOR_DEATH_TOPIC, deadLetters: e.DEAD_LETTER_TOPIC },
     heartbeatTtlMs: e.HEARTBEAT_TTL_MS,

@@ -114,7 +114,7 @@ class Kit implements ExecutorKit, KitCore {
     // Small and separate from DBOS's pool: registry rows, drain polls and one count at shutdown.
     this.pool = new pg.Pool({ connectionString: o.databaseUrl, max: 2, idleTimeoutMillis: 10_000, connectionTimeoutMillis: 2_000, application_name: `afterlife_kit_${this.executorId}`.slice(0, 63) });
     this.db = createDb(this.pool, 2, { dbosSchema: o.dbosSchema ?? 'dbos', afterlifeSchema: o.afterlifeSchema ?? 'afterlife', logger: this.log, budgetWaitMs: 2_000 });
-    this.redis = o.redis ?? (o.redisUrl ? createRedis(o.redisUrl) : undefined);
+    this.redis = o.redis ?? (o.redisUrl ? createRedis(o.redisUrl, { tlsCa: o.redisTlsCa }) : undefined);
     this.ownsRedis = !o.redis && this.redis !== undefined;
     const intervalMs = o.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
     const ttlMs = o.heartbeatTtlMs ?? DEFAULT_HEARTBEAT_TTL_MS;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { RedisCaCert, redisTlsProblem } from '../lock/redis.js';
 import type { ExecutorKitOptions } from './options.js';
 
 /**
@@ -14,6 +15,7 @@ const EnvSchema = z.object({
   AFTERLIFE_SCHEMA: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/).optional(),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
   REDIS_KEY_PREFIX: z.string().min(1).optional(),
+  REDIS_CA_CERT: RedisCaCert.optional(),
   HEARTBEAT_TTL_MS: int(500),
   HEARTBEAT_INTERVAL_MS: int(50),
   /** `off` only behind a pooler in transaction mode (session locks do not hold there). */
@@ -35,6 +37,8 @@ export function executorOptionsFromEnv(env: Record<string, string | undefined> =
   const parsed = EnvSchema.safeParse(picked);
   if (!parsed.success) throw new ConfigError(parsed.error.issues.map((i) => `${String(i.path[0])}: ${i.message}`));
   const e = parsed.data;
+  const tls = redisTlsProblem(e.REDIS_URL, e.REDIS_CA_CERT);
+  if (tls) throw new ConfigError([tls]);
   const databaseUrl = e.AFTERLIFE_DATABASE_URL ?? e.DBOS_SYSTEM_DATABASE_URL;
   if (!databaseUrl) throw new ConfigError(['AFTERLIFE_DATABASE_URL: set it, or DBOS_SYSTEM_DATABASE_URL']);
   return {
@@ -43,6 +47,7 @@ export function executorOptionsFromEnv(env: Record<string, string | undefined> =
     ...(e.DBOS_SYSTEM_SCHEMA ? { dbosSchema: e.DBOS_SYSTEM_SCHEMA } : {}),
     ...(e.AFTERLIFE_SCHEMA ? { afterlifeSchema: e.AFTERLIFE_SCHEMA } : {}),
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
+    ...(e.REDIS_CA_CERT ? { redisTlsCa: e.REDIS_CA_CERT } : {}),
     ...(e.REDIS_KEY_PREFIX ? { keyPrefix: e.REDIS_KEY_PREFIX } : {}),
     ...(e.HEARTBEAT_TTL_MS ? { heartbeatTtlMs: e.HEARTBEAT_TTL_MS } : {}),
     ...(e.HEARTBEAT_INTERVAL_MS ? { heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS } : {}),

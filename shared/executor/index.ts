@@ -9,3 +9,4 @@ export { CLOUD_RUN_GRACE_MS, DEFAULT_HANDOVER_RESERVE_MS, DEFAULT_SHUTDOWN_MARGI
 export { FENCED_EXIT_CODE } from './fence.js';
 export { CallBudgetExhaustedError, limitCalls, type CallLimiter, type LimitOptions } from './limiter.js';
 export { executorOptionsFromEnv } from './env.js';
+export { cloudRunExecutorId, type CloudRunExecutorIdOptions, EXECUTOR_ID_MAX, executorIdFor, ExecutorIdMetadataError } from './cloudRun.js';

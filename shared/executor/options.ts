@@ -13,6 +13,8 @@ export interface ExecutorKitOptions {
   afterlifeSchema?: string;
   /** Heartbeats need Redis; without it the kit still drains and publishes (logged as degraded). */
   redisUrl?: string;
+  /** PEM CA bundle for a rediss:// redisUrl (Memorystore's server CA; REDIS_CA_CERT). */
+  redisTlsCa?: string;
   redis?: Redis;
   keyPrefix?: string;
   heartbeatTtlMs?: number;

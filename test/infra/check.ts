@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { getReferencesInExpression, parse } from '@cdktf/hcl2json';
+import { getReferencesInExpression, parse } from '@cdktn/hcl2json';
 import { CONFIG_DEFAULTS, CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
 import { ConfigError } from '../../shared/errors.js';
 
@@ -17,11 +17,13 @@ import { ConfigError } from '../../shared/errors.js';
  * What it checks: every .tf parses; every `${...}` reference resolves to a declared resource, data
  * source, variable, local, module (and module output); module calls pass only declared variables and
  * every required one; each function's runtime, entry point (a registered target), environment (what
- * loadConfig requires, only keys it reads, FUNCTION_TIMEOUT_S from the real timeout), Eventarc retry
- * policy and invokers; every config variable reachable from Terraform, with the code's default; the
+ * loadConfig requires, only keys it reads, FUNCTION_TIMEOUT_S from the real timeout), its Pub/Sub
+ * delivery (a push subscription with OIDC, retry and dead-letter policies, or an Eventarc trigger that
+ * retries) and invokers; every config variable reachable from Terraform, with the code's default; the
  * reaper's database user granted pg_read_all_stats (provision script and output);
- * Scheduler jobs (OIDC, no retries); no public members or broad roles; the source object named by
- * content hash; log-based metrics covering every `event` the code logs.
+ * Scheduler jobs (OIDC, no retries); no public members or broad roles, no provisioners; Redis TLS by
+ * default; the source object named by content hash; log-based metrics covering every `event` the code
+ * logs; alert policies and the dashboard on metrics the module creates; metadata.yaml in step.
  */
 
 type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
@@ -482,7 +484,8 @@ const SAMPLES: Record<string, string> = {
   DATABASE_URL: 'postgres://u@127.0.0.1:5432/d',
   INSTANCE_CONNECTION_NAME: 'project:region:instance',
   DB_IP_TYPE: 'PRIVATE',
-  REDIS_URL: 'redis://:auth@10.0.0.3:6379',
+  REDIS_URL: 'rediss://:auth@10.0.0.3:6378',
+  REDIS_CA_CERT: '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n',
   ORPHANED_VERSION_POLICY: 'leave',
   STUCK_POLICY: 'report',
   FORK_TARGET_VERSION: 'latest',
@@ -500,7 +503,8 @@ const sampleFor = (key: string) => SAMPLES[key] ?? (/_MS$/.test(key) ? '60000' :
 
 /** Beyond what loadConfig insists on, what each deployed target needs to do its job. */
 const DEPLOY_REQUIRES: Record<string, readonly string[]> = {
-  '*': ['FUNCTION_TIMEOUT_S', 'GOOGLE_CLOUD_PROJECT', 'REDIS_URL'],
+  // REDIS_CA_CERT: Memorystore's server CA, without which a rediss:// REDIS_URL cannot verify the server.
+  '*': ['FUNCTION_TIMEOUT_S', 'GOOGLE_CLOUD_PROJECT', 'REDIS_URL', 'REDIS_CA_CERT'],
   // The reaper's passes and the topics it publishes to; without them a deploy could not tune them.
   reaper: [
     'EXECUTOR_DEATH_TOPIC',
@@ -635,7 +639,7 @@ async function checkFunctions(mods: Map<string, TfModule>, opts: CheckOptions, r
     const problem = (message: string) => problems.push({ file, where: label, message });
 
     const runtime = resolveValue(scope, dig(body, 'build_config', 'runtime'))?.value;
-    if (runtime !== 'nodejs22') problem(`runtime is ${JSON.stringify(runtime)}, not nodejs22 (nodejs20 is decommissioned)`);
+    if (runtime !== 'nodejs24') problem(`runtime is ${JSON.stringify(runtime)}, not nodejs24 (nodejs20 is decommissioned, nodejs22 deprecated in 2027-04)`);
 
     const entry = resolveValue(scope, dig(body, 'build_config', 'entry_point'))?.value;
     const entryPoint = typeof entry === 'string' && !isExpr(entry) ? entry : undefined;
@@ -684,9 +688,30 @@ async function checkFunctions(mods: Map<string, TfModule>, opts: CheckOptions, r
       const sa = trigger.field('service_account_email');
       for (const r of sa ? await refRoots(file, sa.value) : []) triggerAccounts.add(r);
       if (triggerAccounts.size === 0) problem('event_trigger has no dedicated service_account_email (it would default to the Compute SA)');
-    } else if (entryPoint === 'executorDeath') {
-      problem('executorDeath has no Eventarc Pub/Sub trigger');
     }
+
+    // Push subscriptions delivering to this function (push_endpoint built from module.<call>.uri).
+    const pushes = fn.call ? await pushSubscriptionsTo(fn.call.module, fn.call.name) : [];
+    for (const push of pushes) {
+      const where = `resource ${push.key}`;
+      const sub = (message: string) => problems.push({ file: push.file, where, message });
+      const oidc = first(dig(push.body, 'push_config', 'oidc_token') ?? null);
+      const sa = oidc?.service_account_email;
+      for (const r of await refRoots(push.file, sa)) triggerAccounts.add(r);
+      if (!sa) sub('push_config has no oidc_token with a service account: the private function would answer 403');
+      const endpoint = String(dig(push.body, 'push_config', 'push_endpoint') ?? '');
+      if (!/\/projects\/\$\{[^}]+\}\/topics\/\$\{[^}]+\}$/.test(endpoint)) {
+        sub(`push_endpoint ${endpoint} does not end in /projects/<project>/topics/<topic>, where functions-framework reads the CloudEvent source`);
+      }
+      const dlp = first(push.body.dead_letter_policy);
+      if (!dlp || ![...(await refRoots(push.file, dlp.dead_letter_topic))].some((r) => r.startsWith('google_pubsub_topic.'))) sub('has no dead_letter_policy on a google_pubsub_topic: a notice that keeps failing would retry until retention ends');
+      else if (dlp.max_delivery_attempts === undefined) sub('dead_letter_policy has no max_delivery_attempts');
+      const retry = first(push.body.retry_policy);
+      if (!retry?.minimum_backoff || !retry.maximum_backoff) sub('has no retry_policy with minimum_backoff and maximum_backoff: nacks would be redelivered at once');
+      const ack = String(push.body.ack_deadline_seconds ?? '');
+      if (!/min\([^)]*timeout_seconds[^)]*\b600\)/.test(ack)) sub(`ack_deadline_seconds ${ack || '(default 10 s)'} is not min(<function timeout> + slack, 600): Pub/Sub would give up on a push before the function does`);
+    }
+    if (entryPoint === 'executorDeath' && !trigger.present && pushes.length === 0) problem('executorDeath has no Pub/Sub delivery (a push subscription, or an Eventarc trigger)');
 
     // Scheduler jobs calling this function (http_target.uri = module.<call>.uri in the caller).
     const schedulerAccounts = new Set<string>();
@@ -717,6 +742,17 @@ async function envValueExpr(scope: Scope, value: Json | undefined, key: string, 
     if (found !== undefined) return found;
   }
   return undefined;
+}
+
+/** google_pubsub_subscription resources of `mod` whose push endpoint is module.<call>'s URI. */
+async function pushSubscriptionsTo(mod: TfModule, call: string): Promise<Array<{ key: string } & Block>> {
+  const out: Array<{ key: string } & Block> = [];
+  for (const [key, res] of mod.resources) {
+    if (!key.startsWith('google_pubsub_subscription.')) continue;
+    const endpoint = dig(res.body, 'push_config', 'push_endpoint');
+    if ((await refRoots(res.file, endpoint)).has(`module.${call}`)) out.push({ key, ...res });
+  }
+  return out;
 }
 
 /**
@@ -775,6 +811,10 @@ async function checkResources(mods: Map<string, TfModule>, opts: CheckOptions, p
         problems.push({ file: res.file, where, message: 'grants run.invoker outside a function module\'s invokers' });
       }
 
+      // Everything declarative: a provisioner runs outside the plan, needs tools where terraform runs,
+      // and drifts silently when what it patched is replaced.
+      if (first(res.body.provisioner) !== undefined) problems.push({ file: res.file, where, message: 'has a provisioner (local-exec): keep the module declarative' });
+
       if (key.startsWith('google_cloud_scheduler_job.')) {
         const retry = dig(res.body, 'retry_config', 'retry_count');
         if (retry !== 0) problems.push({ file: res.file, where, message: `retry_config.retry_count is ${JSON.stringify(retry)}, not 0 (the next tick is the retry)` });
@@ -787,6 +827,14 @@ async function checkResources(mods: Map<string, TfModule>, opts: CheckOptions, p
         else if (/^\d+s$/.test(deadline) && Number.parseInt(deadline, 10) > 1800) problems.push({ file: res.file, where, message: `attempt_deadline ${deadline} exceeds Scheduler's 1800 s maximum` });
         const schedule = resolveValue({ module: mod }, res.body.schedule)?.value;
         if (schedule !== undefined && schedule !== '* * * * *') problems.push({ file: res.file, where, message: `schedule ${JSON.stringify(schedule)} is not every minute` });
+      }
+
+      // Memorystore speaks TLS unless the operator turns it off: a literal, or var.redis.transit_encryption defaulting to true.
+      if (key.startsWith('google_redis_instance.')) {
+        const mode = String(res.body.transit_encryption_mode ?? 'DISABLED');
+        const toggle = /^\$\{var\.redis\.transit_encryption \? "SERVER_AUTHENTICATION" : "DISABLED"\}$/.test(mode);
+        const byDefault = toggle && optionalDefault(mod.variables.get('redis')?.body.type, 'transit_encryption') === true;
+        if (mode !== 'SERVER_AUTHENTICATION' && !byDefault) problems.push({ file: res.file, where, message: `transit_encryption_mode is ${mode}, not SERVER_AUTHENTICATION by default` });
       }
 
       if (key.startsWith('google_storage_bucket_object.') && typeof res.body.source === 'string' && res.body.source.includes('data.archive_file.')) {
@@ -804,7 +852,8 @@ async function checkResources(mods: Map<string, TfModule>, opts: CheckOptions, p
         } else {
           for (const m of filter.matchAll(/jsonPayload\.event="([a-z_]+)"/g)) if (m[1]) metricEvents.add(m[1]);
         }
-        if (!/jsonPayload\.event=/.test(filter)) problems.push({ file: res.file, where, message: 'log metric does not filter on jsonPayload.event' });
+        // The one exception: function_errors counts by severity (crashes and system lines carry no event).
+        if (!/jsonPayload\.event=/.test(filter) && !/severity>=ERROR/.test(filter)) problems.push({ file: res.file, where, message: 'log metric does not filter on jsonPayload.event' });
       }
     }
   }
@@ -854,6 +903,259 @@ function checkStatsGrant(mods: Map<string, TfModule>, problems: Problem[]): void
   }
 }
 
+// ───────────────────────────── alerts and the dashboard ─────────────────────────────
+
+const USER_METRIC = 'logging.googleapis.com/user';
+
+/** Google's own metrics a policy may use, and the resource type whose instances the module must own. */
+const GOOGLE_METRICS: Record<string, string> = {
+  'pubsub.googleapis.com/subscription/num_undelivered_messages': 'google_pubsub_subscription',
+};
+
+/** What the on-call must hear about: the metric each alert watches, and how. */
+export const REQUIRED_ALERTS: Record<string, 'threshold' | 'absent'> = {
+  dead_letter: 'threshold',
+  poison_message: 'threshold',
+  recovery_retry: 'threshold',
+  orphaned_version: 'threshold',
+  stuck_workflow: 'threshold',
+  reaper_tick: 'absent',
+  function_errors: 'threshold',
+};
+
+/** What the dashboard must show: recoveries and their latency, deaths, ticks, forks, dead letters. */
+export const REQUIRED_PANELS = ['recovery', 'recovery_latency', 'executor_dead', 'reaper_tick', 'fork', 'dead_letter'];
+
+/** Reaper silence the absence alert may tolerate before it fires (the issue's two minutes). */
+const REAPER_ABSENCE_MAX_S = 120;
+
+/** The metric names (after `<prefix>/`) the module's google_logging_metric resources create. */
+async function moduleMetrics(mod: TfModule): Promise<Map<string, string>> {
+  const out = new Map<string, string>(); // metric name → resource address
+  for (const [key, res] of mod.resources) {
+    if (!key.startsWith('google_logging_metric.')) continue;
+    const name = String(res.body.name ?? '');
+    if (name === '${var.name_prefix}/${each.key}') {
+      for (const k of (await mapEntries({ module: mod }, res.body.for_each, res.file)).keys()) out.set(k, `${key}["${k}"]`);
+    } else {
+      const m = /^\$\{var\.name_prefix\}\/([a-z0-9_]+)$/.exec(name);
+      if (m?.[1]) out.set(m[1], key);
+    }
+  }
+  return out;
+}
+
+/** `${var.a.b}` and `${local.x}` filled in with the literal they resolve to (defaults included). */
+function fillLiterals(scope: Scope, text: string): string {
+  return text.replace(/\$\{((?:var|local)\.[A-Za-z0-9_.]+)\}/g, (whole, ref: string) => {
+    const r = resolveValue(scope, `\${${ref}}`);
+    const v = r?.value;
+    return typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? String(v) : whole;
+  });
+}
+
+const METRIC_TYPE = /metric\.type="((?:\$\{[^}]*\}|[^"$])*)"/g;
+const durationS = (d: string | undefined) => (d && /^\d+s$/.test(d) ? Number.parseInt(d, 10) : undefined);
+
+interface PolicyInstance {
+  where: string;
+  file: string;
+  body: Obj;
+  /** `each.value.<field>` of a for_each over a local map, as written. */
+  each?: Obj;
+}
+
+function policyInstances(mod: TfModule): PolicyInstance[] {
+  const out: PolicyInstance[] = [];
+  for (const [key, res] of mod.resources) {
+    if (!key.startsWith('google_monitoring_alert_policy.')) continue;
+    const forEach = res.body.for_each;
+    if (forEach === undefined) {
+      out.push({ where: `resource ${key}`, file: res.file, body: res.body });
+      continue;
+    }
+    // `cond ? local.map : {}`: the instances are the local map's entries.
+    const local = typeof forEach === 'string' ? /local\.([A-Za-z0-9_]+)/.exec(forEach)?.[1] : undefined;
+    const map = local ? resolveValue({ module: mod }, `\${local.${local}}`)?.value : undefined;
+    if (!isObj(map)) {
+      out.push({ where: `resource ${key}`, file: res.file, body: res.body });
+      continue;
+    }
+    for (const [name, entry] of Object.entries(map)) out.push({ where: `resource ${key}["${name}"]`, file: res.file, body: res.body, each: isObj(entry) ? entry : {} });
+  }
+  return out;
+}
+
+/** A field of the instance with `${each.value.x}` replaced by what the entry holds. */
+function instanceText(p: PolicyInstance, value: Json | undefined): string | undefined {
+  if (typeof value !== 'string') return value === undefined ? undefined : JSON.stringify(value);
+  return value.replace(/\$\{each\.value\.([a-z_]+)\}/g, (whole, field: string) => {
+    const v = p.each?.[field];
+    return v === undefined ? whole : typeof v === 'string' ? v : JSON.stringify(v);
+  });
+}
+
+/**
+ * Alert policies and the dashboard. Each policy: every condition's metric is one the module creates
+ * (a log-based metric of logging.tf, or a Google metric of a resource it owns), a markdown
+ * documentation block says what to do, and notifications go to var.alerts.notification_channels. The
+ * signals of REQUIRED_ALERTS are all covered, the reaper by an absence condition of at most two
+ * minutes. The dashboard: a JSON file that parses, whose template variables are all passed, and whose
+ * widgets chart only the module's metrics, the REQUIRED_PANELS among them.
+ */
+async function checkMonitoring(mods: Map<string, TfModule>, problems: Problem[]): Promise<void> {
+  for (const mod of mods.values()) {
+    const metrics = await moduleMetrics(mod);
+    const scope: Scope = { module: mod };
+    const covered = new Map<string, Array<{ kind: 'threshold' | 'absent'; durationS: number | undefined }>>();
+    const policies = policyInstances(mod);
+
+    for (const p of policies) {
+      const problem = (message: string) => problems.push({ file: p.file, where: p.where, message });
+      const docs = first(p.body.documentation);
+      const content = instanceText(p, docs?.content);
+      if (!docs || !content || content.replace(/\$\{[^}]*\}/g, '').trim().length < 40) problem('has no documentation telling the on-call what to do');
+      else if (docs.mime_type !== 'text/markdown') problem('documentation is not text/markdown');
+      if (!/var\.alerts\.notification_channels/.test(String(p.body.notification_channels ?? ''))) problem('notification_channels is not var.alerts.notification_channels');
+
+      const conditions = Array.isArray(p.body.conditions) ? p.body.conditions : [];
+      if (conditions.length === 0) problem('has no conditions');
+      for (const cond of conditions) {
+        if (!isObj(cond)) continue;
+        const threshold = first(cond.condition_threshold);
+        const absent = first(cond.condition_absent);
+        const c = threshold ?? absent;
+        if (!c) {
+          problem('a condition is neither condition_threshold nor condition_absent');
+          continue;
+        }
+        const filter = fillLiterals(scope, instanceText(p, c.filter) ?? '');
+        const types = [...filter.matchAll(METRIC_TYPE)].map((m) => m[1] ?? '');
+        if (types.length !== 1) {
+          problem(`a condition's filter names ${types.length} metric types (one expected): ${filter}`);
+          continue;
+        }
+        const type = types[0] ?? '';
+        let metric: string | undefined;
+        if (type.startsWith(`${USER_METRIC}/`)) {
+          const ref = type.slice(USER_METRIC.length + 1);
+          const m = /^\$\{google_logging_metric\.([A-Za-z0-9_]+)(?:\["([^"]+)"\])?\.name\}$/.exec(ref);
+          const address = m ? (m[2] ? `google_logging_metric.${m[1]}["${m[2]}"]` : `google_logging_metric.${m[1]}`) : undefined;
+          metric = [...metrics].find(([, a]) => a === address)?.[0];
+          if (metric === undefined) problem(`condition metric ${type} is not a log-based metric this module creates`);
+        } else if (type in GOOGLE_METRICS) {
+          const owner = GOOGLE_METRICS[type] ?? '';
+          if (!new RegExp(`\\$\\{${owner}\\.`).test(filter)) problem(`condition on ${type} is not scoped to a ${owner} of this module`);
+          metric = type;
+        } else {
+          problem(`condition metric ${type} is neither a log-based metric of this module nor a known Google metric`);
+        }
+        if (metric === undefined) continue;
+        const duration = durationS(fillLiterals(scope, instanceText(p, c.duration) ?? ''));
+        const list = covered.get(metric) ?? [];
+        list.push({ kind: absent ? 'absent' : 'threshold', durationS: duration });
+        covered.set(metric, list);
+      }
+    }
+
+    // The required alerts belong to the module that deploys the functions (not its examples).
+    const deploysReaper = [...mod.modules.values()].some((m) => m.body.entry_point === 'reaper');
+    for (const [metric, kind] of deploysReaper ? Object.entries(REQUIRED_ALERTS) : []) {
+      const found = (covered.get(metric) ?? []).filter((c) => c.kind === kind);
+      if (found.length === 0) {
+        problems.push({ file: join(mod.rel, 'monitoring.tf'), where: 'alert policies', message: `no ${kind === 'absent' ? 'metric-absence' : 'threshold'} alert policy on ${metric}` });
+      } else if (kind === 'absent' && !found.some((c) => c.durationS !== undefined && c.durationS <= REAPER_ABSENCE_MAX_S)) {
+        problems.push({ file: join(mod.rel, 'monitoring.tf'), where: 'alert policies', message: `the absence alert on ${metric} waits ${found.map((c) => c.durationS ?? '?').join(', ')} s, more than ${REAPER_ABSENCE_MAX_S} s` });
+      }
+    }
+
+    for (const [key, res] of mod.resources) {
+      if (!key.startsWith('google_monitoring_dashboard.')) continue;
+      await checkDashboard(mod, key, res, metrics, problems);
+    }
+  }
+}
+
+async function checkDashboard(mod: TfModule, key: string, res: Block, metrics: Map<string, string>, problems: Problem[]): Promise<void> {
+  const where = `resource ${key}`;
+  const expr = String(res.body.dashboard_json ?? '');
+  const m = /^\$\{templatefile\("\$\{path\.module\}\/([A-Za-z0-9_.-]+\.json)",\s*\{([\s\S]*)\}\)\}$/.exec(expr);
+  if (!m?.[1]) {
+    problems.push({ file: res.file, where, message: 'dashboard_json is not templatefile("${path.module}/<file>.json", {...})' });
+    return;
+  }
+  const file = join(mod.rel, m[1]);
+  const vars = new Map([...(m[2] ?? '').matchAll(/^\s*([a-z_]+)\s*=\s*(.*)$/gm)].map((v) => [v[1] ?? '', (v[2] ?? '').trim()]));
+  let text: string;
+  let json: Json;
+  try {
+    text = await readFile(join(mod.dir, m[1]), 'utf8');
+    json = JSON.parse(text) as Json;
+  } catch (err) {
+    problems.push({ file, where: '(json)', message: `not valid JSON: ${err instanceof Error ? err.message : String(err)}` });
+    return;
+  }
+  for (const t of text.matchAll(/(\$\$?)\{([^}]*)\}/g)) {
+    if (t[1] === '$' && !vars.has(t[2] ?? '')) problems.push({ file, where: '(template)', message: `\${${t[2]}} is not a variable templatefile passes (${[...vars.keys()].join(', ')})` });
+  }
+  if (/%\{/.test(text)) problems.push({ file, where: '(template)', message: '%{ is a template directive in templatefile; escape it as %%{' });
+  if (vars.get('metric_prefix') !== `"\${local.user_metric}/\${var.name_prefix}"`) {
+    problems.push({ file: res.file, where, message: `metric_prefix is ${vars.get('metric_prefix') ?? 'not passed'}, not "\${local.user_metric}/\${var.name_prefix}"` });
+  }
+  const shown = new Set<string>();
+  const walk = (v: Json, path: string): void => {
+    if (Array.isArray(v)) v.forEach((x, i) => walk(x, `${path}[${i}]`));
+    else if (isObj(v)) {
+      for (const [k, x] of Object.entries(v)) {
+        if (k === 'filter' && typeof x === 'string') {
+          const types = [...x.matchAll(/metric\.type="([^"]*)"/g)].map((t) => t[1] ?? '');
+          if (types.length === 0) problems.push({ file, where: path, message: `filter names no metric type: ${x}` });
+          for (const type of types) {
+            const name = /^\$\{metric_prefix\}\/([a-z0-9_]+)$/.exec(type)?.[1];
+            if (name === undefined || !metrics.has(name)) problems.push({ file, where: path, message: `widget charts ${type}, which is not a metric this module creates` });
+            else shown.add(name);
+          }
+        } else if (/query$/i.test(k) && typeof x === 'string' && k !== 'timeSeriesQuery') {
+          problems.push({ file, where: `${path}.${k}`, message: 'a query language widget cannot be checked; use timeSeriesFilter' });
+        } else walk(x, `${path}.${k}`);
+      }
+    }
+  };
+  walk(json, '$');
+  for (const panel of REQUIRED_PANELS) if (!shown.has(panel)) problems.push({ file, where: '(widgets)', message: `no widget charts ${panel}` });
+}
+
+// ───────────────────────────── blueprint metadata ─────────────────────────────
+
+/**
+ * infra/metadata.yaml (BlueprintMetadata) lists the module's variables, outputs and APIs; it is only
+ * worth having while it is true, so each list must match the module exactly. Read line by line: the file
+ * keeps to `- name: x` items under `variables:` / `outputs:` and `- <api>` under `services:`.
+ */
+async function checkMetadata(root: string, mods: Map<string, TfModule>, problems: Problem[]): Promise<void> {
+  const mod = mods.get(root);
+  const path = join(root, 'metadata.yaml');
+  if (!mod || !existsSync(path)) return;
+  const lists = new Map<string, string[]>();
+  let section = '';
+  for (const line of (await readFile(path, 'utf8')).split('\n')) {
+    const head = /^\s*(variables|outputs|services):\s*$/.exec(line);
+    if (head?.[1]) section = head[1];
+    else if (/^\s{0,4}[a-zA-Z]+:/.test(line) && !/^\s*- /.test(line)) section = /^\s*(roles|providerVersions|requirements|examples):/.test(line) ? '' : section;
+    const item = section === 'services' ? /^\s*- ([a-z]+\.googleapis\.com)\s*$/.exec(line) : /^\s*- name: ([a-z_]+)\s*$/.exec(line);
+    if (section && item?.[1]) lists.set(section, [...(lists.get(section) ?? []), item[1]]);
+  }
+  const compare = (what: string, listed: string[], actual: string[]) => {
+    for (const n of actual) if (!listed.includes(n)) problems.push({ file: 'metadata.yaml', where: what, message: `${n} is in the module but not in metadata.yaml` });
+    for (const n of listed) if (!actual.includes(n)) problems.push({ file: 'metadata.yaml', where: what, message: `${n} is listed but not in the module` });
+  };
+  compare('variables', lists.get('variables') ?? [], [...mod.variables.keys()]);
+  compare('outputs', lists.get('outputs') ?? [], [...mod.outputs.keys()]);
+  const apis = mod.resources.get('google_project_service.this');
+  const enabled = [...JSON.stringify(apis?.body.for_each ?? '').matchAll(/([a-z]+\.googleapis\.com)/g)].map((m) => m[1] ?? '');
+  compare('services', lists.get('services') ?? [], enabled);
+}
+
 // ───────────────────────────── entry points ─────────────────────────────
 
 export async function checkInfra(root: string, opts: CheckOptions): Promise<CheckResult> {
@@ -870,6 +1172,8 @@ export async function checkInfra(root: string, opts: CheckOptions): Promise<Chec
   checkDefaults(mods, result.problems);
   checkStatsGrant(mods, result.problems);
   await checkResources(mods, opts, result.problems);
+  await checkMonitoring(mods, result.problems);
+  await checkMetadata(root, mods, result.problems);
   return result;
 }
 

@@ -1,7 +1,7 @@
 import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { parse } from '@cdktf/hcl2json';
+import { parse } from '@cdktn/hcl2json';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ReaperRequest } from '../../functions/reaper/handle.js';
 import {
@@ -51,7 +51,7 @@ describe('infra/ as committed', () => {
 
   it('gives every function the database, app name, timeout and Redis it needs', () => {
     for (const f of real.functions) {
-      expect(f.env).toEqual(expect.arrayContaining(['DBOS_APPLICATION_NAME', 'INSTANCE_CONNECTION_NAME', 'DB_USER', 'DB_NAME', 'FUNCTION_TIMEOUT_S', 'REDIS_URL', 'DB_PASSWORD']));
+      expect(f.env).toEqual(expect.arrayContaining(['DBOS_APPLICATION_NAME', 'INSTANCE_CONNECTION_NAME', 'DB_USER', 'DB_NAME', 'FUNCTION_TIMEOUT_S', 'REDIS_URL', 'REDIS_CA_CERT', 'DB_PASSWORD']));
     }
   });
 
@@ -118,8 +118,8 @@ describe('planted breaks are reported', () => {
   const messages = (r: CheckResult) => r.problems.map((p) => `${p.file}: ${p.where}: ${p.message}`);
 
   it('a reference to an undeclared resource', async () => {
-    const r = await plant('functions.tf', 'pubsub_topic          = google_pubsub_topic.executor_deaths.id', 'pubsub_topic          = google_pubsub_topic.executor_deathz.id');
-    expect(messages(r)).toEqual([expect.stringMatching(/functions\.tf: module executor_death\.event_trigger\.pubsub_topic: reference google_pubsub_topic\.executor_deathz\.id resolves to nothing/)]);
+    const r = await plant('pubsub.tf', '  topic   = google_pubsub_topic.executor_deaths.id', '  topic   = google_pubsub_topic.executor_deathz.id');
+    expect(messages(r)).toEqual([expect.stringMatching(/pubsub\.tf: resource google_pubsub_subscription\.executor_death_push\.topic: reference google_pubsub_topic\.executor_deathz\.id resolves to nothing/)]);
   });
 
   it('a reference to an undeclared local, variable and module output', async () => {
@@ -186,15 +186,40 @@ describe('planted breaks are reported', () => {
     expect(messages(r)[0]).toMatch(/FUNCTION_TIMEOUT_S is not derived from service_config\.timeout_seconds/);
   });
 
-  it('a runtime other than nodejs22', async () => {
-    const r = await plant('modules/function/variables.tf', 'default     = "nodejs22"', 'default     = "nodejs20"');
+  it('a runtime other than nodejs24', async () => {
+    const r = await plant('modules/function/variables.tf', 'default     = "nodejs24"', 'default     = "nodejs22"');
     expect(messages(r)).toHaveLength(3);
-    expect(messages(r)[0]).toMatch(/runtime is "nodejs20"/);
+    expect(messages(r)[0]).toMatch(/runtime is "nodejs22"/);
   });
 
-  it('a trigger that does not retry', async () => {
-    const r = await plant('functions.tf', 'retry_policy = "RETRY_POLICY_RETRY"', 'retry_policy = "RETRY_POLICY_DO_NOT_RETRY"');
-    expect(messages(r)).toEqual([expect.stringMatching(/module\.executor_death: event_trigger retry_policy is "RETRY_POLICY_DO_NOT_RETRY"/)]);
+  it('a push subscription without dead-lettering, backoff, OIDC, the topic path or a long enough deadline', async () => {
+    const text = await readFile(join(infra, 'pubsub.tf'), 'utf8');
+    const dlp = /^ {2}dead_letter_policy \{\n[\s\S]*?^ {2}\}\n/m.exec(text)?.[0] ?? 'dead_letter_policy block';
+    const d = await plant('pubsub.tf', dlp, '');
+    expect(messages(d)).toEqual([expect.stringMatching(/google_pubsub_subscription\.executor_death_push: has no dead_letter_policy/)]);
+    const retry = /^ {2}retry_policy \{\n[\s\S]*?^ {2}\}\n/m.exec(text)?.[0] ?? 'retry_policy block';
+    const b = await plant('pubsub.tf', retry, '');
+    expect(messages(b)).toEqual([expect.stringMatching(/executor_death_push: has no retry_policy/)]);
+    const oidc = /^ {4}oidc_token \{\n[\s\S]*?^ {4}\}\n/m.exec(text)?.[0] ?? 'oidc_token block';
+    const o = await plant('pubsub.tf', oidc, '');
+    expect(messages(o)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/executor_death_push: push_config has no oidc_token/),
+        expect.stringMatching(/module\.executor_death: run\.invoker granted to google_service_account\.trigger, which is neither its trigger's nor its scheduler's account/),
+      ]),
+    );
+    const p = await plant('pubsub.tf', '/projects/${var.project_id}/topics/${google_pubsub_topic.executor_deaths.name}"', '"');
+    expect(messages(p)).toEqual([expect.stringMatching(/push_endpoint .* does not end in \/projects\/<project>\/topics\/<topic>/)]);
+    const a = await plant('pubsub.tf', 'ack_deadline_seconds       = min(local.function_settings.executor_death.timeout_seconds + 30, 600)', 'ack_deadline_seconds       = 60');
+    expect(messages(a)).toEqual([expect.stringMatching(/ack_deadline_seconds 60 is not min\(<function timeout> \+ slack, 600\)/)]);
+    const whole = /^resource "google_pubsub_subscription" "executor_death_push" \{\n[\s\S]*?^\}\n/m.exec(text)?.[0] ?? 'push subscription';
+    const none = await plant('pubsub.tf', whole, '');
+    expect(messages(none)).toContainEqual(expect.stringMatching(/module\.executor_death: executorDeath has no Pub\/Sub delivery/));
+  });
+
+  it('a local-exec provisioner', async () => {
+    const r = await plant('pubsub.tf', '# ...and publishes it on the dead-letter topic.', 'resource "terraform_data" "patch" {\n  provisioner "local-exec" {\n    command = "gcloud pubsub subscriptions update x"\n  }\n}\n\n# ...and publishes it on the dead-letter topic.');
+    expect(messages(r)).toEqual([expect.stringMatching(/resource terraform_data\.patch: has a provisioner \(local-exec\)/)]);
   });
 
   it('a Scheduler job that retries, or has no OIDC token', async () => {
@@ -232,7 +257,12 @@ describe('planted breaks are reported', () => {
     // Checked against the code's events plus the fork engine's, which may not have landed yet.
     const line = /^ {4}fork +=.*\n/m.exec(await readFile(join(infra, 'logging.tf'), 'utf8'))?.[0] ?? 'fork metric line';
     const r = await plant('logging.tf', line, '', { events: new Set([...events, 'fork']) });
-    expect(messages(r)).toEqual([expect.stringMatching(/the code logs event "fork" but no log-based metric counts it/)]);
+    expect(messages(r)).toEqual([
+      expect.stringMatching(/the code logs event "fork" but no log-based metric counts it/),
+      // The dashboard's forks panel charts it too.
+      expect.stringMatching(/dashboard\.json: .*widget charts \$\{metric_prefix\}\/fork, which is not a metric this module creates/),
+      expect.stringMatching(/dashboard\.json: \(widgets\): no widget charts fork/),
+    ]);
   });
 
   it('a module argument the module does not declare', async () => {
@@ -243,6 +273,72 @@ describe('planted breaks are reported', () => {
         expect.stringMatching(/required variable source_dir of \. is not set/),
       ]),
     );
+  });
+
+  it('an alert policy on a metric the module does not create', async () => {
+    const r = await plant('monitoring.tf', 'metric    = google_logging_metric.event["stuck_workflow"].name', 'metric    = google_logging_metric.event["stuck_workflows"].name');
+    expect(messages(r)).toEqual([
+      expect.stringMatching(/google_monitoring_alert_policy\.threshold\["stuck_workflow"\]: condition metric .*stuck_workflows.* is not a log-based metric this module creates/),
+      expect.stringMatching(/alert policies: no threshold alert policy on stuck_workflow/),
+    ]);
+    const g = await plant('monitoring.tf', 'pubsub.googleapis.com/subscription/num_undelivered_messages', 'pubsub.googleapis.com/subscription/num_undelivered_messagez');
+    expect(messages(g)).toEqual([expect.stringMatching(/google_monitoring_alert_policy\.dead_letters: condition metric pubsub\.googleapis\.com\/subscription\/num_undelivered_messagez is neither/)]);
+  });
+
+  it('an alert policy without documentation or notification channels', async () => {
+    const r = await plant('monitoring.tf', '    content   = "${each.value.content}${local.alert_doc_footer}"\n', '');
+    expect(messages(r)).toHaveLength(5);
+    expect(messages(r)).toEqual(expect.arrayContaining([
+      expect.stringMatching(/threshold\["poison_message"\]: has no documentation/),
+      expect.stringMatching(/threshold\["orphaned_version"\]: has no documentation/),
+      expect.stringMatching(/threshold\["stuck_workflow"\]: has no documentation/),
+      expect.stringMatching(/threshold\["function_errors"\]: has no documentation/),
+      expect.stringMatching(/threshold\["recovery_retry"\]: has no documentation/),
+    ]));
+    const n = await plant('monitoring.tf', '  display_name          = "afterlife: dead letters"\n  combiner              = "OR"\n  severity              = "CRITICAL"\n  notification_channels = var.alerts.notification_channels\n', '  display_name          = "afterlife: dead letters"\n  combiner              = "OR"\n  severity              = "CRITICAL"\n');
+    expect(messages(n)).toEqual([expect.stringMatching(/dead_letters: notification_channels is not var\.alerts\.notification_channels/)]);
+  });
+
+  it('a required alert missing, or the reaper absence alert waiting too long', async () => {
+    const text = await readFile(join(infra, 'monitoring.tf'), 'utf8');
+    const poison = /^ {4}poison_message = \{\n[\s\S]*?^ {4}\}\n/m.exec(text)?.[0] ?? 'poison block';
+    const r = await plant('monitoring.tf', poison, '');
+    expect(messages(r)).toEqual([expect.stringMatching(/alert policies: no threshold alert policy on poison_message/)]);
+    const a = await plant('variables.tf', 'reaper_absent_seconds  = optional(number, 120)', 'reaper_absent_seconds  = optional(number, 600)');
+    expect(messages(a)).toEqual([expect.stringMatching(/the absence alert on reaper_tick waits 600 s, more than 120 s/)]);
+    const t = await plant('monitoring.tf', '    condition_absent {', '    condition_threshold {');
+    expect(messages(t)).toContainEqual(expect.stringMatching(/no metric-absence alert policy on reaper_tick/));
+  });
+
+  it('a dashboard that is not JSON, or charts a metric the module does not create', async () => {
+    const r = await plant('dashboard.json', '"columns": 48,', '"columns": 48,,');
+    expect(messages(r)).toEqual([expect.stringMatching(/dashboard\.json: \(json\): not valid JSON/)]);
+    const m = await plant('dashboard.json', '${metric_prefix}/executor_dead\\"', '${metric_prefix}/executors_dead\\"');
+    expect(messages(m)).toEqual([
+      expect.stringMatching(/dashboard\.json: .*widget charts \$\{metric_prefix\}\/executors_dead, which is not a metric this module creates/),
+      expect.stringMatching(/dashboard\.json: \(widgets\): no widget charts executor_dead/),
+    ]);
+    const v = await plant('dashboard.json', '"displayName": "${title}"', '"displayName": "${name}"');
+    expect(messages(v)).toEqual([expect.stringMatching(/\$\{name\} is not a variable templatefile passes/)]);
+  });
+
+  it('Redis without TLS by default, or the functions without its CA', async () => {
+    const r = await plant('variables.tf', 'transit_encryption = optional(bool, true)', 'transit_encryption = optional(bool, false)');
+    expect(messages(r)).toEqual([expect.stringMatching(/google_redis_instance\.this: transit_encryption_mode .* not SERVER_AUTHENTICATION by default/)]);
+    const c = await plant('main.tf', '      REDIS_CA_CERT = local.redis_tls ? google_secret_manager_secret.redis_ca[0].secret_id : null\n', '');
+    expect(messages(c).filter((m) => /environment: REDIS_CA_CERT is not set/.test(m))).toHaveLength(3);
+  });
+
+  it('metadata.yaml out of step with the module', async () => {
+    const r = await plant('metadata.yaml', '      - name: dashboard\n', '      - name: dashbored\n');
+    expect(messages(r)).toEqual([
+      expect.stringMatching(/metadata\.yaml: variables: dashboard is in the module but not in metadata\.yaml/),
+      expect.stringMatching(/metadata\.yaml: variables: dashbored is listed but not in the module/),
+    ]);
+    const o = await plant('metadata.yaml', '      - name: reaper_job\n', '');
+    expect(messages(o)).toEqual([expect.stringMatching(/outputs: reaper_job is in the module but not in metadata\.yaml/)]);
+    const a = await plant('main.tf', '    "monitoring.googleapis.com",\n', '');
+    expect(messages(a)).toEqual([expect.stringMatching(/services: monitoring\.googleapis\.com is listed but not in the module/)]);
   });
 
   it.skipIf(!fmtAvailable)('unformatted HCL fails terraform fmt', async () => {

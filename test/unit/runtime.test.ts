@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-/** Proves which Node runs the suite: `npm run test:node22` sets EXPECT_NODE_MAJOR=22. */
+/** Proves which Node runs the suite: `npm run test:node24` sets EXPECT_NODE_MAJOR=24. */
 describe('runtime', () => {
   it(`runs on the expected Node major (${process.version})`, () => {
     console.info(`tests running on Node ${process.version}`);

@@ -37,4 +37,7 @@ module "afterlife" {
   build_service_account     = var.build_service_account
   executor_service_accounts = var.executor_service_accounts
   drain_invokers            = var.drain_invokers
+
+  # Who hears about dead letters, a silent reaper, orphaned versions, … (README, "Observability").
+  alerts = { notification_channels = var.notification_channels }
 }

@@ -53,3 +53,9 @@ variable "apply_database_grants" {
   type        = bool
   default     = false
 }
+
+variable "notification_channels" {
+  description = "Cloud Monitoring notification channels of the alert policies (projects/<p>/notificationChannels/<id>)."
+  type        = list(string)
+  default     = []
+}

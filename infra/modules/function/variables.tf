@@ -25,9 +25,9 @@ variable "entry_point" {
 }
 
 variable "runtime" {
-  description = "Cloud Run functions runtime. nodejs20 is decommissioned on 2026-10-30."
+  description = "Cloud Run functions runtime. nodejs20 was decommissioned on 2026-10-30, nodejs22 is deprecated on 2027-04-30; nodejs24 runs to 2028-10-31."
   type        = string
-  default     = "nodejs22"
+  default     = "nodejs24"
 }
 
 variable "source_archive" {

@@ -1,0 +1,299 @@
+/******************************************
+  Alert policies and the dashboard, on the log-based metrics of logging.tf
+
+  Each policy's documentation is what the on-call reads in the notification: what it means and what
+  to do. test/infra checks that every policy's metric is one this module creates (or a Pub/Sub metric
+  of a subscription it creates), that each has documentation, and that the signals below are covered.
+ *****************************************/
+
+locals {
+  # Log-based metrics are written by Cloud Run's logs: resource cloud_run_revision, one series per service.
+  user_metric = "logging.googleapis.com/user"
+
+  alert_doc_footer = <<-EOT
+
+    Logs: `resource.type="cloud_run_revision" AND jsonPayload.event="<event>"` in Logs Explorer, or
+    `afterlife status` from a terminal with the functions' environment (README, "Operator CLI").
+    Runbook: README, "Observability".
+  EOT
+
+  # Counters that should stay at zero: a sum over `window` above `threshold` for `duration` opens an incident.
+  alert_thresholds = {
+    poison_message = {
+      title     = "afterlife: poison messages acked"
+      severity  = "WARNING"
+      metric    = google_logging_metric.event["poison_message"].name
+      window    = "300s"
+      duration  = "0s"
+      threshold = 0
+      content   = <<-EOT
+        A death notice or request was **acked without effect**: invalid JSON, a schema the code rejects,
+        another application's notice, or a notice that failed permanently. Nothing was recovered for it.
+
+        1. Read the `reason` of the `poison_message` lines: a publisher sending a wrong shape (an old kit,
+           a hand-written `gcloud pubsub topics publish`) is the usual cause.
+        2. If a real executor's work was meant, recover it by hand: `afterlife recover <executorId> --dry-run`,
+           then without `--dry-run`. The reaper also finds dead executors on its own.
+      EOT
+    }
+    orphaned_version = {
+      title     = "afterlife: work waiting on an application version no executor runs"
+      severity  = "ERROR"
+      metric    = google_logging_metric.event["orphaned_version"].name
+      window    = "300s"
+      duration  = "0s"
+      threshold = 0
+      content   = <<-EOT
+        PENDING or ENQUEUED workflows belong to an application version that no live executor runs, for
+        longer than ORPHANED_VERSION_GRACE_MS. DBOS only hands a workflow to an executor of its own
+        version, so they **wait forever** unless someone acts.
+
+        1. `afterlife status`: which version, how many rows.
+        2. Either start an executor of that version (a rollback, or keep the old revision serving), or
+           let afterlife fork them onto the latest version: ORPHANED_VERSION_POLICY = "fork-to-latest"
+           (`afterlife.orphaned_version_policy`), which the reaper then applies on its next pass.
+      EOT
+    }
+    stuck_workflow = {
+      title     = "afterlife: stuck workflows"
+      severity  = "WARNING"
+      metric    = google_logging_metric.event["stuck_workflow"].name
+      window    = "300s"
+      duration  = "0s"
+      threshold = 0
+      content   = <<-EOT
+        A PENDING workflow on a **live** executor showed no activity for STUCK_AFTER_MS (default 1 h):
+        no step recorded, no status change. Its executor beats, so it is not dead; a step is hung (an
+        LLM call with no timeout, a lock wait) or the process is wedged.
+
+        1. `afterlife status` lists stuck counts per executor and the oldest activity.
+        2. Look at that executor's logs for the workflow ID in the `stuck_workflow` line.
+        3. With STUCK_POLICY = "report" (default) nothing is done for you: cancel and fork by hand
+           (`afterlife fork`) or set STUCK_POLICY = "cancel-and-fork".
+      EOT
+    }
+    # A nack in every 10-minute window (Pub/Sub's backoff is at most 600 s) for recovery_retry_minutes.
+    recovery_retry = {
+      title     = "afterlife: recoveries retried for more than ${var.alerts.recovery_retry_minutes} minutes"
+      severity  = "CRITICAL"
+      metric    = google_logging_metric.event["recovery_retry"].name
+      window    = "600s"
+      duration  = "${var.alerts.recovery_retry_minutes * 60}s"
+      threshold = 0
+      content   = <<-EOT
+        executorDeath has been **nacking death notices** (`recovery_retry`) for more than
+        ${var.alerts.recovery_retry_minutes} minutes: a dead executor's workflows are not being re-enqueued.
+        Pub/Sub keeps redelivering; after ${var.executor_death_dead_letter.max_delivery_attempts} attempts a
+        notice goes to the dead-letter topic.
+
+        1. The `code` of the `recovery_retry` lines says why: `db_busy` (the function's DB admission budget
+           is exhausted: raise `functions.executor_death.max_instances` or `afterlife.db_pool_max`, or look
+           for a long-running statement), a connection error (Cloud SQL down or unreachable), a lock error.
+        2. Once the cause is fixed, redelivery finishes on its own. A notice already dead-lettered is
+           replayed from `${google_pubsub_topic.executor_deaths_dead_letter.name}-hold`, or the executor is
+           recovered by hand: `afterlife recover <executorId>`.
+      EOT
+    }
+    function_errors = {
+      title     = "afterlife: function errors"
+      severity  = "ERROR"
+      metric    = google_logging_metric.function_errors.name
+      window    = "300s"
+      duration  = "0s"
+      threshold = var.alerts.function_errors_per_5m
+      content   = <<-EOT
+        afterlife's functions logged ERROR lines (outside the request log): a reaper invocation that
+        failed, a drain request that failed, a crash or an out-of-memory kill of the container.
+
+        1. Logs Explorer: `resource.type="cloud_run_revision" AND severity>=ERROR`, scoped to the
+           afterlife-* services; the `err` field carries the cause.
+        2. Database or Redis unreachable (connect timeouts) points at the VPC egress, Cloud SQL or
+           Memorystore; a crash loop at start points at configuration (every variable is validated at
+           start and named in the error).
+      EOT
+    }
+  }
+}
+
+resource "google_monitoring_alert_policy" "threshold" {
+  for_each = var.alerts.enabled ? local.alert_thresholds : {}
+
+  project               = var.project_id
+  display_name          = each.value.title
+  combiner              = "OR"
+  severity              = each.value.severity
+  notification_channels = var.alerts.notification_channels
+  user_labels           = local.labels
+
+  conditions {
+    display_name = "${each.value.title} (${each.key})"
+    condition_threshold {
+      filter          = "metric.type=\"${local.user_metric}/${each.value.metric}\" AND resource.type=\"cloud_run_revision\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = each.value.threshold
+      duration        = each.value.duration
+      aggregations {
+        alignment_period     = each.value.window
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  documentation {
+    subject   = each.value.title
+    mime_type = "text/markdown"
+    content   = "${each.value.content}${local.alert_doc_footer}"
+  }
+
+  alert_strategy {
+    auto_close = var.alerts.auto_close
+  }
+}
+
+# Dead letters of either kind: workflows out of repairs, death notices out of delivery attempts.
+resource "google_monitoring_alert_policy" "dead_letters" {
+  count = var.alerts.enabled ? 1 : 0
+
+  project               = var.project_id
+  display_name          = "afterlife: dead letters"
+  combiner              = "OR"
+  severity              = "CRITICAL"
+  notification_channels = var.alerts.notification_channels
+  user_labels           = local.labels
+
+  conditions {
+    display_name = "a workflow exhausted its repairs (dead_letter)"
+    condition_threshold {
+      filter          = "metric.type=\"${local.user_metric}/${google_logging_metric.event["dead_letter"].name}\" AND resource.type=\"cloud_run_revision\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+      aggregations {
+        alignment_period     = "60s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  conditions {
+    display_name = "dead letters waiting in a hold subscription"
+    condition_threshold {
+      filter          = "metric.type=\"pubsub.googleapis.com/subscription/num_undelivered_messages\" AND resource.type=\"pubsub_subscription\" AND resource.label.subscription_id=(\"${google_pubsub_subscription.hold["executor_deaths_dead_letter"].name}\" OR \"${google_pubsub_subscription.hold["workflow_dead_letters"].name}\")"
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_MAX"
+        cross_series_reducer = "REDUCE_MAX"
+        group_by_fields      = ["resource.label.subscription_id"]
+      }
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  documentation {
+    subject   = "afterlife: dead letters"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      Something afterlife could not finish on its own is waiting for a person.
+
+      - **A workflow dead-lettered** (`dead_letter`, and a message on `${google_pubsub_topic.workflow_dead_letters.name}`):
+        it diverged (`DBOSUnexpectedStepError`) again after MAX_FORKS repairs. Its lineage is in
+        `afterlife.dead_letters` and the fork ledger. Fix the code path that replays differently, then
+        `afterlife fork <workflowId>` by hand, or cancel it.
+      - **A death notice dead-lettered** (`${google_pubsub_subscription.hold["executor_deaths_dead_letter"].name}`):
+        executorDeath failed it ${var.executor_death_dead_letter.max_delivery_attempts} times (transient
+        errors only; poison is acked). Its `executorId` is an attribute: `afterlife recover <executorId>`
+        once the cause (see the "recoveries retried" alert) is gone.
+
+      Ack the held message (`gcloud pubsub subscriptions pull --auto-ack <hold subscription>`) when it is
+      handled: this condition stays open while the hold subscription has undelivered messages.
+      ${local.alert_doc_footer}
+    EOT
+  }
+
+  alert_strategy {
+    auto_close = var.alerts.auto_close
+  }
+}
+
+# The watcher itself: the reaper ticks every REAPER_TICK_MS inside each per-minute invocation, so no
+# tick for 2 minutes means Scheduler, the function or its lease is broken and nobody detects deaths.
+resource "google_monitoring_alert_policy" "reaper_not_ticking" {
+  count = var.alerts.enabled ? 1 : 0
+
+  project               = var.project_id
+  display_name          = "afterlife: the reaper is not ticking"
+  combiner              = "OR"
+  severity              = "CRITICAL"
+  notification_channels = var.alerts.notification_channels
+  user_labels           = local.labels
+
+  conditions {
+    display_name = "no reaper_tick for ${var.alerts.reaper_absent_seconds} s"
+    condition_absent {
+      filter   = "metric.type=\"${local.user_metric}/${google_logging_metric.event["reaper_tick"].name}\" AND resource.type=\"cloud_run_revision\""
+      duration = "${var.alerts.reaper_absent_seconds}s"
+      aggregations {
+        alignment_period     = "60s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  documentation {
+    subject   = "afterlife: the reaper is not ticking"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      No `reaper_tick` for ${var.alerts.reaper_absent_seconds} s. **Dead executors are not being detected**
+      (their workflows stay PENDING) until the reaper runs again; death notices from the kit still recover.
+
+      1. Is the job running? `gcloud scheduler jobs describe ${google_cloud_scheduler_job.reaper.name} --location=${var.region}`
+         (state ENABLED, `reaper_schedule.paused` false) and its last attempt's status.
+      2. Does the function answer? Its logs: `reaper_failed` (the `err` says why: database, Redis,
+         configuration), `reaper_skipped` on every run (another invocation holds the lease: a wedged
+         instance; it expires after REAPER_LEASE_MS), or 403 in the request log (the scheduler account
+         lost `roles/run.invoker`).
+      3. Meanwhile `afterlife reap` from a terminal runs the same passes once.
+
+      This policy never fires on a deployment whose reaper has not ticked once yet (no series to miss).
+      ${local.alert_doc_footer}
+    EOT
+  }
+
+  alert_strategy {
+    auto_close = var.alerts.auto_close
+  }
+}
+
+/******************************************
+  Dashboard: dashboard.json, with the metric names of this deployment filled in
+ *****************************************/
+
+resource "google_monitoring_dashboard" "this" {
+  count = var.dashboard ? 1 : 0
+
+  project = var.project_id
+  dashboard_json = templatefile("${path.module}/dashboard.json", {
+    metric_prefix = "${local.user_metric}/${var.name_prefix}"
+    # The sanitised label, not the raw name: a quote in the app's name would break the JSON.
+    title = "afterlife (${local.labels["afterlife-app"]})"
+  })
+
+  depends_on = [google_logging_metric.event, google_logging_metric.recovery_latency]
+}

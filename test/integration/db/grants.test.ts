@@ -1,0 +1,172 @@
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { DBOSClient } from '@dbos-inc/dbos-sdk';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { handleDrainRequest } from '../../../functions/drain/handle.js';
+import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
+import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { makeOrphans } from '../../helpers/agents.js';
+import { pubsubCloudEvent } from '../../helpers/cloudEvents.js';
+import { createTestDatabase, type TestDatabase, uniqueName, workflowRows } from '../../helpers/db.js';
+import { testRuntime } from '../../helpers/runtime.js';
+import { ADMIN_DATABASE_URL } from '../../helpers/services.js';
+
+/**
+ * infra/grants.sql, rendered as Terraform renders it, run against the local Postgres in a test database
+ * by its schema owner; then each function's code runs as a user holding only its role. Roles are
+ * cluster-wide, so their names are unique to this run and they are dropped afterwards.
+ */
+const repoRoot = resolve(import.meta.dirname, '..', '..', '..');
+const tag = `afl_${randomBytes(4).toString('hex')}`;
+const roles = { executor_death: `${tag}_executor_death`, reaper: `${tag}_reaper`, drain: `${tag}_drain` };
+// Shaped like IAM database users (an @ and dots), so the SQL's quoting is exercised.
+const users = { executor_death: `${tag}-executor-death@proj.iam`, reaper: `${tag}-reaper@proj.iam`, drain: `${tag}-drain@proj.iam` };
+const vars: Record<string, string> = {
+  dbos_schema: 'dbos',
+  afterlife_schema: 'afterlife',
+  executor_death_role: roles.executor_death,
+  reaper_role: roles.reaper,
+  drain_role: roles.drain,
+  executor_death_user: users.executor_death,
+  reaper_user: users.reaper,
+  drain_user: users.drain,
+};
+
+const urlAs = (url: string, user: string) => {
+  const u = new URL(url);
+  u.username = encodeURIComponent(user);
+  u.password = '';
+  return u.toString();
+};
+
+async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+describe('per-function database roles (infra/grants.sql)', () => {
+  let tdb: TestDatabase;
+  let sql: string;
+  const app = uniqueName('grants-app');
+
+  beforeAll(async () => {
+    const template = await readFile(join(repoRoot, 'infra', 'grants.sql'), 'utf8');
+    // The test renders with exactly the variables Terraform passes (iam.tf's templatefile call).
+    const iam = await readFile(join(repoRoot, 'infra', 'iam.tf'), 'utf8');
+    const call = /templatefile\("\$\{path\.module\}\/grants\.sql", \{([\s\S]*?)\}\)/.exec(iam)?.[1] ?? '';
+    const passed = [...call.matchAll(/^\s*([a-z_]+)\s*=/gm)].map((m) => m[1]).sort();
+    const used = [...new Set([...template.matchAll(/\$\{([a-z_]+)\}/g)].map((m) => m[1]))].sort();
+    expect(used).toEqual(passed);
+    expect(Object.keys(vars).sort()).toEqual(passed);
+    sql = template.replace(/\$\{([a-z_]+)\}/g, (_, k: string) => vars[k] ?? `<${k}>`);
+
+    tdb = await createTestDatabase();
+    await admin(async (c) => {
+      for (const u of Object.values(users)) await c.query(`CREATE ROLE "${u}" LOGIN`);
+    });
+    await makeOrphans({ databaseUrl: tdb.url, sql: tdb.sql, applicationName: app, executorId: 'exec-A', applicationVersion: 'v1', ids: ['g-0', 'g-1'] });
+    // As the owner of both schemas (the test database's superuser here); twice, as after a DBOS upgrade.
+    await tdb.sql.query(sql);
+    await tdb.sql.query(sql);
+  });
+
+  afterAll(async () => {
+    await tdb?.drop();
+    await admin(async (c) => {
+      for (const r of [...Object.values(users), ...Object.values(roles)]) await c.query(`DROP ROLE IF EXISTS "${r}"`);
+    });
+  });
+
+  it("drain's role reads DBOS's tables and cannot UPDATE dbos.workflow_status; the drain function works with it", async () => {
+    const pool = new pg.Pool({ connectionString: urlAs(tdb.url, users.drain), max: 2 });
+    try {
+      const read = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1)`, [['g-0', 'g-1']]);
+      expect(read.rows[0]?.n).toBe(2);
+      await expect(pool.query(`UPDATE dbos.workflow_status SET status = 'ENQUEUED' WHERE workflow_uuid = 'g-0'`)).rejects.toMatchObject({ code: '42501' });
+      await expect(pool.query(`INSERT INTO dbos.workflow_status (workflow_uuid, status) VALUES ('g-x', 'PENDING')`)).rejects.toMatchObject({ code: '42501' });
+      await expect(pool.query(`DELETE FROM dbos.operation_outputs WHERE workflow_uuid = 'g-0'`)).rejects.toMatchObject({ code: '42501' });
+    } finally {
+      await pool.end();
+    }
+
+    const rt = testRuntime({ databaseUrl: urlAs(tdb.url, users.drain), applicationName: app, redis: 'none' });
+    try {
+      const post = await handleDrainRequest(rt, { method: 'POST', body: { applicationVersion: 'v1' }, query: {} });
+      expect(post.status).toBe(202);
+      const get = await handleDrainRequest(rt, { method: 'GET', body: undefined, query: { applicationVersion: 'v1' } });
+      expect(get.status).toBe(200);
+    } finally {
+      await rt.close();
+    }
+    const rows = await workflowRows(tdb.sql, ['g-0', 'g-1']);
+    expect(rows.every((r) => r.status === 'PENDING')).toBe(true);
+  });
+
+  it("executorDeath's role re-enqueues a dead executor's workflows and writes the audit", async () => {
+    const rt = testRuntime({ databaseUrl: urlAs(tdb.url, users.executor_death), applicationName: app, redis: 'none' });
+    try {
+      const notice = deathNotice({ executorId: 'exec-A', applicationName: app, reason: 'manual', detectedBy: 'test' });
+      const out = await handleDeathEvent(rt, JSON.parse(pubsubCloudEvent(JSON.stringify(notice)).body) as unknown);
+      expect(out).toMatchObject({ ack: true, kind: 'recovered' });
+      if (out.kind !== 'recovered' || out.summary.outcome === 'false-alarm') throw new Error(`unexpected ${JSON.stringify(out)}`);
+      expect(out.summary.reenqueued).toBe(2);
+    } finally {
+      await rt.close();
+    }
+    const rows = await workflowRows(tdb.sql, ['g-0', 'g-1']);
+    expect(rows.map((r) => r.status)).toEqual(['ENQUEUED', 'ENQUEUED']);
+    const audit = await tdb.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM afterlife.recoveries WHERE executor_id = 'exec-A'`);
+    expect(audit.rows[0]?.n).toBeGreaterThan(0);
+  });
+
+  it("the reaper's role forks, cancels and rewinds through DBOS's own client; drain's cannot fork", async () => {
+    const client = await DBOSClient.create({ systemDatabaseUrl: urlAs(tdb.url, users.reaper), applicationName: app, systemDatabasePoolSize: 2 });
+    try {
+      expect(await client.forkWorkflow('g-0', 0, { newWorkflowID: 'g-0-fork-1' })).toBe('g-0-fork-1');
+      await client.cancelWorkflow('g-0-fork-1');
+      // DBOS 5.3's rewind (shared/fork's repair in place) deletes recorded history from the cut on.
+      await client.rewindWorkflow('g-0-fork-1', { startStep: 0 });
+    } finally {
+      await client.destroy();
+    }
+    const rows = await workflowRows(tdb.sql, ['g-0-fork-1']);
+    expect(rows.map((r) => r.status)).toEqual(['ENQUEUED']);
+
+    const reader = await DBOSClient.create({ systemDatabaseUrl: urlAs(tdb.url, users.drain), applicationName: app, systemDatabasePoolSize: 2 });
+    try {
+      await expect(reader.forkWorkflow('g-1', 0, { newWorkflowID: 'g-1-fork-1' })).rejects.toThrow(/permission denied/);
+    } finally {
+      await reader.destroy();
+    }
+  });
+
+  it("each user holds only its own function's role", async () => {
+    const held = await tdb.sql.query<{ member: string; role: string }>(
+      `SELECT m.rolname AS member, r.rolname AS role FROM pg_auth_members a
+         JOIN pg_roles r ON r.oid = a.roleid JOIN pg_roles m ON m.oid = a.member
+        WHERE m.rolname = ANY($1) ORDER BY 1`,
+      [Object.values(users)],
+    );
+    expect(held.rows.map((r) => [r.member, r.role]).sort()).toEqual(
+      (['executor_death', 'reaper', 'drain'] as const).map((k) => [users[k], roles[k]]).sort(),
+    );
+    // The reaper's writes are those of executorDeath (plus cancels): UPDATE allowed, in a rolled-back transaction.
+    const c = new pg.Client({ connectionString: urlAs(tdb.url, users.reaper) });
+    await c.connect();
+    try {
+      await c.query('BEGIN');
+      const u = await c.query(`UPDATE dbos.workflow_status SET updated_at = updated_at WHERE workflow_uuid = 'g-0'`);
+      expect(u.rowCount).toBe(1);
+      await c.query('ROLLBACK');
+    } finally {
+      await c.end();
+    }
+  });
+});
