@@ -5,7 +5,7 @@ import { createPubSubPublisher, type Publisher } from '../shared/events/publishe
 import { Lifecycle } from '../shared/lifecycle/shutdown.js';
 import { RedisLock } from '../shared/lock/lock.js';
 import { createRedis, waitReady } from '../shared/lock/redis.js';
-import { makeLogger, type Logger } from '../shared/log.js';
+import { formatLogLine, makeLogger, type Logger } from '../shared/log.js';
 import type { Runtime } from '../shared/runtime.js';
 import { noFaults } from '../shared/testing/faults.js';
 
@@ -35,7 +35,8 @@ export interface CliContext {
 
 export async function createContext(o: { env: Record<string, string | undefined>; app?: string; json: boolean; verbose: boolean }): Promise<CliContext> {
   const config = loadConfig({ ...o.env, ...(o.app ? { DBOS_APPLICATION_NAME: o.app } : {}) });
-  const logger = makeLogger((line) => process.stderr.write(`${JSON.stringify(line)}\n`), { component: 'afterlife-cli' }, o.verbose ? 'DEBUG' : 'ERROR');
+  // Through formatLogLine: the mask and the error serialiser every other logger has.
+  const logger = makeLogger((line) => process.stderr.write(`${formatLogLine(line)}\n`), { component: 'afterlife-cli' }, o.verbose ? 'DEBUG' : 'ERROR');
   const { pool, close: closePool } = await createPool(config, logger, 'afterlife-cli');
   const db = createDb(pool, config.database.poolMax, {
     dbosSchema: config.dbosSchema,

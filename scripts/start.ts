@@ -7,7 +7,7 @@
  *   npm start -- --json     one JSON line describing the stack (for scripts and tests), then the logs
  */
 import { parseArgs } from 'node:util';
-import { consoleLogger } from '../shared/log.js';
+import { consoleLogger, maskSecrets } from '../shared/log.js';
 import { type Stack, startStack } from './stack/index.js';
 
 const { values } = parseArgs({ options: { json: { type: 'boolean', default: false }, quiet: { type: 'boolean', default: false } } });
@@ -88,10 +88,10 @@ if (values.json) {
       ready: true,
       startedInMs: Date.now() - started,
       applicationName: s.applicationName,
-      databaseUrl: s.postgres.url,
+      databaseUrl: shownPostgres(s),
       postgres: s.postgres.kind,
       postgresDataDir: s.postgres.dataDir ?? null,
-      redisUrl: s.redis.url ?? null,
+      redisUrl: s.redis.url === undefined ? null : shownRedis(s.redis.url, s.redis.kind),
       redis: s.redis.kind,
       pubsub: s.pubsub,
       project: s.project,
@@ -104,11 +104,23 @@ if (values.json) {
   process.stdout.write(summary(s, Date.now() - started));
 }
 
+/**
+ * A URL the user brought (DATABASE_URL, REDIS_URL) is shown with its password masked: terminals are
+ * recorded and pasted into tickets. The stack's own embedded Postgres and local Redis carry no secret,
+ * so their URLs stay whole and the printed `export` line works as is.
+ */
+function shownPostgres(st: Stack): string {
+  return st.postgres.kind === 'embedded' ? st.postgres.url : maskSecrets(st.postgres.url);
+}
+function shownRedis(url: string, kind: Stack['redis']['kind']): string {
+  return kind === 'local' ? url : maskSecrets(url);
+}
+
 function summary(st: Stack, ms: number): string {
   const rows: Array<[string, string]> = [
     ['application', `${st.applicationName}${st.applicationNameDefaulted ? '   (DBOS_APPLICATION_NAME unset: using the local default)' : ''}`],
-    ['postgres', `${st.postgres.url}   (${st.postgres.kind === 'embedded' ? `embedded PostgreSQL, data in ${st.postgres.dataDir}, removed on exit` : 'DATABASE_URL'})`],
-    ['redis', st.redis.url ? `${st.redis.url}   (${st.redis.kind === 'local' ? 'local redis-server' : 'REDIS_URL'})` : `none — DEGRADED: ${st.redis.kind === 'none' ? st.redis.reason : ''}`],
+    ['postgres', `${shownPostgres(st)}   (${st.postgres.kind === 'embedded' ? `embedded PostgreSQL, data in ${st.postgres.dataDir}, removed on exit` : 'DATABASE_URL'})`],
+    ['redis', st.redis.url ? `${shownRedis(st.redis.url, st.redis.kind)}   (${st.redis.kind === 'local' ? 'local redis-server' : 'REDIS_URL'})` : `none — DEGRADED: ${st.redis.kind === 'none' ? st.redis.reason : ''}`],
     [
       'pub/sub',
       st.pubsub.kind === 'emulator'
@@ -121,8 +133,8 @@ function summary(st: Stack, ms: number): string {
   ];
   const width = Math.max(...rows.map(([k]) => k.length));
   const join = [
-    `export DATABASE_URL='${st.postgres.url}' DBOS_APPLICATION_NAME='${st.applicationName}'`,
-    st.redis.url ? ` REDIS_URL='${st.redis.url}'` : '',
+    `export DATABASE_URL='${shownPostgres(st)}' DBOS_APPLICATION_NAME='${st.applicationName}'`,
+    st.redis.url ? ` REDIS_URL='${shownRedis(st.redis.url, st.redis.kind)}'` : '',
     st.pubsub.kind === 'emulator' ? ` PUBSUB_EMULATOR_HOST='${st.pubsub.host}'` : ` PUBSUB_BRIDGE_URL='${st.pubsub.url}'`,
     ` GOOGLE_CLOUD_PROJECT='${st.project}'`,
   ].join('');

@@ -4,7 +4,7 @@ import type { Db } from '../db/pool.js';
 import { setState } from '../db/queries/executors.js';
 import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
 import { type BatchCursor, pendingByVersion, reenqueueBatch, type RecoveryGuard } from '../dbos/recovery.js';
-import { BudgetExhaustedError } from '../errors.js';
+import { BudgetExhaustedError, HeartbeatUnknownError } from '../errors.js';
 import type { DeathNotice } from '../events/deathNotice.js';
 import { type HeartbeatReading, heartbeatKey, readHeartbeat, readLiveVersions } from '../heartbeat/index.js';
 import type { Budget } from '../lifecycle/deadline.js';
@@ -87,7 +87,10 @@ export async function recoverExecutor(deps: RecoveryDeps, notice: DeathNotice, o
   if (notice.reason === 'heartbeat-lapsed' && deps.redis) {
     await waitReady(deps.redis, 500);
     const hb = await heartbeatBack(deps, notice);
-    if (hb) {
+    // Fail closed: the death was inferred from this heartbeat, so no reading is no evidence. Only the
+    // reaper's no-kit evidence (the guard) stands without it: those executors never had a heartbeat.
+    if (hb === 'unknown' && !opts.guard) throw new HeartbeatUnknownError(notice.executorId);
+    if (hb && hb !== 'unknown') {
       log.notice('heartbeat is fresh: false alarm, nothing recovered', { heartbeatTtlMs: hb.ttlMs, state: hb.value?.state });
       return falseAlarm(notice, 'heartbeat', hb.ttlMs, { reenqueued: 0, batches: 0 });
     }
@@ -179,7 +182,13 @@ async function run(
         // The heartbeat read before the lock is stale by now (a lock wait, earlier batches): a key that
         // came back means the executor lives, and every further row moved would run its step twice.
         const back = inferred ? await heartbeatBack(deps, notice) : undefined;
-        if (back) {
+        if (back === 'unknown' && !opts.guard) {
+          if (reenqueued > 0) await markDead();
+          await finish('partial', []);
+          log.warn('heartbeat unreadable mid-recovery: stopped at a batch boundary; redelivery re-checks it', { reenqueued, batches });
+          throw new HeartbeatUnknownError(notice.executorId);
+        }
+        if (back && back !== 'unknown') {
           await finish('partial', [], `heartbeat returned after ${reenqueued} re-enqueued in ${batches} batch(es): the executor is alive`);
           log.notice('heartbeat returned mid-recovery: stopped, the rest stays with the executor', { reenqueued, batches, event: 'recovery_false_alarm' });
           return falseAlarm(notice, 'heartbeat', back.ttlMs, { recoveryId, reenqueued, batches });
@@ -260,10 +269,14 @@ function falseAlarm(
   return { outcome: 'false-alarm', executorId: notice.executorId, applicationName: notice.applicationName, heartbeatTtlMs, contradictedBy, ...moved };
 }
 
-/** The executor's heartbeat, if its key is there; Redis failing to answer is no evidence of life. */
-async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<HeartbeatReading | undefined> {
-  if (!deps.redis || deps.redis.status !== 'ready') return undefined;
-  return readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => undefined);
+/**
+ * The executor's heartbeat if its key is there, undefined if it is not, `unknown` when Redis is configured
+ * but does not answer (no evidence either way). Without REDIS_URL there are no heartbeats to read at all.
+ */
+async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<HeartbeatReading | undefined | 'unknown'> {
+  if (!deps.redis) return undefined;
+  if (deps.redis.status !== 'ready') return 'unknown';
+  return readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => 'unknown' as const);
 }
 
 /** Versions run by live (not draining) executors, from their heartbeats; undefined when Redis can't say. */
