@@ -95,19 +95,21 @@ locals {
     GRANT pg_read_all_stats TO "${local.db_users.reaper}";
   EOT
 
+  # Identifiers quoted as the code quotes them (ident()): unquoted, Postgres folds a mixed-case schema such
+  # as "MyDbos" to mydbos and grants on another schema (or fails) while afterlife reads "MyDbos".
   # Everything the functions need, with this deployment's names: run by the schema owner after
   # `afterlife migrate` (the tables must exist), or rerun after a DBOS upgrade adds tables.
   database_grants_sql = <<-EOT
-    DO $$ BEGIN CREATE ROLE ${local.db_runtime_role} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-    GRANT USAGE ON SCHEMA ${var.afterlife.dbos_system_schema} TO ${local.db_runtime_role};
-    GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA ${var.afterlife.dbos_system_schema} TO ${local.db_runtime_role};
-    GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${var.afterlife.dbos_system_schema} TO ${local.db_runtime_role};
-    GRANT USAGE ON SCHEMA ${var.afterlife.afterlife_schema} TO ${local.db_runtime_role};
-    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${var.afterlife.afterlife_schema} TO ${local.db_runtime_role};
-    GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${var.afterlife.afterlife_schema} TO ${local.db_runtime_role};
-    ALTER DEFAULT PRIVILEGES IN SCHEMA ${var.afterlife.afterlife_schema} GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${local.db_runtime_role};
-    ALTER DEFAULT PRIVILEGES IN SCHEMA ${var.afterlife.afterlife_schema} GRANT USAGE, SELECT ON SEQUENCES TO ${local.db_runtime_role};
-    GRANT ${local.db_runtime_role} TO ${local.db_grantees};
+    DO $$ BEGIN CREATE ROLE "${local.db_runtime_role}" NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+    GRANT USAGE ON SCHEMA "${var.afterlife.dbos_system_schema}" TO "${local.db_runtime_role}";
+    GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA "${var.afterlife.dbos_system_schema}" TO "${local.db_runtime_role}";
+    GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "${var.afterlife.dbos_system_schema}" TO "${local.db_runtime_role}";
+    GRANT USAGE ON SCHEMA "${var.afterlife.afterlife_schema}" TO "${local.db_runtime_role}";
+    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${var.afterlife.afterlife_schema}" TO "${local.db_runtime_role}";
+    GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "${var.afterlife.afterlife_schema}" TO "${local.db_runtime_role}";
+    ALTER DEFAULT PRIVILEGES IN SCHEMA "${var.afterlife.afterlife_schema}" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "${local.db_runtime_role}";
+    ALTER DEFAULT PRIVILEGES IN SCHEMA "${var.afterlife.afterlife_schema}" GRANT USAGE, SELECT ON SEQUENCES TO "${local.db_runtime_role}";
+    GRANT "${local.db_runtime_role}" TO ${local.db_grantees};
     ${local.admin_grants_sql}
   EOT
 }
