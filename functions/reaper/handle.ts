@@ -51,15 +51,10 @@ export async function handleReaperRequest(
   const log = rt.logger.child(httpTraceFields(rt.config.project, req.headers));
   const d = deps ?? reaperDeps(rt, log);
   if (req.method !== 'POST') return { status: 405, body: { error: 'use POST', code: 'method_not_allowed' } };
-  const fields = requestFields(req);
-  if (!fields.ok) return { status: 400, body: { error: 'invalid reaper request', code: 'invalid_input', issues: fields.issues } };
-  const parsed = ReaperRequest.safeParse(fields.value);
-  if (!parsed.success) {
-    const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`);
-    return { status: 400, body: { error: 'invalid reaper request', code: 'invalid_input', issues } };
-  }
+  const parsed = parseReaperRequest(req);
+  if (!parsed.ok) return { status: 400, body: { error: 'invalid reaper request', code: 'invalid_input', issues: parsed.issues } };
   try {
-    const { source, ...request } = parsed.data;
+    const { source, ...request } = parsed.request;
     if (source) log.debug('reaper invoked', { source });
     // Tracked, so a SIGTERM mid-tick lets the reaper stop at its boundary and release its lease before
     // the pool and Redis close.
@@ -72,6 +67,15 @@ export async function handleReaperRequest(
     const code = (err as { code?: unknown } | null)?.code;
     return { status: retry ? 503 : 500, body: { error: maskSecrets(message), code: typeof code === 'string' && /^[A-Za-z0-9_]{1,40}$/.test(code) ? code : retry ? 'retry_later' : 'internal' } };
   }
+}
+
+/** The request from the query and the body together, or every problem with them. */
+export function parseReaperRequest(req: { query?: Record<string, unknown>; body?: unknown }): { ok: true; request: ReaperRequest } | { ok: false; issues: string[] } {
+  const fields = requestFields(req);
+  if (!fields.ok) return fields;
+  const parsed = ReaperRequest.safeParse(fields.value);
+  if (!parsed.success) return { ok: false, issues: parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`) };
+  return { ok: true, request: parsed.data };
 }
 
 /**

@@ -1,0 +1,94 @@
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useRuntime } from '../../functions/runtime.js';
+import '../../functions/index.js';
+import { PUBSUB_EVENT_TYPE } from '../../functions/executorDeath/transport.js';
+import { createTestDatabase, type TestDatabase, uniqueName } from '../helpers/db.js';
+import { pgSessions, redisClients, settlesTo } from '../helpers/leaks.js';
+import { type PrivateRedis, startPrivateRedis } from '../helpers/redisServer.js';
+import { testRuntime } from '../helpers/runtime.js';
+import { serve } from '../helpers/cloudEvents.js';
+import { deathDelivery, type GeneratedRequest, runs } from './arbitraries.js';
+
+/**
+ * Generated CloudEvents against the real executorDeath server (real Postgres, a private Redis so its clients
+ * can be counted). The contract: transport mistakes are 4xx JSON; every delivery that is a CloudEvent is
+ * acked (204) with a logged outcome, poison with a reason; nothing is nacked while Postgres and Redis are
+ * up; the process stays up; no connection or client is left behind.
+ */
+describe('fuzz: executorDeath deliveries', () => {
+  let tdb: TestDatabase;
+  let redis: PrivateRedis;
+  let rt: ReturnType<typeof testRuntime>;
+  let server: Awaited<ReturnType<typeof serve>>;
+  const app = uniqueName('app-fz');
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    redis = await startPrivateRedis();
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, redisUrl: redis.url });
+    useRuntime(rt);
+    server = await serve('executorDeath');
+  });
+  afterAll(async () => {
+    await server?.close();
+    await rt?.close();
+    await redis?.stop();
+    await tdb?.drop();
+  });
+
+  /** What the transport must answer, from the request alone; 'handled' is a 204 with a logged outcome. */
+  function expected(r: GeneratedRequest): number | 'handled' {
+    const media = r.headers['content-type']?.split(';')[0];
+    const json = media === 'application/json' || media === 'application/cloudevents+json';
+    const text = (r.body ?? '').trim();
+    // The framework parses a JSON body before any function runs, whatever the method: body-parser's strict
+    // JSON (an object or an array) or a 400.
+    if (json && text !== '' && !isJsonContainer(text)) return 400;
+    if (r.method !== 'POST') return 405;
+    if (!json) return 415;
+    if (media === 'application/cloudevents+json') return 400; // a generated envelope is never a structured event
+    if (r.headers['ce-specversion'] !== '1.0' || r.headers['ce-type'] !== PUBSUB_EVENT_TYPE) return 400;
+    return 'handled';
+  }
+
+  function isJsonContainer(text: string): boolean {
+    if (!/^[[{]/.test(text)) return false;
+    try {
+      JSON.parse(text);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  it('answers every generated delivery by the contract, and leaks nothing', async () => {
+    const redisBefore = await redisClients(redis.url);
+    await fc.assert(
+      fc.asyncProperty(deathDelivery(app), async (r) => {
+        const before = rt.logger.lines.length;
+        const res = await fetch(server.url, { method: r.method, headers: r.headers, ...(r.body === undefined ? {} : { body: r.body }) });
+        const want = expected(r);
+        if (want === 'handled') {
+          expect(res.status).toBe(204);
+          const outcome = rt.logger.lines.slice(before).find((l) => l.eventId === r.id && typeof l.event === 'string' && ['poison_message', 'recovery', 'death_notice_refused'].includes(l.event));
+          expect(outcome, `no logged outcome for ${JSON.stringify(r)}`).toBeDefined();
+          if (outcome?.event === 'poison_message') expect(String(outcome.reason)).not.toBe('');
+        } else {
+          expect(res.status).toBe(want);
+          expect(res.headers.get('content-type')).toMatch(/application\/json/);
+          const body = (await res.json()) as { error?: unknown; code?: unknown };
+          expect(typeof body.error).toBe('string');
+          expect(typeof body.code).toBe('string');
+        }
+        expect(rt.logger.lines.slice(before).some((l) => l.event === 'recovery_retry')).toBe(false);
+      }),
+      runs(150),
+    );
+    // The process is up and still recovers.
+    const alive = await fetch(server.url, { method: 'GET' });
+    expect(alive.status).toBe(405);
+    expect(await settlesTo(() => pgSessions(tdb.name, 'afterlife'), rt.config.database.poolMax)).toBeLessThanOrEqual(rt.config.database.poolMax);
+    expect(await settlesTo(() => redisClients(redis.url), redisBefore)).toBe(redisBefore);
+  });
+});
