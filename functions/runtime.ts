@@ -21,7 +21,13 @@ let built: Runtime | undefined;
  * start, and one ERROR line per failed build. Tests use it with their own env to see what an instance does.
  */
 export function startingRuntime(opts: RuntimeOptions = { lifecycle, publisher: 'pubsub' }, backoff: Omit<LazyRuntimeOptions, 'onFailure'> = {}, log: Logger = startLog): () => Promise<Runtime> {
-  return lazyRuntime(() => createRuntime(opts), {
+  const build = async () => {
+    const started = Date.now();
+    const rt = await createRuntime(opts);
+    rt.logger.info('afterlife runtime ready', { buildMs: Date.now() - started });
+    return rt;
+  };
+  return lazyRuntime(build, {
     ...backoff,
     onFailure: (err, retryInMs, attempt) =>
       log.error('afterlife could not start; requests answer 503 (Pub/Sub: nack) until a rebuild succeeds', {

@@ -75,7 +75,7 @@ export async function createRuntime(opts: RuntimeOptions = {}): Promise<Runtime>
     }
 
     let publisher: Publisher | undefined;
-    if (opts.publisher === 'pubsub') publisher = await createPubSubPublisher(config.project);
+    if (opts.publisher === 'pubsub') publisher = deferredPublisher(() => createPubSubPublisher(config.project));
     else if (opts.publisher && opts.publisher !== 'none') publisher = opts.publisher;
     if (publisher) {
       const p = publisher;
@@ -94,6 +94,28 @@ export async function createRuntime(opts: RuntimeOptions = {}): Promise<Runtime>
     for (const o of opened.reverse()) await o.close().catch(() => undefined);
     throw err;
   }
+}
+
+/**
+ * The Pub/Sub client is loaded on the first publish, not in the build: importing @google-cloud/pubsub (gRPC,
+ * auth) is most of a cold build, and executorDeath, which answers the first delivery of a cold instance,
+ * never publishes a death notice.
+ */
+function deferredPublisher(create: () => Promise<Publisher>): Publisher {
+  let real: Promise<Publisher> | undefined;
+  const get = () => {
+    real ??= create().catch((err: unknown) => {
+      real = undefined;
+      throw err;
+    });
+    return real;
+  };
+  return {
+    publish: async (topic, json, attributes, orderingKey) => (await get()).publish(topic, json, attributes, orderingKey),
+    close: async () => {
+      if (real) await (await real.catch(() => undefined))?.close();
+    },
+  };
 }
 
 /** Why the runtime is not there, as the HTTP body and log fields say it. Never carries a secret. */

@@ -1,8 +1,10 @@
 /**
  * What executorDeath accepts over HTTP: a Pub/Sub `messagePublished` CloudEvent as Eventarc delivers it,
  * in binary mode (`ce-*` headers, the Pub/Sub envelope as a JSON body) or structured mode
- * (`application/cloudevents+json`). Anything else is answered here, in JSON, before any decoding: it never
- * came from Eventarc, so it is the caller's mistake (4xx), not a notice to ack or retry.
+ * (`application/cloudevents+json`), or the raw body of a Pub/Sub push subscription (`{message,
+ * subscription}`, no `ce-*` headers), which is the same envelope. Anything else is answered here, in JSON,
+ * before any decoding: no Pub/Sub delivery looks like that, so it is the caller's mistake (4xx), not a
+ * notice to ack or retry.
  */
 export const PUBSUB_EVENT_TYPE = 'google.cloud.pubsub.topic.v1.messagePublished';
 
@@ -31,9 +33,24 @@ export function readDelivery(req: HttpRequestLike): Delivery {
   if (media !== 'application/json') {
     return reject(415, 'unsupported_media_type', 'send the CloudEvent as application/json (binary mode) or application/cloudevents+json');
   }
-  const wrong = attributeProblem(header(req, 'ce-specversion'), header(req, 'ce-type'));
+  const specversion = header(req, 'ce-specversion');
+  const type = header(req, 'ce-type');
+  if (specversion === undefined && type === undefined) return rawPush(req, reject);
+  const wrong = attributeProblem(specversion, type);
   if (wrong) return reject(400, 'invalid_cloudevent', wrong);
   return { ok: true, data: req.body, id: header(req, 'ce-id'), traceparent: header(req, 'ce-traceparent') ?? header(req, 'traceparent') };
+}
+
+/** A push subscription's POST: the envelope itself, its message ID the event's ID. */
+function rawPush(req: HttpRequestLike, reject: (status: number, code: string, error: string) => Delivery): Delivery {
+  const body = req.body as { message?: unknown } | null;
+  const message = typeof body === 'object' && body !== null && !Array.isArray(body) ? body.message : undefined;
+  if (typeof message !== 'object' || message === null || Array.isArray(message)) {
+    return reject(400, 'invalid_delivery', 'neither a CloudEvent (ce-specversion, ce-type) nor a Pub/Sub push body ({"message": {...}})');
+  }
+  const m = message as { messageId?: unknown; message_id?: unknown };
+  const id = typeof m.messageId === 'string' ? m.messageId : typeof m.message_id === 'string' ? m.message_id : undefined;
+  return { ok: true, data: req.body, id, traceparent: header(req, 'traceparent') };
 }
 
 function attributeProblem(specversion: unknown, type: unknown): string | undefined {

@@ -48,7 +48,14 @@ describe('fuzz: executorDeath deliveries', () => {
     if (r.method !== 'POST') return 405;
     if (!json) return 415;
     if (media === 'application/cloudevents+json') return 400; // a generated envelope is never a structured event
-    if (r.headers['ce-specversion'] !== '1.0' || r.headers['ce-type'] !== PUBSUB_EVENT_TYPE) return 400;
+    const [spec, type] = [r.headers['ce-specversion'], r.headers['ce-type']];
+    if (spec === undefined && type === undefined) {
+      // A raw push body: handled when it is an envelope with a message object.
+      const body = text === '' ? {} : (JSON.parse(text) as { message?: unknown });
+      const m = typeof body === 'object' && body !== null && !Array.isArray(body) ? body.message : undefined;
+      return typeof m === 'object' && m !== null && !Array.isArray(m) ? 'handled' : 400;
+    }
+    if (spec !== '1.0' || type !== PUBSUB_EVENT_TYPE) return 400;
     return 'handled';
   }
 
