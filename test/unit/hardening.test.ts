@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { cliLogger } from '../../cli/context.js';
 import { summary } from '../../scripts/stack/summary.js';
 import type { Stack } from '../../scripts/stack/index.js';
 import { loadConfig } from '../../shared/config/index.js';
@@ -49,6 +50,14 @@ describe('defect 7: secrets in logs and in npm start', () => {
     expect(line).not.toContain(secret.replace(/"/g, '\\"'));
     expect(line).not.toContain(secret);
     expect(maskSecrets(url)).not.toContain(secret);
+  });
+  it("the CLI's --verbose logger masks and serialises errors like the functions' logger", () => {
+    const out: string[] = [];
+    const log = cliLogger(true, (l) => out.push(l));
+    log.debug('connecting', { url: 'postgres://u:p@ss@db/x', err: Object.assign(new Error('refused by redis://:hunter2@cache'), { code: 'ECONNREFUSED' }) });
+    expect(out).toHaveLength(1);
+    expect(out[0]).not.toMatch(/p@ss|hunter2/);
+    expect(JSON.parse(out[0] ?? '')).toMatchObject({ severity: 'DEBUG', err: { name: 'Error', code: 'ECONNREFUSED' } });
   });
   it('errors are serialised with name, message and code, not as {}', () => {
     const err = Object.assign(new Error('boom'), { code: 'ECONNREFUSED' });
