@@ -14,6 +14,7 @@ installSignalHandlers(lifecycle, 8_000, (m) => lifecycleLog.notice(m));
 
 /** Before the runtime exists there is no configured logger; lines about the start itself use this one. */
 const startLog = consoleLogger({ component: 'afterlife' });
+let fallbackLog: Logger = startLog;
 let built: Runtime | undefined;
 
 /**
@@ -54,11 +55,13 @@ export async function getRuntime(): Promise<Runtime> {
 
 /** The built runtime's logger, or the start logger while there is none (poison decoded before the build). */
 export function currentLogger(): Logger {
-  return built?.logger ?? startLog;
+  return built?.logger ?? fallbackLog;
 }
 
-export function useRuntime(rt: Runtime | (() => Promise<Runtime>)): void {
+/** `o.logger`: where lines go while that factory has built nothing (tests capture them). */
+export function useRuntime(rt: Runtime | (() => Promise<Runtime>), o: { logger?: Logger } = {}): void {
   built = typeof rt === 'function' ? undefined : rt;
+  fallbackLog = o.logger ?? startLog;
   factory = typeof rt === 'function' ? rt : () => Promise.resolve(rt);
 }
 

@@ -1,6 +1,10 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useRuntime } from '../../functions/runtime.js';
+import { startingRuntime, useRuntime } from '../../functions/runtime.js';
+import { DeathNotice } from '../../shared/events/deathNotice.js';
+import { decodePubSubJson } from '../../shared/events/pubsub.js';
+import { Lifecycle } from '../../shared/lifecycle/shutdown.js';
+import { memoryLogger } from '../../shared/log.js';
 import '../../functions/index.js';
 import { PUBSUB_EVENT_TYPE } from '../../functions/executorDeath/transport.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../helpers/db.js';
@@ -97,5 +101,38 @@ describe('fuzz: executorDeath deliveries', () => {
     expect(alive.status).toBe(405);
     expect(await settlesTo(() => pgSessions(tdb.name, 'afterlife'), rt.config.database.poolMax)).toBeLessThanOrEqual(rt.config.database.poolMax);
     expect(await settlesTo(() => redisClients(redis.url), redisBefore)).toBe(redisBefore);
+  });
+
+  it('with Postgres down: poison is still acked with a reason, every decodable notice is nacked (503 JSON), nothing leaks', async () => {
+    const log = memoryLogger();
+    const down = { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', DB_CONNECT_TIMEOUT_MS: '200', REDIS_URL: redis.url, DBOS_APPLICATION_NAME: app };
+    useRuntime(startingRuntime({ env: down, lifecycle: new Lifecycle(), publisher: 'none', logger: log }, { initialBackoffMs: 0, maxBackoffMs: 0 }, log), { logger: log });
+    const redisBefore = await redisClients(redis.url);
+    try {
+      await fc.assert(
+        fc.asyncProperty(deathDelivery(app), async (r) => {
+          if (expected(r) !== 'handled') return; // the transport answers are the same with or without a runtime
+          const res = await fetch(server.url, { method: r.method, headers: r.headers, ...(r.body === undefined ? {} : { body: r.body }) });
+          const body = JSON.parse(r.body ?? '{}') as unknown;
+          let decodes = true;
+          try {
+            decodePubSubJson(body, DeathNotice);
+          } catch {
+            decodes = false;
+          }
+          if (decodes) {
+            expect(res.status).toBe(503);
+            expect(await res.json()).toMatchObject({ code: 'ECONNREFUSED' });
+          } else {
+            expect(res.status).toBe(204);
+            expect(log.lines.some((l) => l.event === 'poison_message' && l.eventId === r.id && String(l.reason) !== '')).toBe(true);
+          }
+        }),
+        runs(80),
+      );
+      expect(await settlesTo(() => redisClients(redis.url), redisBefore)).toBe(redisBefore);
+    } finally {
+      useRuntime(rt);
+    }
   });
 });
