@@ -36,6 +36,7 @@ locals {
     EXECUTOR_DEATH_TOPIC     = google_pubsub_topic.executor_deaths.name
     DEAD_LETTER_TOPIC        = google_pubsub_topic.workflow_dead_letters.name
     HEARTBEAT_TTL_MS         = tostring(var.afterlife.heartbeat_ttl_ms)
+    HEARTBEAT_INTERVAL_MS    = tostring(var.afterlife.heartbeat_interval_ms)
     BUDGET_MARGIN_MS         = tostring(var.afterlife.budget_margin_ms)
     RECOVERY_BATCH_SIZE      = tostring(var.afterlife.recovery_batch_size)
     LOCK_TTL_MS              = tostring(var.afterlife.lock_ttl_ms)
@@ -59,6 +60,9 @@ locals {
       REAPER_LEASE_MS             = tostring(var.afterlife.reaper_lease_ms)
       REAPER_DIVERGED_LOOKBACK_MS = tostring(var.afterlife.reaper_diverged_lookback_ms)
       REAPER_SESSION_EVIDENCE     = var.afterlife.reaper_session_evidence
+      REAPER_RECOVERY             = var.afterlife.reaper_recovery
+      REAPER_LIVENESS_EVIDENCE    = var.afterlife.reaper_liveness_evidence
+      REAPER_LIVENESS_SETTLE_MS   = tostring(var.afterlife.reaper_liveness_settle_ms)
     }
     drain = {
       DB_USER = local.db_users.drain
@@ -70,8 +74,11 @@ locals {
   function_defaults = {
     # Recovering a large backlog runs batch after batch within the budget; redelivery finishes the rest.
     executor_death = { timeout_seconds = 300, max_instances = 10, ingress_settings = "ALLOW_INTERNAL_ONLY" }
-    # One invocation ticks every REAPER_TICK_MS until its budget ends; Scheduler starts the next a minute later.
-    reaper = { timeout_seconds = 60, max_instances = 2, ingress_settings = "ALLOW_INTERNAL_ONLY" }
+    # One invocation ticks every REAPER_TICK_MS until its budget ends; Scheduler starts the next a minute
+    # later, which waits for the lease as a standby. 150 s > two schedule periods, so a standby is always
+    # there: no hole between invocations, and a dead holder is replaced within REAPER_LEASE_MS. The cost:
+    # about 2.5 invocations alive at any time (150 s per 60 s), up to 3 at once.
+    reaper = { timeout_seconds = 150, max_instances = 4, ingress_settings = "ALLOW_INTERNAL_ONLY" }
     # Called by deployers (CI) from outside the VPC; IAM still decides who may call it.
     drain = { timeout_seconds = 540, max_instances = 2, ingress_settings = "ALLOW_ALL" }
   }

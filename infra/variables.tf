@@ -75,6 +75,7 @@ variable "afterlife" {
     afterlife_schema            = optional(string, "afterlife")
     redis_key_prefix            = optional(string, "afterlife")
     heartbeat_ttl_ms            = optional(number, 15000)
+    heartbeat_interval_ms       = optional(number, 250)
     budget_margin_ms            = optional(number, 5000)
     drain_budget_ms             = optional(number, 600000)
     db_pool_max                 = optional(number, 3)
@@ -83,12 +84,15 @@ variable "afterlife" {
     recovery_batch_size         = optional(number, 1000)
     lock_ttl_ms                 = optional(number, 30000)
     orphaned_version_policy     = optional(string, "leave")
-    reaper_tick_ms              = optional(number, 5000)
+    reaper_tick_ms              = optional(number, 250)
     stuck_after_ms              = optional(number, 3600000)
     stuck_policy                = optional(string, "report")
     unknown_executor_grace_ms   = optional(number, 600000)
     orphaned_version_grace_ms   = optional(number, 300000)
-    reaper_lease_ms             = optional(number, 90000)
+    reaper_lease_ms             = optional(number, 3000)
+    reaper_recovery             = optional(string, "inline")
+    reaper_liveness_evidence    = optional(string, "pg_locks")
+    reaper_liveness_settle_ms   = optional(number, 10000)
     reaper_diverged_lookback_ms = optional(number, 3600000)
     reaper_session_evidence     = optional(string, "pg_stat_activity")
     max_forks                   = optional(number, 3)
@@ -108,6 +112,15 @@ variable "afterlife" {
     # "none" behind a connection pooler that hides application_name (see the README's reaper section).
     condition     = contains(["pg_stat_activity", "none"], var.afterlife.reaper_session_evidence)
     error_message = "reaper_session_evidence must be pg_stat_activity or none."
+  }
+  validation {
+    condition     = contains(["inline", "notice"], var.afterlife.reaper_recovery)
+    error_message = "reaper_recovery must be inline or notice."
+  }
+  validation {
+    # "none" when the kits' liveness connections go through a transaction-mode pooler (no session locks).
+    condition     = contains(["pg_locks", "none"], var.afterlife.reaper_liveness_evidence)
+    error_message = "reaper_liveness_evidence must be pg_locks or none."
   }
   validation {
     condition     = contains(["latest", "original"], var.afterlife.fork_target_version)

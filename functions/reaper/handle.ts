@@ -58,7 +58,7 @@ export async function handleReaperRequest(
     if (source) log.debug('reaper invoked', { source });
     // Tracked, so a SIGTERM mid-tick lets the reaper stop at its boundary and release its lease before
     // the pool and Redis close.
-    const summary = await rt.lifecycle.track(runReaper(d, { ...request, startedAt: started, signal: rt.lifecycle.signal }));
+    const summary = await rt.lifecycle.track(runReaper(d, { ...request, startedAt: started, signal: rt.lifecycle.signal, standby: true }));
     return { status: 200, body: summary };
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);

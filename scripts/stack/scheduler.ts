@@ -1,9 +1,12 @@
 import type { Logger } from '../../shared/log.js';
 
 /**
- * Cloud Scheduler's local stand-in: POSTs the reaper every `everyMs`, never two calls at once (Scheduler
- * has no overlap either when the attempt deadline covers the run), and no retries — the next tick is the retry.
+ * Cloud Scheduler's local stand-in: POSTs the reaper every `everyMs` whether or not the last call has
+ * answered, as Scheduler does (the reaper's invocations overlap on purpose: a later one waits for the
+ * lease as a standby, so there is no hole between them), at most MAX_IN_FLIGHT at once, and no retries —
+ * the next call is the retry.
  */
+const MAX_IN_FLIGHT = 3;
 export interface Scheduler {
   calls: number;
   lastStatus: number | undefined;
@@ -12,7 +15,7 @@ export interface Scheduler {
 
 export function startScheduler(o: { url: string; everyMs: number; logger: Logger; timeoutMs?: number }): Scheduler {
   const log = o.logger.child({ scheduler: 'reaper' });
-  let inFlight: Promise<void> | undefined;
+  const inFlight = new Set<Promise<void>>();
   const controller = new AbortController();
   const s: Scheduler = {
     calls: 0,
@@ -20,12 +23,12 @@ export function startScheduler(o: { url: string; everyMs: number; logger: Logger
     stop: async () => {
       clearInterval(timer);
       controller.abort();
-      await inFlight;
+      await Promise.all(inFlight);
     },
   };
   const tick = () => {
-    if (inFlight) return;
-    inFlight = (async () => {
+    if (inFlight.size >= MAX_IN_FLIGHT) return;
+    const call = (async () => {
       try {
         s.calls += 1;
         const res = await fetch(o.url, {
@@ -39,10 +42,10 @@ export function startScheduler(o: { url: string; everyMs: number; logger: Logger
         if (!res.ok) log.warn('reaper call failed', { status: res.status });
       } catch (err) {
         if (!controller.signal.aborted) log.warn('reaper call errored', { err });
-      } finally {
-        inFlight = undefined;
       }
     })();
+    inFlight.add(call);
+    void call.finally(() => inFlight.delete(call));
   };
   const timer = setInterval(tick, o.everyMs);
   tick();

@@ -70,6 +70,8 @@ const EnvSchema = z
     DEAD_LETTER_TOPIC: z.string().min(1).default('workflow-dead-letters'),
 
     HEARTBEAT_TTL_MS: int(15_000, 500),
+    // A beat is "stale" after two intervals: with the liveness lock free, that is the second witness of death.
+    HEARTBEAT_INTERVAL_MS: int(250, 50, 60_000),
     FUNCTION_TIMEOUT_S: int(60, 1, 3_600),
     BUDGET_MARGIN_MS: int(5_000, 0),
     DRAIN_BUDGET_MS: int(600_000, 1_000, 86_400_000),
@@ -78,12 +80,21 @@ const EnvSchema = z
     LOCK_TTL_MS: int(30_000, 1_000),
     ORPHANED_VERSION_POLICY: z.enum(['leave', 'fork-to-latest']).default('leave'),
 
-    REAPER_TICK_MS: int(5_000, 100),
+    // Four dead-executor checks a second; the other passes run at most once a second (shared/reaper/tick.ts).
+    REAPER_TICK_MS: int(250, 50),
     STUCK_AFTER_MS: int(3_600_000, 1_000),
     STUCK_POLICY: z.enum(['report', 'cancel-and-fork']).default('report'),
     UNKNOWN_EXECUTOR_GRACE_MS: int(600_000, 0),
     ORPHANED_VERSION_GRACE_MS: int(300_000, 0),
-    REAPER_LEASE_MS: int(90_000, 1_000),
+    // A few ticks: a holder that died is replaced within this (plus a standby's poll).
+    REAPER_LEASE_MS: int(3_000, 500),
+    // `inline`: the reaper recovers what it declares dead itself (a death notice only for what its tick
+    // budget leaves); `notice`: it publishes a death notice and executorDeath recovers.
+    REAPER_RECOVERY: z.enum(['inline', 'notice']).default('inline'),
+    // `none` when the kits' liveness connections go through a pooler in transaction mode (no session locks).
+    REAPER_LIVENESS_EVIDENCE: z.enum(['pg_locks', 'none']).default('pg_locks'),
+    // After a Postgres start every liveness lock is free at once; until this has passed, the heartbeat decides alone.
+    REAPER_LIVENESS_SETTLE_MS: int(10_000, 0),
     // `none` when DBOS reaches Postgres through a pooler (PgBouncer) that hides its application_name.
     REAPER_SESSION_EVIDENCE: z.enum(['pg_stat_activity', 'none']).default('pg_stat_activity'),
     REAPER_DIVERGED_LOOKBACK_MS: int(3_600_000, 60_000),
@@ -125,6 +136,8 @@ export interface Config {
   project: string | undefined;
   topics: { executorDeaths: string; deadLetters: string };
   heartbeatTtlMs: number;
+  /** The kits' beat interval; a beat older than two of them is stale. */
+  heartbeatIntervalMs: number;
   functionTimeoutS: number;
   budgetMarginMs: number;
   /** Default budget of a planned drain (the drain function's POST without `budgetMs`). */
@@ -138,6 +151,12 @@ export interface Config {
     /** ENQUEUED rows of a version no live executor runs are orphaned once untouched this long. */
     orphanedVersionGraceMs: number;
     leaseMs: number;
+    /** Who recovers a death the reaper declares: itself (`inline`) or executorDeath through a notice. */
+    recovery: 'inline' | 'notice';
+    /** Whether a free liveness lock (pg_locks) is evidence; `none` behind a transaction-mode pooler. */
+    livenessEvidence: 'pg_locks' | 'none';
+    /** For this long after a Postgres start, free liveness locks prove nothing (every session just dropped). */
+    livenessSettleMs: number;
     divergedLookbackMs: number;
     /**
      * Where "no session of that executor" is read for executors without the kit. `none` makes it
@@ -216,6 +235,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     project: e.GOOGLE_CLOUD_PROJECT,
     topics: { executorDeaths: e.EXECUTOR_DEATH_TOPIC, deadLetters: e.DEAD_LETTER_TOPIC },
     heartbeatTtlMs: e.HEARTBEAT_TTL_MS,
+    heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS,
     functionTimeoutS: e.FUNCTION_TIMEOUT_S,
     budgetMarginMs: e.BUDGET_MARGIN_MS,
     drainBudgetMs: e.DRAIN_BUDGET_MS,
@@ -231,6 +251,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       unknownExecutorGraceMs: e.UNKNOWN_EXECUTOR_GRACE_MS,
       orphanedVersionGraceMs: e.ORPHANED_VERSION_GRACE_MS,
       leaseMs: e.REAPER_LEASE_MS,
+      recovery: e.REAPER_RECOVERY,
+      livenessEvidence: e.REAPER_LIVENESS_EVIDENCE,
+      livenessSettleMs: e.REAPER_LIVENESS_SETTLE_MS,
       divergedLookbackMs: e.REAPER_DIVERGED_LOOKBACK_MS,
       sessionEvidence: e.REAPER_SESSION_EVIDENCE,
     },

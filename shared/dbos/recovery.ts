@@ -1,5 +1,6 @@
 import type { Db } from '../db/pool.js';
 import { ident } from '../db/pool.js';
+import { livenessHeldSql } from '../liveness/key.js';
 import { quietSince } from './activity.js';
 import { appScope, NOW_MS } from './sql.js';
 
@@ -17,13 +18,15 @@ export interface BatchScope {
 }
 
 /**
- * Extra premise for executors judged dead without a heartbeat (no kit): every moved row must still be
- * quiet since `quietSinceMs` and the executor must still have no session in pg_stat_activity — both
- * re-checked in the UPDATE itself, because that is the evidence the decision rested on.
+ * Extra premise re-checked in the UPDATE itself, because it is the evidence the decision rested on. For
+ * executors judged dead without a heartbeat (no kit): every moved row must still be quiet since
+ * `quietSinceMs` and the executor must still have no session in pg_stat_activity. For executors judged by
+ * their liveness lock: the lock must still be free (a kit that took it again is alive).
  */
 export interface RecoveryGuard {
-  quietSinceMs: number;
-  noSessionsPrefix: string;
+  quietSinceMs?: number;
+  noSessionsPrefix?: string;
+  livenessFree?: boolean;
 }
 
 export interface BatchCursor {
@@ -71,6 +74,7 @@ export async function reenqueueBatch(
           AND ($10::text IS NULL OR NOT EXISTS (
                 SELECT 1 FROM pg_stat_activity a
                  WHERE a.datname = current_database() AND starts_with(a.application_name, $10::text)))
+          AND (NOT $11::boolean OR NOT ${livenessHeldSql('$3::text', '$1::text')})
         RETURNING w.workflow_uuid
      ),
      logged AS (
@@ -90,6 +94,7 @@ export async function reenqueueBatch(
       opts.batchNo,
       opts.guard?.quietSinceMs ?? null,
       opts.guard?.noSessionsPrefix ?? null,
+      opts.guard?.livenessFree ?? false,
     ],
     'recover.batch',
     { prepared: true },

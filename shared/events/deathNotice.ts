@@ -23,6 +23,13 @@ export const DeathNotice = z.object({
    * `afterlife recover --force`, on the Pub/Sub path.
    */
   force: z.boolean().optional(),
+  /**
+   * What the reaper's declaration rested on (heartbeat-lapsed notices): `liveness` (its lock free and its
+   * beat stale) makes every recovery batch re-check that the lock is still free; `staleBeatAt` is the last
+   * beat it saw, so a key that is still there with that beat is no sign of life, and only a newer one is.
+   */
+  evidence: z.enum(['liveness', 'heartbeat', 'sessions']).optional(),
+  staleBeatAt: z.iso.datetime({ offset: true }).optional(),
 });
 export type DeathNotice = z.infer<typeof DeathNotice>;
 export type DeathReason = (typeof DEATH_REASONS)[number];

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
-import type { ExecutorKitOptions } from './attach.js';
+import type { ExecutorKitOptions } from './options.js';
 
 /**
  * The kit's options from the environment, validated like afterlife's own config (same variable names
@@ -15,6 +15,11 @@ const EnvSchema = z.object({
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
   REDIS_KEY_PREFIX: z.string().min(1).optional(),
   HEARTBEAT_TTL_MS: int(500),
+  HEARTBEAT_INTERVAL_MS: int(50),
+  /** `off` only behind a pooler in transaction mode (session locks do not hold there). */
+  AFTERLIFE_LIVENESS: z.enum(['on', 'off']).optional(),
+  /** A direct route for the liveness connection when DBOS's URL goes through a pooler. */
+  AFTERLIFE_LIVENESS_DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
   GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
   EXECUTOR_DEATH_TOPIC: z.string().min(1).optional(),
   AFTERLIFE_PUBLISH: z.enum(['pubsub', 'none']).default('pubsub'),
@@ -40,6 +45,9 @@ export function executorOptionsFromEnv(env: Record<string, string | undefined> =
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
     ...(e.REDIS_KEY_PREFIX ? { keyPrefix: e.REDIS_KEY_PREFIX } : {}),
     ...(e.HEARTBEAT_TTL_MS ? { heartbeatTtlMs: e.HEARTBEAT_TTL_MS } : {}),
+    ...(e.HEARTBEAT_INTERVAL_MS ? { heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS } : {}),
+    ...(e.AFTERLIFE_LIVENESS ? { liveness: e.AFTERLIFE_LIVENESS === 'on' } : {}),
+    ...(e.AFTERLIFE_LIVENESS_DATABASE_URL ? { livenessDatabaseUrl: e.AFTERLIFE_LIVENESS_DATABASE_URL } : {}),
     ...(e.GOOGLE_CLOUD_PROJECT ? { project: e.GOOGLE_CLOUD_PROJECT } : {}),
     ...(e.EXECUTOR_DEATH_TOPIC ? { topic: e.EXECUTOR_DEATH_TOPIC } : {}),
     ...(e.AFTERLIFE_SHUTDOWN_GRACE_MS ? { shutdownGraceMs: e.AFTERLIFE_SHUTDOWN_GRACE_MS } : {}),

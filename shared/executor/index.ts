@@ -2,16 +2,10 @@
  * `afterlife/executor`: the kit a DBOS app installs. See the README section "Installing the executor kit in
  * your DBOS app".
  */
-export {
-  attachExecutor,
-  CLOUD_RUN_GRACE_MS,
-  DEFAULT_HANDOVER_RESERVE_MS,
-  DEFAULT_HEARTBEAT_TTL_MS,
-  DEFAULT_SHUTDOWN_MARGIN_MS,
-  ExecutorIdError,
-  type ExecutorKit,
-  type ExecutorKitOptions,
-  type KitState,
-} from './attach.js';
+export { attachExecutor, ExecutorIdError, type ExecutorKit } from './attach.js';
+export { type ExecutorKitOptions, type KitState } from './options.js';
+export { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TTL_MS } from './heartbeat.js';
+export { CLOUD_RUN_GRACE_MS, DEFAULT_HANDOVER_RESERVE_MS, DEFAULT_SHUTDOWN_MARGIN_MS } from './shutdown.js';
+export { FENCED_EXIT_CODE } from './fence.js';
 export { CallBudgetExhaustedError, limitCalls, type CallLimiter, type LimitOptions } from './limiter.js';
 export { executorOptionsFromEnv } from './env.js';

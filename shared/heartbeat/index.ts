@@ -13,6 +13,8 @@ export const HeartbeatValue = z.object({
   startedAt: z.string(),
   beatAt: z.string(),
   inFlight: z.number().int().nonnegative(),
+  /** The writer's beat interval: the reaper reads a beat as stale after two of them (older kits omit it). */
+  beatEveryMs: z.number().int().positive().optional(),
 });
 export type HeartbeatValue = z.infer<typeof HeartbeatValue>;
 

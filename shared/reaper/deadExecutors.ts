@@ -1,36 +1,54 @@
-import { listExecutors } from '../db/queries/executors.js';
+import { findExecutors, listExecutors, type ExecutorRow } from '../db/queries/executors.js';
 import { type Absence, executorsSeenBeating, recordAbsent, recordDeclaredDead, recordPresent, resetHeartbeatAbsences } from '../db/queries/observations.js';
 import { canSeeOtherSessions, executorsWithSessions, lastActivityByExecutor, pendingOwners, sessionPrefix } from '../dbos/reaper.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
-import { deathNotice } from '../events/deathNotice.js';
+import { BudgetExhaustedError } from '../errors.js';
+import { deathNotice, type DeathNotice } from '../events/deathNotice.js';
 import { publishDeathNotice } from '../events/publisher.js';
-import { heartbeatKey } from '../heartbeat/index.js';
-import type { Budget } from '../lifecycle/deadline.js';
+import { budgetUntil, type Budget } from '../lifecycle/deadline.js';
 import { recoverExecutor } from '../resume/recoverExecutor.js';
+import { type Beat, judgeKit, type RuleSettings, streakIsDeath } from './deathRule.js';
+import { readBeats, readLocks } from './evidence.js';
 import type { DeadPassResult, ReaperDeps, TickContext } from './types.js';
 
 /**
- * Dead executors. An executor with the kit is dead when its heartbeat key has stayed absent for at least a
- * TTL, observed on two or more ticks; one without the kit is dead only when it has no session in
+ * Dead executors. One with the kit is judged by its two witnesses, the liveness lock and the heartbeat
+ * (shared/reaper/deathRule.ts); one without the kit is dead only when it has no session in
  * pg_stat_activity (on two or more ticks, and only if this role can see other roles' sessions) and its
  * PENDING workflows have been quiet for UNKNOWN_EXECUTOR_GRACE_MS. A false death runs step bodies twice
- * (DESIGN.md, invariant 3), so every doubt resolves to "alive".
+ * (DESIGN.md, invariant 3), so every doubt resolves to "alive". A death is re-checked just before acting and
+ * again inside the recovery (the heartbeat at every batch boundary, the lock in every batch statement).
  */
 
 /** A declared executor that still owns PENDING rows this much later is declared again (a lost notice). */
 export const REDECLARE_AFTER_MS = 60_000;
+/**
+ * How long one tick may spend recovering a death inline before it hands the rest to executorDeath with a
+ * notice: long enough for an executor's in-flight work (a few hundred rows take tens of ms), short enough
+ * that other deaths are not kept waiting behind a large one.
+ */
+export const INLINE_RECOVERY_BUDGET_MS = 2_000;
+
+type Evidence = 'liveness' | 'heartbeat' | 'sessions';
+interface Death {
+  executorId: string;
+  evidence: Evidence;
+  absence: Absence;
+  cutoffMs?: number;
+  staleBeatAt?: string;
+}
 
 export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budget: Budget): Promise<DeadPassResult> {
   const { db, config } = deps;
   const app = config.applicationName;
   const ttl = config.heartbeatTtlMs;
-  // An absence streak survives a gap of this long between observations (the next Scheduler invocation);
-  // longer, and nobody knows whether the executor came back in between.
+  // An absence streak survives a gap of this long between observations (a reaper hand-over, a database
+  // blip); longer, and nobody knows whether the executor came back in between.
   const continuityMs = Math.max(3 * config.reaper.tickMs, ttl);
   const log = deps.logger.child({ pass: 'dead', tick: ctx.tick });
 
   const owners = await pendingOwners(db, app);
-  const registry = await listExecutors(db, app, ['alive', 'draining']);
+  const live = await listExecutors(db, app, ['alive', 'draining']);
   const versions = new Map<string, Set<string>>();
   const addVersion = (id: string, v: string | null) => {
     const set = versions.get(id) ?? new Set<string>();
@@ -38,7 +56,7 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
     versions.set(id, set);
   };
   for (const o of owners) addVersion(o.executorId, o.applicationVersion);
-  for (const r of registry) addVersion(r.executor_id, r.application_version);
+  for (const r of live) addVersion(r.executor_id, r.application_version);
   const candidates = [...versions.keys()];
 
   const result: DeadPassResult = {
@@ -52,42 +70,79 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
     reappeared: 0,
     activityResumed: 0,
     heartbeat: 'checked',
+    liveness: 'checked',
     sessions: 'not-needed',
     liveOwners: [],
   };
   if (candidates.length === 0) return result;
 
-  // 1. Heartbeats. Any Redis failure means "no heartbeat evidence this tick", never "absent".
-  const beating = await readBeats(deps, candidates);
-  const live = new Set<string>();
-  let kit: Set<string>;
-  if (beating instanceof Set) {
-    for (const id of beating) live.add(id);
-    await recordPresent(db, app, [...beating], 'heartbeat');
-    const missing = candidates.filter((id) => !beating.has(id));
-    kit = new Set([...beatingKits(registry), ...(await executorsSeenBeating(db, app, missing))]);
-  } else {
-    result.heartbeat = { skipped: beating.skipped };
-    log.warn('heartbeat evidence unavailable: no executor with the kit is judged this tick', { reason: beating.skipped });
-    kit = new Set([...beatingKits(registry), ...(await executorsSeenBeating(db, app, candidates))]);
-  }
+  // Registry rows of every candidate (an owner of PENDING rows may be registered dead already).
+  const registry = new Map<string, ExecutorRow>(live.map((r) => [r.executor_id, r]));
+  const unregistered = candidates.filter((id) => !registry.has(id));
+  if (unregistered.length) for (const r of await findExecutors(db, app, { executorIds: unregistered })) registry.set(r.executor_id, r);
 
-  const dead: Array<{ executorId: string; evidence: 'heartbeat' | 'sessions'; absence: Absence; cutoffMs?: number }> = [];
-  if (beating instanceof Set && beating.redisLostKeys) {
-    // Flushed or restarted since the last tick: every key vanished at once and the kits are rewriting
-    // them. Absence counts from the next tick, so only a kit silent for a whole TTL after that is dead.
+  // 1. The witnesses. A Redis failure means "no heartbeat evidence this tick", never "absent".
+  const withLock = candidates.filter((id) => registry.get(id)?.liveness === true);
+  const [beats, locks] = await Promise.all([readBeats(deps, candidates), readLocks(deps, withLock)]);
+  if ('skipped' in beats) {
+    result.heartbeat = { skipped: beats.skipped };
+    log.warn('heartbeat evidence unavailable: only a held liveness lock is read this tick', { reason: beats.skipped });
+  } else if (beats.lostKeys) {
+    // Flushed or restarted since the last tick: every key vanished at once and the kits are rewriting them.
+    // A missing key is no evidence for a TTL from now (deathRule.absenceMeans); heartbeat streaks restart.
     await resetHeartbeatAbsences(db, app);
     result.heartbeat = { skipped: 'redis lost its keys since the last tick (flush or restart): absence counts from the next tick' };
     log.warn('redis lost its keys (flush or restart): heartbeat absences restart', { event: 'redis_reset' });
-  } else if (beating instanceof Set) {
-    const absentKit = candidates.filter((id) => !beating.has(id) && kit.has(id));
-    const absences = await recordAbsent(db, app, absentKit, 'heartbeat', continuityMs);
+  }
+  if (!locks.freeIsEvidence && withLock.length) result.liveness = { skipped: locks.reason ?? 'unavailable' };
+  const beatOf = (id: string): Beat | undefined => ('skipped' in beats ? undefined : beats.beats.get(id));
+  // Kits that write heartbeats. A kit without Redis registers with `heartbeats = false`: the absence of a
+  // key it never writes is no evidence, so it is judged like an executor without the kit (its held lock,
+  // if any, still proves life).
+  // A key present now proves a writer too, before the reaper has ever recorded one.
+  const kit = new Set([
+    ...[...registry.values()].filter((r) => r.heartbeats).map((r) => r.executor_id),
+    ...candidates.filter((id) => beatOf(id)?.present),
+    ...(await executorsSeenBeating(db, app, candidates.filter((id) => !registry.get(id)?.heartbeats))),
+  ]);
+
+  // 2. Executors with the kit: the death rule.
+  const settings: RuleSettings = {
+    nowMs: deps.clock(),
+    intervalMs: config.heartbeatIntervalMs,
+    ttlMs: ttl,
+    redisKeptKeysMs: 'skipped' in beats ? undefined : beats.keptKeysMs,
+  };
+  const alive = new Set<string>();
+  const suspects: Record<'liveness' | 'heartbeat', string[]> = { liveness: [], heartbeat: [] };
+  for (const id of candidates) {
+    if (!kit.has(id)) continue;
+    const lock = locks.held.has(id) ? 'held' : registry.get(id)?.liveness && locks.freeIsEvidence ? 'free' : 'unavailable';
+    const j = judgeKit({ lock, beat: beatOf(id) }, settings);
+    if (j === 'alive') alive.add(id);
+    else if (j === 'suspect-liveness') suspects.liveness.push(id);
+    else if (j === 'suspect-heartbeat') suspects.heartbeat.push(id);
+  }
+  const keyed = [...alive].filter((id) => beatOf(id)?.present);
+  await recordPresent(db, app, keyed, 'heartbeat');
+  await recordPresent(db, app, [...alive].filter((id) => !beatOf(id)?.present), 'liveness');
+
+  const dead: Death[] = [];
+  for (const kind of ['liveness', 'heartbeat'] as const) {
+    const absences = await recordAbsent(db, app, suspects[kind], kind, continuityMs);
     result.absent += absences.length;
-    for (const a of absences) if (a.absentMs >= ttl && a.absentTicks >= 2 && redeclarable(a)) dead.push({ executorId: a.executorId, evidence: 'heartbeat', absence: a });
+    for (const a of absences) {
+      if (!streakIsDeath(kind, a, config.heartbeatIntervalMs) || !redeclarable(a)) continue;
+      const beat = beatOf(a.executorId);
+      const staleBeatAt = beat?.present && beat.beatAt !== undefined ? new Date(beat.beatAt).toISOString() : undefined;
+      dead.push({ executorId: a.executorId, evidence: kind, absence: a, ...(staleBeatAt ? { staleBeatAt } : {}) });
+    }
   }
 
-  // 2. Executors that never heart-beat (no kit): sessions and the activity clock.
-  const noKit = candidates.filter((id) => !kit.has(id) && !live.has(id));
+  // 3. Executors that never heart-beat (no kit, or a kit without Redis): sessions and the activity clock.
+  for (const id of candidates) if (!kit.has(id) && locks.held.has(id)) alive.add(id);
+  await recordPresent(db, app, candidates.filter((id) => !kit.has(id) && locks.held.has(id)), 'liveness');
+  const noKit = candidates.filter((id) => !kit.has(id) && !locks.held.has(id));
   if (noKit.length > 0) {
     if (config.reaper.sessionEvidence === 'none') {
       // Behind a pooler the executors' sessions do not carry DBOS's application_name, so "no session"
@@ -103,7 +158,7 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
     } else {
       result.sessions = 'visible';
       const withSessions = await executorsWithSessions(db, noKit);
-      for (const id of withSessions) live.add(id);
+      for (const id of withSessions) alive.add(id);
       await recordPresent(db, app, [...withSessions], 'sessions');
       const absences = await recordAbsent(db, app, noKit.filter((id) => !withSessions.has(id)), 'sessions', continuityMs);
       result.absent += absences.length;
@@ -116,49 +171,79 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
       }
     }
   }
-  result.alive = live.size;
-  result.liveOwners = [...live];
+  result.alive = alive.size;
+  result.liveOwners = [...alive];
 
-  // 3. Act on each dead executor, re-checking the evidence that can change fastest first.
+  // 4. Act on each death, re-checking first the evidence that can change fastest.
   for (const d of dead) {
     if (ctx.signal?.aborted || budget.expired()) break;
     if (deps.faults.enabled) await deps.faults.hit('reaper.beforeDeclareDead', { executorId: d.executorId, evidence: d.evidence });
-    if (d.evidence === 'heartbeat') {
-      const now = await readBeats(deps, [d.executorId]);
-      if (!(now instanceof Set) || now.redisLostKeys) {
+    if (d.evidence !== 'sessions') {
+      const now = await recheck(deps, d, settings.intervalMs, ttl);
+      if (now === 'unknown') {
         log.warn('redis stopped answering or lost its keys before the executor was declared dead: left for a later tick', { executorId: d.executorId });
         continue;
       }
-      if (now.has(d.executorId)) {
+      if (now === 'alive') {
         result.reappeared += 1;
-        await recordPresent(db, app, [d.executorId], 'heartbeat');
-        log.notice('heartbeat reappeared before the executor was declared dead: left alone', { executorId: d.executorId });
+        await recordPresent(db, app, [d.executorId], 'liveness');
+        log.notice('the executor showed life before it was declared dead: left alone', { executorId: d.executorId, evidence: d.evidence });
         continue;
       }
     }
-    const applicationVersions = [...(versions.get(d.executorId) ?? [])];
-    const detail = { evidence: d.evidence, absentMs: d.absence.absentMs, absentTicks: d.absence.absentTicks, applicationVersions };
-    if (d.evidence === 'heartbeat' && deps.publisher && !ctx.dryRun) {
-      const notice = deathNotice({ executorId: d.executorId, applicationName: app, applicationVersions, reason: 'heartbeat-lapsed', detectedBy: deps.detectedBy });
-      try {
-        await publishDeathNotice(deps.publisher, config.topics.executorDeaths, notice);
-        await recordDeclaredDead(db, app, d.executorId);
-        result.declared.push(d.executorId);
-        result.published += 1;
-        log.notice('executor declared dead: death notice published', { executorId: d.executorId, event: 'executor_dead', ...detail });
-        continue;
-      } catch (err) {
-        log.warn('publishing the death notice failed: recovering inline', { executorId: d.executorId, err });
-      }
+    await act(deps, ctx, budget, d, [...(versions.get(d.executorId) ?? [])], result, log);
+  }
+  return result;
+}
+
+/** The evidence again, for one executor, right before acting: 'dead' still, 'alive', or 'unknown'. */
+async function recheck(deps: ReaperDeps, d: Death, intervalMs: number, ttlMs: number): Promise<'dead' | 'alive' | 'unknown'> {
+  const [beats, locks] = await Promise.all([readBeats(deps, [d.executorId]), d.evidence === 'liveness' ? readLocks(deps, [d.executorId]) : undefined]);
+  if ('skipped' in beats || beats.lostKeys) return 'unknown';
+  const beat = beats.beats.get(d.executorId);
+  const lock = locks?.held.has(d.executorId) ? 'held' : d.evidence === 'liveness' && locks?.freeIsEvidence ? 'free' : 'unavailable';
+  const j = judgeKit({ lock, beat }, { nowMs: deps.clock(), intervalMs, ttlMs, redisKeptKeysMs: beats.keptKeysMs });
+  if (j === 'alive') return 'alive';
+  return j === `suspect-${d.evidence}` ? 'dead' : 'unknown';
+}
+
+async function act(deps: ReaperDeps, ctx: TickContext, budget: Budget, d: Death, applicationVersions: string[], result: DeadPassResult, log: ReaperDeps['logger']): Promise<void> {
+  const { db, config } = deps;
+  const app = config.applicationName;
+  const detail = { evidence: d.evidence, absentMs: d.absence.absentMs, absentTicks: d.absence.absentTicks, applicationVersions };
+  // The notice carries what the declaration rested on, so executorDeath's recovery re-checks the same.
+  const notice = deathNotice({
+    executorId: d.executorId,
+    applicationName: app,
+    applicationVersions,
+    reason: 'heartbeat-lapsed',
+    detectedBy: deps.detectedBy,
+    ...(d.evidence !== 'sessions' ? { evidence: d.evidence } : {}),
+    ...(d.staleBeatAt ? { staleBeatAt: d.staleBeatAt } : {}),
+  });
+  const publishable = d.evidence !== 'sessions' && deps.publisher !== undefined;
+  if (ctx.dryRun) {
+    const action = publishable && config.reaper.recovery === 'notice' ? 'declare-dead' : 'recover-inline';
+    ctx.planned.push({ pass: 'dead', action, executorId: d.executorId, detail });
+    return;
+  }
+  if (publishable && config.reaper.recovery === 'notice') {
+    if (await publish(deps, notice, log)) {
+      await recordDeclaredDead(db, app, d.executorId);
+      result.declared.push(d.executorId);
+      result.published += 1;
+      log.notice('executor declared dead: death notice published', { executorId: d.executorId, event: 'executor_dead', ...detail });
+      return;
     }
-    // No kit (the notice could not carry the guard its evidence needs), no publisher, or publishing failed.
-    if (ctx.dryRun) {
-      ctx.planned.push({ pass: 'dead', action: d.evidence === 'heartbeat' && deps.publisher ? 'declare-dead' : 'recover-inline', executorId: d.executorId, detail });
-      continue;
-    }
-    const guard: RecoveryGuard | undefined =
-      d.cutoffMs !== undefined ? { quietSinceMs: d.cutoffMs, noSessionsPrefix: sessionPrefix(d.executorId) } : undefined;
-    const summary = await recoverExecutor(
+  }
+  // No kit (the notice could not carry the guard its evidence needs), inline by choice, or publishing failed.
+  const guard: RecoveryGuard | undefined =
+    d.cutoffMs !== undefined ? { quietSinceMs: d.cutoffMs, noSessionsPrefix: sessionPrefix(d.executorId) } : undefined;
+  // Capped only when executorDeath can take over the rest; otherwise the tick's own budget bounds it.
+  const inline = publishable ? budgetUntil(Math.min(budget.deadline, deps.clock() + INLINE_RECOVERY_BUDGET_MS), deps.clock) : budget;
+  let summary: Awaited<ReturnType<typeof recoverExecutor>>;
+  try {
+    summary = await recoverExecutor(
       {
         db,
         redis: deps.redis,
@@ -170,71 +255,52 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
         recoveredBy: deps.detectedBy,
         ...(config.redis ? { keyPrefix: config.redis.keyPrefix } : {}),
       },
-      deathNotice({ executorId: d.executorId, applicationName: app, applicationVersions, reason: 'heartbeat-lapsed', detectedBy: deps.detectedBy }),
-      { budget, ...(ctx.signal ? { signal: ctx.signal } : {}), ...(guard ? { guard } : {}) },
+      notice,
+      { budget: inline, ...(ctx.signal ? { signal: ctx.signal } : {}), ...(guard ? { guard } : {}) },
     );
-    if (summary.outcome === 'false-alarm') {
-      // Contradicted during the recovery: not a death, so not declared (and the registry was not marked).
-      // Rows moved before a heartbeat came back stay counted, so the summary matches the audit.
-      if (summary.contradictedBy === 'heartbeat') result.reappeared += 1;
-      else result.activityResumed += 1;
-      result.reenqueued += summary.reenqueued;
-      log.notice('executor not declared dead: its evidence changed during the recovery', {
-        executorId: d.executorId,
-        contradictedBy: summary.contradictedBy,
-        reenqueued: summary.reenqueued,
-        event: 'executor_not_dead',
-        ...detail,
-      });
-      continue;
-    }
+  } catch (err) {
+    if (!(err instanceof BudgetExhaustedError) || !publishable || ctx.signal?.aborted) throw err;
+    // More than a tick's worth: executorDeath finishes what this tick started (the audit says partial).
+    if (!(await publish(deps, notice, log))) throw err;
     await recordDeclaredDead(db, app, d.executorId);
     result.declared.push(d.executorId);
-    result.recoveredInline += 1;
-    result.reenqueued += summary.reenqueued;
-    log.notice('executor declared dead: recovered inline', { executorId: d.executorId, event: 'executor_dead', reenqueued: summary.reenqueued, ...detail });
+    result.published += 1;
+    log.notice('executor declared dead: recovery begun inline, the rest handed to executorDeath', { executorId: d.executorId, event: 'executor_dead', ...detail });
+    return;
   }
-  return result;
+  if (summary.outcome === 'false-alarm') {
+    // Contradicted during the recovery: not a death, so not declared (and the registry was not marked).
+    // Rows moved before a heartbeat came back stay counted, so the summary matches the audit.
+    if (summary.contradictedBy === 'heartbeat') result.reappeared += 1;
+    else result.activityResumed += 1;
+    result.reenqueued += summary.reenqueued;
+    log.notice('executor not declared dead: its evidence changed during the recovery', {
+      executorId: d.executorId,
+      contradictedBy: summary.contradictedBy,
+      reenqueued: summary.reenqueued,
+      event: 'executor_not_dead',
+      ...detail,
+    });
+    return;
+  }
+  await recordDeclaredDead(db, app, d.executorId);
+  result.declared.push(d.executorId);
+  result.recoveredInline += 1;
+  result.reenqueued += summary.reenqueued;
+  log.notice('executor declared dead: recovered inline', { executorId: d.executorId, event: 'executor_dead', reenqueued: summary.reenqueued, ...detail });
+}
+
+async function publish(deps: ReaperDeps, notice: DeathNotice, log: ReaperDeps['logger']): Promise<boolean> {
+  if (!deps.publisher) return false;
+  try {
+    await publishDeathNotice(deps.publisher, deps.config.topics.executorDeaths, notice);
+    return true;
+  } catch (err) {
+    log.warn('publishing the death notice failed: recovering inline', { executorId: notice.executorId, err });
+    return false;
+  }
 }
 
 function redeclarable(a: Absence): boolean {
   return a.declaredAgoMs === undefined || a.declaredAgoMs >= REDECLARE_AFTER_MS;
-}
-
-/** The set of candidates with a heartbeat key, plus whether Redis lost its keys since the last tick. */
-type Beats = Set<string> & { redisLostKeys?: boolean };
-
-/**
- * Which candidates have a heartbeat key, in one round trip; `skipped` when Redis cannot say. A sentinel key
- * without TTL (SET NX) tells a flushed or restarted Redis apart from executors that stopped beating: if it
- * is missing, every absence this tick is the flush's, not the executors'.
- */
-async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats | { skipped: string }> {
-  if (!deps.redis) return { skipped: 'REDIS_URL is not set' };
-  const prefix = deps.config.redis?.keyPrefix ?? 'afterlife';
-  const sentinel = `${prefix}:${deps.config.applicationName}:reaper:sentinel`;
-  try {
-    const replies = await deps.redis
-      .multi()
-      .set(sentinel, new Date().toISOString(), 'NX')
-      .mget(...ids.map((id) => heartbeatKey(deps.config.applicationName, id, prefix)))
-      .exec();
-    if (!replies) throw new Error('transaction aborted');
-    const [[setErr, created], [getErr, values]] = replies as [[Error | null, unknown], [Error | null, Array<string | null>]];
-    if (setErr || getErr) throw setErr ?? getErr;
-    // Any value proves life: an unparsable one is still a key the kit refreshed within its TTL.
-    const out: Beats = new Set(ids.filter((_, i) => values[i] !== null && values[i] !== undefined));
-    out.redisLostKeys = created === 'OK';
-    return out;
-  } catch (err) {
-    return { skipped: `redis unreachable: ${err instanceof Error ? err.message : String(err)}` };
-  }
-}
-
-/**
- * Registered kits that write heartbeats. A kit running without Redis registers with `heartbeats = false`:
- * the absence of a key it never writes is no evidence, so it is judged like an executor without the kit.
- */
-function beatingKits(registry: ReadonlyArray<{ executor_id: string; heartbeats: boolean }>): string[] {
-  return registry.filter((r) => r.heartbeats).map((r) => r.executor_id);
 }

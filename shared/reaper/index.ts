@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto';
-import { releaseLease, renewLease, tryAcquireLease } from '../db/queries/leases.js';
 import { ConfigError } from '../errors.js';
 import { budgetFrom, budgetUntil } from '../lifecycle/deadline.js';
+import { ReaperLease } from './lease.js';
 import { isNotDue } from './orphanedVersions.js';
 import { runTick } from './tick.js';
 import type { PlannedAction, ReaperDeps, ReaperState, TickResult } from './types.js';
@@ -26,6 +25,11 @@ export interface ReaperOptions {
   signal?: AbortSignal;
   /** Called after every tick with its result (the CLI's progress). */
   onTick?: (r: TickResult) => void;
+  /**
+   * When another reaper holds the lease, wait for it (polling every tick) until the budget ends instead of
+   * returning `skipped`: the Scheduler-driven function does, so a dead holder is replaced within a lease.
+   */
+  standby?: boolean;
 }
 
 export interface PassTotals {
@@ -65,24 +69,30 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   const { config, db } = deps;
   const startedAt = opts.startedAt ?? deps.clock();
   const dryRun = opts.dryRun ?? false;
-  const holder = `${deps.detectedBy}:${randomBytes(4).toString('hex')}`;
-  const lease = leaseName(config.applicationName);
+  // The instance's name, not the invocation's: after a blip the same instance takes its own lease back.
+  const holder = deps.detectedBy;
   const log = deps.logger.child({ fn: 'reaper', holder, dryRun });
-
-  // A lease shorter than a statement plus a tick would leave every tick without a moment of work.
-  const leaseRoomMs = config.reaper.leaseMs - config.database.statementTimeoutMs;
-  if (leaseRoomMs < config.reaper.tickMs) {
-    throw new ConfigError([
-      `REAPER_LEASE_MS (${config.reaper.leaseMs}) must exceed DB_STATEMENT_TIMEOUT_MS (${config.database.statementTimeoutMs}) + REAPER_TICK_MS (${config.reaper.tickMs})`,
-    ]);
+  const tickMs = config.reaper.tickMs;
+  if (config.reaper.leaseMs < 2 * tickMs) {
+    throw new ConfigError([`REAPER_LEASE_MS (${config.reaper.leaseMs}) must be at least two ticks (REAPER_TICK_MS ${tickMs})`]);
   }
-  // Taken before the statement, so the lease (on the database clock) ends no earlier than this + leaseMs.
-  let leaseFrom = deps.clock();
-  if (!(await tryAcquireLease(db, lease, holder, config.reaper.leaseMs))) {
-    log.info('another reaper holds the lease: skipped', { event: 'reaper_skipped' });
+  const lease = new ReaperLease(db, leaseName(config.applicationName), holder, config.reaper.leaseMs, deps.clock, log);
+  const budget = budgetFrom(startedAt, config.functionTimeoutS, config.budgetMarginMs, deps.clock);
+
+  // Take the lease, or — as a standby — keep trying until the holder lets go or dies.
+  let taken = await lease.tryAcquire();
+  while (!taken.acquired && opts.standby && !opts.signal?.aborted && deps.clock() + tickMs < budget.deadline) {
+    if (!(await sleepUntil(deps.clock() + tickMs, deps.clock, opts.signal))) break;
+    taken = await lease.tryAcquire();
+  }
+  if (!taken.acquired) {
+    log.info('another reaper holds the lease: skipped', { event: 'reaper_skipped', standby: opts.standby ?? false });
     return { outcome: 'skipped', reason: 'another reaper holds the lease', holder, dryRun };
   }
-  const budget = budgetFrom(startedAt, config.functionTimeoutS, config.budgetMarginMs, deps.clock);
+  const gapMs = (since: number | undefined) => since !== undefined && since > 2 * tickMs;
+  if (gapMs(taken.sinceLastTickMs)) {
+    log.warn('no reaper ticked for a while before this one took the lease', { gapMs: taken.sinceLastTickMs, event: 'reaper_tick_gap' });
+  }
   const totals = { dead: emptyTotals(), stuck: emptyTotals(), diverged: emptyTotals(), orphaned: emptyTotals() };
   const declaredDead: string[] = [];
   const stuck = new Set<string>();
@@ -94,6 +104,7 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   let sessions: 'visible' | 'unknown' | 'not-needed' = 'not-needed';
   const state: ReaperState = {};
   let ticks = 0;
+  let lastTickAt = deps.clock();
   let stoppedBecause: 'budget' | 'max-ticks' | 'lease-lost' | 'shutting-down' = 'budget';
 
   try {
@@ -101,9 +112,11 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
       const tickStart = deps.clock();
       ticks += 1;
       if (deps.faults.enabled) await deps.faults.hit('reaper.tick', { tick: ticks, holder });
-      const tickBudget = budgetUntil(Math.min(budget.deadline, leaseFrom + leaseRoomMs), deps.clock);
+      // A tick stops at a boundary when the invocation's budget or the lease runs out, whichever is first.
+      const tickBudget = budgetUntil(Math.min(budget.deadline, lease.validUntil), deps.clock);
       const r = await runTick(deps, { tick: ticks, dryRun, planned, signal: opts.signal }, tickBudget, state);
       accumulate(totals, r, errors);
+      const ticked = !('error' in r.dead);
       if (!('error' in r.dead)) {
         declaredDead.push(...r.dead.declared);
         if (typeof r.dead.heartbeat === 'object') heartbeatSkipped.add(r.dead.heartbeat.skipped);
@@ -112,30 +125,44 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
       if ('workflowIds' in r.stuck) for (const id of r.stuck.workflowIds) stuck.add(id);
       if ('workflowIds' in r.orphaned) for (const id of r.orphaned.workflowIds) orphaned.add(id);
       if ('skipped' in r.orphaned && typeof r.orphaned.skipped === 'string' && !isNotDue(r.orphaned)) orphanedSkipped.add(r.orphaned.skipped);
-      log.info('reaper tick', { event: 'reaper_tick', ...tickLine(r) });
+      if (ticked) {
+        const now = deps.clock();
+        // A tick that found the database down is no tick: the gap is logged once ticks resume.
+        if (now - lastTickAt > 2 * tickMs + r.durationMs) log.warn('reaper ticks resumed after a gap', { gapMs: now - lastTickAt, event: 'reaper_tick_gap' });
+        lastTickAt = now;
+      }
+      if (ticked || ticks % TICK_LOG_EVERY_FAILED === 0) log.info('reaper tick', { event: 'reaper_tick', ...tickLine(r) });
       opts.onTick?.(r);
 
       if (opts.maxTicks !== undefined && ticks >= opts.maxTicks) {
         stoppedBecause = 'max-ticks';
+        // The last tick is recorded too, so the next holder measures its gap from here.
+        await lease.renew(ticked);
         break;
       }
-      const next = tickStart + config.reaper.tickMs;
+      const next = tickStart + tickMs;
       // Stop when the next tick could not finish inside the budget (assume it takes as long as this one).
-      if (next + r.durationMs >= budget.deadline) break;
+      if (next + r.durationMs >= budget.deadline) {
+        await lease.renew(ticked);
+        break;
+      }
+      const renewed = await lease.renew(ticked);
+      if (renewed === 'lost') {
+        log.warn('reaper lease lost (lapsed and taken over): stopping', { event: 'reaper_lease_lost' });
+        stoppedBecause = 'lease-lost';
+        break;
+      }
       if (!(await sleepUntil(next, deps.clock, opts.signal))) {
         stoppedBecause = 'shutting-down';
         break;
       }
-      const renewFrom = deps.clock();
-      if (!(await renewLease(db, lease, holder, config.reaper.leaseMs))) {
-        stoppedBecause = 'lease-lost';
-        log.warn('reaper lease lost (expired and taken over): stopping', { event: 'reaper_lease_lost' });
-        break;
-      }
-      leaseFrom = renewFrom;
+      // A renew that failed (the database is away) is simply tried again after the next tick: the lease is
+      // named after this instance, so once the database answers the renew succeeds — unless another
+      // reaper took the lease meanwhile, and then it says 'lost'. Until then the lapsed lease leaves the
+      // tick no budget, so it acts on nothing.
     }
   } finally {
-    await releaseLease(db, lease, holder).catch((err: unknown) => log.warn('could not release the reaper lease; it expires', { err }));
+    await lease.release(Math.max(deps.clock() + 1_000, budget.deadline + config.budgetMarginMs / 2));
   }
   const summary: ReaperSummary = {
     outcome: 'completed',
@@ -157,6 +184,9 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   log.info('reaper invocation finished', { event: 'reaper_summary', ...summary, planned: dryRun ? planned.length : undefined });
   return summary;
 }
+
+/** While every tick fails (the database is down), one tick line in this many, not four a second. */
+const TICK_LOG_EVERY_FAILED = 20;
 
 function emptyTotals(): PassTotals {
   return { runs: 0, errors: 0, durationMs: 0, maxDurationMs: 0 };

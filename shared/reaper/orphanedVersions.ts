@@ -16,7 +16,7 @@ import { shouldStop, type OrphanedPassResult, type PlannedAction, type ReaperDep
 /** Orphaned rows handled per run; the rest wait for the next run (the longest-waiting go first). */
 export const ORPHANED_BATCH = 100;
 
-const NOT_DUE = 'not due this tick';
+export const NOT_DUE = 'not due this tick';
 
 /**
  * The pass runs on an invocation's first tick, then once every min(60 s, grace/5): the grace is minutes,

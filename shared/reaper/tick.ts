@@ -1,7 +1,7 @@
 import type { Budget } from '../lifecycle/deadline.js';
 import { deadExecutorsPass } from './deadExecutors.js';
 import { divergedPass } from './diverged.js';
-import { orphanedVersionsPass } from './orphanedVersions.js';
+import { NOT_DUE, orphanedVersionsPass } from './orphanedVersions.js';
 import { stuckPass } from './stuck.js';
 import type { ReaperDeps, ReaperState, TickContext, TickResult } from './types.js';
 
@@ -27,6 +27,13 @@ function fnv1a(s: string): number {
 }
 
 /**
+ * The dead-executor pass runs every tick (four a second by default: detection waits on it); the other
+ * passes look for what takes minutes or hours to matter (stuck, diverged, orphaned), so they run at most
+ * once a second and a fast tick stays one cheap pass.
+ */
+export const SWEEP_EVERY_MS = 1_000;
+
+/**
  * One tick: dead executors, then stuck workflows on the executors that pass found alive, then diverged
  * workflows, then (when due) ENQUEUED rows of versions no live executor runs. A failing pass is recorded and the others still run; the next tick tries again.
  */
@@ -45,10 +52,16 @@ export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Bu
   };
   const dead = await timed(() => deadExecutorsPass(deps, ctx, budget));
   const { tickMs, stuckAfterMs } = deps.config.reaper;
+  const now = deps.clock();
+  if (state.sweptAt !== undefined && now - state.sweptAt < SWEEP_EVERY_MS) {
+    const notDue = { skipped: NOT_DUE, durationMs: 0 };
+    return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck: notDue, diverged: notDue, orphaned: notDue };
+  }
+  state.sweptAt = now;
   const stuck: TickResult['stuck'] =
     'error' in dead
       ? { skipped: 'dead-executor pass failed: live owners unknown', durationMs: 0 }
-      : await timed(() => stuckPass(deps, ctx, stuckSlice(dead.liveOwners, deps.clock(), stuckAfterMs, tickMs)));
+      : await timed(() => stuckPass(deps, ctx, stuckSlice(dead.liveOwners, deps.clock(), stuckAfterMs, Math.max(tickMs, SWEEP_EVERY_MS))));
   const diverged = await timed(() => divergedPass(deps, ctx, state));
   const orphaned = await timed(() => orphanedVersionsPass(deps, ctx, state));
   return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck, diverged, orphaned };

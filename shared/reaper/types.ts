@@ -50,6 +50,8 @@ export interface ReaperState {
   divergedScannedTo?: number;
   /** Diverged workflows already handed to the fork module in this invocation (scans overlap by a slack). */
   divergedHanded?: Set<string>;
+  /** When the stuck, diverged and orphaned passes last ran (epoch ms); at most once a second (tick.ts). */
+  sweptAt?: number;
   /** When the orphaned-versions pass last ran (epoch ms); it runs at most once a minute. */
   orphanedScannedAt?: number;
 }
@@ -67,6 +69,8 @@ export interface DeadPassResult {
   activityResumed: number;
   /** 'checked', or why the heartbeat evidence was not used this tick. */
   heartbeat: 'checked' | { skipped: string };
+  /** 'checked', or why free liveness locks were no evidence this tick (the heartbeat then decided alone). */
+  liveness: 'checked' | { skipped: string };
   /** Whether "no session in pg_stat_activity" could be trusted for executors without the kit. */
   sessions: 'visible' | 'unknown' | 'not-needed';
   /** Executors judged alive this tick (heartbeat, or sessions for those without the kit). */

@@ -87,9 +87,9 @@ export async function recoverExecutor(deps: RecoveryDeps, notice: DeathNotice, o
   if (notice.reason === 'heartbeat-lapsed' && deps.redis) {
     await waitReady(deps.redis, 500);
     const hb = await heartbeatBack(deps, notice);
-    // Fail closed: the death was inferred from this heartbeat, so no reading is no evidence. Only the
-    // reaper's no-kit evidence (the guard) stands without it: those executors never had a heartbeat.
-    if (hb === 'unknown' && !opts.guard) throw new HeartbeatUnknownError(notice.executorId);
+    // Fail closed: a death inferred from the heartbeat alone needs the re-read; no reading is no evidence.
+    // Evidence Postgres re-checks in every batch (the no-kit guard, a free liveness lock) stands without it.
+    if (hb === 'unknown' && !rechecked(notice, opts)) throw new HeartbeatUnknownError(notice.executorId);
     if (hb && hb !== 'unknown') {
       log.notice('heartbeat is fresh: false alarm, nothing recovered', { heartbeatTtlMs: hb.ttlMs, state: hb.value?.state });
       return falseAlarm(notice, 'heartbeat', hb.ttlMs, { reenqueued: 0, batches: 0 });
@@ -129,6 +129,8 @@ async function run(
   // comes back, or the guard rejects every row): the registry says dead only once rows actually moved on
   // that evidence, or there was nothing to move, so a contradicted death never reads as one.
   const inferred = notice.reason === 'heartbeat-lapsed';
+  // A death read off a free liveness lock holds only while the lock stays free: every batch re-checks it.
+  const guard = notice.evidence === 'liveness' ? { ...opts.guard, livenessFree: true } : opts.guard;
   let markedDead = false;
   const markDead = async () => {
     if (markedDead) return;
@@ -182,7 +184,7 @@ async function run(
         // The heartbeat read before the lock is stale by now (a lock wait, earlier batches): a key that
         // came back means the executor lives, and every further row moved would run its step twice.
         const back = inferred ? await heartbeatBack(deps, notice) : undefined;
-        if (back === 'unknown' && !opts.guard) {
+        if (back === 'unknown' && !rechecked(notice, opts)) {
           if (reenqueued > 0) await markDead();
           await finish('partial', []);
           log.warn('heartbeat unreadable mid-recovery: stopped at a batch boundary; redelivery re-checks it', { reenqueued, batches });
@@ -196,7 +198,7 @@ async function run(
         const batch = await reenqueueBatch(
           db,
           { applicationName: app, executorId: notice.executorId, applicationVersion },
-          { limit: deps.batchSize, after, recoveryId, batchNo: batches + 1, ...(opts.guard ? { guard: opts.guard } : {}) },
+          { limit: deps.batchSize, after, recoveryId, batchNo: batches + 1, ...(guard ? { guard } : {}) },
         );
         batches += 1;
         reenqueued += batch.ids.length;
@@ -219,7 +221,7 @@ async function run(
     }
 
     const pendingCount = pending.reduce((n, p) => n + p.count, 0);
-    if (opts.guard && pendingCount > 0 && reenqueued === 0) {
+    if (guard && pendingCount > 0 && reenqueued === 0) {
       // The guard re-checks the no-kit evidence per row; rejecting all of them means that evidence no
       // longer holds (a checkpoint, a claim or a session since the reaper judged it). Not a death.
       await finish('partial', [], `the guard rejected all ${pendingCount} PENDING row(s): activity or a session since detection, not dead`);
@@ -260,6 +262,11 @@ async function run(
   }
 }
 
+/** Whether the death rests on evidence each batch re-checks in Postgres, so it stands while Redis is down. */
+function rechecked(notice: DeathNotice, opts: RecoveryOptions): boolean {
+  return opts.guard !== undefined || notice.evidence === 'liveness';
+}
+
 function falseAlarm(
   notice: DeathNotice,
   contradictedBy: 'heartbeat' | 'guard',
@@ -270,13 +277,17 @@ function falseAlarm(
 }
 
 /**
- * The executor's heartbeat if its key is there, undefined if it is not, `unknown` when Redis is configured
- * but does not answer (no evidence either way). Without REDIS_URL there are no heartbeats to read at all.
+ * The executor's heartbeat, if it shows life since the declaration: its key is there and, when the notice
+ * names the stale beat the declaration saw, carries another one (an unreadable value counts as life).
+ * `unknown` when Redis is configured but does not answer: no evidence either way (callers whose death was
+ * inferred from the heartbeat fail closed on it). Without REDIS_URL there are no heartbeats to read at all.
  */
 async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<HeartbeatReading | undefined | 'unknown'> {
   if (!deps.redis) return undefined;
   if (deps.redis.status !== 'ready') return 'unknown';
-  return readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => 'unknown' as const);
+  const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => 'unknown' as const);
+  if (hb === 'unknown' || !hb || notice.staleBeatAt === undefined || hb.value === undefined) return hb;
+  return Date.parse(hb.value.beatAt) > Date.parse(notice.staleBeatAt) ? hb : undefined;
 }
 
 /** Versions run by live (not draining) executors, from their heartbeats; undefined when Redis can't say. */

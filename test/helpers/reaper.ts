@@ -34,7 +34,7 @@ export interface ReaperFixture {
    * attached (heartbeat TTL 3 s, registry, no publishing), otherwise bare (no kit, like `local`). Call them
    * one at a time: the example app's CREATE TABLE IF NOT EXISTS races when two launch at once.
    */
-  executor(executorId: string, o?: { beat?: boolean }): Promise<ExecutorHandle>;
+  executor(executorId: string, o?: { beat?: boolean; env?: Record<string, string> }): Promise<ExecutorHandle>;
 }
 
 /**
@@ -76,7 +76,7 @@ export function reaperFixture(prefix: string, o: { env?: Record<string, string>;
     },
     executors,
     async executor(executorId, opts = {}) {
-      const env = opts.beat ? kitEnv({ ttlMs: TEST_TTL_MS, env: { REDIS_URL: redisUrl() } }) : { AFTERLIFE_KIT: 'off' };
+      const env = opts.beat ? kitEnv({ ttlMs: TEST_TTL_MS, env: { REDIS_URL: redisUrl(), ...opts.env } }) : { AFTERLIFE_KIT: 'off', ...opts.env };
       const e = await startExecutor({ databaseUrl: need(tdb, 'test database').url, applicationName: app, applicationVersion: 'v1', executorId, env });
       executors.push(e);
       if (opts.beat) {
@@ -91,4 +91,14 @@ export function reaperFixture(prefix: string, o: { env?: Record<string, string>;
       return e;
     },
   };
+}
+
+/**
+ * Backdates the reaper's Redis sentinel, as if Redis had kept its keys for `agoMs`: a missing heartbeat key
+ * is evidence of silence only once Redis has kept its keys for a TTL (shared/reaper/deathRule.ts), so tests
+ * that backdate an absence backdate this too, instead of waiting a TTL after the first tick.
+ */
+export async function backdateSentinel(rt: Runtime, agoMs = 3_600_000): Promise<void> {
+  const prefix = rt.config.redis?.keyPrefix ?? 'afterlife';
+  await rt.redis?.set(`${prefix}:${rt.config.applicationName}:reaper:sentinel`, new Date(Date.now() - agoMs).toISOString());
 }

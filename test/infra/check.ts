@@ -487,6 +487,8 @@ const SAMPLES: Record<string, string> = {
   STUCK_POLICY: 'report',
   FORK_TARGET_VERSION: 'latest',
   REAPER_SESSION_EVIDENCE: 'pg_stat_activity',
+  REAPER_RECOVERY: 'inline',
+  REAPER_LIVENESS_EVIDENCE: 'pg_locks',
   LOG_LEVEL: 'INFO',
   DBOS_SYSTEM_SCHEMA: 'dbos',
   AFTERLIFE_SCHEMA: 'afterlife',

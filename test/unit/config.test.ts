@@ -15,7 +15,8 @@ describe('loadConfig', () => {
       heartbeatTtlMs: 15_000,
       database: { kind: 'url', poolMax: 3 },
       recovery: { batchSize: 1_000, orphanedVersionPolicy: 'leave' },
-      reaper: { tickMs: 5_000, stuckAfterMs: 3_600_000, unknownExecutorGraceMs: 600_000 },
+      heartbeatIntervalMs: 250,
+      reaper: { tickMs: 250, leaseMs: 3_000, recovery: 'inline', livenessEvidence: 'pg_locks', livenessSettleMs: 10_000, stuckAfterMs: 3_600_000, unknownExecutorGraceMs: 600_000 },
       fork: { maxForks: 3 },
     });
   });

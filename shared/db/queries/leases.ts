@@ -24,15 +24,31 @@ export async function tryAcquireLease(db: Db, name: string, holder: string, ttlM
   return (res.rowCount ?? 0) > 0;
 }
 
-/** Extends a lease we still hold. False means it expired and someone else may hold it now: stop. */
-export async function renewLease(db: Db, name: string, holder: string, ttlMs: number): Promise<boolean> {
+/**
+ * Extends a lease we still hold, and records that a tick completed (`ticked`). False means it expired and
+ * someone else may hold it now. A lapsed lease nobody took is still ours to renew: the holder name is the
+ * instance's, so an instance back from a database blip carries on instead of waiting out its own lease.
+ */
+export async function renewLease(db: Db, name: string, holder: string, ttlMs: number, ticked = false): Promise<boolean> {
   const res = await db.query(
-    `UPDATE ${table(db)} SET expires_at = now() + make_interval(secs => $3::double precision / 1000)
-      WHERE name = $1 AND holder = $2 AND expires_at >= now()`,
-    [name, holder, ttlMs],
+    `UPDATE ${table(db)} SET expires_at = now() + make_interval(secs => $3::double precision / 1000),
+            last_tick_at = CASE WHEN $4::boolean THEN now() ELSE last_tick_at END
+      WHERE name = $1 AND holder = $2`,
+    [name, holder, ttlMs, ticked],
     'leases.renew',
   );
   return (res.rowCount ?? 0) > 0;
+}
+
+/** Milliseconds since any holder of the lease last completed a tick (database clock); undefined if never. */
+export async function sinceLastTick(db: Db, name: string): Promise<number | undefined> {
+  const res = await db.query<{ ms: string | null }>(
+    `SELECT (EXTRACT(EPOCH FROM now() - last_tick_at) * 1000)::bigint::text AS ms FROM ${table(db)} WHERE name = $1`,
+    [name],
+    'leases.sinceLastTick',
+  );
+  const ms = res.rows[0]?.ms;
+  return ms === null || ms === undefined ? undefined : Number(ms);
 }
 
 /** Gives the lease back so the next invocation need not wait for it to expire. */

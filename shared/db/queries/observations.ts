@@ -8,7 +8,7 @@ import { ident } from '../pool.js';
  */
 const table = (db: Db) => `${ident(db.afterlifeSchema)}.executor_observations`;
 
-export type Evidence = 'heartbeat' | 'sessions';
+export type Evidence = 'heartbeat' | 'sessions' | 'liveness';
 
 export interface ObservationRow {
   executorId: string;
@@ -33,12 +33,17 @@ export async function executorsSeenBeating(db: Db, applicationName: string, exec
  */
 export async function recordPresent(db: Db, applicationName: string, executorIds: string[], evidence: Evidence): Promise<void> {
   if (executorIds.length === 0) return;
+  // Called every tick for every live executor: a row is written only when something changes (a streak to
+  // forget, a declaration to clear, a first or a minute-old beat sighting), so a quiet fleet costs a read.
   await db.query(
     `INSERT INTO ${table(db)} AS o (application_name, executor_id, last_beat_seen_at)
      SELECT $1, id, CASE WHEN $3::text = 'heartbeat' THEN now() END FROM unnest($2::text[]) AS id
      ON CONFLICT (application_name, executor_id) DO UPDATE
         SET last_beat_seen_at = COALESCE(EXCLUDED.last_beat_seen_at, o.last_beat_seen_at),
-            evidence = NULL, first_absent_at = NULL, last_absent_at = NULL, absent_ticks = 0, declared_dead_at = NULL`,
+            evidence = NULL, first_absent_at = NULL, last_absent_at = NULL, absent_ticks = 0, declared_dead_at = NULL
+      WHERE o.evidence IS NOT NULL OR o.first_absent_at IS NOT NULL OR o.declared_dead_at IS NOT NULL OR o.absent_ticks <> 0
+         OR (EXCLUDED.last_beat_seen_at IS NOT NULL
+             AND (o.last_beat_seen_at IS NULL OR o.last_beat_seen_at < now() - interval '1 minute'))`,
     [applicationName, executorIds, evidence],
     'observations.present',
   );

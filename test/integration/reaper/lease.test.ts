@@ -4,20 +4,20 @@ import { ConfigError } from '../../../shared/errors.js';
 import { leaseName, runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { auditedIds, makeOrphans, pendingIds } from '../../helpers/agents.js';
-import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
+import { backdateSentinel, reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 
 /**
- * The lease is renewed only between ticks, so one tick's work must end before the lease can lapse. A real
- * dead executor (a DBOS executor SIGKILLed with four workflows in flight) is recovered inline, one row per
- * batch, while a fault point advances the reaper's clock 4 s per batch — a slow recovery without sleeping.
- * With REAPER_LEASE_MS 40 s and DB_STATEMENT_TIMEOUT_MS 30 s the tick has 10 s: it stops at the boundary
- * after three batches, well inside the 55 s invocation budget. With a long lease the same recovery runs
- * to the end in one tick. A lease that leaves no room for a tick is refused before anything runs.
+ * The lease is renewed after every tick, so one tick's work must stop at a boundary once the lease it
+ * holds would lapse. A real dead executor (a DBOS executor SIGKILLed with four workflows in flight) is
+ * recovered inline, one row per batch, while a fault point advances the reaper's clock 4 s per batch — a
+ * slow recovery without sleeping. With a 6 s lease the tick stops at the boundary after two batches, well
+ * inside the 55 s invocation budget (the next tick carries on). With a long lease the same recovery runs
+ * to the end in one tick. A lease shorter than two ticks is refused before anything runs.
  */
 describe('reaper: a tick never outlives its lease', () => {
   const faults = new FaultInjector();
   const env = { FUNCTION_TIMEOUT_S: '60', BUDGET_MARGIN_MS: '5000', DB_STATEMENT_TIMEOUT_MS: '30000', RECOVERY_BATCH_SIZE: '1' };
-  const fx = reaperFixture('app-lease', { faults, env: { ...env, REAPER_LEASE_MS: '40000' } });
+  const fx = reaperFixture('app-lease', { faults, env: { ...env, REAPER_LEASE_MS: '6000' } });
   const ids = ['lease-0', 'lease-1', 'lease-2', 'lease-3'];
   let skewMs = 0;
   // Frozen at each invocation's start, so only the simulated 4 s per batch moves it: a loaded machine's
@@ -33,8 +33,9 @@ describe('reaper: a tick never outlives its lease', () => {
     return s;
   };
   /** It beat once (the reaper knows it has the kit); its key has been gone for 10 s over one tick. */
-  const absentForTenSeconds = () =>
-    fx.tdb.sql.query(
+  const absentForTenSeconds = async () => {
+    await backdateSentinel(fx.rt);
+    await fx.tdb.sql.query(
       `INSERT INTO afterlife.executor_observations AS o
          (application_name, executor_id, last_beat_seen_at, evidence, first_absent_at, last_absent_at, absent_ticks)
        VALUES ($1, 'exec-dead', now() - interval '15 s', 'heartbeat', now() - interval '10 s', now(), 1)
@@ -42,6 +43,7 @@ describe('reaper: a tick never outlives its lease', () => {
           SET last_beat_seen_at = now() - interval '15 s', evidence = 'heartbeat', first_absent_at = now() - interval '10 s', last_absent_at = now(), absent_ticks = 1, declared_dead_at = NULL`,
       [fx.app],
     );
+  };
 
   beforeAll(async () => {
     await makeOrphans({ databaseUrl: fx.tdb.url, sql: fx.tdb.sql, applicationName: fx.app, executorId: 'exec-dead', applicationVersion: 'v1', ids, stepMs: 60_000 });
@@ -54,10 +56,10 @@ describe('reaper: a tick never outlives its lease', () => {
 
   it('stops the recovery at a batch boundary once the lease (not the invocation) runs short', async () => {
     await absentForTenSeconds();
-    const s = await reap(40_000);
+    const s = await reap(6_000);
     expect(s.errors).toEqual([expect.objectContaining({ pass: 'dead', error: expect.stringContaining('work budget') })]);
-    expect(await auditedIds(fx.tdb.sql, 'exec-dead')).toHaveLength(3);
-    expect(await pendingIds(fx.tdb.sql, 'exec-dead')).toHaveLength(1);
+    expect(await auditedIds(fx.tdb.sql, 'exec-dead')).toHaveLength(2);
+    expect(await pendingIds(fx.tdb.sql, 'exec-dead')).toHaveLength(2);
     // Released on the way out, never lapsed under the holder.
     expect((await readLease(fx.rt.db, leaseName(fx.app)))?.holder).toBeNull();
   });
@@ -72,9 +74,9 @@ describe('reaper: a tick never outlives its lease', () => {
     expect(await auditedIds(fx.tdb.sql, 'exec-dead')).toEqual(ids);
   });
 
-  it('a lease with no room for a tick after a statement is refused before the lease is taken', async () => {
+  it('a lease shorter than two ticks is refused before the lease is taken', async () => {
     await fx.tdb.sql.query(`DELETE FROM afterlife.leases`);
-    await expect(reap(30_500)).rejects.toBeInstanceOf(ConfigError);
+    await expect(reap(1_500)).rejects.toBeInstanceOf(ConfigError);
     expect(await readLease(fx.rt.db, leaseName(fx.app))).toBeUndefined();
   });
 });

@@ -5,7 +5,7 @@ import { sessionPrefix } from '../../../shared/dbos/reaper.js';
 import { runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
-import { FAST_REAPER_ENV, reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
+import { backdateSentinel, FAST_REAPER_ENV, reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { ADMIN_DATABASE_URL } from '../../helpers/services.js';
 
@@ -68,14 +68,16 @@ describe('reaper: an executor without the kit', () => {
       [app],
     );
     // Its key has "been absent" for 10 s over a tick already: enough for a kit that beats.
-    const absent = () =>
-      tdb.sql.query(
+    const absent = async () => {
+      await backdateSentinel(fx.rt);
+      await tdb.sql.query(
         `INSERT INTO afterlife.executor_observations AS o (application_name, executor_id, evidence, first_absent_at, last_absent_at, absent_ticks)
          VALUES ($1, 'exec-nokit', 'heartbeat', now() - interval '10 s', now(), 1)
          ON CONFLICT (application_name, executor_id) DO UPDATE
             SET evidence = 'heartbeat', first_absent_at = now() - interval '10 s', last_absent_at = now(), absent_ticks = 1, declared_dead_at = NULL`,
         [app],
       );
+    };
     try {
       await absent();
       for (let i = 0; i < 2; i++) expect((await tick(fx.rt)).declaredDead).toEqual([]);

@@ -9,7 +9,7 @@ import { silentLogger } from '../../../shared/log.js';
 import { runReaper } from '../../../shared/reaper/index.js';
 import { serve } from '../../helpers/cloudEvents.js';
 import { uniqueName, waitFor, workflowRows } from '../../helpers/db.js';
-import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
+import { backdateSentinel, reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 
 /**
  * The production path of a reaper-detected death: the reaper publishes a `heartbeat-lapsed` death notice
@@ -27,17 +27,20 @@ describe.skipIf(!emulatorHost)('reaper: death notices through Pub/Sub', () => {
   let bridge: Bridge;
   let server: Awaited<ReturnType<typeof serve>>;
 
-  /** The executor's key has been gone for 10 s, seen on one tick: the next tick declares it. */
-  const makeAbsent = (executorId: string) =>
-    fx.tdb.sql.query(
-      `UPDATE afterlife.executor_observations SET evidence = 'heartbeat', first_absent_at = now() - interval '10 s',
+  /** Its lock free and its key gone for 10 s, seen on one tick (Redis kept its keys): the next tick declares it. */
+  const makeAbsent = async (executorId: string) => {
+    await backdateSentinel(fx.rt);
+    await fx.tdb.sql.query(
+      `UPDATE afterlife.executor_observations SET evidence = 'liveness', first_absent_at = now() - interval '10 s',
               last_absent_at = now(), absent_ticks = 1 WHERE application_name = $1 AND executor_id = $2`,
       [fx.app, executorId],
     );
+  };
+  /** REAPER_RECOVERY=notice: the reaper publishes and executorDeath recovers (the default recovers inline). */
   const deps = (topicName: string) =>
     testReaperDeps(fx.rt, {
       publisher: new PubSubPublisher(pubsub),
-      config: { ...fx.rt.config, topics: { ...fx.rt.config.topics, executorDeaths: topicName } },
+      config: { ...fx.rt.config, topics: { ...fx.rt.config.topics, executorDeaths: topicName }, reaper: { ...fx.rt.config.reaper, recovery: 'notice' } },
     });
   /** Starts an executor with the kit running two long workflows, lets the reaper see it beat, SIGKILLs it. */
   const victim = async (executorId: string, ids: string[]) => {

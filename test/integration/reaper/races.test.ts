@@ -7,7 +7,7 @@ import { leaseName, runReaper, type ReaperSummary } from '../../../shared/reaper
 import { FaultInjector, noFaults } from '../../../shared/testing/faults.js';
 import { serve } from '../../helpers/cloudEvents.js';
 import { type TestDatabase, waitFor, workflowRows } from '../../helpers/db.js';
-import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
+import { backdateSentinel, reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 import type { testRuntime } from '../../helpers/runtime.js';
 
 /**
@@ -34,17 +34,22 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
       { maxTicks: 1, ...(o.dryRun ? { dryRun: true } : {}) },
     ).then(completed);
 
-  /** The dead executor's key has been gone for 10 s, seen on one tick: the next tick sees TTL and 2 ticks. */
-  const makeAbsent = (executorId: string) =>
-    tdb.sql.query(
+  /**
+   * The dead executor's lock has been free and its key gone for 10 s, seen on one tick (and Redis has kept
+   * its keys for an hour): the next tick is the second observation of both witnesses.
+   */
+  const makeAbsent = async (executorId: string) => {
+    await backdateSentinel(rt);
+    await tdb.sql.query(
       `INSERT INTO afterlife.executor_observations AS o
          (application_name, executor_id, last_beat_seen_at, evidence, first_absent_at, last_absent_at, absent_ticks)
-       VALUES ($1, $2, now() - interval '15 s', 'heartbeat', now() - interval '10 s', now(), 1)
+       VALUES ($1, $2, now() - interval '15 s', 'liveness', now() - interval '10 s', now(), 1)
        ON CONFLICT (application_name, executor_id) DO UPDATE
-          SET evidence = 'heartbeat', first_absent_at = now() - interval '10 s', last_absent_at = now(),
+          SET evidence = 'liveness', first_absent_at = now() - interval '10 s', last_absent_at = now(),
               absent_ticks = 1, declared_dead_at = NULL`,
       [app, executorId],
     );
+  };
   /** Claimed two hours ago, no checkpoint since: quiet for longer than STUCK_AFTER_MS (1 min here). */
   const backdateStuck = (ids: string[]) =>
     tdb.sql.query(

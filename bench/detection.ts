@@ -1,0 +1,166 @@
+/**
+ * bench/detection — how long after a crash (SIGKILL) does a dead executor's work run again? (issue #9)
+ *
+ *   npm run bench:detection -- [--kills 10] [--workflows 20] [--modes liveness,heartbeat] [--schedule-ms 60000]
+ *
+ * The local stack as `npm start` runs it (the reaper and executorDeath served by functions-framework, the
+ * Pub/Sub emulator when installed, a Scheduler stand-in), at the production defaults: the kit's beat every
+ * 250 ms with a 15 s TTL, a reaper tick every 250 ms, a 3 s lease, FUNCTION_TIMEOUT_S 150 and a call every
+ * 60 s as Terraform deploys it. One survivor executor with the kit stays up. For each kill, a fresh victim
+ * executor with the kit starts `--workflows` agent workflows (2 steps of 3 s), is SIGKILLed at a random
+ * moment inside its first step, and the bench measures, from the kill:
+ *   declared   the recovery's audit row (the reaper declared it and began recovering)
+ *   first step the first step that starts on the survivor for the victim's workflows
+ *   finished   the last of the victim's workflows SUCCESS
+ * Modes, side by side in one run: `liveness` (the kit holds its liveness lock: the default) and `heartbeat`
+ * (AFTERLIFE_LIVENESS=off: the heartbeat-only rule). Times are the database clock (step_runs.at,
+ * recoveries.started_at) against the kill's wall clock on the same machine.
+ */
+import { randomBytes } from 'node:crypto';
+import { loadavg } from 'node:os';
+import pg from 'pg';
+import { consoleLogger } from '../shared/log.js';
+import { type AgentExecutor, startAgentExecutor } from '../scripts/stack/executor.js';
+import { startStack } from '../scripts/stack/index.js';
+import { createDbosDatabase, dropDatabase, median } from './lib.js';
+
+const args = process.argv.slice(2);
+const arg = (name: string, def: string) => (args.includes(`--${name}`) ? String(args[args.indexOf(`--${name}`) + 1]) : def);
+const KILLS = Number(arg('kills', '10'));
+const WORKFLOWS = Number(arg('workflows', '20'));
+const MODES = arg('modes', 'liveness,heartbeat').split(',') as Array<'liveness' | 'heartbeat'>;
+const SCHEDULE_MS = Number(arg('schedule-ms', '60000'));
+const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const STEP_MS = 3_000;
+
+interface Trial {
+  mode: string;
+  declaredMs: number;
+  firstStepMs: number;
+  finishedMs: number;
+}
+
+const log = consoleLogger({ component: 'bench-detection' }, 'WARNING');
+
+async function main(): Promise<void> {
+  const app = `bench-detect-${randomBytes(3).toString('hex')}`;
+  const dbName = `afterlife_bench_detect_${process.pid}`;
+  const url = await createDbosDatabase(dbName);
+  const sql = new pg.Pool({ connectionString: url, max: 2 });
+  const load0 = loadavg();
+  const stack = await startStack({
+    env: {
+      ...process.env,
+      DATABASE_URL: url,
+      REDIS_URL,
+      DBOS_APPLICATION_NAME: app,
+      REDIS_KEY_PREFIX: `afterlife-bench-${process.pid}`,
+      FUNCTION_TIMEOUT_S: '150',
+      LOG_LEVEL: 'WARNING',
+    },
+    scheduleMs: SCHEDULE_MS,
+    logger: log,
+  });
+  const executors: AgentExecutor[] = [];
+  const kitEnv = (liveness: boolean): Record<string, string> => ({
+    ...stack.env,
+    AFTERLIFE_KIT: 'on',
+    AFTERLIFE_LIVENESS: liveness ? 'on' : 'off',
+    DBOS_APP_NAME: app,
+    REDIS_KEY_PREFIX: stack.env.REDIS_KEY_PREFIX ?? 'afterlife',
+    ...(stack.pubsub.kind === 'emulator' ? {} : { AFTERLIFE_PUBLISH: 'none' }),
+  });
+  const start = async (executorId: string, liveness: boolean) => {
+    const e = await startAgentExecutor({ databaseUrl: url, applicationName: app, applicationVersion: 'v1', executorId, env: kitEnv(liveness) });
+    executors.push(e);
+    return e;
+  };
+  const trials: Trial[] = [];
+  try {
+    await sql.query(`CREATE TABLE IF NOT EXISTS public.step_runs (workflow_id text NOT NULL, step integer NOT NULL, executor_id text NOT NULL, phase text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`);
+    await start('survivor', true);
+    // Steady state: Redis has kept its keys for a TTL, as in production (a missing key is evidence only then).
+    await new Promise((r) => setTimeout(r, 16_000));
+    console.log(`stack: pub/sub ${stack.pubsub.kind}; reaper called every ${SCHEDULE_MS} ms; load ${load0.map((l) => l.toFixed(2)).join(' ')}`);
+    for (const mode of MODES) {
+      for (let k = 0; k < KILLS; k++) {
+        const t = await trial(mode, k, start, sql);
+        trials.push(t);
+        console.log(`${mode} #${k + 1}: declared ${t.declaredMs} ms, first step ${t.firstStepMs} ms, finished ${t.finishedMs} ms`);
+      }
+    }
+  } finally {
+    await Promise.all(executors.map((e) => e.stop()));
+    await stack.stop();
+    await sql.end();
+    await dropDatabase(dbName);
+  }
+  report(trials, load0);
+}
+
+async function trial(mode: 'liveness' | 'heartbeat', k: number, start: (id: string, liveness: boolean) => Promise<AgentExecutor>, sql: pg.Pool): Promise<Trial> {
+  const victimId = `victim-${mode}-${k}`;
+  const victim = await start(victimId, mode === 'liveness');
+  const ids = Array.from({ length: WORKFLOWS }, (_, i) => `${victimId}-wf-${i}`);
+  for (const id of ids) await victim.start(id, { steps: 2, stepMs: STEP_MS });
+  await until(`${WORKFLOWS} steps started on ${victimId}`, 30_000, async () => {
+    const r = await sql.query<{ n: number }>(`SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE executor_id = $1 AND phase = 'start'`, [victimId]);
+    return r.rows[0]?.n === WORKFLOWS;
+  });
+  // A random moment against the beat and the tick grids, inside the first step.
+  await new Promise((r) => setTimeout(r, 200 + Math.random() * 1_500));
+  const killedAt = Date.now();
+  victim.kill('SIGKILL');
+  await victim.exited;
+  const firstStep = await until(`the survivor starts ${victimId}'s work`, 90_000, async () => {
+    const r = await sql.query<{ t: Date | null }>(`SELECT min(at) AS t FROM public.step_runs WHERE executor_id = 'survivor' AND phase = 'start' AND workflow_id = ANY($1)`, [ids]);
+    return r.rows[0]?.t?.getTime();
+  });
+  const finished = await until(`${victimId}'s workflows SUCCESS`, 120_000, async () => {
+    const r = await sql.query<{ n: number; last: string | null }>(
+      `SELECT count(*)::int AS n, max(updated_at)::text AS last FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status = 'SUCCESS'`,
+      [ids],
+    );
+    return r.rows[0]?.n === WORKFLOWS ? Number(r.rows[0].last) : undefined;
+  });
+  const declared = await sql.query<{ t: Date | null }>(`SELECT min(started_at) AS t FROM afterlife.recoveries WHERE executor_id = $1`, [victimId]);
+  const declaredAt = declared.rows[0]?.t?.getTime() ?? NaN;
+  return { mode, declaredMs: declaredAt - killedAt, firstStepMs: firstStep - killedAt, finishedMs: finished - killedAt };
+}
+
+function report(trials: Trial[], load0: number[]): void {
+  const p95 = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s[Math.min(s.length - 1, Math.ceil(0.95 * s.length) - 1)] ?? NaN;
+  };
+  const fmt = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+  const rows: Record<string, Record<string, number>> = {};
+  console.log(`\n| mode | kills | kill → declared (median / p95 / max) | kill → first step (median / p95 / max) | kill → all finished (median / p95 / max) |`);
+  console.log(`|---|---|---|---|---|`);
+  for (const mode of MODES) {
+    const ts = trials.filter((t) => t.mode === mode);
+    if (!ts.length) continue;
+    const col = (f: (t: Trial) => number) => {
+      const xs = ts.map(f);
+      return `${fmt(median(xs))} / ${fmt(p95(xs))} / ${fmt(Math.max(...xs))}`;
+    };
+    rows[mode] = { firstStep: median(ts.map((t) => t.firstStepMs)), declared: median(ts.map((t) => t.declaredMs)) };
+    console.log(`| ${mode} | ${ts.length} | ${col((t) => t.declaredMs)} | ${col((t) => t.firstStepMs)} | ${col((t) => t.finishedMs)} |`);
+  }
+  if (rows.liveness && rows.heartbeat) {
+    console.log(`\nheartbeat-only / liveness, median kill → first step: ${(rows.heartbeat.firstStep! / rows.liveness.firstStep!).toFixed(1)}×`);
+  }
+  console.log(`load average before ${load0.map((l) => l.toFixed(2)).join(' ')}, after ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+}
+
+async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+await main();

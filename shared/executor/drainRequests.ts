@@ -1,0 +1,66 @@
+import { findDrainRequest, type DrainRequest } from '../db/queries/drainRequests.js';
+import type { Db } from '../db/pool.js';
+import { pendingByVersion } from '../dbos/recovery.js';
+import type { Logger } from '../log.js';
+import { guarded } from './guarded.js';
+
+/**
+ * The kit's Postgres poll, on its own timer so a slow database never delays a beat: a drain request
+ * addressed to this executor or its version (the drain function writes them), and — only when DBOS's
+ * in-process count is unreachable — the in-flight count from PENDING rows. It runs once at attach, so an
+ * executor of a version being drained never dequeues before it has looked.
+ */
+export const DRAIN_POLL_MS = 1_000;
+
+export interface DrainPollOptions {
+  db: Db;
+  applicationName: string;
+  executorId: string;
+  applicationVersion: string;
+  logger: Logger;
+  /** Whether to look for drain requests now (false once draining). */
+  alive: () => boolean;
+  /** Whether DBOS's own running count is unreachable, so the fallback count is needed. */
+  needsCount: () => boolean;
+  onCount: (n: number) => void;
+  onRequest: (req: DrainRequest) => void;
+  everyMs?: number;
+}
+
+export class DrainPoller {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly o: DrainPollOptions) {}
+
+  async start(): Promise<void> {
+    await this.poll();
+    this.timer = setInterval(() => {
+      // A poll still running is not started again.
+      this.running ??= this.poll().finally(() => (this.running = undefined));
+    }, this.o.everyMs ?? DRAIN_POLL_MS);
+  }
+
+  private async poll(): Promise<void> {
+    const o = this.o;
+    if (this.stopped) return;
+    if (o.needsCount()) {
+      const pending = await guarded(o.logger, 'count in-flight workflows', () => pendingByVersion(o.db, o.applicationName, o.executorId));
+      if (pending) o.onCount(pending.reduce((n, p) => n + p.count, 0));
+    }
+    if (this.stopped || !o.alive()) return;
+    const req = await guarded(o.logger, 'poll drain requests', () =>
+      findDrainRequest(o.db, { applicationName: o.applicationName, executorId: o.executorId, applicationVersion: o.applicationVersion }),
+    );
+    if (req && o.alive() && !this.stopped) {
+      o.logger.notice('drain requested', { requestId: req.id, budgetMs: req.budgetMs });
+      o.onRequest(req);
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+  }
+}

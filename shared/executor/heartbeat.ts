@@ -1,0 +1,97 @@
+import type { Redis } from 'ioredis';
+import type { HeartbeatValue } from '../heartbeat/index.js';
+import { withTimeout } from '../lifecycle/shutdown.js';
+import type { Logger } from '../log.js';
+
+/**
+ * The kit's heartbeat: the Redis key `{prefix}:{app}:hb:{executorId}`, rewritten every `intervalMs` with a
+ * PX TTL. The interval is what detection waits on (a crashed executor's beat is "stale" after two of them);
+ * the TTL only bounds how long a silent key lingers and is the heartbeat-only rule's tolerance. One beat is
+ * bounded by its interval, retry included: a Redis that never answers must not pile up beats or hold up
+ * attach. A miss is never fatal, but a heartbeat that could not be written for a whole TTL is logged loudly
+ * (event `heartbeat_lost`) — without the liveness lock the reaper would now declare this executor dead.
+ */
+export const DEFAULT_HEARTBEAT_TTL_MS = 15_000;
+export const DEFAULT_HEARTBEAT_INTERVAL_MS = 250;
+
+export class Heartbeat {
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private lastOkAt = Date.now();
+  private lost = false;
+  private failures = 0;
+  private lastWarnAt = 0;
+  /** Times the heartbeat went unwritten for a TTL (process lifetime). */
+  lostCount = 0;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly key: string,
+    private readonly ttlMs: number,
+    readonly intervalMs: number,
+    private readonly value: () => HeartbeatValue,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.beat(), this.intervalMs);
+  }
+
+  /** Writes one beat now. Nothing is written once stop() has begun: the key's DEL must be the last word. */
+  async beat(): Promise<void> {
+    const deadline = Date.now() + Math.max(100, this.intervalMs);
+    for (let attempt = 1; ; attempt++) {
+      if (this.stopped) return;
+      try {
+        await withTimeout(this.redis.set(this.key, JSON.stringify(this.value()), 'PX', this.ttlMs), Math.max(1, deadline - Date.now()));
+        this.ok();
+        return;
+      } catch (err) {
+        const pause = Math.min(100, this.intervalMs / 4);
+        if (attempt === 2 || deadline - Date.now() <= pause) {
+          this.failed(err);
+          return;
+        }
+        await new Promise((r) => setTimeout(r, pause));
+      }
+    }
+  }
+
+  private ok(): void {
+    if (this.lost) {
+      this.log.notice('heartbeat written again', { silentMs: Date.now() - this.lastOkAt, event: 'heartbeat_restored' });
+      this.lost = false;
+    }
+    this.lastOkAt = Date.now();
+  }
+
+  private failed(err: unknown): void {
+    const silentMs = Date.now() - this.lastOkAt;
+    // Beats come several times a second: one line a second at most, with the count it stands for.
+    this.failures += 1;
+    if (Date.now() - this.lastWarnAt >= 1_000) {
+      this.log.warn('heartbeat write failed; the next beat retries', { err, silentMs, failures: this.failures, event: 'heartbeat_failed' });
+      this.lastWarnAt = Date.now();
+      this.failures = 0;
+    }
+    if (!this.lost && silentMs >= this.ttlMs) {
+      this.lost = true;
+      this.lostCount += 1;
+      this.log.error('heartbeat not written for a whole TTL: only the liveness lock now vouches for this executor', {
+        silentMs,
+        ttlMs: this.ttlMs,
+        lostCount: this.lostCount,
+        err,
+        event: 'heartbeat_lost',
+      });
+    }
+  }
+
+  /** Stops beating and deletes the key: a key deleted is a clean exit, a key that expires is a crash. */
+  async stop(capMs: number): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await withTimeout(this.redis.del(this.key), capMs).catch((err: unknown) => this.log.warn('heartbeat delete failed; it expires with its TTL', { err }));
+  }
+}

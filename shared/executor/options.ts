@@ -1,0 +1,71 @@
+import type { Redis } from 'ioredis';
+import type { Publisher } from '../events/publisher.js';
+import type { Logger } from '../log.js';
+
+export type KitState = 'alive' | 'draining' | 'drained' | 'exiting';
+
+export interface ExecutorKitOptions {
+  /** Where afterlife's schema and DBOS's system tables live (usually the DBOS system database). */
+  databaseUrl: string;
+  /** Defaults to the DBOS app's `name`. */
+  applicationName?: string;
+  dbosSchema?: string;
+  afterlifeSchema?: string;
+  /** Heartbeats need Redis; without it the kit still drains and publishes (logged as degraded). */
+  redisUrl?: string;
+  redis?: Redis;
+  keyPrefix?: string;
+  heartbeatTtlMs?: number;
+  /** Time between beats (default 250 ms): a crashed executor's heartbeat reads stale after two of them. */
+  heartbeatIntervalMs?: number;
+  /**
+   * Hold the liveness lock (default true): a session advisory lock on a connection of the kit's own, free the
+   * moment the process dies. Turn it off only when `databaseUrl` goes through a pooler in transaction mode
+   * (PgBouncer), where session locks do not hold; or give `livenessDatabaseUrl` a direct route instead.
+   */
+  liveness?: boolean;
+  /** Where the liveness connection goes, if not `databaseUrl` (a direct route past a pooler). */
+  livenessDatabaseUrl?: string;
+  /** `pubsub`: the real client (PUBSUB_EMULATOR_HOST is honoured); `none`: no death notices (the reaper finds them). */
+  publisher?: Publisher | 'pubsub' | 'none';
+  project?: string;
+  topic?: string;
+  publishTimeoutMs?: number;
+  /** DBOS's default executor ID `local` is refused unless this is set: a shared ID recovers live siblings' work. */
+  allowLocalExecutorId?: boolean;
+  /** Time between SIGTERM and SIGKILL (Cloud Run: 10 s). */
+  shutdownGraceMs?: number;
+  /** Safety margin: the SIGTERM drain budget (signal → exit) is grace − margin, 8 s on Cloud Run. */
+  shutdownMarginMs?: number;
+  /** Of that budget, kept for the death notice, the heartbeat delete and the exit; the rest waits for work. */
+  handOverReserveMs?: number;
+  /** Install SIGTERM/SIGINT handlers (default true). */
+  handleSignals?: boolean;
+  /**
+   * After a planned drain, exit instead of staying up idle (default false). A drain whose budget ran out
+   * with workflows still PENDING or running exits regardless (see `drain`).
+   */
+  exitAfterPlannedDrain?: boolean;
+  logger?: Logger;
+  /**
+   * What a fenced kit does (declared dead by someone else, or its workflows moved): by default it exits
+   * with FENCED_EXIT_CODE at once. Tests and embedders may take the exit themselves.
+   */
+  onFenced?: (exitCode: number) => void;
+}
+
+export interface ExecutorKit {
+  readonly executorId: string;
+  readonly applicationName: string;
+  readonly applicationVersion: string;
+  readonly state: KitState;
+  /** True from the first moment of a drain: the app should refuse new work (answer 503). */
+  readonly draining: boolean;
+  /** Resolves when a drain (planned or signalled) has finished waiting for in-flight work. */
+  readonly drained: Promise<void>;
+  /** Drain now, as a drain request would. */
+  drain(budgetMs: number): Promise<void>;
+  /** Stops beating and closes the kit's connections; DBOS is left alone. For tests and custom shutdowns. */
+  close(): Promise<void>;
+}
+

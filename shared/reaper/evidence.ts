@@ -1,0 +1,68 @@
+import { parseHeartbeat, heartbeatKey } from '../heartbeat/index.js';
+import { readLiveness } from '../liveness/held.js';
+import type { Beat } from './deathRule.js';
+import type { ReaperDeps } from './types.js';
+
+/**
+ * The two witnesses, read once a tick for every candidate: heartbeats from Redis (one round trip) and
+ * liveness locks from Postgres (one statement). A failure to read is never a reading of "dead".
+ */
+export interface Beats {
+  beats: Map<string, Beat>;
+  /** How long Redis has kept its keys: the age of the reaper's sentinel (SET NX, no TTL). */
+  keptKeysMs: number;
+  /** The sentinel was missing: Redis was flushed or restarted since the last tick (or this is the first). */
+  lostKeys: boolean;
+}
+
+export async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats | { skipped: string }> {
+  if (!deps.redis) return { skipped: 'REDIS_URL is not set' };
+  const prefix = deps.config.redis?.keyPrefix ?? 'afterlife';
+  const sentinel = `${prefix}:${deps.config.applicationName}:reaper:sentinel`;
+  const now = deps.clock();
+  try {
+    const replies = await deps.redis
+      .multi()
+      .set(sentinel, new Date(now).toISOString(), 'NX')
+      .get(sentinel)
+      .mget(...ids.map((id) => heartbeatKey(deps.config.applicationName, id, prefix)))
+      .exec();
+    if (!replies) throw new Error('transaction aborted');
+    const [[setErr, created], [getErr, since], [mgetErr, values]] = replies as [[Error | null, unknown], [Error | null, string | null], [Error | null, Array<string | null>]];
+    if (setErr || getErr || mgetErr) throw setErr ?? getErr ?? mgetErr;
+    const beats = new Map<string, Beat>();
+    ids.forEach((id, i) => {
+      const raw = values[i];
+      if (raw === null || raw === undefined) {
+        beats.set(id, { present: false });
+        return;
+      }
+      const v = parseHeartbeat(raw);
+      const at = v ? Date.parse(v.beatAt) : NaN;
+      beats.set(id, { present: true, beatAt: Number.isFinite(at) ? at : undefined, beatEveryMs: v?.beatEveryMs });
+    });
+    const sinceMs = since ? Date.parse(since) : NaN;
+    return { beats, keptKeysMs: Number.isFinite(sinceMs) ? Math.max(0, now - sinceMs) : 0, lostKeys: created === 'OK' };
+  } catch (err) {
+    return { skipped: `redis unreachable: ${err instanceof Error ? err.message : String(err)}` };
+  }
+}
+
+/** Which candidates hold their liveness lock, and whether a free one is evidence this tick (and if not, why). */
+export interface LockEvidence {
+  held: Set<string>;
+  freeIsEvidence: boolean;
+  reason?: string;
+}
+
+export async function readLocks(deps: ReaperDeps, ids: string[]): Promise<LockEvidence> {
+  const { config } = deps;
+  if (config.reaper.livenessEvidence === 'none') return { held: new Set(), freeIsEvidence: false, reason: 'REAPER_LIVENESS_EVIDENCE=none' };
+  if (ids.length === 0) return { held: new Set(), freeIsEvidence: true };
+  const r = await readLiveness(deps.db, config.applicationName, ids);
+  if (r.upMs < config.reaper.livenessSettleMs) {
+    // A held lock still proves life; a free one may only be a kit that has not reconnected yet.
+    return { held: r.held, freeIsEvidence: false, reason: `postgres started ${Math.round(r.upMs / 100) / 10} s ago: the kits are re-taking their locks` };
+  }
+  return { held: r.held, freeIsEvidence: true };
+}
