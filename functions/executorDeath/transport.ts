@@ -20,7 +20,7 @@ export interface HttpRequestLike {
 
 export function readDelivery(req: HttpRequestLike): Delivery {
   const reject = (status: number, code: string, error: string): Delivery => ({ ok: false, status, body: { error, code } });
-  if (req.method !== 'POST') return reject(405, 'method_not_allowed', 'use POST: executorDeath receives Pub/Sub CloudEvents from Eventarc');
+  if (req.method !== 'POST') return reject(405, 'method_not_allowed', 'use POST: executorDeath receives Pub/Sub deliveries (a CloudEvent, or a push subscription body)');
   const media = header(req, 'content-type')?.split(';')[0]?.trim().toLowerCase();
   if (media === 'application/cloudevents+json') {
     const ev = req.body;
