@@ -3,17 +3,17 @@
  *
  * The local stack comes up (scripts/stack: Postgres, Redis, Pub/Sub, the functions, the reaper's
  * scheduler). Two real DBOS executors of the example agent app (exec-A, exec-B, version v1) start 20
- * agent-like workflows with long steps. exec-A is SIGKILLed mid-step — nothing of it survives, so the
- * reaper notices its heartbeat is gone and publishes a death notice; executorDeath re-enqueues its
- * workflows. A replacement (exec-C) starts, as Cloud Run would, and while exec-A's recovery is under way
- * exec-B gets SIGTERM (a scale-in): its kit drains in-flight steps and publishes a notice for what is
- * left. exec-C finishes everything. A timeline is printed until every workflow is SUCCESS.
+ * agent-like workflows with long steps. exec-A is SIGKILLed mid-step — nothing of it survives: Postgres
+ * frees its liveness lock and its heartbeat goes stale, so the reaper declares it dead and re-enqueues its
+ * workflows. While exec-A's recovery is under way exec-B gets SIGTERM (a scale-in): its kit drains in-flight
+ * steps and publishes a notice for what is left, and a replacement (exec-C) starts, as Cloud Run would.
+ * exec-C finishes everything. A timeline is printed until every workflow is SUCCESS.
  *
  * Where a part is missing from the build (no reaper target, an app without the kit), the demo publishes
  * the death notice itself, as `afterlife recover` would, and says so in the timeline.
  *
  *   DEMO_WORKFLOWS (20)  DEMO_STEPS (5)  DEMO_STEP_MS (4000)  DEMO_TIMEOUT_S (240)
- *   HEARTBEAT_TTL_MS (3000 here)  REAPER_TICK_MS (1000 here)  plus everything `npm start` reads
+ *   HEARTBEAT_TTL_MS (3000 here)  plus everything `npm start` reads
  */
 import pg from 'pg';
 import { deathNotice, type DeathReason } from '../shared/events/deathNotice.js';
@@ -33,7 +33,6 @@ const STEPS = num('DEMO_STEPS', 5);
 const STEP_MS = num('DEMO_STEP_MS', 4_000);
 const TIMEOUT_MS = num('DEMO_TIMEOUT_S', 240) * 1000;
 env.HEARTBEAT_TTL_MS ||= '3000';
-env.REAPER_TICK_MS ||= '1000';
 env.LOCAL_SCHEDULE_MS ||= '2000';
 const TTL_MS = Number(env.HEARTBEAT_TTL_MS);
 const VERSION = 'v1';
@@ -151,15 +150,15 @@ async function main(): Promise<boolean> {
     await a.exited;
     say(`SIGKILL exec-A — ${pendingA} workflows left PENDING on it; no drain, no notice: only its heartbeat stops`);
 
-    await spawn('exec-C');
-    say('exec-C is the replacement instance (Cloud Run starts one when capacity drops)');
-    const viaReaper = reaper && a.kit;
-    if (!viaReaper) await publishNotice(s, app, 'exec-A', 'manual');
-
-    // The scale-in lands while exec-A's recovery is under way, so exec-B is mid-work when it drains.
+    // The scale-in lands right away, while exec-A's recovery is under way (the reaper declares a crash in
+    // about a second), so exec-B is mid-work when it drains; the replacement starts meanwhile.
     const pendingB = await pendingOn(db, 'exec-B');
     b.child.kill('SIGTERM');
     say(`SIGTERM exec-B (scale-in) with ${pendingB} workflows PENDING on it`);
+    const viaReaper = reaper && a.kit;
+    if (!viaReaper) await publishNotice(s, app, 'exec-A', 'manual');
+    await spawn('exec-C');
+    say('exec-C is the replacement instance (Cloud Run starts one when capacity drops)');
     const exit = await Promise.race([b.exited, sleep(15_000).then(() => undefined)]);
     if (!exit) {
       say('exec-B still running 15 s after SIGTERM: SIGKILL (Cloud Run would have killed it after 10 s)');

@@ -3,6 +3,7 @@ import { pendingByVersion } from '../../shared/dbos/recovery.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
 import { deathNotice } from '../../shared/events/deathNotice.js';
 import { heartbeatKey, readHeartbeat } from '../../shared/heartbeat/index.js';
+import { readLiveness } from '../../shared/liveness/held.js';
 import { recoverExecutor } from '../../shared/resume/recoverExecutor.js';
 import type { CliContext } from '../context.js';
 import { duration } from '../format.js';
@@ -12,7 +13,8 @@ import type { CommandResult } from './types.js';
 /**
  * `afterlife recover <executorId> [--dry-run] [--force]`: the same recovery executorDeath runs (lock or
  * degraded → mark dead → DBOS's recovery statement in batches → audit), from an operator's terminal.
- * Refuses an executor whose heartbeat is fresh unless --force: recovering live work runs steps twice.
+ * Refuses an executor that holds its liveness lock or whose heartbeat is fresh unless --force: recovering
+ * live work runs steps twice.
  */
 export async function recover(ctx: CliContext, executorId: string, o: { dryRun: boolean; force: boolean }): Promise<CommandResult<RecoverOutput>> {
   const { db, config } = ctx;
@@ -38,6 +40,12 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
     return { json: out, text, exitCode: 0 };
   }
 
+  if (!o.force && (await readLiveness(db, app, [executorId])).held.has(executorId)) {
+    // Postgres's word, Redis or not: the process still has its session.
+    throw new Error(
+      `${executorId} holds its liveness lock (its process still has a Postgres session): it is alive, and recovering its workflows would run their steps twice. Use --force if you are sure it is gone (a live executor fences itself and exits).`,
+    );
+  }
   if (!o.force && !(ctx.redis && ctx.redisReady)) {
     // Without the heartbeat there is no evidence the executor is gone (Memorystore is VPC-only, so a laptop
     // often cannot see it): recovering a live executor would run its steps twice.

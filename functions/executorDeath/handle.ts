@@ -6,6 +6,7 @@ import { forkDepsFromRuntime } from '../../shared/fork/deps.js';
 import { forkOrphansToLatest } from '../../shared/fork/orphans.js';
 import { type DecodedMessage, decodePubSubJson } from '../../shared/events/pubsub.js';
 import { heartbeatKey, readHeartbeat } from '../../shared/heartbeat/index.js';
+import { readLiveness } from '../../shared/liveness/held.js';
 import { waitReady } from '../../shared/lock/redis.js';
 import { budgetFrom } from '../../shared/lifecycle/deadline.js';
 import { recoverExecutor, type RecoverySummary } from '../../shared/resume/recoverExecutor.js';
@@ -67,7 +68,15 @@ export async function handleDecodedDeath(rt: Runtime, decoded: DecodedMessage<De
     log.warn('foreign death notice acked', { event: 'poison_message', reason });
     return { ack: true, kind: 'poison', reason, issues: [] };
   }
-  const refusal = await aliveRefusal(rt, notice);
+  let refusal: string | undefined;
+  try {
+    refusal = await aliveRefusal(rt, notice);
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    const code = typeof (err as { code?: unknown }).code === 'string' ? String((err as { code: string }).code) : 'error';
+    log.warn('death notice nacked for redelivery', { event: 'recovery_retry', reason, code });
+    return { ack: false, kind: 'retry', reason, code };
+  }
   if (refusal) {
     log.warn('death notice about a live executor refused (acked)', { event: 'death_notice_refused', executorId: notice.executorId, reason: refusal, noticeReason: notice.reason });
     return { ack: true, kind: 'refused', reason: refusal };
@@ -139,7 +148,7 @@ function admission(rt: Runtime): DbBudget {
 /**
  * Anyone who may publish on `executor-deaths` (every executor's service account) can name any executor.
  * A `manual`, `sigterm` or `drained` notice is the death itself, not an inference the recovery re-checks,
- * so it is held against the heartbeat here: an executor whose key says `alive` (or whose key is there but
+ * so it is held against the evidence of life here: an executor whose key says `alive` (or whose key is there but
  * unreadable: a live writer) is not dead, and only `force: true` overrides that. Its own `sigterm` or
  * `drained` notice arrives while its key says `draining`/`drained`, or after the key is gone. When Redis
  * cannot answer there is no evidence of life: the notice goes ahead (as `afterlife recover --force` would
@@ -147,7 +156,13 @@ function admission(rt: Runtime): DbBudget {
  * recovery itself (a key that is back makes them a false alarm).
  */
 async function aliveRefusal(rt: Runtime, notice: DeathNotice): Promise<string | undefined> {
-  if (notice.reason === 'heartbeat-lapsed' || notice.force === true || !rt.redis) return undefined;
+  if (notice.reason === 'heartbeat-lapsed' || notice.force === true) return undefined;
+  // A manual notice is also held against the liveness lock (Postgres's word, Redis or not), as `afterlife
+  // recover` is. Not the executor's own sigterm/drained notice: it publishes while it still holds the lock.
+  if (notice.reason === 'manual' && (await readLiveness(rt.db, notice.applicationName, [notice.executorId])).held.has(notice.executorId)) {
+    return `${notice.executorId} holds its liveness lock (its process still has a Postgres session): a manual notice about a live executor needs "force": true`;
+  }
+  if (!rt.redis) return undefined;
   if (rt.redis.status !== 'ready') await waitReady(rt.redis, 500);
   if (rt.redis.status !== 'ready') return undefined;
   const key = heartbeatKey(notice.applicationName, notice.executorId, rt.config.redis?.keyPrefix);

@@ -52,6 +52,8 @@ export interface ExecutorKit {
   readonly drained: Promise<void>;
   /** Whether the liveness lock is held right now (false with `liveness: false`). */
   readonly livenessHeld: boolean;
+  /** Times the heartbeat went unwritten for a whole TTL since attach (each also logged as `heartbeat_lost`). */
+  readonly heartbeatsLost: number;
   /** Drain now, as a drain request would. */
   drain(budgetMs: number): Promise<void>;
   /** Stops beating, releases the liveness lock, closes the kit's connections; DBOS is left alone. */
@@ -150,6 +152,10 @@ class Kit implements ExecutorKit, KitCore {
 
   get livenessHeld(): boolean {
     return this.liveness?.held ?? false;
+  }
+
+  get heartbeatsLost(): number {
+    return this.heartbeat?.lostCount ?? 0;
   }
 
   async start(): Promise<void> {

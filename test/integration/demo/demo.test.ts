@@ -63,7 +63,9 @@ describe('npm run demo', () => {
     expect(at(/registry: exec-B → (draining|drained)/)).toBeGreaterThan(sigterm);
     expect(out).not.toMatch(/no kit, so no drain/);
     expect(out).not.toMatch(/with no notice from it: publishing one/);
-    const handedOver = at(/RECOVERED exec-B: .*reason (sigterm|drained), detected by afterlife-executor:exec-B/);
+    // Its own notice, or the reaper a tick after the kit let go of its lock and key on the way out (the
+    // reaper declares a crash in about a second now): either recovery is the same idempotent statement.
+    const handedOver = at(/RECOVERED exec-B: .*reason (sigterm|drained, detected by afterlife-executor:exec-B|heartbeat-lapsed, detected by reaper@)/);
     const finished = at(/exec-B finished everything it held before exiting/);
     expect(Math.max(handedOver, finished), 'exec-B either handed its leftovers over itself or finished them').toBeGreaterThan(sigterm);
     expect(at(/ALL 20 WORKFLOWS SUCCESS/)).toBe(timeline.length - 2);

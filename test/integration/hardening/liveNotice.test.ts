@@ -1,4 +1,6 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LIVENESS_KEY_SQL } from '../../../shared/liveness/key.js';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
 import { deathNotice, type DeathNotice } from '../../../shared/events/deathNotice.js';
 import { createRedis } from '../../../shared/lock/redis.js';
@@ -26,6 +28,7 @@ describe('death notices about live executors', () => {
     await makeOrphans({ ...common, executorId: 'live-1', ids: ['l1-a', 'l1-b', 'l1-c'] });
     await makeOrphans({ ...common, executorId: 'draining-1', ids: ['d1-a', 'd1-b'] });
     await makeOrphans({ ...common, executorId: 'lapsed-1', ids: ['h1-a', 'h1-b'] });
+    await makeOrphans({ ...common, executorId: 'locked-1', ids: ['k1-a', 'k1-b'] });
     rt = testRuntime({ databaseUrl: tdb.url, applicationName: app });
   });
   afterAll(async () => {
@@ -45,6 +48,25 @@ describe('death notices about live executors', () => {
     expect(await pendingIds(tdb.sql, 'live-1')).toHaveLength(3);
     const registry = await tdb.sql.query(`SELECT state FROM afterlife.executors WHERE executor_id = 'live-1'`);
     expect(registry.rows.map((r: { state: string }) => r.state)).not.toContain('dead');
+  });
+
+  it('defect 2: a manual notice about an executor holding its liveness lock is refused, with Redis down too', async () => {
+    // The lock as the kit takes it, held by a session of this test: Postgres's word that the process lives.
+    const session = new pg.Client({ connectionString: tdb.url });
+    await session.connect();
+    const down = createRedis('redis://127.0.0.1:1');
+    const blind = testRuntime({ databaseUrl: tdb.url, applicationName: app, redis: down });
+    try {
+      await session.query(`SELECT pg_advisory_lock(${LIVENESS_KEY_SQL.app('$1::text')}, ${LIVENESS_KEY_SQL.executor('$2::text')})`, [app, 'locked-1']);
+      const out = await handleDeathEvent(blind, envelope(notice('locked-1', 'manual')));
+      expect(out).toMatchObject({ ack: true, kind: 'refused' });
+      expect(blind.logger.lines.find((l) => l.event === 'death_notice_refused')?.reason).toMatch(/liveness lock/);
+      expect(await pendingIds(tdb.sql, 'locked-1')).toHaveLength(2);
+    } finally {
+      await session.end();
+      await blind.close();
+      down.disconnect();
+    }
   });
 
   it('defect 2: "force": true overrides the heartbeat (the operator is sure)', async () => {
