@@ -68,19 +68,6 @@ export async function handleDecodedDeath(rt: Runtime, decoded: DecodedMessage<De
     log.warn('foreign death notice acked', { event: 'poison_message', reason });
     return { ack: true, kind: 'poison', reason, issues: [] };
   }
-  let refusal: string | undefined;
-  try {
-    refusal = await aliveRefusal(rt, notice);
-  } catch (err) {
-    const reason = err instanceof Error ? err.message : String(err);
-    const code = typeof (err as { code?: unknown }).code === 'string' ? String((err as { code: string }).code) : 'error';
-    log.warn('death notice nacked for redelivery', { event: 'recovery_retry', reason, code });
-    return { ack: false, kind: 'retry', reason, code };
-  }
-  if (refusal) {
-    log.warn('death notice about a live executor refused (acked)', { event: 'death_notice_refused', executorId: notice.executorId, reason: refusal, noticeReason: notice.reason });
-    return { ack: true, kind: 'refused', reason: refusal };
-  }
   let admitted: () => void;
   try {
     admitted = await admission(rt).acquire();
@@ -90,6 +77,12 @@ export async function handleDecodedDeath(rt: Runtime, decoded: DecodedMessage<De
     return { ack: false, kind: 'retry', reason, code: 'db_busy' };
   }
   try {
+    // After admission: its read is a database statement too, and must not take a slot an admitted delivery needs.
+    const refusal = await aliveRefusal(rt, notice);
+    if (refusal) {
+      log.warn('death notice about a live executor refused (acked)', { event: 'death_notice_refused', executorId: notice.executorId, reason: refusal, noticeReason: notice.reason });
+      return { ack: true, kind: 'refused', reason: refusal };
+    }
     // Tracked: on SIGTERM the loop stops at a batch boundary and releases its lock before Redis closes.
     const summary = await rt.lifecycle.track(recoverExecutor(
       {
