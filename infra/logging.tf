@@ -23,6 +23,8 @@ locals {
     redis_reset                  = "Redis was flushed or restarted; heartbeat absence streaks restarted"
     sessions_unknown             = "afterlife's role cannot see other roles' sessions (grant pg_read_all_stats)"
     fork                         = "a diverged workflow was forked"
+    rewind                       = "a diverged workflow was rewound under its own ID (repair in place)"
+    repair_fork_fallback         = "a repair forked instead of rewinding (REPAIR_MODE=fork, DBOS 5.2, data-source checkpoints past the cut)"
     dead_letter                  = "a workflow exhausted its forks and was dead-lettered"
     drain_requested              = "an operator or deploy pipeline asked executors to drain"
     fork_skipped                 = "a diverged workflow was not forked (already forked, busy, or not eligible)"

@@ -43,6 +43,9 @@ locals {
     ORPHANED_VERSION_POLICY  = var.afterlife.orphaned_version_policy
     MAX_FORKS                = tostring(var.afterlife.max_forks)
     FORK_TARGET_VERSION      = var.afterlife.fork_target_version
+    REPAIR_MODE              = var.afterlife.repair_mode
+    DATASOURCE_SCHEMAS       = var.afterlife.datasource_schemas
+    DBOS_SCHEMA_MAX_VERSION  = tostring(var.afterlife.dbos_schema_max_version)
     LOG_LEVEL                = var.afterlife.log_level
   }
 

@@ -97,6 +97,9 @@ variable "afterlife" {
     reaper_session_evidence     = optional(string, "pg_stat_activity")
     max_forks                   = optional(number, 3)
     fork_target_version         = optional(string, "latest")
+    repair_mode                 = optional(string, "rewind")
+    datasource_schemas          = optional(string, "dbos")
+    dbos_schema_max_version     = optional(number, 123)
     log_level                   = optional(string, "INFO")
   })
 
@@ -105,8 +108,8 @@ variable "afterlife" {
     error_message = "orphaned_version_policy must be leave or fork-to-latest."
   }
   validation {
-    condition     = contains(["report", "cancel-and-fork"], var.afterlife.stuck_policy)
-    error_message = "stuck_policy must be report or cancel-and-fork."
+    condition     = contains(["report", "cancel-and-fork", "cancel-and-repair"], var.afterlife.stuck_policy)
+    error_message = "stuck_policy must be report, cancel-and-fork or cancel-and-repair."
   }
   validation {
     # "none" behind a connection pooler that hides application_name (see the README's reaper section).
@@ -125,6 +128,10 @@ variable "afterlife" {
   validation {
     condition     = contains(["latest", "original"], var.afterlife.fork_target_version)
     error_message = "fork_target_version must be latest or original."
+  }
+  validation {
+    condition     = contains(["rewind", "fork"], var.afterlife.repair_mode)
+    error_message = "repair_mode must be rewind or fork."
   }
   validation {
     condition     = contains(["DEBUG", "INFO", "NOTICE", "WARNING", "ERROR"], var.afterlife.log_level)

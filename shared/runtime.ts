@@ -3,6 +3,7 @@ import { type Config, loadConfig } from './config/index.js';
 import { migrate } from './db/migrate.js';
 import { createDb, createPool, type Db } from './db/pool.js';
 import { checkDbosSchema } from './dbos/schema.js';
+import { guardDbosSchemaVersion } from './dbos/schemaGuard.js';
 import { AfterlifeError } from './errors.js';
 import { createPubSubPublisher, type Publisher } from './events/publisher.js';
 import { Lifecycle } from './lifecycle/shutdown.js';
@@ -83,6 +84,7 @@ export async function createRuntime(opts: RuntimeOptions = {}): Promise<Runtime>
     }
 
     await checkDbosSchema(db);
+    await guardDbosSchemaVersion(db, config.dbosSchemaMaxVersion);
     if (opts.migrate !== false) {
       const { applied } = await migrate(db);
       if (applied.length) logger.info('applied afterlife migrations', { applied });

@@ -13,6 +13,8 @@ import pg from 'pg';
  *   alwaysDivergentWorkflow  every execution, its own included, finds a checkpoint recorded by a "stale
  *                            execution" at function_id 1 under a different name: it diverges every time
  *   failingWorkflow          an ordinary ERROR: a step throws
+ *   streamingDivergentWorkflow  divergentWorkflow's steps, each output also written to the stream `tokens`
+ *                            (as an agent streams its tokens), then the stream closed
  */
 export interface DivergentSpec {
   /** Row of public.divergent_choice that picks the tool; absent → 'a'. */
@@ -111,3 +113,16 @@ async function failingFn(): Promise<string> {
   );
 }
 export const failingWorkflow = DBOS.registerWorkflow(failingFn, { name: 'failingWorkflow' });
+
+async function streamingDivergentFn(spec: DivergentSpec): Promise<string[]> {
+  const out = [await runStep(0, 'plan')];
+  await DBOS.writeStream('tokens', out[0]);
+  const tool = await readChoice(spec.key);
+  out.push(await runStep(1, `tool-${tool}`));
+  await DBOS.writeStream('tokens', out[1]);
+  out.push(await runStep(2, 'answer', spec.lastStepMs));
+  await DBOS.writeStream('tokens', out[2]);
+  await DBOS.closeStream('tokens');
+  return out;
+}
+export const streamingDivergentWorkflow = DBOS.registerWorkflow(streamingDivergentFn, { name: 'streamingDivergentWorkflow' });

@@ -39,7 +39,8 @@ for (const [queueName, opts] of Object.entries(queues)) await DBOS.registerQueue
 
 // After launch: heartbeat, SIGTERM drain, drain requests, death notice. Options come from the environment
 // (REDIS_URL, HEARTBEAT_TTL_MS, GOOGLE_CLOUD_PROJECT, EXECUTOR_DEATH_TOPIC, AFTERLIFE_SHUTDOWN_GRACE_MS, …).
-export const kit: ExecutorKit | undefined = kitEnabled ? await attachExecutor(executorOptionsFromEnv(process.env)) : undefined;
+// The app's name is passed too: on DBOS 5.2 the kit cannot read it from DBOS.
+export const kit: ExecutorKit | undefined = kitEnabled ? await attachExecutor({ ...executorOptionsFromEnv(process.env), applicationName: name }) : undefined;
 
 /** Intake goes through here: once the kit is draining, new work belongs to another executor. */
 export async function startAgent(workflowId: string, spec: AgentSpec, queueName?: string): Promise<void> {
@@ -50,6 +51,7 @@ export async function startAgent(workflowId: string, spec: AgentSpec, queueName?
 
 // Test-only workflows that replay differently (the fork suites); imports are hoisted, so they register before launch.
 import './divergent.js';
+import './transactional.js';
 
 type Command = { id: number; cmd: 'start'; workflowId: string; spec: AgentSpec; queueName?: string };
 

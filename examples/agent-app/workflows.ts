@@ -10,6 +10,11 @@ export interface AgentSpec {
   steps: number;
   stepMs: number;
   tag?: string;
+  /**
+   * Busy-waits this long at the start of each step, after recording it: a step that hogs the event loop
+   * (a synchronous parse, a tight loop), so nothing else in the process runs meanwhile — beats included.
+   */
+  blockMs?: number;
 }
 
 let appPool: pg.Pool | undefined;
@@ -34,9 +39,13 @@ async function record(workflowId: string, step: number, phase: 'start' | 'end'):
   ]);
 }
 
-async function agentStep(step: number, stepMs: number): Promise<string> {
+async function agentStep(step: number, stepMs: number, blockMs: number): Promise<string> {
   const id = DBOS.workflowID ?? 'unknown';
   await record(id, step, 'start');
+  const until = Date.now() + blockMs;
+  while (Date.now() < until) {
+    // Deliberately synchronous: the event loop is blocked for blockMs.
+  }
   await new Promise((r) => setTimeout(r, stepMs));
   await record(id, step, 'end');
   return `${id}:${step}:${DBOS.executorID}`;
@@ -45,7 +54,7 @@ async function agentStep(step: number, stepMs: number): Promise<string> {
 async function agentWorkflowFn(spec: AgentSpec): Promise<string[]> {
   const out: string[] = [];
   for (let i = 0; i < spec.steps; i++) {
-    out.push(await DBOS.runStep(() => agentStep(i, spec.stepMs), { name: `step-${i}` }));
+    out.push(await DBOS.runStep(() => agentStep(i, spec.stepMs, spec.blockMs ?? 0), { name: `step-${i}` }));
   }
   return out;
 }

@@ -1,6 +1,8 @@
-import { autoFork } from '../../shared/fork/autoFork.js';
 import { forkDepsFromRuntime } from '../../shared/fork/deps.js';
 import { cancelForkedOriginals, forkOrphansToLatest } from '../../shared/fork/orphans.js';
+import { repairDiverged } from '../../shared/fork/rewind.js';
+import { finishOrphanRewinds } from '../../shared/fork/rewindOrphans.js';
+import { repairStuck } from '../../shared/fork/rewindStuck.js';
 import { forkStuck } from '../../shared/fork/stuck.js';
 import type { ReaperDeps } from '../../shared/reaper/types.js';
 import type { Runtime } from '../../shared/runtime.js';
@@ -13,9 +15,10 @@ import type { Runtime } from '../../shared/runtime.js';
  */
 export function forkHooks(rt: Runtime): Pick<ReaperDeps, 'autoFork' | 'forkStuck' | 'forkOrphans' | 'finishInterruptedForks'> {
   return {
-    autoFork: (workflowId) => autoFork(forkDepsFromRuntime(rt), workflowId),
-    forkStuck: (workflowId) => forkStuck(forkDepsFromRuntime(rt), workflowId),
+    autoFork: (workflowId) => repairDiverged(forkDepsFromRuntime(rt), workflowId),
+    forkStuck: (workflowId) =>
+      rt.config.reaper.stuckPolicy === 'cancel-and-repair' ? repairStuck(forkDepsFromRuntime(rt), workflowId) : forkStuck(forkDepsFromRuntime(rt), workflowId),
     forkOrphans: (info) => forkOrphansToLatest(forkDepsFromRuntime(rt), info),
-    finishInterruptedForks: () => cancelForkedOriginals(forkDepsFromRuntime(rt)),
+    finishInterruptedForks: async () => [...(await cancelForkedOriginals(forkDepsFromRuntime(rt))), ...(await finishOrphanRewinds(forkDepsFromRuntime(rt)))],
   };
 }

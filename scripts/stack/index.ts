@@ -170,7 +170,9 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
     const reaper = functions.find((f) => f.target === 'reaper');
     let scheduler: Scheduler | undefined;
     if (reaper) {
-      scheduler = startScheduler({ url: reaper.url, everyMs: o.scheduleMs ?? Number(env.LOCAL_SCHEDULE_MS || 10_000), logger });
+      // As Terraform's attempt_deadline: the whole invocation (it ticks until its budget ends) plus slack.
+      const timeoutMs = (Number(env.FUNCTION_TIMEOUT_S || 60) + 30) * 1_000;
+      scheduler = startScheduler({ url: reaper.url, everyMs: o.scheduleMs ?? Number(env.LOCAL_SCHEDULE_MS || 10_000), logger, timeoutMs });
       const s = scheduler;
       stoppers.push({ name: 'scheduler', fn: () => s.stop() });
     }

@@ -83,7 +83,7 @@ const EnvSchema = z
     // Four dead-executor checks a second; the other passes run at most once a second (shared/reaper/tick.ts).
     REAPER_TICK_MS: int(250, 50),
     STUCK_AFTER_MS: int(3_600_000, 1_000),
-    STUCK_POLICY: z.enum(['report', 'cancel-and-fork']).default('report'),
+    STUCK_POLICY: z.enum(['report', 'cancel-and-fork', 'cancel-and-repair']).default('report'),
     UNKNOWN_EXECUTOR_GRACE_MS: int(600_000, 0),
     ORPHANED_VERSION_GRACE_MS: int(300_000, 0),
     // A few ticks: a holder that died is replaced within this (plus a standby's poll).
@@ -101,6 +101,15 @@ const EnvSchema = z
 
     MAX_FORKS: int(3, 1, 100),
     FORK_TARGET_VERSION: z.enum(['latest', 'original']).default('latest'),
+    // Repair (shared/fork): rewind in place under the workflow's own ID, or fork to <root>-fork-<n>.
+    REPAIR_MODE: z.enum(['rewind', 'fork']).default('rewind'),
+    // Schemas, in the database afterlife connects to, holding DBOS data-source checkpoints (transaction_completion).
+    DATASOURCE_SCHEMAS: z
+      .string()
+      .default('dbos')
+      .refine((v) => v.split(',').every((x) => /^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(x.trim())), 'must be comma-separated SQL identifiers'),
+    // The newest DBOS system-schema migration afterlife may run against (tested: 123); raise only after checking.
+    DBOS_SCHEMA_MAX_VERSION: int(123, 123, 1_000_000),
 
     LOG_LEVEL: z.enum(['DEBUG', 'INFO', 'NOTICE', 'WARNING', 'ERROR']).default('INFO'),
   });
@@ -146,7 +155,7 @@ export interface Config {
   reaper: {
     tickMs: number;
     stuckAfterMs: number;
-    stuckPolicy: 'report' | 'cancel-and-fork';
+    stuckPolicy: 'report' | 'cancel-and-fork' | 'cancel-and-repair';
     unknownExecutorGraceMs: number;
     /** ENQUEUED rows of a version no live executor runs are orphaned once untouched this long. */
     orphanedVersionGraceMs: number;
@@ -164,7 +173,16 @@ export interface Config {
      */
     sessionEvidence: 'pg_stat_activity' | 'none';
   };
-  fork: { maxForks: number; targetVersion: 'latest' | 'original' };
+  fork: {
+    maxForks: number;
+    targetVersion: 'latest' | 'original';
+    /** How a diverged, stuck or orphaned workflow is repaired: in place (same ID), or by a fork. */
+    repairMode: 'rewind' | 'fork';
+    /** Schemas whose `transaction_completion` tables hold DBOS data-source checkpoints afterlife can read. */
+    dataSourceSchemas: string[];
+  };
+  /** The newest DBOS schema version (dbos_migrations) afterlife accepts at start. */
+  dbosSchemaMaxVersion: number;
   logLevel: 'DEBUG' | 'INFO' | 'NOTICE' | 'WARNING' | 'ERROR';
 }
 
@@ -257,7 +275,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       divergedLookbackMs: e.REAPER_DIVERGED_LOOKBACK_MS,
       sessionEvidence: e.REAPER_SESSION_EVIDENCE,
     },
-    fork: { maxForks: e.MAX_FORKS, targetVersion: e.FORK_TARGET_VERSION },
+    fork: {
+      maxForks: e.MAX_FORKS,
+      targetVersion: e.FORK_TARGET_VERSION,
+      repairMode: e.REPAIR_MODE,
+      dataSourceSchemas: e.DATASOURCE_SCHEMAS.split(',').map((x) => x.trim()),
+    },
+    dbosSchemaMaxVersion: e.DBOS_SCHEMA_MAX_VERSION,
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -27,6 +27,8 @@ const FRESH_CHILD_ID = `'-fork-[0-9]+-child-[0-9]+$'`;
 export interface DivergedRow {
   workflowId: string;
   divergence: Divergence;
+  /** The ending (epoch ms): a workflow rewound in place that diverges again ends with another. */
+  completedAt: number | null;
 }
 
 /**
@@ -37,8 +39,8 @@ export interface DivergedRow {
 export async function findDiverged(db: Db, applicationName: string, limit: number, opts: { completedSince?: number } = {}): Promise<DivergedRow[]> {
   const s = ident(db.dbosSchema);
   const a = ident(db.afterlifeSchema);
-  const res = await db.query<{ workflow_uuid: string; error: string | null }>(
-    `SELECT ws.workflow_uuid, COALESCE(wo.error, ws.error) AS error
+  const res = await db.query<{ workflow_uuid: string; error: string | null; completed_at: string | null }>(
+    `SELECT ws.workflow_uuid, COALESCE(wo.error, ws.error) AS error, ws.completed_at::text AS completed_at
        FROM ${s}.workflow_status ws
        LEFT JOIN ${s}.workflow_output wo ON wo.workflow_uuid = ws.workflow_uuid
       WHERE ws.status = 'ERROR' AND ${appScope('ws.application_name', '$1')}
@@ -57,7 +59,7 @@ export async function findDiverged(db: Db, applicationName: string, limit: numbe
   const out: DivergedRow[] = [];
   for (const r of res.rows) {
     const divergence = parseDivergence(r.error);
-    if (divergence) out.push({ workflowId: r.workflow_uuid, divergence });
+    if (divergence) out.push({ workflowId: r.workflow_uuid, divergence, completedAt: r.completed_at === null ? null : Number(r.completed_at) });
   }
   return out;
 }

@@ -203,6 +203,7 @@ class Kit implements ExecutorKit, KitCore {
       beatAt: new Date().toISOString(),
       inFlight: this.app.runningCount() ?? this.dbInFlight,
       beatEveryMs: intervalMs,
+      ttlMs: this.options.heartbeatTtlMs ?? DEFAULT_HEARTBEAT_TTL_MS,
     };
   }
 

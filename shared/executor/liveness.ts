@@ -81,7 +81,9 @@ export class LivenessLock {
       keepAlive: true,
       keepAliveInitialDelayMillis: 5_000,
       connectionTimeoutMillis: 2_000,
-      query_timeout: 3_000,
+      // Longer than a freeze the process should ride out: a reply already waiting when it wakes must win
+      // over this timer, or the session (and the lock) would be dropped for nothing.
+      query_timeout: 10_000,
     });
     client.on('error', (err) => this.lost(client, err));
     client.on('end', () => this.lost(client, undefined));

@@ -29,6 +29,12 @@ export interface ForkDeps {
   deadLetterTopic: string;
   maxForks: number;
   targetVersion: TargetVersion;
+  /** REPAIR_MODE: rewind in place (DBOSClient.rewindWorkflow, in 5.2.11 and 5.3.0) or fork. */
+  repairMode?: 'rewind' | 'fork';
+  /** Schemas holding DBOS data-source checkpoints (transaction_completion) afterlife can read. */
+  dataSourceSchemas?: readonly string[];
+  /** A rewind claim older than this whose rewind never happened (its claimer died) may be taken over. */
+  rewindClaimMs?: number;
   lockTtlMs: number;
   keyPrefix?: string;
   /** Who forks, for the ledger. */
@@ -76,6 +82,8 @@ export interface ForkPointOptions {
    * earlier steps are accepted: a fork that copies the divergent checkpoint diverges again.
    */
   fromStep?: number;
+  /** Rewinds the lineage already had (the rewind ledger), when a rewind repair falls back to a fork. */
+  priorRewinds?: number;
 }
 
 export async function autoFork(deps: ForkDeps, workflowId: string, opts: ForkPointOptions = {}): Promise<AutoForkResult> {
@@ -87,7 +95,11 @@ export async function autoFork(deps: ForkDeps, workflowId: string, opts: ForkPoi
   await reconcileForkLedger(deps.db, deps.applicationName, { workflowIds: [workflowId] }).catch((err: unknown) =>
     log.warn('fork ledger reconciliation failed; the reaper retries it', { err }),
   );
-  const planned = withFromStep(await planDivergenceFork(client, workflowId, { maxForks: deps.maxForks, targetVersion: deps.targetVersion }), opts.fromStep);
+  const planned = withFromStep(await planDivergenceFork(client, workflowId, {
+      maxForks: deps.maxForks,
+      targetVersion: deps.targetVersion,
+      ...(opts.priorRewinds ? { priorRewinds: opts.priorRewinds } : {}),
+    }), opts.fromStep);
   if (planned.kind === 'skip') {
     if (planned.why === 'not-forkable') log.warn('diverged but not forkable; left for a human', { detail: planned.detail, event: 'fork_skipped' });
     return { outcome: 'skipped', workflowId, why: planned.why, status: planned.status };

@@ -25,6 +25,8 @@ export function forkDepsFromRuntime(rt: Runtime, overrides: Partial<ForkDeps> = 
     deadLetterTopic: rt.config.topics.deadLetters,
     maxForks: rt.config.fork.maxForks,
     targetVersion: rt.config.fork.targetVersion,
+    repairMode: rt.config.fork.repairMode,
+    dataSourceSchemas: rt.config.fork.dataSourceSchemas,
     lockTtlMs: rt.config.recovery.lockTtlMs,
     ...(rt.config.redis ? { keyPrefix: rt.config.redis.keyPrefix } : {}),
     ...overrides,

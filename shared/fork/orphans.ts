@@ -2,6 +2,7 @@ import { dropAbandonedForkIntent, markOriginalCancelled, type UncancelledOrigina
 import type { Logger } from '../log.js';
 import { deadLetter, type ForkDeps, ledger, underRootLock } from './autoFork.js';
 import { type ForkClient, forkId, forkOnce, type ForkPlan, lineageOf, queueOf } from './plan.js';
+import { rewindOrphansToLatest } from './rewindOrphans.js';
 
 /**
  * ORPHANED_VERSION_POLICY=fork-to-latest: recovery re-enqueued rows of a version no live executor runs,
@@ -25,15 +26,28 @@ export interface OrphanInfo {
 
 export type OrphanOutcome =
   | { workflowId: string; outcome: 'forked' | 'already-forked'; newWorkflowId: string; cancelled: boolean }
-  | { workflowId: string; outcome: 'dead-lettered' | 'busy' | 'skipped' | 'failed'; why?: string };
+  | { workflowId: string; outcome: 'dead-lettered' | 'busy' | 'skipped' | 'failed' | 'rewound'; why?: string };
 
-export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo): Promise<OrphanOutcome[]> {
+/** Under REPAIR_MODE=rewind (the default) the rows are rewound in place instead (shared/fork/rewindOrphans.ts); `forkOnly` for its fallbacks. */
+export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo, opts: { forkOnly?: boolean } = {}): Promise<OrphanOutcome[]> {
   const client = await deps.dbos();
   const log = deps.logger.child({ component: 'fork', policy: 'fork-to-latest', executorId: info.executorId });
   const latest = (await client.getLatestApplicationVersion()).versionName;
   if (latest === info.applicationVersion) {
     log.warn('orphaned version is the latest: nothing newer to fork onto', { applicationVersion: latest });
     return info.workflowIds.map((workflowId) => ({ workflowId, outcome: 'skipped', why: 'version is the latest' }));
+  }
+  if (!opts.forkOnly && (deps.repairMode ?? 'rewind') === 'rewind') {
+    const { outcomes, fallback } = await rewindOrphansToLatest(deps, client, info, latest, log);
+    if (fallback.length) outcomes.push(...(await forkOrphansToLatest(deps, { ...info, workflowIds: fallback }, { forkOnly: true })));
+    log.notice('orphaned-version workflows rewound onto the latest version', {
+      event: 'orphaned_version_forked',
+      applicationVersion: info.applicationVersion,
+      latest,
+      rewound: outcomes.filter((o) => o.outcome === 'rewound').length,
+      total: info.workflowIds.length,
+    });
+    return outcomes;
   }
 
   // Plan every row first so parents can point at their children's deterministic fork IDs.

@@ -10,7 +10,9 @@ import { type Divergence, divergenceOf } from './detect.js';
 export type ForkClient = Pick<
   DBOSClient,
   'getWorkflow' | 'listWorkflowSteps' | 'forkWorkflow' | 'cancelWorkflow' | 'getLatestApplicationVersion' | 'retrieveWorkflow'
->;
+> &
+  // Optional: a client without rewind (older than the supported 5.2.11) makes every repair a fork.
+  Partial<Pick<DBOSClient, 'rewindWorkflow'>>;
 
 export type ForkReason = 'diverged' | 'child-diverged' | 'orphaned-version' | 'stuck';
 export type TargetVersion = 'latest' | 'original';
@@ -101,6 +103,8 @@ async function childStart(client: ForkClient, parentId: string, descendantId: st
 export interface PlanOptions {
   maxForks: number;
   targetVersion: TargetVersion;
+  /** Rewinds the lineage had (afterlife's rewind ledger): they share the budget with its forks. */
+  priorRewinds?: number;
 }
 
 /** The fork that escapes a diverged workflow, or why there is none. Never forks an ordinary ERROR. */
@@ -129,7 +133,7 @@ export async function planDivergenceFork(client: ForkClient, workflowId: string,
 
   const { root, depth } = await lineageOf(client, workflowId, status.forkedFrom);
   const n = depth + 1;
-  if (n > opts.maxForks) return { kind: 'exhausted', root, n, workflowId, detail: d.message };
+  if (n + (opts.priorRewinds ?? 0) > opts.maxForks) return { kind: 'exhausted', root, n: n + (opts.priorRewinds ?? 0), workflowId, detail: d.message };
   const newWorkflowId = forkId(root, n);
   const applicationVersion = await targetVersionOf(client, opts.targetVersion, status.applicationVersion);
   const plan: ForkPlan = {

@@ -15,6 +15,8 @@ export const HeartbeatValue = z.object({
   inFlight: z.number().int().nonnegative(),
   /** The writer's beat interval: the reaper reads a beat as stale after two of them (older kits omit it). */
   beatEveryMs: z.number().int().positive().optional(),
+  /** The PX TTL the writer set: with the key's remaining PTTL it gives the beat's age on Redis's clock. */
+  ttlMs: z.number().int().positive().optional(),
 });
 export type HeartbeatValue = z.infer<typeof HeartbeatValue>;
 

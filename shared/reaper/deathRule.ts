@@ -11,13 +11,18 @@
  *   lock evidence unavailable, key present  → alive
  *   heartbeat unknown (Redis unreachable)   → no judgement: every doubt means alive
  *
- * "Stale" is a beat older than two beat intervals (the writer's own, carried in the value), or no key at
- * all. An absent key is evidence only once Redis has kept its keys for a TTL: right after a flush or a
+ * "Stale" is a beat older than two beat intervals (the writer's own, carried in the value; the age read on
+ * Redis's clock), or no key at all. An absent key is evidence only once Redis has kept its keys for a TTL: right after a flush or a
  * restart, a missing key means the kit has not rewritten it yet, not that it stopped. The lock evidence is
  * unavailable when the executor's kit does not hold one (registered without it), when the operator turned
  * it off (a transaction-mode pooler), or right after Postgres started (every session just dropped).
  */
-export type Beat = { present: false } | { present: true; beatAt: number | undefined; beatEveryMs: number | undefined };
+/**
+ * One heartbeat as read: absent, or present with its age. `ageMs` is measured on Redis's clock (the TTL the
+ * writer set minus the key's remaining PTTL), so no two hosts' clocks are compared; `beatAt` (the writer's
+ * clock) is the fallback for kits that do not say their TTL.
+ */
+export type Beat = { present: false } | { present: true; beatAt: number | undefined; beatEveryMs: number | undefined; ageMs?: number | undefined };
 
 export interface KitEvidence {
   /** `unavailable`: this executor's lock says nothing this tick. */
@@ -43,9 +48,10 @@ export function staleAfterMs(beat: Beat, intervalMs: number): number {
 
 export function isStale(beat: Beat, s: RuleSettings): boolean {
   if (!beat.present) return absenceMeans(s);
+  const age = beat.ageMs ?? (beat.beatAt === undefined ? undefined : s.nowMs - beat.beatAt);
   // A value we cannot read still came from a live writer.
-  if (beat.beatAt === undefined) return false;
-  return s.nowMs - beat.beatAt >= staleAfterMs(beat, s.intervalMs);
+  if (age === undefined) return false;
+  return age >= staleAfterMs(beat, s.intervalMs);
 }
 
 /** Whether a missing key is evidence of silence: Redis has kept its keys for at least a TTL. */

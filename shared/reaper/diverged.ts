@@ -24,10 +24,11 @@ export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: Re
   const rows = await findDiverged(db, config.applicationName, limit, { completedSince: since });
   // A child fork the reconciled rows name is its parent fork's, as if the ledger had named it all along.
   const children = await reconcile(deps, ctx, rows.map((r) => r.workflowId), since);
-  const ids = rows
-    .map((r) => r.workflowId)
-    .filter((id) => !handed.has(id) && !children.has(id))
-    .slice(0, DIVERGED_BATCH);
+  // Handed once per ending: a workflow rewound in place that diverges again ends anew (another completed_at)
+  // and is offered again in the same invocation, up to the repair budget.
+  const ending = (r: { workflowId: string; completedAt: number | null }) => `${r.workflowId}@${r.completedAt ?? ''}`;
+  const fresh = rows.filter((r) => !handed.has(ending(r)) && !children.has(r.workflowId)).slice(0, DIVERGED_BATCH);
+  const ids = fresh.map((r) => r.workflowId);
   // A full fetch may have more behind it: scan the same window again next tick.
   if (rows.length < limit) state.divergedScannedTo = now - DIVERGED_SLACK_MS;
   const result: DivergedPassResult = { found: ids.length, handed: 0, failed: 0 };
@@ -39,10 +40,11 @@ export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: Re
     if (ids.length) deps.logger.warn('diverged workflows found; no fork module wired', { event: 'diverged_not_forked', workflowIds: ids });
     return { ...result, skipped: 'no fork module wired' };
   }
-  for (const id of ids) {
+  for (const row of fresh) {
+    const id = row.workflowId;
     if (shouldStop(ctx)) break;
-    // Once per invocation: a failure is logged, and the next invocation's first tick offers it again.
-    handed.add(id);
+    // Once per invocation and ending: a failure is logged, and the next invocation's first tick offers it again.
+    handed.add(ending(row));
     try {
       await deps.autoFork(id);
       result.handed += 1;

@@ -21,15 +21,15 @@ export async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats 
   const sentinel = `${prefix}:${deps.config.applicationName}:reaper:sentinel`;
   const now = deps.clock();
   try {
-    const replies = await deps.redis
-      .multi()
-      .set(sentinel, new Date(now).toISOString(), 'NX')
-      .get(sentinel)
-      .mget(...ids.map((id) => heartbeatKey(deps.config.applicationName, id, prefix)))
-      .exec();
+    const keys = ids.map((id) => heartbeatKey(deps.config.applicationName, id, prefix));
+    const tx = deps.redis.multi().set(sentinel, new Date(now).toISOString(), 'NX').get(sentinel).mget(...keys);
+    for (const k of keys) tx.pttl(k);
+    const replies = await tx.exec();
     if (!replies) throw new Error('transaction aborted');
-    const [[setErr, created], [getErr, since], [mgetErr, values]] = replies as [[Error | null, unknown], [Error | null, string | null], [Error | null, Array<string | null>]];
-    if (setErr || getErr || mgetErr) throw setErr ?? getErr ?? mgetErr;
+    const failed = replies.find(([err]) => err);
+    if (failed) throw failed[0];
+    const [[, created], [, since], [, values]] = replies as [[null, unknown], [null, string | null], [null, Array<string | null>]];
+    const pttls = replies.slice(3).map(([, v]) => Number(v));
     const beats = new Map<string, Beat>();
     ids.forEach((id, i) => {
       const raw = values[i];
@@ -39,7 +39,10 @@ export async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats 
       }
       const v = parseHeartbeat(raw);
       const at = v ? Date.parse(v.beatAt) : NaN;
-      beats.set(id, { present: true, beatAt: Number.isFinite(at) ? at : undefined, beatEveryMs: v?.beatEveryMs });
+      const pttl = pttls[i] ?? -1;
+      // Age on Redis's clock: the TTL the writer set minus what is left of it.
+      const ageMs = v?.ttlMs !== undefined && pttl >= 0 ? Math.max(0, v.ttlMs - pttl) : undefined;
+      beats.set(id, { present: true, beatAt: Number.isFinite(at) ? at : undefined, beatEveryMs: v?.beatEveryMs, ageMs });
     });
     const sinceMs = since ? Date.parse(since) : NaN;
     return { beats, keptKeysMs: Number.isFinite(sinceMs) ? Math.max(0, now - sinceMs) : 0, lostKeys: created === 'OK' };

@@ -102,7 +102,7 @@ export async function orphanedVersionsPass(deps: ReaperDeps, ctx: TickContext, s
       try {
         const outcomes = await deps.forkOrphans({ applicationName: app, executorId, applicationVersion, workflowIds: group.map((r) => r.workflowId) });
         for (const o of outcomes) {
-          if (o.outcome === 'forked' || o.outcome === 'already-forked') result.forked += 1;
+          if (o.outcome === 'forked' || o.outcome === 'already-forked' || o.outcome === 'rewound') result.forked += 1;
           else if (o.outcome === 'failed') result.failed += 1;
           else result.notForked += 1;
         }

@@ -6,9 +6,13 @@ import { shouldStop, type ReaperDeps, type StuckPassResult, type TickContext } f
 /**
  * Stuck workflows: PENDING on an executor judged alive this tick, with no activity for STUCK_AFTER_MS —
  * typically claimed by a process that lacks the workflow function, or wedged in a step. Reported by
- * default; with `cancel-and-fork` cancelled by a statement that re-checks status, owner and the activity
- * clock, then handed to `forkStuck` once the fork module is wired.
+ * default; with `cancel-and-fork` or `cancel-and-repair` cancelled by a statement that re-checks status,
+ * owner and the activity clock, then handed to the fork module (`forkStuck`: a fork, or with
+ * cancel-and-repair a rewind in place).
  */
+
+/** Both `cancel-and-fork` and `cancel-and-repair` (rewind in place, or a fork where it must) cancel first. */
+const cancels = (policy: ReaperDeps['config']['reaper']['stuckPolicy']) => policy !== 'report';
 
 /** Stuck workflows handled per tick; the rest wait for the next tick (the oldest go first). */
 export const STUCK_BATCH = 100;
@@ -24,7 +28,7 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
   const cutoffMs = deps.clock() - config.reaper.stuckAfterMs;
   const found = await findQuietPending(db, app, liveOwners, cutoffMs, STUCK_BATCH);
   const result: StuckPassResult = { examined: liveOwners.length, found: found.length, reported: 0, cancelled: 0, forked: 0, raced: 0, workflowIds: found.map((f) => f.workflowId) };
-  if (config.reaper.stuckPolicy === 'cancel-and-fork' && !ctx.dryRun && deps.forkStuck) result.forked += await forkLeftovers(deps, ctx, log);
+  if (cancels(config.reaper.stuckPolicy) && !ctx.dryRun && deps.forkStuck) result.forked += await forkLeftovers(deps, ctx, log);
   if (found.length === 0) return result;
 
   for (const f of found) {
@@ -41,13 +45,13 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
   if (ctx.dryRun) {
     for (const f of found) {
       ctx.planned.push({ pass: 'stuck', action: 'report', workflowId: f.workflowId, executorId: f.executorId });
-      if (config.reaper.stuckPolicy === 'cancel-and-fork') ctx.planned.push({ pass: 'stuck', action: 'cancel', workflowId: f.workflowId, executorId: f.executorId });
+      if (cancels(config.reaper.stuckPolicy)) ctx.planned.push({ pass: 'stuck', action: 'cancel', workflowId: f.workflowId, executorId: f.executorId });
     }
     return result;
   }
   await reportStuck(db, app, found);
   result.reported = found.length;
-  if (config.reaper.stuckPolicy !== 'cancel-and-fork') return result;
+  if (!cancels(config.reaper.stuckPolicy)) return result;
 
   for (const f of found) {
     if (shouldStop(ctx)) break;
@@ -87,7 +91,8 @@ async function forkLeftovers(deps: ReaperDeps, ctx: TickContext, log: Logger): P
 /** The fork of a workflow the reaper cancelled; the report says 'forked' once there is one. */
 async function forkCancelled(deps: ReaperDeps, workflowId: string): Promise<string | undefined> {
   const forkedTo = await forkStuckHook(deps, workflowId);
-  if (forkedTo !== undefined) await markStuckAction(deps.db, deps.config.applicationName, workflowId, 'forked', forkedTo);
+  // A rewind goes on under the workflow's own ID.
+  if (forkedTo !== undefined) await markStuckAction(deps.db, deps.config.applicationName, workflowId, forkedTo === workflowId ? 'rewound' : 'forked', forkedTo);
   return forkedTo;
 }
 

@@ -1,4 +1,7 @@
 import type pg from 'pg';
+import { deathNotice } from '../../shared/events/deathNotice.js';
+import { recoverExecutor, type RecoverySummary } from '../../shared/resume/recoverExecutor.js';
+import type { Runtime } from '../../shared/runtime.js';
 import { heartbeatKey } from '../../shared/heartbeat/index.js';
 import { waitReady } from '../../shared/lock/redis.js';
 import type { Redis } from 'ioredis';
@@ -85,4 +88,21 @@ export async function makeOrphans(o: {
   } finally {
     await e.stop();
   }
+}
+
+/**
+ * Once `liveExecutorId`'s kit beats, recovers the dead executor's rows through the real recovery: with
+ * only another version alive they are re-enqueued on a version nobody runs (orphaned). Throws on a false alarm.
+ */
+export async function orphanThroughRecovery(
+  rt: Runtime,
+  o: { applicationName: string; deadExecutorId: string; liveExecutorId: string },
+): Promise<Exclude<RecoverySummary, { outcome: 'false-alarm' }>> {
+  await waitFor(`the ${o.liveExecutorId} kit beats`, async () => (await rt.redis?.exists(heartbeatKey(o.applicationName, o.liveExecutorId))) === 1);
+  const summary = await recoverExecutor(
+    { db: rt.db, redis: rt.redis, lock: rt.lock, logger: rt.logger, batchSize: 100, lockTtlMs: 10_000 },
+    deathNotice({ executorId: o.deadExecutorId, applicationName: o.applicationName, reason: 'manual', detectedBy: 'test' }),
+  );
+  if (summary.outcome === 'false-alarm') throw new Error(`recovery of ${o.deadExecutorId}: false alarm`);
+  return summary;
 }

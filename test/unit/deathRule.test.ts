@@ -51,6 +51,13 @@ describe('death rule', () => {
     expect(streakIsDeath('heartbeat', { absentTicks: 2, absentMs: 500 }, 250)).toBe(true);
   });
 
+  it('the age read on Redis’s clock wins over the writer’s beatAt (a skewed clock decides nothing)', () => {
+    // The writer's clock is a second behind: by beatAt the beat looks stale, by Redis's clock it is 100 ms old.
+    expect(isStale({ present: true, beatAt: now - 1_100, beatEveryMs: 250, ageMs: 100 }, settled)).toBe(false);
+    expect(judgeKit({ lock: 'free', beat: { present: true, beatAt: now - 1_100, beatEveryMs: 250, ageMs: 100 } }, settled)).toBe('alive');
+    expect(isStale({ present: true, beatAt: now, beatEveryMs: 250, ageMs: 600 }, settled)).toBe(true);
+  });
+
   it('stale means two intervals', () => {
     expect(isStale({ present: true, beatAt: now - 499, beatEveryMs: 250 }, settled)).toBe(false);
     expect(isStale({ present: true, beatAt: now - 500, beatEveryMs: 250 }, settled)).toBe(true);

@@ -37,7 +37,7 @@ export async function markStuckAction(
   db: Db,
   applicationName: string,
   workflowId: string,
-  action: 'cancelled' | 'forked',
+  action: 'cancelled' | 'forked' | 'rewound',
   forkedTo?: string,
 ): Promise<void> {
   await db.query(

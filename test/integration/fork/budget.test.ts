@@ -63,7 +63,7 @@ describe('fork budget, dead letters, the ledger and races', () => {
     tdb = await createTestDatabase();
     // Five concurrent callers each write the ledger once: a DB budget of 8 keeps 'retry later' (DbBusyError)
     // out of a test about the fork fence. Reapers tick every 250 ms so lineages move quickly.
-    const runtime = () => testRuntime({ databaseUrl: tdb.url, applicationName: app, poolMax: 8, env: { DEAD_LETTER_TOPIC: topic, REAPER_TICK_MS: '250' }, ...(publisher ? { publisher } : {}) });
+    const runtime = () => testRuntime({ databaseUrl: tdb.url, applicationName: app, poolMax: 8, env: { DEAD_LETTER_TOPIC: topic, REAPER_TICK_MS: '250', REPAIR_MODE: 'fork' }, ...(publisher ? { publisher } : {}) });
     rt = runtime();
     rt2 = runtime();
     client = await dbosClient(tdb.url, app);
@@ -326,7 +326,7 @@ describe('fork budget, dead letters, the ledger and races', () => {
     await waitStatus(tdb.sql, 'tv-original', 'ERROR');
     others.push(await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v2', executorId: 'exec-v2', queues: QUEUES }));
     expect((await client.getLatestApplicationVersion()).versionName).toBe('v2');
-    const original = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { FORK_TARGET_VERSION: 'original' } });
+    const original = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { FORK_TARGET_VERSION: 'original', REPAIR_MODE: 'fork' } });
     try {
       expect(original.config.fork.targetVersion).toBe('original');
       expect(await autoFork(forkDepsFromRuntime(original), 'tv-original')).toMatchObject({ outcome: 'forked', newWorkflowId: 'tv-original-fork-1' });

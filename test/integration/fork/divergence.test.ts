@@ -1,14 +1,13 @@
 import type { DBOSClient } from '@dbos-inc/dbos-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { autoFork, type ForkDeps, forkDepsFromRuntime, parseDivergence } from '../../../shared/fork/index.js';
-import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import {
   allForks,
   dbosClient,
+  divergeOnB,
   enqueue,
   forksOf,
   hasCheckpoint,
@@ -41,7 +40,7 @@ describe('auto-fork of real replay divergence', () => {
   beforeAll(async () => {
     tdb = await createTestDatabase();
     await tdb.sql.query('CREATE TABLE public.divergent_choice (key text PRIMARY KEY, value text NOT NULL)');
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app });
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { REPAIR_MODE: 'fork' } });
     deps = forkDepsFromRuntime(rt);
     client = await dbosClient(tdb.url, app);
 
@@ -57,17 +56,15 @@ describe('auto-fork of real replay divergence', () => {
     await waitFor('tool steps checkpointed on A', async () =>
       (await Promise.all(['wf-a', 'wf-reaper', 'parent-1', 'explicit-child'].map((id) => hasCheckpoint(tdb.sql, id, 1)))).every(Boolean),
     );
-    await tdb.sql.query(`INSERT INTO public.divergent_choice VALUES ('wf-a', 'b'), ('wf-reaper', 'b'), ('parent', 'b'), ('parent-x', 'b')`);
-    a.kill('SIGKILL');
-    await a.exited;
-
-    const b = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-B', queues: QUEUES });
-    executors.push(b);
-    await recoverExecutor(
-      { db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, batchSize: 100, lockTtlMs: 5_000 },
-      deathNotice({ executorId: 'exec-A', applicationName: app, reason: 'manual', detectedBy: 'test' }),
+    executors.push(
+      await divergeOnB(rt, a, {
+        databaseUrl: tdb.url,
+        applicationName: app,
+        choices: ['wf-a', 'wf-reaper', 'parent', 'parent-x'],
+        waitError: ['wf-a', 'wf-reaper', 'parent-1', 'parent', 'explicit-child', 'parent-x'],
+        sql: tdb.sql,
+      }),
     );
-    for (const id of ['wf-a', 'wf-reaper', 'parent-1', 'parent', 'explicit-child', 'parent-x']) await waitStatus(tdb.sql, id, 'ERROR');
   }, 120_000);
 
   afterAll(async () => {
@@ -107,7 +104,7 @@ describe('auto-fork of real replay divergence', () => {
   });
 
   it('A+C+F: the real reaper (an invocation, and a second reaper ticking past its lease) forks the diverged workflow and the parent from its child-start step, never the plain ERROR', async () => {
-    const rt2 = testRuntime({ databaseUrl: tdb.url, applicationName: app });
+    const rt2 = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { REPAIR_MODE: 'fork' } });
     const [first, tick2] = await Promise.all([reap(rt), reaperTick(rt2, {})]).finally(() => rt2.close());
     expect(first.errors).toEqual([]);
     expect(tick2.diverged).not.toHaveProperty('error');

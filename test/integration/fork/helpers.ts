@@ -1,11 +1,14 @@
 import { DBOSClient } from '@dbos-inc/dbos-sdk';
 import type pg from 'pg';
+import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { budgetFrom } from '../../../shared/lifecycle/deadline.js';
+import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
 import { runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
 import { runTick } from '../../../shared/reaper/tick.js';
 import type { ReaperState, TickResult } from '../../../shared/reaper/types.js';
 import type { Runtime } from '../../../shared/runtime.js';
 import { waitFor } from '../../helpers/db.js';
+import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 import { testReaperDeps } from '../../helpers/reaper.js';
 
 /** Shared by the fork suites: start workflows by name through DBOS's client, and wait on their status. */
@@ -115,4 +118,26 @@ export async function reapUntil(rt: Runtime, what: string, done: () => Promise<b
   }
   if (failure) throw failure instanceof Error ? failure : new Error(String(failure));
   return invocations;
+}
+
+/**
+ * How the divergence suites make a replay diverge: the choice rows are flipped to 'b', exec-A is
+ * SIGKILLed, exec-B (same version) starts, exec-A's death is recovered through the real recovery, and
+ * `waitError` are awaited in ERROR. Returns exec-B.
+ */
+export async function divergeOnB(
+  rt: Runtime,
+  a: ExecutorHandle,
+  o: { databaseUrl: string; applicationName: string; choices: string[]; waitError: string[]; sql: pg.Pool },
+): Promise<ExecutorHandle> {
+  await o.sql.query(`INSERT INTO public.divergent_choice SELECT unnest($1::text[]), 'b'`, [o.choices]);
+  a.kill('SIGKILL');
+  await a.exited;
+  const b = await startExecutor({ databaseUrl: o.databaseUrl, applicationName: o.applicationName, applicationVersion: 'v1', executorId: 'exec-B', queues: QUEUES });
+  await recoverExecutor(
+    { db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, batchSize: 100, lockTtlMs: 5_000 },
+    deathNotice({ executorId: 'exec-A', applicationName: o.applicationName, reason: 'manual', detectedBy: 'test' }),
+  );
+  for (const id of o.waitError) await waitStatus(o.sql, id, 'ERROR');
+  return b;
 }

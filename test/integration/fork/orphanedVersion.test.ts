@@ -32,7 +32,7 @@ describe('fork-to-latest for a version no live executor runs', () => {
 
   beforeAll(async () => {
     tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { ORPHANED_VERSION_POLICY: 'fork-to-latest' } });
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { ORPHANED_VERSION_POLICY: 'fork-to-latest', REPAIR_MODE: 'fork' } });
     useRuntime(rt);
     server = await serve('executorDeath');
     client = await dbosClient(tdb.url, app);

@@ -1,9 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { heartbeatKey } from '../../../shared/heartbeat/index.js';
 import { runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
-import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
-import { beat, makeOrphans, waitAllSuccess } from '../../helpers/agents.js';
+import { beat, makeOrphans, orphanThroughRecovery, waitAllSuccess } from '../../helpers/agents.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 import { kitEnv } from '../../helpers/kit.js';
@@ -58,14 +56,7 @@ describe('reaper: orphaned versions', () => {
       env: kitEnv({ ttlMs: 15_000 }),
     });
     executors.push(v2);
-    await waitFor('the v2 kit beats', async () => (await rt.redis?.exists(heartbeatKey(app, 'exec-v2'))) === 1);
-
-    // Recovery re-enqueues the v1 rows while only v2 is alive: under `leave` they stay ENQUEUED on v1.
-    const summary = await recoverExecutor(
-      { db: rt.db, redis: rt.redis, lock: rt.lock, logger: rt.logger, batchSize: 100, lockTtlMs: 10_000 },
-      deathNotice({ executorId: 'exec-v1', applicationName: app, reason: 'manual', detectedBy: 'test' }),
-    );
-    if (summary.outcome === 'false-alarm') throw new Error('false alarm');
+    const summary = await orphanThroughRecovery(rt, { applicationName: app, deadExecutorId: 'exec-v1', liveExecutorId: 'exec-v2' });
     expect(summary.reenqueued).toBe(IDS.length);
     expect(summary.versionsWithoutExecutor).toEqual(['v1']);
   }, 120_000);
@@ -101,7 +92,7 @@ describe('reaper: orphaned versions', () => {
 
   it('a version with a live executor (heartbeat alive) is never touched, even under fork-to-latest', async () => {
     const before = await rows();
-    const fork = runtime({ ORPHANED_VERSION_POLICY: 'fork-to-latest' });
+    const fork = runtime({ ORPHANED_VERSION_POLICY: 'fork-to-latest', REPAIR_MODE: 'fork' });
     await beat(rt.redis!, app, 'exec-ghost', 'v1', 60_000, 'alive');
     try {
       const s = await reap(fork);
@@ -128,7 +119,7 @@ describe('reaper: orphaned versions', () => {
   });
 
   it('fork-to-latest: forks them onto v2, cancels the originals, and the forks finish on the live v2 executor', { timeout: 90_000 }, async () => {
-    const fork = runtime({ ORPHANED_VERSION_POLICY: 'fork-to-latest' });
+    const fork = runtime({ ORPHANED_VERSION_POLICY: 'fork-to-latest', REPAIR_MODE: 'fork' });
     const s = await reap(fork);
     expect(s.passes.orphaned).toMatchObject({ runs: 1, errors: 0, found: 3, forked: 3, failed: 0, notForked: 0 });
     expect((await rows()).map((r) => r.status)).toEqual(IDS.map(() => 'CANCELLED'));
