@@ -5,7 +5,7 @@ import { createPubSubPublisher, type Publisher } from '../shared/events/publishe
 import { Lifecycle } from '../shared/lifecycle/shutdown.js';
 import { RedisLock } from '../shared/lock/lock.js';
 import { createRedis, waitReady } from '../shared/lock/redis.js';
-import { makeLogger, type Logger } from '../shared/log.js';
+import { formatLogLine, makeLogger, type Logger } from '../shared/log.js';
 import type { Runtime } from '../shared/runtime.js';
 import { noFaults } from '../shared/testing/faults.js';
 
@@ -33,9 +33,17 @@ export interface CliContext {
   close(): Promise<void>;
 }
 
+/**
+ * The CLI's own log lines on stderr (all of them with --verbose, errors only otherwise), through
+ * formatLogLine: the same credential mask and error serialiser as the functions' logs.
+ */
+export function cliLogger(verbose: boolean, write: (s: string) => void = (s) => void process.stderr.write(s)): Logger {
+  return makeLogger((line) => write(`${formatLogLine(line)}\n`), { component: 'afterlife-cli' }, verbose ? 'DEBUG' : 'ERROR');
+}
+
 export async function createContext(o: { env: Record<string, string | undefined>; app?: string; json: boolean; verbose: boolean }): Promise<CliContext> {
   const config = loadConfig({ ...o.env, ...(o.app ? { DBOS_APPLICATION_NAME: o.app } : {}) });
-  const logger = makeLogger((line) => process.stderr.write(`${JSON.stringify(line)}\n`), { component: 'afterlife-cli' }, o.verbose ? 'DEBUG' : 'ERROR');
+  const logger = cliLogger(o.verbose);
   const { pool, close: closePool } = await createPool(config, logger, 'afterlife-cli');
   const db = createDb(pool, config.database.poolMax, {
     dbosSchema: config.dbosSchema,

@@ -34,6 +34,9 @@ locals {
     orphaned_version_fork_failed = "fork-to-latest failed for a workflow; it waits for the reaper's sweep"
     recovery_false_alarm         = "a recovery stopped: the heartbeat came back, or the guard found the executor active"
     executor_not_dead            = "the reaper's death evidence was contradicted at recovery time; nothing was declared"
+    runtime_start_failed         = "a function instance could not build its runtime (config, database, schema, grants); it answers 503 / nacks and retries with backoff"
+    death_notice_refused         = "a manual/sigterm/drained notice named an executor whose heartbeat says alive; acked without effect (force: true overrides)"
+    drain_failed                 = "a drain request failed with an unexpected error (500)"
   }
 
   # Only afterlife's own services; the executors' kit logs in the app's services.

@@ -9,6 +9,7 @@
 import { parseArgs } from 'node:util';
 import { consoleLogger } from '../shared/log.js';
 import { type Stack, startStack } from './stack/index.js';
+import { shownPostgres, shownRedis, summary } from './stack/summary.js';
 
 const { values } = parseArgs({ options: { json: { type: 'boolean', default: false }, quiet: { type: 'boolean', default: false } } });
 const logger = consoleLogger({ component: 'stack' });
@@ -88,10 +89,10 @@ if (values.json) {
       ready: true,
       startedInMs: Date.now() - started,
       applicationName: s.applicationName,
-      databaseUrl: s.postgres.url,
+      databaseUrl: shownPostgres(s),
       postgres: s.postgres.kind,
       postgresDataDir: s.postgres.dataDir ?? null,
-      redisUrl: s.redis.url ?? null,
+      redisUrl: s.redis.url === undefined ? null : shownRedis(s.redis.url, s.redis.kind),
       redis: s.redis.kind,
       pubsub: s.pubsub,
       project: s.project,
@@ -104,38 +105,3 @@ if (values.json) {
   process.stdout.write(summary(s, Date.now() - started));
 }
 
-function summary(st: Stack, ms: number): string {
-  const rows: Array<[string, string]> = [
-    ['application', `${st.applicationName}${st.applicationNameDefaulted ? '   (DBOS_APPLICATION_NAME unset: using the local default)' : ''}`],
-    ['postgres', `${st.postgres.url}   (${st.postgres.kind === 'embedded' ? `embedded PostgreSQL, data in ${st.postgres.dataDir}, removed on exit` : 'DATABASE_URL'})`],
-    ['redis', st.redis.url ? `${st.redis.url}   (${st.redis.kind === 'local' ? 'local redis-server' : 'REDIS_URL'})` : `none — DEGRADED: ${st.redis.kind === 'none' ? st.redis.reason : ''}`],
-    [
-      'pub/sub',
-      st.pubsub.kind === 'emulator'
-        ? `emulator at ${st.pubsub.host}, project ${st.project}`
-        : `in-process bridge at ${st.pubsub.url} (${st.pubsub.reason})`,
-    ],
-    ['death notices', `topic ${st.deathTopic} → subscription executor-death-local → executorDeath (ack on 2xx, nack otherwise; dead letters to ${st.deadLetterTopic} after 5)`],
-    ...st.functions.map((f): [string, string] => [`function ${f.target}`, f.url]),
-    ['scheduler', st.scheduler ? `POST reaper every ${Number(process.env.LOCAL_SCHEDULE_MS || 10_000) / 1000} s` : 'off (this build registers no reaper target)'],
-  ];
-  const width = Math.max(...rows.map(([k]) => k.length));
-  const join = [
-    `export DATABASE_URL='${st.postgres.url}' DBOS_APPLICATION_NAME='${st.applicationName}'`,
-    st.redis.url ? ` REDIS_URL='${st.redis.url}'` : '',
-    st.pubsub.kind === 'emulator' ? ` PUBSUB_EMULATOR_HOST='${st.pubsub.host}'` : ` PUBSUB_BRIDGE_URL='${st.pubsub.url}'`,
-    ` GOOGLE_CLOUD_PROJECT='${st.project}'`,
-  ].join('');
-  return [
-    '',
-    `afterlife local stack is up (${(ms / 1000).toFixed(1)} s)`,
-    ...rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`),
-    '',
-    'To point the CLI or an executor at it:',
-    `  ${join}`,
-    '  npx afterlife status',
-    '',
-    'Ctrl-C stops everything this started.',
-    '',
-  ].join('\n');
-}

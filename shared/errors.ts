@@ -49,6 +49,17 @@ export class BudgetExhaustedError extends AfterlifeError {
   }
 }
 
+/**
+ * A heartbeat-lapsed notice whose heartbeat cannot be re-read (Redis configured but not answering). The
+ * death was inferred from that heartbeat; acting without the re-check could re-run a live executor's
+ * steps, so the notice waits (nack) until Redis can say.
+ */
+export class HeartbeatUnknownError extends AfterlifeError {
+  constructor(executorId: string) {
+    super(`cannot re-read ${executorId}'s heartbeat (Redis not answering): a heartbeat-lapsed notice waits until it can`, 'heartbeat_unknown', 'retry');
+  }
+}
+
 export class ShuttingDownError extends AfterlifeError {
   constructor() {
     super('instance is shutting down; retry elsewhere', 'shutting_down', 'retry');

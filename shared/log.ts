@@ -48,7 +48,24 @@ export function consoleLogger(base: Fields = {}, minimum: Severity = 'INFO'): Lo
  * with AUTH) are masked here, once, so no call site has to remember.
  */
 export function formatLogLine(line: LogLine): string {
-  return JSON.stringify(line, errorReplacer).replace(/([a-z][a-z0-9+.-]*:\/\/[^\s"/@:]*:)[^\s"/@]+@/gi, '$1***@');
+  return maskSecrets(JSON.stringify(line, errorReplacer), 'json');
+}
+
+/**
+ * The password of `scheme://user:password@host` runs to the last `@` before the host (greedy, within one JSON string or up to the first `/`), so a raw `@`, a quote
+ * (JSON-escaped as `\"`) or a space inside it is still masked; it never crosses a `/` or an unescaped
+ * quote, so masking stays inside the one string. Over-masking a line is harmless; leaking a password is not.
+ */
+const URL_PASSWORD = /([a-z][a-z0-9+.-]*:\/\/[^\s"/@:]*:)(?:\\.|[^"\\/]){1,512}@(?=[^\s"/@\\]*(?:[/:?#"\s\\]|$))/gi;
+/** `?password=…`, `&password=…` and libpq's `password=…` keyword form. */
+const PARAM_PASSWORD = /((?:^|[?&;\s"'])(?:password|passwd|pwd|sslpassword)=)(?:\\.|[^&\s"'\\])+/gi;
+
+/** The same for plain text (a terminal line), where a quote is an ordinary character of the password. */
+const URL_PASSWORD_TEXT = /([a-z][a-z0-9+.-]*:\/\/[^\s"'/@:]*:)[^/\r\n]{1,512}@(?=[^\s"'/@]*(?:[/:?#"'\s]|$))/gi;
+
+/** Masks credentials in text meant for a log, a terminal or an HTTP body (`json`: text that is JSON). */
+export function maskSecrets(text: string, form: 'json' | 'text' = 'text'): string {
+  return text.replace(form === 'json' ? URL_PASSWORD : URL_PASSWORD_TEXT, '$1***@').replace(PARAM_PASSWORD, '$1***');
 }
 
 export function silentLogger(): Logger {

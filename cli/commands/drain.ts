@@ -21,8 +21,8 @@ export async function drain(ctx: CliContext, o: { version: string; wait: boolean
   };
   const started = Date.now();
   const requested = await requestDrain(deps, { applicationVersion: o.version }, 'afterlife-cli');
-  ctx.progress(`drain of ${o.version} requested for ${requested.executors.length} executor(s) (budget ${duration(requested.budgetMs)})`);
-  let progress: DrainProgress = requested;
+  let progress: DrainProgress = await drainProgress(deps, requested.target);
+  ctx.progress(`drain of ${o.version} requested for ${progress.executors.length} executor(s) (budget ${duration(requested.budgetMs)})`);
   let timedOut = false;
   if (o.wait) {
     let last = '';

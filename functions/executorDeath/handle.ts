@@ -4,10 +4,13 @@ import { InvalidInputError } from '../../shared/errors.js';
 import { DeathNotice } from '../../shared/events/deathNotice.js';
 import { forkDepsFromRuntime } from '../../shared/fork/deps.js';
 import { forkOrphansToLatest } from '../../shared/fork/orphans.js';
-import { decodePubSubJson } from '../../shared/events/pubsub.js';
+import { type DecodedMessage, decodePubSubJson } from '../../shared/events/pubsub.js';
+import { heartbeatKey, readHeartbeat } from '../../shared/heartbeat/index.js';
+import { readLiveness } from '../../shared/liveness/held.js';
+import { waitReady } from '../../shared/lock/redis.js';
 import { budgetFrom } from '../../shared/lifecycle/deadline.js';
 import { recoverExecutor, type RecoverySummary } from '../../shared/resume/recoverExecutor.js';
-import { traceFields } from '../../shared/log.js';
+import { type Logger, traceFields } from '../../shared/log.js';
 import type { Runtime } from '../../shared/runtime.js';
 
 /**
@@ -16,6 +19,7 @@ import type { Runtime } from '../../shared/runtime.js';
  */
 export type DeathOutcome =
   | { ack: true; kind: 'poison'; reason: string; issues: string[] }
+  | { ack: true; kind: 'refused'; reason: string }
   | { ack: true; kind: 'recovered'; summary: RecoverySummary }
   | { ack: false; kind: 'retry'; reason: string; code: string };
 
@@ -26,19 +30,38 @@ export interface DeliveryMeta {
   traceparent?: unknown;
 }
 
-export async function handleDeathEvent(rt: Runtime, body: unknown, meta: DeliveryMeta = {}): Promise<DeathOutcome> {
-  const started = rt.clock();
-  const log = rt.logger.child({ fn: 'executorDeath', eventId: meta.eventId, ...traceFields(rt.config.project, { traceparent: meta.traceparent }) });
-  let decoded;
+export type Decoded = { ok: true; message: DecodedMessage<DeathNotice> } | { ok: false; outcome: DeathOutcome & { kind: 'poison' } };
+
+/**
+ * Decoding needs nothing but the body, so it runs before the runtime is awaited: a poison message is
+ * acked even while Postgres is down, instead of being nacked with everything else until it dead-letters.
+ */
+export function decodeDeathEvent(body: unknown, log: Logger): Decoded {
   try {
-    decoded = decodePubSubJson(body, DeathNotice);
+    return { ok: true, message: decodePubSubJson(body, DeathNotice) };
   } catch (err) {
     if (err instanceof InvalidInputError) {
       log.warn('poison death notice acked', { event: 'poison_message', reason: err.message, issues: err.issues });
-      return { ack: true, kind: 'poison', reason: err.message, issues: err.issues };
+      return { ok: false, outcome: { ack: true, kind: 'poison', reason: err.message, issues: err.issues } };
     }
     throw err;
   }
+}
+
+export async function handleDeathEvent(rt: Runtime, body: unknown, meta: DeliveryMeta = {}): Promise<DeathOutcome> {
+  const decoded = decodeDeathEvent(body, deathLog(rt, meta));
+  return decoded.ok ? handleDecodedDeath(rt, decoded.message, meta) : decoded.outcome;
+}
+
+export function deathLog(rt: { logger: Logger; config: { project: string | undefined } } | undefined, meta: DeliveryMeta, fallback?: Logger): Logger {
+  const base = rt?.logger ?? fallback;
+  if (!base) throw new Error('deathLog needs a runtime or a fallback logger');
+  return base.child({ fn: 'executorDeath', eventId: meta.eventId, ...traceFields(rt?.config.project, { traceparent: meta.traceparent }) });
+}
+
+export async function handleDecodedDeath(rt: Runtime, decoded: DecodedMessage<DeathNotice>, meta: DeliveryMeta = {}): Promise<DeathOutcome> {
+  const started = rt.clock();
+  const log = deathLog(rt, meta);
   const notice = decoded.payload;
   if (notice.applicationName !== rt.config.applicationName) {
     const reason = `notice is for application ${notice.applicationName}; this deployment guards ${rt.config.applicationName}`;
@@ -55,6 +78,12 @@ export async function handleDeathEvent(rt: Runtime, body: unknown, meta: Deliver
     return { ack: false, kind: 'retry', reason, code: 'db_busy' };
   }
   try {
+    // After admission: its read is a database statement too, and must not take a slot an admitted delivery needs.
+    const refusal = await aliveRefusal(rt, notice);
+    if (refusal) {
+      log.warn('death notice about a live executor refused (acked)', { event: 'death_notice_refused', executorId: notice.executorId, reason: refusal, noticeReason: notice.reason });
+      return { ack: true, kind: 'refused', reason: refusal };
+    }
     // Tracked: on SIGTERM the loop stops at a batch boundary and releases its lock before Redis closes.
     const summary = await rt.lifecycle.track(recoverExecutor(
       {
@@ -103,4 +132,32 @@ function admission(rt: Runtime): Admission {
     admissions.set(rt, a);
   }
   return a;
+}
+
+/**
+ * Anyone who may publish on `executor-deaths` (every executor's service account) can name any executor.
+ * A `manual`, `sigterm` or `drained` notice is the death itself, not an inference the recovery re-checks,
+ * so it is held against the evidence of life here: an executor whose key says `alive` (or whose key is there but
+ * unreadable: a live writer) is not dead, and only `force: true` overrides that. Its own `sigterm` or
+ * `drained` notice arrives while its key says `draining`/`drained`, or after the key is gone. When Redis
+ * cannot answer there is no evidence of life: the notice goes ahead (as `afterlife recover --force` would
+ * not need to), and Postgres still fences every write. Heartbeat-lapsed notices are re-checked by the
+ * recovery itself (a key that is back makes them a false alarm).
+ */
+async function aliveRefusal(rt: Runtime, notice: DeathNotice): Promise<string | undefined> {
+  if (notice.reason === 'heartbeat-lapsed' || notice.force === true) return undefined;
+  // A manual notice is also held against the liveness lock (Postgres's word, Redis or not), as `afterlife
+  // recover` is. Not the executor's own sigterm/drained notice: it publishes while it still holds the lock.
+  if (notice.reason === 'manual' && (await readLiveness(rt.db, notice.applicationName, [notice.executorId])).held.has(notice.executorId)) {
+    return `${notice.executorId} holds its liveness lock (its process still has a Postgres session): a manual notice about a live executor needs "force": true`;
+  }
+  if (!rt.redis) return undefined;
+  if (rt.redis.status !== 'ready') await waitReady(rt.redis, 500);
+  if (rt.redis.status !== 'ready') return undefined;
+  const key = heartbeatKey(notice.applicationName, notice.executorId, rt.config.redis?.keyPrefix);
+  const hb = await readHeartbeat(rt.redis, key).catch(() => undefined);
+  if (!hb) return undefined;
+  const state = hb.value?.state;
+  if (state === 'draining' || state === 'drained') return undefined;
+  return `${notice.executorId}'s heartbeat says ${state ?? 'alive (unreadable value)'}: a ${notice.reason} notice about a live executor needs "force": true`;
 }

@@ -11,8 +11,28 @@ const identifier = z
   .string()
   .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, 'must be a SQL identifier (letters, digits, underscore; max 63)');
 
+/**
+ * Plain decimal only: `z.coerce.number` would also read `0x10`, `1e3`, ` 16` and `16.0`, so a typo or a
+ * templating accident becomes a different number instead of an error.
+ */
 const int = (def: number, min: number, max = Number.MAX_SAFE_INTEGER) =>
-  z.coerce.number().int().min(min).max(max).default(def);
+  z
+    .string()
+    .regex(/^(0|[1-9][0-9]{0,15})$/, 'must be a plain decimal integer')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max))
+    .prefault(String(def));
+
+/**
+ * Names that go into Redis keys (`prefix:app:hb:executor`) and SCAN patterns: no `:` (two apps' keys could
+ * overlap), no glob characters, no whitespace or control characters.
+ */
+const keyPrefix = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits, "_", "." or "-" (it is part of every Redis key)');
+const applicationName = z
+  .string()
+  .min(1)
+  .max(512)
+  .refine((v) => !/[:\u0000-\u001f\u007f*?[\]\\]/.test(v), 'must not contain ":", glob characters (* ? [ ] \\) or control characters: it is part of Redis keys and patterns');
 
 const postgresUrl = z
   .string()
@@ -39,12 +59,12 @@ const EnvSchema = z
     DB_CONNECT_TIMEOUT_MS: int(5_000, 100),
     DB_STATEMENT_TIMEOUT_MS: int(30_000, 100),
 
-    DBOS_APPLICATION_NAME: z.string().min(1),
+    DBOS_APPLICATION_NAME: applicationName,
     DBOS_SYSTEM_SCHEMA: identifier.default('dbos'),
     AFTERLIFE_SCHEMA: identifier.default('afterlife'),
 
     REDIS_URL: redisUrl.optional(),
-    REDIS_KEY_PREFIX: z.string().default('afterlife'),
+    REDIS_KEY_PREFIX: keyPrefix.default('afterlife'),
     REDIS_CA_CERT: RedisCaCert.optional(),
 
     GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),

@@ -28,10 +28,18 @@ export async function pendingOwners(db: Db, applicationName: string): Promise<Pe
   return res.rows.map((r) => ({ executorId: r.executor_id, applicationVersion: r.application_version, pending: r.n }));
 }
 
-/** The `application_name` prefix DBOS gives its pool's sessions (`dbos_transact_<executorID>_<version>`). */
+/**
+ * The `application_name` prefix DBOS gives its pool's sessions (`dbos_transact_<executorID>_<version>`), as
+ * Postgres stores it. Postgres keeps at most NAMEDATALEN-1 (63) bytes, and rewrites every byte outside
+ * printable ASCII (`?` up to 15, `\xNN` from 16), so `sec-ü1` is stored as `sec-??1` or `sec-\xc3\xbc1`.
+ * The prefix stops before the first such byte: it still matches the live executor's sessions whichever
+ * rewrite the server does, and may also match another executor's — which reads as "a session exists",
+ * the safe side (never absent because of a spelling).
+ */
 export function sessionPrefix(executorId: string): string {
-  // Postgres keeps at most NAMEDATALEN-1 (63) bytes of application_name; compare the prefix it kept.
-  return Buffer.from(`dbos_transact_${executorId}_`).subarray(0, 63).toString();
+  const bytes = Buffer.from(`dbos_transact_${executorId}_`).subarray(0, 63);
+  const cut = bytes.findIndex((b) => b < 0x20 || b > 0x7e);
+  return bytes.subarray(0, cut === -1 ? bytes.length : cut).toString('latin1');
 }
 
 /**

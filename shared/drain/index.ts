@@ -7,6 +7,7 @@ import { enqueuedForVersions, pendingByExecutor, pendingForVersion } from '../db
 import { InvalidInputError } from '../errors.js';
 import { type HeartbeatValue, readAllHeartbeats } from '../heartbeat/index.js';
 import type { Logger } from '../log.js';
+import { NO_NUL } from '../text.js';
 
 /**
  * Planned drains (deploys): write drain requests that the executor kit picks up on its next beat, and
@@ -14,7 +15,7 @@ import type { Logger } from '../log.js';
  * executor: the request is data in Postgres, so it works for executors behind any network and while
  * Redis is down.
  */
-const name = z.string().trim().min(1).max(512);
+const name = z.string().trim().min(1).max(512).refine(NO_NUL, 'must not contain a NUL character');
 export const DrainPostBody = z
   .object({
     applicationVersion: name.optional(),
@@ -79,12 +80,20 @@ export function parse<T>(schema: z.ZodType<T>, input: unknown, what: string): T 
   return r.data;
 }
 
-export async function requestDrain(deps: DrainDeps, body: DrainPostBody, requestedBy: string): Promise<DrainProgress & { requestIds: number[]; budgetMs: number }> {
-  const target: DrainTarget = body.executorIds ? { executorIds: [...new Set(body.executorIds)] } : { applicationVersion: body.applicationVersion ?? '' };
+export function drainTarget(body: DrainPostBody): DrainTarget {
+  return body.executorIds ? { executorIds: [...new Set(body.executorIds)] } : { applicationVersion: body.applicationVersion ?? '' };
+}
+
+/**
+ * Writes the requests. The progress report that a POST answers with is a separate read (`drainProgress`):
+ * the write is what matters, and a caller told "503" after it held would not know its drain was requested.
+ */
+export async function requestDrain(deps: DrainDeps, body: DrainPostBody, requestedBy: string): Promise<{ target: DrainTarget; requestIds: number[]; budgetMs: number }> {
+  const target = drainTarget(body);
   const budgetMs = body.budgetMs ?? deps.defaultBudgetMs;
   const requestIds = await insertDrainRequests(deps.db, { applicationName: deps.applicationName, target, budgetMs, requestedBy });
   deps.logger.notice('drain requested', { event: 'drain_requested', target, budgetMs, requestIds });
-  return { ...(await drainProgress(deps, target)), requestIds, budgetMs };
+  return { target, requestIds, budgetMs };
 }
 
 export async function drainProgress(deps: DrainDeps, target: DrainTarget): Promise<DrainProgress> {

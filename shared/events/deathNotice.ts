@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { pgText } from '../text.js';
 
 /**
  * The death notice (DESIGN.md, "Contracts"). Unknown fields are ignored (zod strips them), missing or
@@ -10,12 +11,18 @@ export const DEATH_REASONS = ['sigterm', 'drained', 'heartbeat-lapsed', 'manual'
 export const DeathNotice = z.object({
   type: z.literal('executor.dead'),
   version: z.literal(1),
-  executorId: z.string().min(1).max(512),
-  applicationName: z.string().min(1).max(512),
-  applicationVersions: z.array(z.string().min(1).max(512)).max(1_000).optional(),
+  executorId: pgText(512),
+  applicationName: pgText(512),
+  applicationVersions: z.array(pgText(512)).max(1_000).optional(),
   reason: z.enum(DEATH_REASONS),
   detectedAt: z.iso.datetime({ offset: true }),
-  detectedBy: z.string().min(1).max(512),
+  detectedBy: pgText(512),
+  /**
+   * A notice about an executor whose heartbeat still says `alive` is refused (acked, logged, counted)
+   * unless this is `true`: re-enqueuing a live executor's work runs its steps twice. The operator's
+   * `afterlife recover --force`, on the Pub/Sub path.
+   */
+  force: z.boolean().optional(),
   /**
    * What the reaper's declaration rested on (heartbeat-lapsed notices): `liveness` (its lock free and its
    * beat stale) makes every recovery batch re-check that the lock is still free; `staleBeatAt` is the last

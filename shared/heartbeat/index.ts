@@ -32,7 +32,8 @@ export function heartbeatKey(applicationName: string, executorId: string, prefix
 }
 
 export function heartbeatPattern(applicationName: string, prefix = 'afterlife'): string {
-  return `${prefix}:${escapeGlob(applicationName)}:hb:*`;
+  // The prefix is escaped too: config validates it, but a caller's own prefix must not widen the scan.
+  return `${escapeGlob(prefix)}:${escapeGlob(applicationName)}:hb:*`;
 }
 
 export function heartbeatIndexKey(applicationName: string, prefix = 'afterlife'): string {

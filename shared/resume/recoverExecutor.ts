@@ -4,7 +4,7 @@ import type { Db } from '../db/pool.js';
 import { setState } from '../db/queries/executors.js';
 import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
 import { type BatchCursor, pendingByVersion, reenqueueBatch, type RecoveryGuard } from '../dbos/recovery.js';
-import { BudgetExhaustedError } from '../errors.js';
+import { BudgetExhaustedError, HeartbeatUnknownError } from '../errors.js';
 import type { DeathNotice } from '../events/deathNotice.js';
 import { type HeartbeatReading, heartbeatKey, readHeartbeat, readLiveVersions } from '../heartbeat/index.js';
 import type { Budget } from '../lifecycle/deadline.js';
@@ -87,7 +87,10 @@ export async function recoverExecutor(deps: RecoveryDeps, notice: DeathNotice, o
   if (notice.reason === 'heartbeat-lapsed' && deps.redis) {
     await waitReady(deps.redis, 500);
     const hb = await heartbeatBack(deps, notice);
-    if (hb) {
+    // Fail closed: a death inferred from the heartbeat alone needs the re-read; no reading is no evidence.
+    // Evidence Postgres re-checks in every batch (the no-kit guard, a free liveness lock) stands without it.
+    if (hb === 'unknown' && !rechecked(notice, opts)) throw new HeartbeatUnknownError(notice.executorId);
+    if (hb && hb !== 'unknown') {
       log.notice('heartbeat is fresh: false alarm, nothing recovered', { heartbeatTtlMs: hb.ttlMs, state: hb.value?.state });
       return falseAlarm(notice, 'heartbeat', hb.ttlMs, { reenqueued: 0, batches: 0 });
     }
@@ -181,7 +184,13 @@ async function run(
         // The heartbeat read before the lock is stale by now (a lock wait, earlier batches): a key that
         // came back means the executor lives, and every further row moved would run its step twice.
         const back = inferred ? await heartbeatBack(deps, notice) : undefined;
-        if (back) {
+        if (back === 'unknown' && !rechecked(notice, opts)) {
+          if (reenqueued > 0) await markDead();
+          await finish('partial', []);
+          log.warn('heartbeat unreadable mid-recovery: stopped at a batch boundary; redelivery re-checks it', { reenqueued, batches });
+          throw new HeartbeatUnknownError(notice.executorId);
+        }
+        if (back && back !== 'unknown') {
           await finish('partial', [], `heartbeat returned after ${reenqueued} re-enqueued in ${batches} batch(es): the executor is alive`);
           log.notice('heartbeat returned mid-recovery: stopped, the rest stays with the executor', { reenqueued, batches, event: 'recovery_false_alarm' });
           return falseAlarm(notice, 'heartbeat', back.ttlMs, { recoveryId, reenqueued, batches });
@@ -258,6 +267,11 @@ async function run(
   }
 }
 
+/** Whether the death rests on evidence each batch re-checks in Postgres, so it stands while Redis is down. */
+function rechecked(notice: DeathNotice, opts: RecoveryOptions): boolean {
+  return opts.guard !== undefined || notice.evidence === 'liveness';
+}
+
 function falseAlarm(
   notice: DeathNotice,
   contradictedBy: 'heartbeat' | 'guard',
@@ -270,12 +284,14 @@ function falseAlarm(
 /**
  * The executor's heartbeat, if it shows life since the declaration: its key is there and, when the notice
  * names the stale beat the declaration saw, carries another one (an unreadable value counts as life).
- * Redis failing to answer is no evidence of life.
+ * `unknown` when Redis is configured but does not answer: no evidence either way (callers whose death was
+ * inferred from the heartbeat fail closed on it). Without REDIS_URL there are no heartbeats to read at all.
  */
-async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<HeartbeatReading | undefined> {
-  if (!deps.redis || deps.redis.status !== 'ready') return undefined;
-  const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => undefined);
-  if (!hb || notice.staleBeatAt === undefined || hb.value === undefined) return hb;
+async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<HeartbeatReading | undefined | 'unknown'> {
+  if (!deps.redis) return undefined;
+  if (deps.redis.status !== 'ready') return 'unknown';
+  const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => 'unknown' as const);
+  if (hb === 'unknown' || !hb || notice.staleBeatAt === undefined || hb.value === undefined) return hb;
   return Date.parse(hb.value.beatAt) > Date.parse(notice.staleBeatAt) ? hb : undefined;
 }
 

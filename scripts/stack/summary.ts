@@ -1,0 +1,51 @@
+import { maskSecrets } from '../../shared/log.js';
+import type { Stack } from './index.js';
+
+/** What `npm start` prints: the summary, and the URLs in it and in its `--json` line. */
+/**
+ * A URL the user brought (DATABASE_URL, REDIS_URL) is shown with its password masked: terminals are
+ * recorded and pasted into tickets. The stack's own embedded Postgres and local Redis carry no secret,
+ * so their URLs stay whole and the printed `export` line works as is.
+ */
+export function shownPostgres(st: Stack): string {
+  return st.postgres.kind === 'embedded' ? st.postgres.url : maskSecrets(st.postgres.url);
+}
+export function shownRedis(url: string, kind: Stack['redis']['kind']): string {
+  return kind === 'local' ? url : maskSecrets(url);
+}
+
+export function summary(st: Stack, ms: number): string {
+  const rows: Array<[string, string]> = [
+    ['application', `${st.applicationName}${st.applicationNameDefaulted ? '   (DBOS_APPLICATION_NAME unset: using the local default)' : ''}`],
+    ['postgres', `${shownPostgres(st)}   (${st.postgres.kind === 'embedded' ? `embedded PostgreSQL, data in ${st.postgres.dataDir}, removed on exit` : 'DATABASE_URL'})`],
+    ['redis', st.redis.url ? `${shownRedis(st.redis.url, st.redis.kind)}   (${st.redis.kind === 'local' ? 'local redis-server' : 'REDIS_URL'})` : `none — DEGRADED: ${st.redis.kind === 'none' ? st.redis.reason : ''}`],
+    [
+      'pub/sub',
+      st.pubsub.kind === 'emulator'
+        ? `emulator at ${st.pubsub.host}, project ${st.project}`
+        : `in-process bridge at ${st.pubsub.url} (${st.pubsub.reason})`,
+    ],
+    ['death notices', `topic ${st.deathTopic} → subscription executor-death-local → executorDeath (ack on 2xx, nack otherwise; dead letters to ${st.deadLetterTopic} after 5)`],
+    ...st.functions.map((f): [string, string] => [`function ${f.target}`, f.url]),
+    ['scheduler', st.scheduler ? `POST reaper every ${Number(process.env.LOCAL_SCHEDULE_MS || 10_000) / 1000} s` : 'off (this build registers no reaper target)'],
+  ];
+  const width = Math.max(...rows.map(([k]) => k.length));
+  const join = [
+    `export DATABASE_URL='${shownPostgres(st)}' DBOS_APPLICATION_NAME='${st.applicationName}'`,
+    st.redis.url ? ` REDIS_URL='${shownRedis(st.redis.url, st.redis.kind)}'` : '',
+    st.pubsub.kind === 'emulator' ? ` PUBSUB_EMULATOR_HOST='${st.pubsub.host}'` : ` PUBSUB_BRIDGE_URL='${st.pubsub.url}'`,
+    ` GOOGLE_CLOUD_PROJECT='${st.project}'`,
+  ].join('');
+  return [
+    '',
+    `afterlife local stack is up (${(ms / 1000).toFixed(1)} s)`,
+    ...rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`),
+    '',
+    'To point the CLI or an executor at it:',
+    `  ${join}`,
+    '  npx afterlife status',
+    '',
+    'Ctrl-C stops everything this started.',
+    '',
+  ].join('\n');
+}
