@@ -18,7 +18,7 @@ locals {
     reaper_summary               = "one reaper invocation finished"
     reaper_skipped               = "another reaper held the lease"
     reaper_lease_lost            = "the reaper lost its lease mid-invocation"
-    reaper_tick_gap              = "no reaper ticked for more than two tick periods (the line carries gapMs)"
+    reaper_tick_gap              = "no reaper ticked for more than a second, or four ticks (the line carries gapMs)"
     reaper_failed                = "a reaper invocation failed"
     redis_reset                  = "Redis was flushed or restarted; heartbeat absence streaks restarted"
     sessions_unknown             = "afterlife's role cannot see other roles' sessions (grant pg_read_all_stats)"

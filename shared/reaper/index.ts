@@ -89,8 +89,9 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
     log.info('another reaper holds the lease: skipped', { event: 'reaper_skipped', standby: opts.standby ?? false });
     return { outcome: 'skipped', reason: 'another reaper holds the lease', holder, dryRun };
   }
-  const gapMs = (since: number | undefined) => since !== undefined && since > 2 * tickMs;
-  if (gapMs(taken.sinceLastTickMs)) {
+  // Worth a line: longer than an ordinary hand-over between invocations (a tick or two, ~250–600 ms).
+  const gapWorthLogging = Math.max(GAP_LOG_AFTER_MS, 4 * tickMs);
+  if (taken.sinceLastTickMs !== undefined && taken.sinceLastTickMs > gapWorthLogging) {
     log.warn('no reaper ticked for a while before this one took the lease', { gapMs: taken.sinceLastTickMs, event: 'reaper_tick_gap' });
   }
   const totals = { dead: emptyTotals(), stuck: emptyTotals(), diverged: emptyTotals(), orphaned: emptyTotals() };
@@ -128,7 +129,7 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
       if (ticked) {
         const now = deps.clock();
         // A tick that found the database down is no tick: the gap is logged once ticks resume.
-        if (now - lastTickAt > 2 * tickMs + r.durationMs) log.warn('reaper ticks resumed after a gap', { gapMs: now - lastTickAt, event: 'reaper_tick_gap' });
+        if (now - lastTickAt > gapWorthLogging + r.durationMs) log.warn('reaper ticks resumed after a gap', { gapMs: now - lastTickAt, event: 'reaper_tick_gap' });
         lastTickAt = now;
       }
       if (ticked || ticks % TICK_LOG_EVERY_FAILED === 0) log.info('reaper tick', { event: 'reaper_tick', ...tickLine(r) });
@@ -184,6 +185,9 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   log.info('reaper invocation finished', { event: 'reaper_summary', ...summary, planned: dryRun ? planned.length : undefined });
   return summary;
 }
+
+/** A stretch without a tick longer than this (or four ticks) is logged with its length (`reaper_tick_gap`). */
+export const GAP_LOG_AFTER_MS = 1_000;
 
 /** While every tick fails (the database is down), one tick line in this many, not four a second. */
 const TICK_LOG_EVERY_FAILED = 20;
