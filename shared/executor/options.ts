@@ -56,18 +56,3 @@ export interface ExecutorKitOptions {
   onFenced?: (exitCode: number) => void;
 }
 
-export interface ExecutorKit {
-  readonly executorId: string;
-  readonly applicationName: string;
-  readonly applicationVersion: string;
-  readonly state: KitState;
-  /** True from the first moment of a drain: the app should refuse new work (answer 503). */
-  readonly draining: boolean;
-  /** Resolves when a drain (planned or signalled) has finished waiting for in-flight work. */
-  readonly drained: Promise<void>;
-  /** Drain now, as a drain request would. */
-  drain(budgetMs: number): Promise<void>;
-  /** Stops beating and closes the kit's connections; DBOS is left alone. For tests and custom shutdowns. */
-  close(): Promise<void>;
-}
-
