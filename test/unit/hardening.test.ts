@@ -1,3 +1,5 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cliLogger } from '../../cli/context.js';
 import { summary } from '../../scripts/stack/summary.js';
@@ -83,7 +85,7 @@ describe('defect 7: secrets in logs and in npm start', () => {
     );
     expect(user).not.toMatch(/p@ss|w"rd|r3d1s/);
     expect(user).toContain("export DATABASE_URL='postgres://u:***@db:5432/x'");
-    const own = summary(st({ kind: 'embedded', url: 'postgres://postgres:postgres@127.0.0.1:5/afterlife', dataDir: '/tmp/x' } as Stack['postgres'], { kind: 'local', url: 'redis://127.0.0.1:6' } as Stack['redis']), 1);
+    const own = summary(st({ kind: 'embedded', url: 'postgres://postgres:postgres@127.0.0.1:5/afterlife', dataDir: join(tmpdir(), 'afterlife-stack-x') } as Stack['postgres'], { kind: 'local', url: 'redis://127.0.0.1:6' } as Stack['redis']), 1);
     expect(own).toContain("export DATABASE_URL='postgres://postgres:postgres@127.0.0.1:5/afterlife'");
   });
 });
