@@ -4,7 +4,7 @@ import { registerAlive, setState, type ExecutorState } from '../db/queries/execu
 import { createDb, type Db } from '../db/pool.js';
 import { AfterlifeError } from '../errors.js';
 import { createPubSubPublisher, type Publisher } from '../events/publisher.js';
-import { heartbeatKey, type HeartbeatValue } from '../heartbeat/index.js';
+import { type HeartbeatValue } from '../heartbeat/index.js';
 import type { FenceVerdict } from '../liveness/fenceCheck.js';
 import { withTimeout } from '../lifecycle/shutdown.js';
 import { createRedis } from '../lock/redis.js';
@@ -119,8 +119,7 @@ class Kit implements ExecutorKit, KitCore {
     const intervalMs = o.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
     const ttlMs = o.heartbeatTtlMs ?? DEFAULT_HEARTBEAT_TTL_MS;
     if (this.redis) {
-      const key = heartbeatKey(applicationName, this.executorId, o.keyPrefix);
-      this.heartbeat = new Heartbeat(this.redis, key, ttlMs, intervalMs, () => this.value(intervalMs), this.log, o.keyPrefix);
+      this.heartbeat = new Heartbeat(this.redis, ttlMs, intervalMs, () => this.value(intervalMs, ttlMs), this.log, o.keyPrefix);
     }
     if (o.liveness !== false) {
       this.liveness = new LivenessLock({
@@ -193,7 +192,7 @@ class Kit implements ExecutorKit, KitCore {
     });
   }
 
-  private value(intervalMs: number): HeartbeatValue {
+  private value(intervalMs: number, ttlMs: number): HeartbeatValue {
     return {
       executorId: this.executorId,
       applicationName: this.applicationName,
@@ -203,7 +202,7 @@ class Kit implements ExecutorKit, KitCore {
       beatAt: new Date().toISOString(),
       inFlight: this.app.runningCount() ?? this.dbInFlight,
       beatEveryMs: intervalMs,
-      ttlMs: this.options.heartbeatTtlMs ?? DEFAULT_HEARTBEAT_TTL_MS,
+      ttlMs,
     };
   }
 

@@ -26,7 +26,6 @@ export class Heartbeat {
 
   constructor(
     private readonly redis: Redis,
-    readonly key: string,
     private readonly ttlMs: number,
     readonly intervalMs: number,
     private readonly value: () => HeartbeatValue,

@@ -91,7 +91,7 @@ describe('kit modules: liveness lock and heartbeat', () => {
   it('a heartbeat that cannot be written for a TTL is logged loudly and counted', async () => {
     const logger = memoryLogger();
     const redis = createRedis('redis://127.0.0.1:1');
-    const hb = new Heartbeat(redis, 'afterlife:x:hb:y', 600, 100, () => ({ executorId: 'y', applicationName: 'x', applicationVersion: 'v1', state: 'alive', startedAt: '', beatAt: new Date().toISOString(), inFlight: 0 }), logger);
+    const hb = new Heartbeat(redis, 600, 100, () => ({ executorId: 'y', applicationName: 'x', applicationVersion: 'v1', state: 'alive', startedAt: '', beatAt: new Date().toISOString(), inFlight: 0 }), logger);
     hb.start();
     try {
       await waitFor('heartbeat_lost', async () => logger.lines.some((l) => l.event === 'heartbeat_lost'), { timeoutMs: 5_000 });
