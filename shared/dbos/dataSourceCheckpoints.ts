@@ -20,6 +20,15 @@ export interface DataSourceCheckpoint {
   workflowId: string;
   /** -1 when the table exists but afterlife's role may not read it: unknown, so treated as unsafe. */
   functionId: number;
+  /**
+   * Whether DBOS also recorded the step in `operation_outputs`. A data source commits its checkpoint with
+   * the user's writes, then DBOS records the step; an executor that died (or hung) between the two leaves
+   * a transaction that was applied but that the system database never saw. Such a checkpoint is not a
+   * discarded run's: a same-path repair (stuck, orphaned version) cut right after the last recorded step
+   * must rewind over it (the replay is served it: applied once), because a fork, under a new ID the
+   * checkpoint does not know, would apply the transaction a second time. False when unknown (-1).
+   */
+  recorded: boolean;
 }
 
 const INSUFFICIENT_PRIVILEGE = '42501';
@@ -38,8 +47,10 @@ export async function dataSourceCheckpointsFrom(
   const out: DataSourceCheckpoint[] = [];
   for (const { schema } of present.rows) {
     // Params: $1 workflow IDs, $2 their cuts (same order).
-    const res = await db.query<{ workflow_id: string; function_num: number }>(
-      `SELECT tc.workflow_id, tc.function_num
+    const res = await db.query<{ workflow_id: string; function_num: number; recorded: boolean }>(
+      `SELECT tc.workflow_id, tc.function_num,
+              EXISTS (SELECT 1 FROM ${ident(db.dbosSchema)}.operation_outputs o
+                       WHERE o.workflow_uuid = tc.workflow_id AND o.function_id = tc.function_num) AS recorded
          FROM ${ident(schema)}.transaction_completion tc
          JOIN unnest($1::text[], $2::int[]) AS c(workflow_id, from_step) ON c.workflow_id = tc.workflow_id
         WHERE tc.function_num >= c.from_step
@@ -49,9 +60,39 @@ export async function dataSourceCheckpointsFrom(
     ).catch((err: unknown) => {
       // A table the app created after afterlife's grants: not knowing must not read as "none" (fail closed).
       if ((err as { code?: unknown }).code !== INSUFFICIENT_PRIVILEGE) throw err;
-      return { rows: cuts.map((c) => ({ workflow_id: c.workflowId, function_num: -1 })) };
+      return { rows: cuts.map((c) => ({ workflow_id: c.workflowId, function_num: -1, recorded: false })) };
     });
-    out.push(...res.rows.map((r) => ({ schema, workflowId: r.workflow_id, functionId: r.function_num })));
+    out.push(...res.rows.map((r) => ({ schema, workflowId: r.workflow_id, functionId: r.function_num, recorded: r.recorded })));
   }
   return out;
+}
+
+/**
+ * The checkpoints that make an outside rewind unsafe. For a diverged workflow every one at or past the cut
+ * (the replay takes another path, and would be served outputs of the discarded one). For a same-path
+ * repair (cut right after the last recorded step) only recorded ones and unknown ones: an unrecorded
+ * checkpoint there is the transaction the replay will reach first, and must be served, not re-applied.
+ */
+export function rewindBlockers(found: readonly DataSourceCheckpoint[], samePath: boolean): DataSourceCheckpoint[] {
+  return samePath ? found.filter((c) => c.recorded || c.functionId < 0) : [...found];
+}
+
+/** The unrecorded checkpoints a same-path rewind is served (logged: they are why it did not fork). */
+export function servedUnrecorded(found: readonly DataSourceCheckpoint[]): DataSourceCheckpoint[] {
+  return found.filter((c) => !c.recorded && c.functionId >= 0);
+}
+
+/**
+ * Why a fork from `startStep` must not be made, or undefined: an unrecorded checkpoint at or past it is a
+ * transaction already applied that the fork (a new ID) would apply again. The workflow is left as it is
+ * for a repair under its own ID: a rewind, DBOS's resume, or an executor of its version.
+ */
+export async function forkWouldReapply(db: Db, schemas: readonly string[], workflowId: string, startStep: number): Promise<string | undefined> {
+  const found = servedUnrecorded(await dataSourceCheckpointsFrom(db, schemas, [{ workflowId, fromStep: startStep }]));
+  const [first] = found;
+  if (!first) return undefined;
+  return (
+    `${first.schema}.transaction_completion holds step ${first.functionId} of ${workflowId}, a transaction the system database never recorded; ` +
+    'a fork would apply it again, so it is left for a repair under its own ID (a rewind, DBOS resumeWorkflow, or an executor of its version)'
+  );
 }

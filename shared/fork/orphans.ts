@@ -1,3 +1,4 @@
+import { forkWouldReapply } from '../dbos/dataSourceCheckpoints.js';
 import { dropAbandonedForkIntent, markOriginalCancelled, type UncancelledOriginal, uncancelledOriginals } from '../db/queries/forks.js';
 import type { Logger } from '../log.js';
 import { deadLetter, type ForkDeps, ledger, underRootLock } from './autoFork.js';
@@ -67,6 +68,12 @@ export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo, opts
     }
     const steps = (await client.listWorkflowSteps(id)) ?? [];
     const startStep = steps.reduce((m, s) => Math.max(m, s.functionID + 1), 0);
+    const refused = await forkWouldReapply(deps.db, deps.dataSourceSchemas ?? [], id, startStep);
+    if (refused) {
+      deps.logger.warn('not forking onto the latest version', { event: 'repair_refused', workflowId: id, why: refused });
+      out.push({ workflowId: id, outcome: 'skipped', why: refused });
+      continue;
+    }
     const { root, depth } = await lineageOf(client, id, status.forkedFrom);
     const n = depth + 1;
     parents.set(id, status.parentWorkflowID);

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { claimRewind, markRewound, type RewindReason, type RewoundDescendant, rewindsOf } from '../db/queries/rewinds.js';
-import { dataSourceCheckpointsFrom } from '../dbos/dataSourceCheckpoints.js';
+import { dataSourceCheckpointsFrom, rewindBlockers, servedUnrecorded } from '../dbos/dataSourceCheckpoints.js';
 import type { Logger } from '../log.js';
 import { noFaults } from '../testing/faults.js';
 import { autoFork, type AutoForkResult, deadLetter, type ForkDeps, underRootLock } from './autoFork.js';
@@ -43,7 +43,16 @@ export interface Target {
 }
 
 type Plan =
-  | { kind: 'rewind'; targets: Target[]; reason: RewindReason; divergedWorkflowId: string | undefined; detail: string; forkedFrom: string | undefined }
+  | {
+      kind: 'rewind';
+      targets: Target[];
+      reason: RewindReason;
+      divergedWorkflowId: string | undefined;
+      detail: string;
+      forkedFrom: string | undefined;
+      /** Cut right after the last recorded step, replayed by the same code (stuck): see rewindBlockers. */
+      samePath?: boolean;
+    }
   | { kind: 'skip'; why: 'missing' | 'not-diverged'; status: string | undefined }
   | { kind: 'fork'; why: string };
 
@@ -129,7 +138,8 @@ export async function rewindPlanned(
   if (!top) return { fallback: 'nothing to rewind', priorRewinds: 0 };
   const { root, depth } = await lineageOf(client, top.workflowId, plan.forkedFrom);
   const priorRewinds = await rewindsOf(deps.db, root, { workflowId: top.workflowId, incarnationMs: top.incarnationMs });
-  const unsafe = await dataSourceCheckpointsFrom(deps.db, deps.dataSourceSchemas ?? [], plan.targets);
+  const found = await dataSourceCheckpointsFrom(deps.db, deps.dataSourceSchemas ?? [], plan.targets);
+  const unsafe = rewindBlockers(found, plan.samePath === true);
   const [first] = unsafe;
   if (first) {
     return {
@@ -140,6 +150,14 @@ export async function rewindPlanned(
             `${unsafe.length > 1 ? ` and ${unsafe.length - 1} more` : ''}); DBOSClient.rewindWorkflow cannot remove them, and the replay would be served their outputs`,
       priorRewinds,
     };
+  }
+  const served = servedUnrecorded(found);
+  if (served.length) {
+    log.notice('rewinding over a transaction the system database never recorded; the replay is served its checkpoint', {
+      event: 'repair_rewind_serves_transaction',
+      steps: served.map((c) => `${c.schema}.transaction_completion: ${c.workflowId} step ${c.functionId}`),
+      why: 'a fork would run it again under a new ID',
+    });
   }
   const done = await underRootLock(deps, root, async (): Promise<RepairResult> => {
     if (depth + priorRewinds >= deps.maxForks) {

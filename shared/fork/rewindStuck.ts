@@ -26,6 +26,7 @@ export async function repairStuck(deps: ForkDeps, workflowId: string): Promise<s
   const fromStep = steps.reduce((m, s) => Math.max(m, s.functionID + 1), 0);
   const done = await rewindPlanned(deps, client, log, {
     kind: 'rewind',
+    samePath: true,
     targets: [
       {
         workflowId,

@@ -1,3 +1,4 @@
+import { forkWouldReapply } from '../dbos/dataSourceCheckpoints.js';
 import { deadLetter, type ForkDeps, ledger, underRootLock } from './autoFork.js';
 import { forkId, forkOnce, type ForkPlan, lineageOf, queueOf, targetVersionOf } from './plan.js';
 
@@ -20,6 +21,11 @@ export async function forkStuck(deps: ForkDeps, workflowId: string): Promise<str
   const { root, depth } = await lineageOf(client, workflowId, status.forkedFrom);
   const n = depth + 1;
   const log = deps.logger.child({ component: 'fork', workflowId, root });
+  const refused = await forkWouldReapply(deps.db, deps.dataSourceSchemas ?? [], workflowId, startStep);
+  if (refused) {
+    log.error('stuck workflow left cancelled: a fork would re-apply a transaction', { event: 'repair_refused', why: refused });
+    return undefined;
+  }
   const out = await underRootLock(deps, root, async () => {
     if (n > deps.maxForks) {
       await deadLetter(deps, { workflowId, root, forks: n - 1, reason: 'stuck', error: undefined }, log);
