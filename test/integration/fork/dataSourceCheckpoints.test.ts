@@ -30,8 +30,8 @@ describe('dataSourceCheckpointsFrom', () => {
         { workflowId: 'w2', fromStep: 3 },
         { workflowId: 'w3', fromStep: 0 },
       ]);
-      expect(found).toEqual([{ schema: 'app_ds', workflowId: 'w1', functionId: 4 }]);
-      expect(await dataSourceCheckpointsFrom(db, ['app_ds'], [{ workflowId: 'w2', fromStep: 2 }])).toEqual([{ schema: 'app_ds', workflowId: 'w2', functionId: 2 }]);
+      expect(found).toEqual([{ schema: 'app_ds', workflowId: 'w1', functionId: 4, recorded: false }]);
+      expect(await dataSourceCheckpointsFrom(db, ['app_ds'], [{ workflowId: 'w2', fromStep: 2 }])).toEqual([{ schema: 'app_ds', workflowId: 'w2', functionId: 2, recorded: false }]);
     } finally {
       await db.end();
     }
@@ -43,7 +43,7 @@ describe('dataSourceCheckpointsFrom', () => {
     url.password = 'x';
     const db = afterlifeDb(url.toString());
     try {
-      expect(await dataSourceCheckpointsFrom(db, ['app_ds'], [{ workflowId: 'w3', fromStep: 0 }])).toEqual([{ schema: 'app_ds', workflowId: 'w3', functionId: -1 }]);
+      expect(await dataSourceCheckpointsFrom(db, ['app_ds'], [{ workflowId: 'w3', fromStep: 0 }])).toEqual([{ schema: 'app_ds', workflowId: 'w3', functionId: -1, recorded: false }]);
     } finally {
       await db.end();
     }
