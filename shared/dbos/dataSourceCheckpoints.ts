@@ -88,9 +88,13 @@ export function servedUnrecorded(found: readonly DataSourceCheckpoint[]): DataSo
  * for a repair under its own ID: a rewind, DBOS's resume, or an executor of its version.
  */
 export async function forkWouldReapply(db: Db, schemas: readonly string[], workflowId: string, startStep: number): Promise<string | undefined> {
-  const found = servedUnrecorded(await dataSourceCheckpointsFrom(db, schemas, [{ workflowId, fromStep: startStep }]));
+  // Unknown (a table afterlife may not read) counts too: not knowing must not read as "safe to fork".
+  const found = (await dataSourceCheckpointsFrom(db, schemas, [{ workflowId, fromStep: startStep }])).filter((c) => !c.recorded);
   const [first] = found;
   if (!first) return undefined;
+  if (first.functionId < 0) {
+    return `${first.schema}.transaction_completion is not readable by afterlife's role, so a fork of ${workflowId} could apply a transaction again; grant it SELECT`;
+  }
   return (
     `${first.schema}.transaction_completion holds step ${first.functionId} of ${workflowId}, a transaction the system database never recorded; ` +
     'a fork would apply it again, so it is left for a repair under its own ID (a rewind, DBOS resumeWorkflow, or an executor of its version)'

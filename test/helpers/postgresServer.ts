@@ -24,6 +24,11 @@ export interface PrivatePostgres {
   startServer(): Promise<void>;
   /** stopServer() + startServer(). */
   restart(): Promise<void>;
+  /**
+   * A crash of the postmaster (immediate shutdown, SIGQUIT): backends exit without writing what is still in
+   * WAL buffers, so a commit that did not wait for its WAL can be lost, and the next start replays the WAL.
+   */
+  crash(): Promise<void>;
   /** Stops it for good and removes its files. */
   stop(): Promise<void>;
 }
@@ -70,12 +75,12 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
       }
     }
   };
-  const stopServer = async () => {
+  const stopServer = async (signal: 'SIGINT' | 'SIGQUIT' = 'SIGINT') => {
     const p = proc;
     if (!p || p.exitCode !== null || p.signalCode !== null) return;
     const exited = new Promise((r) => p.once('exit', r));
-    // Fast shutdown: every backend is terminated at once, then the postmaster exits.
-    p.kill('SIGINT');
+    // Fast shutdown (SIGINT): every backend is terminated at once, then the postmaster exits.
+    p.kill(signal);
     const timer = setTimeout(() => p.kill('SIGKILL'), 15_000);
     await exited;
     clearTimeout(timer);
@@ -96,8 +101,9 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   return {
     url,
     port,
-    stopServer,
+    stopServer: () => stopServer(),
     startServer,
+    crash: () => stopServer('SIGQUIT'),
     restart: async () => {
       await stopServer();
       await startServer();
