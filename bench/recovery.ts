@@ -22,13 +22,11 @@
  */
 import pg from 'pg';
 import type { Db } from '../shared/db/pool.js';
-import { finishRecovery } from '../shared/db/queries/recoveries.js';
 import { pendingByVersion, reenqueueBatch, type BatchCursor } from '../shared/dbos/recovery.js';
 import { deathNotice } from '../shared/events/deathNotice.js';
 import { RedisLock } from '../shared/lock/lock.js';
 import { createRedis, waitReady } from '../shared/lock/redis.js';
 import { silentLogger } from '../shared/log.js';
-import { BatchSizer } from '../shared/resume/batchSizer.js';
 import { recoverExecutor } from '../shared/resume/recoverExecutor.js';
 import { admin, afterlifeDb, cloneDatabase, createDbosDatabase, dropDatabase, median, ms } from './lib.js';
 
@@ -114,26 +112,22 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
   const rangeMs = ms(t);
   const range = pending.find((p) => p.applicationVersion === 'v1')?.created;
   if (!range) throw new Error('no PENDING rows of dead-1/v1');
-  const sizer = new BatchSizer(batchSize);
   for (;;) {
     const s = process.hrtime.bigint();
     const batch = await reenqueueBatch(db, { applicationName: APP, executorId: 'dead-1', applicationVersion: 'v1' }, {
-      limit: sizer.size,
+      limit: batchSize,
       range,
       after,
       recoveryId,
       batchNo: ++batchNo,
     });
     const took = ms(s);
-    sizer.observe(batch.candidates, took);
     batchMs.push(took);
     longest = Math.max(longest, took);
     moved += batch.ids.length;
     if (!batch.next) break;
     after = batch.next;
   }
-  // The recovery's durability point (the batches commit asynchronously): part of its cost.
-  await finishRecovery(db, recoveryId, { outcome: 'completed', reenqueued: moved, batches: batchNo, versions: { v1: moved }, versionsWithoutExecutor: [] });
   const total = ms(t);
   await pool.end();
   return { total, longest, rows: moved, trace: { rangeMs, batchMs } };

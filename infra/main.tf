@@ -40,7 +40,6 @@ locals {
     HEARTBEAT_INTERVAL_MS    = tostring(var.afterlife.heartbeat_interval_ms)
     BUDGET_MARGIN_MS         = tostring(var.afterlife.budget_margin_ms)
     RECOVERY_BATCH_SIZE      = tostring(var.afterlife.recovery_batch_size)
-    RECOVERY_BATCH_TARGET_MS = tostring(var.afterlife.recovery_batch_target_ms)
     LOCK_TTL_MS              = tostring(var.afterlife.lock_ttl_ms)
     ORPHANED_VERSION_POLICY  = var.afterlife.orphaned_version_policy
     MAX_FORKS                = tostring(var.afterlife.max_forks)

@@ -82,7 +82,6 @@ variable "afterlife" {
     db_connect_timeout_ms       = optional(number, 5000)
     db_statement_timeout_ms     = optional(number, 30000)
     recovery_batch_size         = optional(number, 1000)
-    recovery_batch_target_ms    = optional(number, 50)
     lock_ttl_ms                 = optional(number, 30000)
     orphaned_version_policy     = optional(string, "leave")
     reaper_tick_ms              = optional(number, 250)

@@ -43,6 +43,7 @@ if [ "$#" -eq 0 ]; then
     test/integration/reaper/orphanedRewind.test.ts \
     test/integration/fork/rewind.test.ts \
     test/integration/fork/dataSource.test.ts \
+    test/integration/fork/unrecordedTransaction.test.ts \
     test/integration/fork/divergence.test.ts
 fi
 [ -f dist/cli/index.js ] || npm run build

@@ -70,7 +70,7 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
       redis: ctx.redisReady ? ctx.redis : undefined,
       lock: ctx.redisReady ? ctx.lock : undefined,
       logger: ctx.logger,
-      batchSize: config.recovery.batchSize, batchTargetMs: config.recovery.batchTargetMs,
+      batchSize: config.recovery.batchSize,
       lockTtlMs: config.recovery.lockTtlMs,
       recoveredBy: `cli:${safeUser()}@${hostname()}`,
       ...(config.redis ? { keyPrefix: config.redis.keyPrefix } : {}),

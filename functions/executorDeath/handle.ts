@@ -92,7 +92,7 @@ export async function handleDecodedDeath(rt: Runtime, decoded: DecodedMessage<De
         lock: rt.lock,
         logger: log,
         faults: rt.faults,
-        batchSize: rt.config.recovery.batchSize, batchTargetMs: rt.config.recovery.batchTargetMs,
+        batchSize: rt.config.recovery.batchSize,
         lockTtlMs: rt.config.recovery.lockTtlMs,
         ...(rt.config.redis ? { keyPrefix: rt.config.redis.keyPrefix } : {}),
         ...(rt.config.recovery.orphanedVersionPolicy === 'fork-to-latest'

@@ -79,8 +79,6 @@ const EnvSchema = z
     DRAIN_BUDGET_MS: int(600_000, 1_000, 86_400_000),
 
     RECOVERY_BATCH_SIZE: int(1_000, 1, 100_000),
-    // Half the 100 ms a batch may hold its row locks: room for a busy moment before the next batch shrinks.
-    RECOVERY_BATCH_TARGET_MS: int(50, 1, 60_000),
     LOCK_TTL_MS: int(30_000, 1_000),
     ORPHANED_VERSION_POLICY: z.enum(['leave', 'fork-to-latest']).default('leave'),
 
@@ -155,7 +153,7 @@ export interface Config {
   budgetMarginMs: number;
   /** Default budget of a planned drain (the drain function's POST without `budgetMs`). */
   drainBudgetMs: number;
-  recovery: { batchSize: number; batchTargetMs: number; lockTtlMs: number; orphanedVersionPolicy: 'leave' | 'fork-to-latest' };
+  recovery: { batchSize: number; lockTtlMs: number; orphanedVersionPolicy: 'leave' | 'fork-to-latest' };
   reaper: {
     tickMs: number;
     stuckAfterMs: number;
@@ -264,7 +262,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     drainBudgetMs: e.DRAIN_BUDGET_MS,
     recovery: {
       batchSize: e.RECOVERY_BATCH_SIZE,
-      batchTargetMs: e.RECOVERY_BATCH_TARGET_MS,
       lockTtlMs: e.LOCK_TTL_MS,
       orphanedVersionPolicy: e.ORPHANED_VERSION_POLICY,
     },

@@ -54,21 +54,6 @@ export interface BatchResult {
   next: BatchCursor | undefined;
 }
 
-/*
- * Why a batch commits asynchronously. A batch holds its rows' locks until its commit, and a synchronous
- * commit waits for the WAL flush, which queues behind whatever else the disk is doing: at 1M orphans the
- * recovery's own WAL triggers a checkpoint every few seconds, and batches that waited on those fsyncs held
- * their 1,000 row locks 100–200 ms instead of 30 (bench/README.md). DBOS's single statement never waits
- * mid-way; a batched recovery would wait once per batch.
- *
- * Durability is unchanged where it matters. A crash can lose only batches committed in the last moments,
- * and nothing can have built on them durably: a live executor that claimed a re-enqueued row commits
- * synchronously, and its flush covers all WAL before its own, this batch's included. The recovery ends
- * with `finishRecovery` (a synchronous commit, recoverExecutor.ts), which makes every batch durable
- * before the notice is acknowledged; a crash before it leaves the notice unacknowledged, and the
- * redelivery re-runs what was lost (the rows are PENDING on the dead executor again).
- */
-
 export async function reenqueueBatch(
   db: Db,
   scope: BatchScope,
@@ -109,11 +94,8 @@ export async function reenqueueBatch(
      logged AS (
        INSERT INTO ${audit} (recovery_id, batch_no, application_version, workflow_ids)
        SELECT $7, $8, $2, array_agg(workflow_uuid) FROM moved HAVING count(*) > 0
-     ),
-     -- This statement's own commit does not wait for the WAL flush: see "Why a batch commits asynchronously".
-     async_commit AS (SELECT set_config('synchronous_commit', 'off', true) AS v)
+     )
      SELECT (SELECT array_agg(workflow_uuid) FROM moved) AS ids, (SELECT count(*)::int FROM candidates) AS candidates,
-            (SELECT v FROM async_commit) AS commit_mode,
             (SELECT ARRAY[created_at::text, workflow_uuid] FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last`,
     [
       scope.executorId,

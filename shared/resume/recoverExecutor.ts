@@ -13,7 +13,6 @@ import { LockUnavailableError } from '../lock/errors.js';
 import type { RedisLock } from '../lock/lock.js';
 import { waitReady } from '../lock/redis.js';
 import type { Logger } from '../log.js';
-import { BatchSizer } from './batchSizer.js';
 import { noFaults, type Faults } from '../testing/faults.js';
 
 /**
@@ -28,10 +27,7 @@ export interface RecoveryDeps {
   lock: RedisLock | undefined;
   logger: Logger;
   faults?: Faults;
-  /** The most rows one batch statement moves (RECOVERY_BATCH_SIZE); batches are sized by time under it. */
   batchSize: number;
-  /** The time one batch statement should take (RECOVERY_BATCH_TARGET_MS); see BatchSizer. */
-  batchTargetMs?: number;
   lockTtlMs: number;
   keyPrefix?: string;
   /** Who runs this recovery, for the audit. */
@@ -156,7 +152,6 @@ async function run(
   const orphanedIds = new Map<string | null, string[]>();
   let reenqueued = 0;
   let batches = 0;
-  const sizer = new BatchSizer(deps.batchSize, deps.batchTargetMs);
   const finish = (outcome: 'completed' | 'partial' | 'failed', versionsWithoutExecutor: string[], error?: string) =>
     finishRecovery(db, recoveryId, { outcome, reenqueued, batches, versions, versionsWithoutExecutor, ...(error ? { error } : {}) });
 
@@ -200,14 +195,11 @@ async function run(
           log.notice('heartbeat returned mid-recovery: stopped, the rest stays with the executor', { reenqueued, batches, event: 'recovery_false_alarm' });
           return falseAlarm(notice, 'heartbeat', back.ttlMs, { recoveryId, reenqueued, batches });
         }
-        const limit = sizer.size;
-        const began = performance.now();
         const batch = await reenqueueBatch(
           db,
           { applicationName: app, executorId: notice.executorId, applicationVersion },
-          { limit, range: created, after, recoveryId, batchNo: batches + 1, ...(guard ? { guard } : {}) },
+          { limit: deps.batchSize, range: created, after, recoveryId, batchNo: batches + 1, ...(guard ? { guard } : {}) },
         );
-        sizer.observe(batch.candidates, performance.now() - began);
         batches += 1;
         reenqueued += batch.ids.length;
         versions[label] = (versions[label] ?? 0) + batch.ids.length;

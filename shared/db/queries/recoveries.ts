@@ -16,11 +16,6 @@ export async function startRecovery(
   return Number(res.rows[0]?.id);
 }
 
-/**
- * Also the recovery's durability point: its batches commit asynchronously (shared/dbos/recovery.ts), and
- * this synchronous commit flushes the WAL up to its own record, every batch included, before any caller
- * acknowledges the notice. It always writes the row startRecovery made, so it always has a commit to flush.
- */
 export async function finishRecovery(
   db: Db,
   id: number,
