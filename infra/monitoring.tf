@@ -72,6 +72,25 @@ locals {
            (`afterlife fork`) or set STUCK_POLICY = "cancel-and-fork".
       EOT
     }
+    repair_refused = {
+      title     = "afterlife: a repair refused, to keep a transaction from running twice"
+      severity  = "ERROR"
+      metric    = google_logging_metric.event["repair_refused"].name
+      window    = "300s"
+      duration  = "0s"
+      threshold = 0
+      content   = <<-EOT
+        A fork of a stuck or orphaned workflow was **not made**: a data-source transaction at its cut
+        committed in the app's database (`transaction_completion`) but was never recorded as a step, so a
+        fork (a new ID) would apply it a second time. Or that table is not readable by afterlife's role.
+        The workflow waits: an orphan stays ENQUEUED on its version, a stuck one stays CANCELLED.
+
+        1. The `why` of the `repair_refused` line names the workflow, the table and the step.
+        2. Repair it under its own ID: set REPAIR_MODE = "rewind" (the default; the rewind is served the
+           recorded transaction), start an executor of the orphan's version, or for a cancelled one call
+           DBOS `resumeWorkflow`. If the table is unreadable, grant afterlife's role SELECT on it.
+      EOT
+    }
     # A nack in every 10-minute window (Pub/Sub's backoff is at most 600 s) for recovery_retry_minutes.
     recovery_retry = {
       title     = "afterlife: recoveries retried for more than ${var.alerts.recovery_retry_minutes} minutes"

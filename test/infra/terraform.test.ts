@@ -287,8 +287,9 @@ describe('planted breaks are reported', () => {
 
   it('an alert policy without documentation or notification channels', async () => {
     const r = await plant('monitoring.tf', '    content   = "${each.value.content}${local.alert_doc_footer}"\n', '');
-    expect(messages(r)).toHaveLength(5);
+    expect(messages(r)).toHaveLength(6);
     expect(messages(r)).toEqual(expect.arrayContaining([
+      expect.stringMatching(/threshold\["repair_refused"\]: has no documentation/),
       expect.stringMatching(/threshold\["poison_message"\]: has no documentation/),
       expect.stringMatching(/threshold\["orphaned_version"\]: has no documentation/),
       expect.stringMatching(/threshold\["stuck_workflow"\]: has no documentation/),
