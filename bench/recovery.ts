@@ -87,7 +87,12 @@ async function runDbos(url: string): Promise<{ total: number; longest: number; r
 interface Trace {
   rangeMs: number;
   batchMs: number[];
+  /** When each batch over SLOW_MS ended (wall clock), to set beside the server log's checkpoint lines. */
+  slowAt: string[];
 }
+
+/** The lock bound the issue sets for one statement. */
+const SLOW_MS = 100;
 
 /**
  * afterlife's path: the range read, then the same statement in keyset batches of `batchSize`, each
@@ -107,6 +112,7 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
   let moved = 0;
   let batchNo = 0;
   const batchMs: number[] = [];
+  const slowAt: string[] = [];
   const t = process.hrtime.bigint();
   const pending = await pendingByVersion(db, APP, 'dead-1');
   const rangeMs = ms(t);
@@ -123,6 +129,7 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
     });
     const took = ms(s);
     batchMs.push(took);
+    if (took > SLOW_MS) slowAt.push(`batch ${batchNo} ${took.toFixed(0)} ms ending ${new Date().toISOString().slice(11, 23)}`);
     longest = Math.max(longest, took);
     moved += batch.ids.length;
     if (!batch.next) break;
@@ -130,7 +137,7 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
   }
   const total = ms(t);
   await pool.end();
-  return { total, longest, rows: moved, trace: { rangeMs, batchMs } };
+  return { total, longest, rows: moved, trace: { rangeMs, batchMs, slowAt } };
 }
 
 function printTrace(n: number, batchSize: number, total: number, trace: Trace): void {
@@ -143,7 +150,8 @@ function printTrace(n: number, batchSize: number, total: number, trace: Trace): 
   const last = xs.slice(-3).map((x) => x.toFixed(1)).join(', ');
   console.error(
     `trace ${n.toLocaleString('en')} orphans, batch ${batchSize}, slowest run ${total.toFixed(0)} ms: range read ${trace.rangeMs.toFixed(1)} ms; ` +
-      `${xs.length} batches, ms median/max by tenths [${tenths.join(' ')}]; last three ${last}; longest ${Math.max(...xs).toFixed(1)} ms (batch ${xs.indexOf(Math.max(...xs)) + 1})`,
+      `${xs.length} batches, ms median/max by tenths [${tenths.join(' ')}]; last three ${last}; longest ${Math.max(...xs).toFixed(1)} ms (batch ${xs.indexOf(Math.max(...xs)) + 1})` +
+      (trace.slowAt.length ? `; over ${SLOW_MS} ms (UTC): ${trace.slowAt.join(', ')}` : ''),
   );
 }
 
