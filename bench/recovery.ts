@@ -6,6 +6,9 @@
  * executors, statuses and apps, one template database is cloned per run so both methods see identical data.
  * Runs alternate (DBOS, afterlife, DBOS, afterlife, …) to spread the machine's noise over both.
  *
+ * A bare batched UPDATE (DBOS's statement in keyset batches, nothing of afterlife's: no range read, audit or
+ * guard premise) runs beside them: the floor of what batching itself costs on this machine.
+ *
  * A third method runs `recoverExecutor` as shipped (the Redis lock, the registry, PENDING counts per
  * version, the audit and the recovery statement in batches of the first batch size), so the figure is
  * what a death notice costs end to end, not only its statements.
@@ -82,6 +85,44 @@ async function runDbos(url: string): Promise<{ total: number; longest: number; r
   const total = ms(t);
   await c.end();
   return { total, longest: total, rows: res.rowCount ?? 0 };
+}
+
+/**
+ * The floor of batching: DBOS's statement cut into keyset batches of `batchSize` and nothing else (no range
+ * read, no audit, no guard premise, no row-comparison cursor). What it costs over DBOS's single statement
+ * is the price of batching itself on this machine; what afterlife costs over it is afterlife's own.
+ */
+async function runBare(url: string, batchSize: number): Promise<{ total: number; longest: number; rows: number }> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  let cursor = '0';
+  let rows = 0;
+  let longest = 0;
+  const t = process.hrtime.bigint();
+  for (;;) {
+    const s = process.hrtime.bigint();
+    const res = await c.query<{ created_at: string }>({
+      name: 'bare',
+      text: `UPDATE dbos.workflow_status
+                SET started_at_epoch_ms = NULL, status = 'ENQUEUED', owner_xid = NULL,
+                    updated_at = (EXTRACT(EPOCH FROM now()) * 1000)::bigint,
+                    queue_name = COALESCE(queue_name, '_dbos_internal_queue')
+              WHERE ctid = ANY (ARRAY(SELECT ctid FROM dbos.workflow_status
+                                       WHERE status = 'PENDING' AND executor_id = $1 AND application_version = $2 AND created_at > $3::bigint
+                                       ORDER BY created_at LIMIT $4))
+                AND status = 'PENDING' AND executor_id = $1
+              RETURNING created_at::text`,
+      values: ['dead-1', 'v1', cursor, batchSize],
+    });
+    longest = Math.max(longest, ms(s));
+    rows += res.rowCount ?? 0;
+    // The seed gives every orphan its own created_at, so created_at alone is a keyset cursor here.
+    for (const r of res.rows) if (BigInt(r.created_at) > BigInt(cursor)) cursor = r.created_at;
+    if ((res.rowCount ?? 0) < batchSize) break;
+  }
+  const total = ms(t);
+  await c.end();
+  return { total, longest, rows };
 }
 
 interface Trace {
@@ -204,8 +245,10 @@ for (const [i, n] of sizes.entries()) {
   let longestDbos = 0;
   const shipped: number[] = [];
   let longestShipped = 0;
+  const bare: number[] = [];
+  let longestBare = 0;
   for (let r = 0; r < reps; r++) {
-    for (const method of ['dbos', ...batchSizes, 'shipped'] as const) {
+    for (const method of ['dbos', 'bare', ...batchSizes, 'shipped'] as const) {
       const name = `afterlife_bench_run_${process.pid}`;
       const url = await cloneDatabase(template, name);
       // Cloning writes the whole database to WAL; a checkpoint landing inside a timed run is the largest
@@ -219,6 +262,11 @@ for (const [i, n] of sizes.entries()) {
         check(out.rows);
         dbos.push(out.total);
         longestDbos = Math.max(longestDbos, out.longest);
+      } else if (method === 'bare') {
+        const out = await runBare(url, batchSizes[0] ?? 1000);
+        check(out.rows);
+        bare.push(out.total);
+        longestBare = Math.max(longestBare, out.longest);
       } else if (method === 'shipped') {
         const out = await runShipped(url, batchSizes[0] ?? 1000);
         check(out.rows);
@@ -242,6 +290,10 @@ for (const [i, n] of sizes.entries()) {
       `| ${n.toLocaleString('en')} (${reps}) | ${b} | ${median(dbos).toFixed(0)} ms | ${mine.toFixed(0)} ms | ${(mine / median(dbos)).toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${(longestOurs.get(b) ?? 0).toFixed(1)} ms |`,
     );
   }
+  const floor = median(bare);
+  lines.push(
+    `| ${n.toLocaleString('en')} (${reps}) | ${batchSizes[0] ?? 1000}, bare batched UPDATE (the floor of batching) | ${median(dbos).toFixed(0)} ms | ${floor.toFixed(0)} ms | ${(floor / median(dbos)).toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${longestBare.toFixed(1)} ms |`,
+  );
   const whole = median(shipped);
   lines.push(
     `| ${n.toLocaleString('en')} (${reps}) | ${batchSizes[0] ?? 1000}, recoverExecutor as shipped | ${median(dbos).toFixed(0)} ms | ${whole.toFixed(0)} ms | ${(whole / median(dbos)).toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${longestShipped.toFixed(1)} ms |`,
