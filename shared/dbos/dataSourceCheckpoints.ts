@@ -68,18 +68,30 @@ export async function dataSourceCheckpointsFrom(
 }
 
 /**
- * The checkpoints that make an outside rewind unsafe. For a diverged workflow every one at or past the cut
- * (the replay takes another path, and would be served outputs of the discarded one). For a same-path
- * repair (cut right after the last recorded step) only recorded ones and unknown ones: an unrecorded
- * checkpoint there is the transaction the replay will reach first, and must be served, not re-applied.
+ * Whether `DBOSClient.rewindWorkflow` may rewind these cuts from outside the app: `unsafe` says why not,
+ * else `served` lists the unrecorded checkpoints the replay will be handed. For a diverged workflow every
+ * checkpoint at or past the cut is unsafe (the replay takes another path, and would be served outputs of
+ * the discarded one). For a same-path repair (cut right after the last recorded step) only recorded and
+ * unknown ones are: an unrecorded checkpoint there is the transaction the replay reaches first, and must
+ * be served, not re-applied.
  */
-export function rewindBlockers(found: readonly DataSourceCheckpoint[], samePath: boolean): DataSourceCheckpoint[] {
-  return samePath ? found.filter((c) => c.recorded || c.functionId < 0) : [...found];
-}
-
-/** The unrecorded checkpoints a same-path rewind is served (logged: they are why it did not fork). */
-export function servedUnrecorded(found: readonly DataSourceCheckpoint[]): DataSourceCheckpoint[] {
-  return found.filter((c) => !c.recorded && c.functionId >= 0);
+export async function outsideRewindCheck(
+  db: Db,
+  schemas: readonly string[],
+  cuts: ReadonlyArray<{ workflowId: string; fromStep: number }>,
+  samePath: boolean,
+): Promise<{ unsafe: string } | { unsafe?: undefined; served: DataSourceCheckpoint[] }> {
+  const found = await dataSourceCheckpointsFrom(db, schemas, cuts);
+  const unknown = (c: DataSourceCheckpoint) => c.functionId < 0;
+  const blockers = samePath ? found.filter((c) => c.recorded || unknown(c)) : found;
+  const [first] = blockers;
+  if (!first) return { served: found.filter((c) => !unknown(c)) };
+  return {
+    unsafe: unknown(first)
+      ? `${first.schema}.transaction_completion (data-source checkpoints) is not readable by afterlife's role: grant it SELECT, or rewinds are not known to be safe`
+      : `data-source checkpoints at or past the cut (${first.schema}.transaction_completion: ${first.workflowId} step ${first.functionId}` +
+        `${blockers.length > 1 ? ` and ${blockers.length - 1} more` : ''}); DBOSClient.rewindWorkflow cannot remove them, and the replay would be served their outputs`,
+  };
 }
 
 /**

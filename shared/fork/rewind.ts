@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { claimRewind, markRewound, type RewindReason, type RewoundDescendant, rewindsOf } from '../db/queries/rewinds.js';
-import { dataSourceCheckpointsFrom, rewindBlockers, servedUnrecorded } from '../dbos/dataSourceCheckpoints.js';
+import { outsideRewindCheck } from '../dbos/dataSourceCheckpoints.js';
 import type { Logger } from '../log.js';
 import { noFaults } from '../testing/faults.js';
 import { autoFork, type AutoForkResult, deadLetter, type ForkDeps, underRootLock } from './autoFork.js';
@@ -50,7 +50,7 @@ type Plan =
       divergedWorkflowId: string | undefined;
       detail: string;
       forkedFrom: string | undefined;
-      /** Cut right after the last recorded step, replayed by the same code (stuck): see rewindBlockers. */
+      /** Cut right after the last recorded step, replayed by the same code (stuck): see outsideRewindCheck. */
       samePath?: boolean;
     }
   | { kind: 'skip'; why: 'missing' | 'not-diverged'; status: string | undefined }
@@ -138,27 +138,8 @@ export async function rewindPlanned(
   if (!top) return { fallback: 'nothing to rewind', priorRewinds: 0 };
   const { root, depth } = await lineageOf(client, top.workflowId, plan.forkedFrom);
   const priorRewinds = await rewindsOf(deps.db, root, { workflowId: top.workflowId, incarnationMs: top.incarnationMs });
-  const found = await dataSourceCheckpointsFrom(deps.db, deps.dataSourceSchemas ?? [], plan.targets);
-  const unsafe = rewindBlockers(found, plan.samePath === true);
-  const [first] = unsafe;
-  if (first) {
-    return {
-      fallback:
-        first.functionId < 0
-          ? `${first.schema}.transaction_completion (data-source checkpoints) is not readable by afterlife's role: grant it SELECT, or rewinds are not known to be safe`
-          : `data-source checkpoints at or past the cut (${first.schema}.transaction_completion: ${first.workflowId} step ${first.functionId}` +
-            `${unsafe.length > 1 ? ` and ${unsafe.length - 1} more` : ''}); DBOSClient.rewindWorkflow cannot remove them, and the replay would be served their outputs`,
-      priorRewinds,
-    };
-  }
-  const served = servedUnrecorded(found);
-  if (served.length) {
-    log.notice('rewinding over a transaction the system database never recorded; the replay is served its checkpoint', {
-      event: 'repair_rewind_serves_transaction',
-      steps: served.map((c) => `${c.schema}.transaction_completion: ${c.workflowId} step ${c.functionId}`),
-      why: 'a fork would run it again under a new ID',
-    });
-  }
+  const unsafe = await dataSourceRewindCheck(deps, log, plan.targets, plan.samePath === true);
+  if (unsafe) return { fallback: unsafe, priorRewinds };
   const done = await underRootLock(deps, root, async (): Promise<RepairResult> => {
     if (depth + priorRewinds >= deps.maxForks) {
       return deadLetter(deps, { workflowId: top.workflowId, root, forks: depth + priorRewinds, reason: plan.reason, error: plan.detail }, log);
@@ -166,6 +147,30 @@ export async function rewindPlanned(
     return rewindUnderClaim(deps, client, log, { root, depth, plan, top });
   });
   return done === 'busy' ? { outcome: 'busy', workflowId: top.workflowId, root } : done;
+}
+
+/**
+ * The data-source check before an outside rewind (see outsideRewindCheck): why the caller must fork
+ * instead, or undefined, having logged any unrecorded transaction the replay will be served.
+ */
+export async function dataSourceRewindCheck(
+  deps: ForkDeps,
+  log: Logger,
+  cuts: ReadonlyArray<{ workflowId: string; fromStep: number }>,
+  samePath: boolean,
+): Promise<string | undefined> {
+  const check = await outsideRewindCheck(deps.db, deps.dataSourceSchemas ?? [], cuts, samePath);
+  if (check.unsafe !== undefined) return check.unsafe;
+  const [first] = check.served;
+  if (first) {
+    log.notice('rewinding over a transaction the system database never recorded; the replay is served its checkpoint', {
+      event: 'repair_rewind_serves_transaction',
+      workflowId: first.workflowId,
+      steps: check.served.map((c) => `${c.schema}.transaction_completion: step ${c.functionId}`),
+      why: 'a fork would run it again under a new ID',
+    });
+  }
+  return undefined;
 }
 
 async function rewindUnderClaim(

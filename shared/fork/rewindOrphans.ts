@@ -1,12 +1,11 @@
 import { hostname } from 'node:os';
 import { claimRewind, markRewound, rewindsOf, staleOrphanRewinds } from '../db/queries/rewinds.js';
-import { dataSourceCheckpointsFrom, rewindBlockers, servedUnrecorded } from '../dbos/dataSourceCheckpoints.js';
 import type { Logger } from '../log.js';
 import { noFaults } from '../testing/faults.js';
 import { deadLetter, type ForkDeps, underRootLock } from './autoFork.js';
 import type { OrphanInfo, OrphanOutcome } from './orphans.js';
 import { type ForkClient, lineageOf, queueOf, type QueueTarget } from './plan.js';
-import { DEFAULT_REWIND_CLAIM_MS } from './rewind.js';
+import { dataSourceRewindCheck, DEFAULT_REWIND_CLAIM_MS } from './rewind.js';
 
 /**
  * ORPHANED_VERSION_POLICY=fork-to-latest under REPAIR_MODE=rewind: each ENQUEUED row of a version no
@@ -58,27 +57,10 @@ async function rewindOrphan(
   const fromStep = steps.reduce((m, s) => Math.max(m, s.functionID + 1), 0);
   // The cut is right after the last recorded step, and the latest version is assumed to replay the steps
   // before it as the old one did (as a fork onto it assumes too): a same-path repair.
-  const found = await dataSourceCheckpointsFrom(deps.db, deps.dataSourceSchemas ?? [], [{ workflowId: id, fromStep }]);
-  const [unsafe] = rewindBlockers(found, true);
+  const unsafe = await dataSourceRewindCheck(deps, log, [{ workflowId: id, fromStep }], true);
   if (unsafe) {
-    log.notice('repairing by fork instead of rewind', {
-      event: 'repair_fork_fallback',
-      workflowId: id,
-      why:
-        unsafe.functionId < 0
-          ? `${unsafe.schema}.transaction_completion (data-source checkpoints) is not readable by afterlife's role`
-          : `data-source checkpoint at or past the cut (${unsafe.schema}.transaction_completion: step ${unsafe.functionId})`,
-    });
+    log.notice('repairing by fork instead of rewind', { event: 'repair_fork_fallback', workflowId: id, why: unsafe });
     return 'fallback';
-  }
-  const served = servedUnrecorded(found);
-  if (served.length) {
-    log.notice('rewinding over a transaction the system database never recorded; the replay is served its checkpoint', {
-      event: 'repair_rewind_serves_transaction',
-      workflowId: id,
-      steps: served.map((c) => `${c.schema}.transaction_completion: step ${c.functionId}`),
-      why: 'a fork would run it again under a new ID',
-    });
   }
   const { root, depth } = await lineageOf(client, id, status.forkedFrom);
   const prior = await rewindsOf(deps.db, root, { workflowId: id, incarnationMs });
