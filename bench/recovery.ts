@@ -157,8 +157,10 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
   const t = process.hrtime.bigint();
   const pending = await pendingByVersion(db, APP, 'dead-1');
   const rangeMs = ms(t);
-  const range = pending.find((p) => p.applicationVersion === 'v1')?.created;
-  if (!range) throw new Error('no PENDING rows of dead-1/v1');
+  const v1 = pending.find((p) => p.applicationVersion === 'v1');
+  if (!v1) throw new Error('no PENDING rows of dead-1/v1');
+  const range = v1.created;
+  let unscanned = v1.count;
   for (;;) {
     const s = process.hrtime.bigint();
     const batch = await reenqueueBatch(db, { applicationName: APP, executorId: 'dead-1', applicationVersion: 'v1' }, {
@@ -167,7 +169,9 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
       after,
       recoveryId,
       batchNo: ++batchNo,
+      unscanned,
     });
+    unscanned -= batch.candidates;
     const took = ms(s);
     batchMs.push(took);
     if (took > SLOW_MS) slowAt.push(`batch ${batchNo} ${took.toFixed(0)} ms ending ${new Date().toISOString().slice(11, 23)}`);

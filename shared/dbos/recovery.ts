@@ -54,10 +54,41 @@ export interface BatchResult {
   next: BatchCursor | undefined;
 }
 
+/*
+ * Why a batch commits without waiting for the WAL flush. A batch holds its rows' locks until its commit is
+ * done, and a synchronous commit waits for the fsync of its WAL, which queues behind whatever else the disk
+ * is doing. At 1M orphans the recovery's own WAL starts a checkpoint every few seconds, and sampling the
+ * recovering session's wait events showed every batch over 100 ms spending most of its time in
+ * IO:WALSync, its own commit flush, holding 1,000 row locks for 150–340 ms instead of 30 (bench/README.md).
+ * DBOS's single statement waits for one flush at its end; a batched recovery would wait once per batch.
+ *
+ * Durability is unchanged where it matters. WAL is one sequence, and a synchronous commit flushes all of
+ * it up to its own record, so:
+ * - nothing can build on a lost batch durably: a live executor that claims a re-enqueued row commits
+ *   synchronously, and its flush covers this batch;
+ * - the recovery ends with `finishRecovery` (a synchronous commit; recoverExecutor.ts) before the notice
+ *   is acknowledged, which makes every batch durable (test/integration/executorDeath/durability.test.ts);
+ * - a Postgres crash before that loses at most the last batches, whose rows are PENDING on the dead
+ *   executor again; the notice was never acknowledged, and its redelivery moves them.
+ */
+
 export async function reenqueueBatch(
   db: Db,
   scope: BatchScope,
-  opts: { limit: number; range: CreatedRange; after: BatchCursor | undefined; recoveryId: number; batchNo: number; guard?: RecoveryGuard },
+  opts: {
+    limit: number;
+    range: CreatedRange;
+    after: BatchCursor | undefined;
+    recoveryId: number;
+    batchNo: number;
+    guard?: RecoveryGuard;
+    /**
+     * Rows of the range not yet scanned, from the PENDING count the range came with: a batch whose scan
+     * reaches it has read the range to its end, so no further statement is run to find that out. Rows
+     * cannot join a dead executor's range; one that did (it was alive) waits for the next recovery.
+     */
+    unscanned?: number | undefined;
+  },
 ): Promise<BatchResult> {
   const ws = `${ident(db.dbosSchema)}.workflow_status`;
   const audit = `${ident(db.afterlifeSchema)}.recovery_batches`;
@@ -94,8 +125,11 @@ export async function reenqueueBatch(
      logged AS (
        INSERT INTO ${audit} (recovery_id, batch_no, application_version, workflow_ids)
        SELECT $7, $8, $2, array_agg(workflow_uuid) FROM moved HAVING count(*) > 0
-     )
+     ),
+     -- Transaction-local, so it governs this statement's own commit only; see the note above reenqueueBatch.
+     no_flush_wait AS (SELECT set_config('synchronous_commit', 'off', true) AS mode)
      SELECT (SELECT array_agg(workflow_uuid) FROM moved) AS ids, (SELECT count(*)::int FROM candidates) AS candidates,
+            (SELECT mode FROM no_flush_wait) AS commit_mode,
             (SELECT ARRAY[created_at::text, workflow_uuid] FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last`,
     [
       scope.executorId,
@@ -118,8 +152,9 @@ export async function reenqueueBatch(
   const row = res.rows[0];
   const ids = row?.ids ?? [];
   const candidates = row?.candidates ?? 0;
-  // A short batch read the range to its end: there is no next batch, so none is run to find that out.
-  const next = row?.last && candidates >= opts.limit ? { createdAt: row.last[0], workflowId: row.last[1] } : undefined;
+  // A short batch, or one that reached the count, read the range to its end: no statement is run to find that out.
+  const more = candidates >= opts.limit && (opts.unscanned === undefined || candidates < opts.unscanned);
+  const next = row?.last && more ? { createdAt: row.last[0], workflowId: row.last[1] } : undefined;
   return { ids, candidates, next };
 }
 

@@ -165,10 +165,12 @@ async function run(
     const stopReason = () =>
       lockSignal?.aborted ? 'lock lost' : opts.signal?.aborted ? 'shutting down' : budget.expired() ? 'work budget' : undefined;
 
-    for (const { applicationVersion, created } of pending) {
+    for (const { applicationVersion, created, count } of pending) {
       const label = applicationVersion ?? NULL_VERSION;
       const noExecutor = live !== undefined && !(applicationVersion !== null && live.has(applicationVersion));
       let after: BatchCursor | undefined;
+      // Counted down by each batch's scan; unknown during the sweep, which rescans from the start.
+      let unscanned: number | undefined = count;
       let shortfall = false;
       let swept = false;
       for (;;) {
@@ -198,9 +200,10 @@ async function run(
         const batch = await reenqueueBatch(
           db,
           { applicationName: app, executorId: notice.executorId, applicationVersion },
-          { limit: deps.batchSize, range: created, after, recoveryId, batchNo: batches + 1, ...(guard ? { guard } : {}) },
+          { limit: deps.batchSize, range: created, after, recoveryId, batchNo: batches + 1, unscanned, ...(guard ? { guard } : {}) },
         );
         batches += 1;
+        if (unscanned !== undefined) unscanned -= batch.candidates;
         reenqueued += batch.ids.length;
         versions[label] = (versions[label] ?? 0) + batch.ids.length;
         if (noExecutor && batch.ids.length) {
@@ -219,6 +222,7 @@ async function run(
           if (!shortfall || swept) break;
           swept = true;
           after = undefined;
+          unscanned = undefined;
           continue;
         }
         after = batch.next;

@@ -1,18 +1,20 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { FaultInjector } from '../../../shared/testing/faults.js';
 import { silentLogger } from '../../../shared/log.js';
 import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
 import { afterlifeDb } from '../../helpers/db.js';
 import { type PrivatePostgres, startPrivatePostgres } from '../../helpers/postgresServer.js';
 
 /**
- * An acknowledged recovery must survive a Postgres crash: every batch commits synchronously, so once
- * recoverExecutor has returned (and a notice would be acknowledged) nothing of it can be lost. On a private
- * server (the shared one is never crashed), crashed the moment recovery returns with an immediate
- * shutdown, which drops whatever WAL is still in shared buffers. The rows are DBOS-shaped PENDING rows of a
- * dead executor in DBOS's own schema, many batches' worth. The same test with the pool's sessions set to
- * `synchronous_commit=off` loses rows (5,829 of 6,000 survived when tried), so it can fail.
+ * An acknowledged recovery must survive a Postgres crash. Batches commit without waiting for the WAL flush
+ * (shared/dbos/recovery.ts says why); the recovery's closing write, `finishRecovery`, commits synchronously
+ * and so flushes every batch before recoverExecutor returns (and a notice would be acknowledged). On a
+ * private server (the shared one is never crashed), crashed with an immediate shutdown, which drops
+ * whatever WAL is not yet flushed. The rows are DBOS-shaped PENDING rows of a dead executor in DBOS's own
+ * schema, many batches' worth. The same test with the pool's sessions set to `synchronous_commit=off`
+ * (the closing write asynchronous too) loses rows (5,829 of 6,000 survived when tried), so it can fail.
  */
 const ROWS = 6_000;
 
@@ -37,7 +39,7 @@ describe('a finished recovery survives a Postgres crash right after it', () => {
     }
   };
 
-  it('every re-enqueued row and its audit are there after an immediate shutdown', { timeout: 120_000 }, async () => {
+  const seedPending = async () => {
     const seed = new pg.Client({ connectionString: pgs.url });
     await seed.connect();
     await seed.query(
@@ -49,11 +51,15 @@ describe('a finished recovery survives a Postgres crash right after it', () => {
       [ROWS, app],
     );
     await seed.end();
+  };
+  const notice = deathNotice({ executorId: 'exec-dead', applicationName: app, reason: 'manual', detectedBy: 'test' });
 
+  it('every re-enqueued row and its audit are there after an immediate shutdown', { timeout: 120_000 }, async () => {
+    await seedPending();
     const db = afterlifeDb(pgs.url, { max: 2 });
     const out = await recoverExecutor(
       { db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 1_000, lockTtlMs: 5_000 },
-      deathNotice({ executorId: 'exec-dead', applicationName: app, reason: 'manual', detectedBy: 'test' }),
+      notice,
     );
     await pgs.crash();
     await db.pool.end().catch(() => undefined);
@@ -66,5 +72,30 @@ describe('a finished recovery survives a Postgres crash right after it', () => {
     expect(await count(`SELECT count(*) AS n FROM dbos.workflow_status WHERE status = 'PENDING'`)).toBe(0);
     expect(await count(`SELECT count(DISTINCT id) AS n FROM afterlife.recovery_batches, unnest(workflow_ids) AS id`)).toBe(ROWS);
     expect(await count(`SELECT count(*) AS n FROM afterlife.recoveries WHERE outcome = 'completed' AND reenqueued = ${ROWS}`)).toBe(1);
+  });
+
+  it('a crash mid-recovery loses at most its last batches, and the redelivery moves each row once', { timeout: 120_000 }, async () => {
+    await count(`WITH a AS (DELETE FROM afterlife.recovery_batches), b AS (DELETE FROM afterlife.recoveries), c AS (DELETE FROM dbos.workflow_status) SELECT 0 AS n`);
+    await seedPending();
+    // The crash lands right after the third batch's statement returned, before the recovery's closing write.
+    const faults = new FaultInjector().onNth('recover.afterBatch', 3, () => pgs.crash());
+    const first = afterlifeDb(pgs.url, { max: 2 });
+    await expect(
+      recoverExecutor({ db: first, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 1_000, lockTtlMs: 5_000, faults }, notice),
+    ).rejects.toThrow();
+    await first.pool.end().catch(() => undefined);
+    await pgs.startServer();
+
+    const db = afterlifeDb(pgs.url, { max: 2 });
+    const out = await recoverExecutor({ db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 1_000, lockTtlMs: 5_000 }, notice);
+    await db.pool.end();
+    expect(out).toMatchObject({ outcome: 'completed' });
+    if (out.outcome !== 'completed') return;
+    // Whatever the crash kept of the first recovery (0 to 3 batches) the redelivery did not move again.
+    expect(out.reenqueued).toBeGreaterThanOrEqual(ROWS - 3_000);
+    expect(await count(`SELECT count(*) AS n FROM dbos.workflow_status WHERE status = 'ENQUEUED' AND executor_id = 'exec-dead'`)).toBe(ROWS);
+    expect(await count(`SELECT count(*) AS n FROM dbos.workflow_status WHERE status = 'PENDING'`)).toBe(0);
+    expect(await count(`SELECT count(*) AS n FROM afterlife.recovery_batches, unnest(workflow_ids) AS id`)).toBe(ROWS);
+    expect(await count(`SELECT count(DISTINCT id) AS n FROM afterlife.recovery_batches, unnest(workflow_ids) AS id`)).toBe(ROWS);
   });
 });
