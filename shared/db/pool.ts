@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
@@ -14,9 +15,10 @@ export interface Db {
   readonly afterlifeSchema: string;
   readonly budget: DbBudget;
   /**
-   * `tag` names the statement in logs and fault points. With `prepared`, the tag also names a server-side
-   * prepared statement, so a statement run many times in a row (recovery batches) is planned once per
-   * connection.
+   * `tag` names the statement in logs and fault points. With `prepared`, the tag and a digest of the text
+   * name a server-side prepared statement, so a statement run many times in a row (recovery batches) is
+   * parsed once per connection, and variants of one tag's text (which evidence a batch re-checks) each
+   * get their own.
    */
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(
     text: string,
@@ -73,7 +75,7 @@ export function createDb(pool: pg.Pool, limit: number, opts: DbOptions): Db {
     afterlifeSchema: opts.afterlifeSchema,
     budget,
     query: (text, values, tag, o) =>
-      withClient(tag, (c) => (o?.prepared && tag ? c.query({ name: tag, text, values: values ?? [] }) : c.query(text, values))),
+      withClient(tag, (c) => (o?.prepared && tag ? c.query({ name: preparedName(tag, text), text, values: values ?? [] }) : c.query(text, values))),
     transaction: (fn, tag) =>
       withClient(tag, async (c) => {
         await c.query('BEGIN');
@@ -146,4 +148,9 @@ export async function createPool(
 export function ident(name: string): string {
   if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(name)) throw new Error(`not an identifier: ${name}`);
   return `"${name}"`;
+}
+
+/** A connection refuses a second text under a name it has prepared; the digest keeps each text its own name. */
+function preparedName(tag: string, text: string): string {
+  return `${tag}:${createHash('sha1').update(text).digest('base64url').slice(0, 16)}`;
 }

@@ -95,6 +95,32 @@ export async function reenqueueBatch(
   const premise = (t: string) =>
     `${t}status = 'PENDING' AND ${t}executor_id = $1 AND ${t}application_version IS NOT DISTINCT FROM $2
           AND ${appScope(`${t}application_name`, '$3')}`;
+  const values: unknown[] = [
+    scope.executorId,
+    scope.applicationVersion,
+    scope.applicationName,
+    opts.limit,
+    // Before the first batch the cursor sits just below the oldest row: every ID is greater than ''.
+    opts.after?.createdAt ?? (BigInt(opts.range.oldest) - 1n).toString(),
+    opts.after?.workflowId ?? '',
+    opts.recoveryId,
+    opts.batchNo,
+    opts.range.newest,
+  ];
+  const param = (v: unknown, type: string) => {
+    values.push(v);
+    return `$${values.length}::${type}`;
+  };
+  // Only the evidence this death rests on is written into the statement: a new session plans the
+  // pg_stat_activity and pg_locks views (a few ms) only when a batch re-checks them.
+  const guard = opts.guard ?? {};
+  const evidence: string[] = [];
+  if (guard.quietSinceMs !== undefined) evidence.push(`AND (${quietSince(db, 'w', param(guard.quietSinceMs, 'bigint'))})`);
+  if (guard.noSessionsPrefix !== undefined) {
+    evidence.push(`AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+                   WHERE a.datname = current_database() AND starts_with(a.application_name, ${param(guard.noSessionsPrefix, 'text')}))`);
+  }
+  if (guard.livenessFree) evidence.push(`AND NOT ${livenessHeldSql('$3::text', '$1::text')}`);
   const res = await db.query<{ ids: string[] | null; candidates: number | null; last: [string, string] | null }>(
     `WITH candidates AS (
        SELECT ctid, workflow_uuid, created_at FROM ${ws}
@@ -102,7 +128,7 @@ export async function reenqueueBatch(
           -- The plain bounds on created_at make idx_workflow_status_pending read only from the cursor to the
           -- executor's newest row (see CreatedRange); the row comparison alone would be a filter, rescanning
           -- moved rows on every batch. No parameter is ever NULL, so a generic plan keeps the index range.
-          AND created_at >= $5::bigint AND created_at <= $12::bigint AND (created_at, workflow_uuid) > ($5::bigint, $6::text)
+          AND created_at >= $5::bigint AND created_at <= $9::bigint AND (created_at, workflow_uuid) > ($5::bigint, $6::text)
         ORDER BY created_at, workflow_uuid
         LIMIT $4
      ),
@@ -115,11 +141,7 @@ export async function reenqueueBatch(
         -- COMMITTED follows it to its newest version and re-evaluates the premise below, so a row a live
         -- executor claimed meanwhile is skipped.
         WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM candidates)) AND ${premise('w.')}
-          AND ($9::bigint IS NULL OR (${quietSince(db, 'w', '$9::bigint')}))
-          AND ($10::text IS NULL OR NOT EXISTS (
-                SELECT 1 FROM pg_stat_activity a
-                 WHERE a.datname = current_database() AND starts_with(a.application_name, $10::text)))
-          AND (NOT $11::boolean OR NOT ${livenessHeldSql('$3::text', '$1::text')})
+          ${evidence.join('\n          ')}
         RETURNING w.workflow_uuid
      ),
      logged AS (
@@ -131,21 +153,7 @@ export async function reenqueueBatch(
      SELECT (SELECT array_agg(workflow_uuid) FROM moved) AS ids, (SELECT count(*)::int FROM candidates) AS candidates,
             (SELECT mode FROM no_flush_wait) AS commit_mode,
             (SELECT ARRAY[created_at::text, workflow_uuid] FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last`,
-    [
-      scope.executorId,
-      scope.applicationVersion,
-      scope.applicationName,
-      opts.limit,
-      // Before the first batch the cursor sits just below the oldest row: every ID is greater than ''.
-      opts.after?.createdAt ?? (BigInt(opts.range.oldest) - 1n).toString(),
-      opts.after?.workflowId ?? '',
-      opts.recoveryId,
-      opts.batchNo,
-      opts.guard?.quietSinceMs ?? null,
-      opts.guard?.noSessionsPrefix ?? null,
-      opts.guard?.livenessFree ?? false,
-      opts.range.newest,
-    ],
+    values,
     'recover.batch',
     { prepared: true },
   );
