@@ -19,11 +19,14 @@
  * statements by tenths of the recovery (median / max) and the last three batches, where an unbounded scan
  * used to cost the most.
  *
- *   npm run build && node dist/bench/recovery.js [sizes=10000,100000,1000000] [reps=7,7,3] [batchSizes=1000]
+ *   npm run build && node dist/bench/recovery.js [sizes=10000,100000,1000000] [reps=7,7,3] [batchSizes=1000] [--index]
+ *
+ * `--index` builds afterlife's opt-in PENDING-owner index in the template, so both methods run with it.
  *
  * `reps` is one count per size (the last one repeats): a 1M run costs about two minutes on the 2-core machine.
  */
 import pg from 'pg';
+import { applyOptInIndexes } from '../shared/db/optIn.js';
 import type { Db } from '../shared/db/pool.js';
 import { pendingByVersion, reenqueueBatch, type BatchCursor } from '../shared/dbos/recovery.js';
 import { deathNotice } from '../shared/events/deathNotice.js';
@@ -33,10 +36,12 @@ import { silentLogger } from '../shared/log.js';
 import { recoverExecutor } from '../shared/resume/recoverExecutor.js';
 import { admin, afterlifeDb, cloneDatabase, createDbosDatabase, dropDatabase, median, ms } from './lib.js';
 
-const sizes = (process.argv[2] ?? '10000,100000,1000000').split(',').map(Number);
-const repsList = (process.argv[3] ?? '7,7,3').split(',').map(Number);
+const withIndex = process.argv.includes('--index');
+const positional = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const sizes = (positional[0] ?? '10000,100000,1000000').split(',').map(Number);
+const repsList = (positional[1] ?? '7,7,3').split(',').map(Number);
 const repsFor = (i: number) => repsList[Math.min(i, repsList.length - 1)] ?? 3;
-const batchSizes = (process.argv[4] ?? '1000').split(',').map(Number);
+const batchSizes = (positional[2] ?? '1000').split(',').map(Number);
 const APP = 'bench-app';
 
 async function seed(url: string, n: number): Promise<void> {
@@ -63,6 +68,11 @@ async function seed(url: string, n: number): Promise<void> {
        FROM generate_series(1, $1 * 4) g`,
     [n, APP],
   );
+  if (withIndex) {
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    await applyOptInIndexes(afterlifeDb(pool, 1));
+    await pool.end();
+  }
   await c.query('VACUUM ANALYZE dbos.workflow_status');
   await c.end();
 }
@@ -241,7 +251,7 @@ for (const [i, n] of sizes.entries()) {
   const template = `afterlife_bench_tpl_${process.pid}`;
   const t = process.hrtime.bigint();
   await seed(await createDbosDatabase(template), n);
-  console.error(`seeded ${n} orphans + ${4 * n} other rows in ${(ms(t) / 1000).toFixed(1)} s`);
+  console.error(`seeded ${n} orphans + ${4 * n} other rows in ${(ms(t) / 1000).toFixed(1)} s${withIndex ? ' (+ opt-in index)' : ''}`);
   const dbos: number[] = [];
   const ours = new Map<number, number[]>(batchSizes.map((b) => [b, []]));
   const slowest = new Map<number, { total: number; trace: Trace }>();
