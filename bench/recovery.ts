@@ -29,6 +29,7 @@ import pg from 'pg';
 import { applyOptInIndexes } from '../shared/db/optIn.js';
 import type { Db } from '../shared/db/pool.js';
 import { pendingByVersion, reenqueueBatch, type BatchCursor } from '../shared/dbos/recovery.js';
+import { readWalFlushLag, waitForWalFlush } from '../shared/dbos/walFlush.js';
 import { deathNotice } from '../shared/events/deathNotice.js';
 import { RedisLock } from '../shared/lock/lock.js';
 import { createRedis, waitReady } from '../shared/lock/redis.js';
@@ -138,6 +139,8 @@ async function runBare(url: string, batchSize: number): Promise<{ total: number;
 interface Trace {
   rangeMs: number;
   batchMs: number[];
+  /** Time between batches waiting for the WAL flush (shared/dbos/walFlush.ts), in the total. */
+  flushWaitMs: number;
   /** When each batch over SLOW_MS ended (wall clock), to set beside the server log's checkpoint lines. */
   slowAt: string[];
 }
@@ -147,7 +150,7 @@ const SLOW_MS = 100;
 
 /**
  * afterlife's path: the range read, then the same statement in keyset batches of `batchSize`, each
- * recording its IDs in the audit.
+ * recording its IDs in the audit, with recoverExecutor's wait for the WAL flush between them.
  */
 async function runAfterlife(url: string, batchSize: number): Promise<{ total: number; longest: number; rows: number; trace: Trace }> {
   const pool = new pg.Pool({ connectionString: url, max: 1 });
@@ -164,6 +167,7 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
   let batchNo = 0;
   const batchMs: number[] = [];
   const slowAt: string[] = [];
+  let flushWaitMs = 0;
   const t = process.hrtime.bigint();
   const pending = await pendingByVersion(db, APP, 'dead-1');
   const rangeMs = ms(t);
@@ -189,10 +193,11 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
     moved += batch.ids.length;
     if (!batch.next) break;
     after = batch.next;
+    flushWaitMs += await waitForWalFlush(() => readWalFlushLag(db), batch.wal);
   }
   const total = ms(t);
   await pool.end();
-  return { total, longest, rows: moved, trace: { rangeMs, batchMs, slowAt } };
+  return { total, longest, rows: moved, trace: { rangeMs, batchMs, slowAt, flushWaitMs } };
 }
 
 function printTrace(n: number, batchSize: number, total: number, trace: Trace): void {
@@ -205,7 +210,7 @@ function printTrace(n: number, batchSize: number, total: number, trace: Trace): 
   const last = xs.slice(-3).map((x) => x.toFixed(1)).join(', ');
   console.error(
     `trace ${n.toLocaleString('en')} orphans, batch ${batchSize}, slowest run ${total.toFixed(0)} ms: range read ${trace.rangeMs.toFixed(1)} ms; ` +
-      `${xs.length} batches, ms median/max by tenths [${tenths.join(' ')}]; last three ${last}; longest ${Math.max(...xs).toFixed(1)} ms (batch ${xs.indexOf(Math.max(...xs)) + 1})` +
+      `${xs.length} batches (${trace.flushWaitMs.toFixed(0)} ms waiting for the WAL flush between them), ms median/max by tenths [${tenths.join(' ')}]; last three ${last}; longest ${Math.max(...xs).toFixed(1)} ms (batch ${xs.indexOf(Math.max(...xs)) + 1})` +
       (trace.slowAt.length ? `; over ${SLOW_MS} ms (UTC): ${trace.slowAt.join(', ')}` : ''),
   );
 }

@@ -4,6 +4,7 @@ import type { Db } from '../db/pool.js';
 import { setState } from '../db/queries/executors.js';
 import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
 import { type BatchCursor, pendingByVersion, reenqueueBatch, type RecoveryGuard } from '../dbos/recovery.js';
+import { readWalFlushLag, waitForWalFlush } from '../dbos/walFlush.js';
 import { BudgetExhaustedError, HeartbeatUnknownError } from '../errors.js';
 import type { DeathNotice } from '../events/deathNotice.js';
 import { type HeartbeatReading, heartbeatKey, readHeartbeat, readLiveVersions } from '../heartbeat/index.js';
@@ -74,6 +75,8 @@ export type RecoverySummary =
       batches: number;
       durationMs: number;
       versions: Record<string, number>;
+      /** Time spent between batches waiting for the WAL flush to catch up (walFlush.ts). */
+      flushWaitMs: number;
       /** Versions with re-enqueued rows and no live executor to claim them (or `unknown` without Redis). */
       versionsWithoutExecutor: string[];
       liveVersionsKnown: boolean;
@@ -152,6 +155,7 @@ async function run(
   const orphanedIds = new Map<string | null, string[]>();
   let reenqueued = 0;
   let batches = 0;
+  let flushWaitMs = 0;
   const finish = (outcome: 'completed' | 'partial' | 'failed', versionsWithoutExecutor: string[], error?: string) =>
     finishRecovery(db, recoveryId, { outcome, reenqueued, batches, versions, versionsWithoutExecutor, ...(error ? { error } : {}) });
 
@@ -226,6 +230,7 @@ async function run(
           continue;
         }
         after = batch.next;
+        flushWaitMs += await waitForWalFlush(() => readWalFlushLag(db), batch.wal, { shouldStop: () => stopReason() !== undefined });
       }
     }
 
@@ -259,6 +264,7 @@ async function run(
       batches,
       durationMs: Date.now() - started,
       versions,
+      flushWaitMs: Math.round(flushWaitMs),
       versionsWithoutExecutor,
       liveVersionsKnown: live !== undefined,
     };

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readWalFlushLag } from '../../../shared/dbos/walFlush.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { silentLogger } from '../../../shared/log.js';
@@ -88,9 +89,15 @@ describe('a finished recovery survives a Postgres crash right after it', () => {
 
     const db = afterlifeDb(pgs.url, { max: 2 });
     const out = await recoverExecutor({ db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 1_000, lockTtlMs: 5_000 }, notice);
+    // The flush-lag reading the batches return (walFlush.ts) is the server's own.
+    const lag = await readWalFlushLag(db);
     await db.pool.end();
+    expect(lag.buffersBytes).toBe(await count(`SELECT pg_size_bytes(current_setting('wal_buffers')) AS n`));
+    expect(lag.buffersBytes).toBeGreaterThan(0);
+    expect(lag.lagBytes).toBeGreaterThanOrEqual(0);
     expect(out).toMatchObject({ outcome: 'completed' });
     if (out.outcome !== 'completed') return;
+    expect(out.flushWaitMs).toBeGreaterThanOrEqual(0);
     // Whatever the crash kept of the first recovery (0 to 3 batches) the redelivery did not move again.
     expect(out.reenqueued).toBeGreaterThanOrEqual(ROWS - 3_000);
     expect(await count(`SELECT count(*) AS n FROM dbos.workflow_status WHERE status = 'ENQUEUED' AND executor_id = 'exec-dead'`)).toBe(ROWS);
