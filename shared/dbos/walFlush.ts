@@ -6,53 +6,57 @@ import type { Db } from '../db/pool.js';
  * the disk: during a checkpoint's writeback, or on a busy disk, for hundreds of milliseconds, while the batch
  * holds its 1,000 row locks. A batch commits without waiting for the flush (recovery.ts), so nothing else
  * slows a recovery down when the disk falls behind; starting the next batch only once the flush has caught
- * up moves that wait to between batches, where nothing is locked. Measured with the disk kept busy by a
- * writer (bench/README.md): batches over 100 ms fell from 114 to 18 of 1,001 at 1M orphans, the longest from
- * 927 ms to 198 ms; on a quiet disk the recovery waits a few ms now and then.
+ * up moves that wait to between batches, where nothing is locked, and stops piling WAL onto a disk that
+ * live executors' synchronous commits are queued on. Measured with the disk kept busy by a writer
+ * (bench/busyDisk.ts, bench/README.md): at 1M orphans batches over 100 ms fell from 128–135 to 23–24 of
+ * 1,001, for a recovery a third longer; a stall that starts mid-batch still holds that batch (the longest
+ * were 609–731 ms against 801–869). On a quiet disk the recovery waits a few ms now and then.
  */
 
-/**
- * Share of `wal_buffers` the flush may lag before the next batch waits. A batch of 1,000 rows writes about
- * 1 MB of WAL (up to 2 MB with full-page images after a checkpoint starts), so at the default 4 MB of
- * buffers half leaves room for one batch while the disk stalls. Lower waits more often on a quiet disk.
- */
-export const FLUSH_LAG_SHARE = 0.5;
 /** The longest wait before one batch: a disk stalled for longer gets the next batch anyway (progress). */
 export const FLUSH_WAIT_MAX_MS = 1_000;
 /** Poll interval while waiting; each poll is its own short statement, no connection is held across it. */
 export const FLUSH_POLL_MS = 5;
 
-export interface WalFlushLag {
-  /** WAL inserted but not yet flushed, in bytes. */
-  lagBytes: number;
-  /** The server's `wal_buffers`, in bytes. */
-  buffersBytes: number;
+/** WAL positions (bytes since 0/0) when a statement ended. */
+export interface WalPosition {
+  /** Where WAL has been inserted up to. */
+  insert: number;
+  /** Where it is on disk up to. */
+  flush: number;
 }
 
-/** SQL columns `wal_lag` and `wal_buffers` (float8, so they arrive as numbers), for a statement's result. */
-export const WAL_FLUSH_LAG_COLUMNS = `pg_wal_lsn_diff(pg_current_wal_insert_lsn(), pg_current_wal_flush_lsn())::float8 AS wal_lag,
-            pg_size_bytes(current_setting('wal_buffers'))::float8 AS wal_buffers`;
+/** SQL columns `wal_insert` and `wal_flush` (float8, exact to 2^53 bytes, so they arrive as numbers). */
+export const WAL_POSITION_COLUMNS = `pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8 AS wal_insert,
+            pg_wal_lsn_diff(pg_current_wal_flush_lsn(), '0/0')::float8 AS wal_flush`;
 
-export function flushBehind(lag: WalFlushLag): boolean {
-  return lag.lagBytes > lag.buffersBytes * FLUSH_LAG_SHARE;
+/**
+ * The disk is behind when the WAL of the batch before this one is still not flushed a whole batch later.
+ * A healthy disk flushes each batch's WAL (about 1 MB) within a few ms of its asynchronous commit, so this
+ * never holds on a quiet disk; waiting on a mere lag would make every batch pay for its own flush again.
+ */
+export function flushBehind(previousEnd: WalPosition | undefined, now: WalPosition): boolean {
+  return previousEnd !== undefined && now.flush < previousEnd.insert;
 }
 
-export async function readWalFlushLag(db: Db): Promise<WalFlushLag> {
-  const res = await db.query<{ wal_lag: number; wal_buffers: number }>(`SELECT ${WAL_FLUSH_LAG_COLUMNS}`, [], 'wal.flushLag');
+export async function readWalPosition(db: Db): Promise<WalPosition> {
+  const res = await db.query<{ wal_insert: number; wal_flush: number }>(`SELECT ${WAL_POSITION_COLUMNS}`, [], 'wal.position');
   const row = res.rows[0];
-  return { lagBytes: row?.wal_lag ?? 0, buffersBytes: row?.wal_buffers ?? 0 };
+  return { insert: row?.wal_insert ?? 0, flush: row?.wal_flush ?? 0 };
 }
 
 /**
- * Waits while the flush is behind (`flushBehind`), re-reading it every `pollMs`, for at most `maxMs` or until
- * `shouldStop` says so. Returns how long it waited, in ms (0 when the flush was not behind).
+ * When the disk is behind (`flushBehind`), waits until the flush has reached the end of this batch's WAL,
+ * re-reading it every `pollMs`, for at most `maxMs` or until `shouldStop` says so. Returns how long it
+ * waited, in ms (0 when the disk was not behind).
  */
 export async function waitForWalFlush(
-  read: () => Promise<WalFlushLag>,
-  first: WalFlushLag,
+  read: () => Promise<WalPosition>,
+  previousEnd: WalPosition | undefined,
+  now: WalPosition,
   opts: { maxMs?: number; pollMs?: number; shouldStop?: () => boolean } = {},
 ): Promise<number> {
-  if (!flushBehind(first)) return 0;
+  if (!flushBehind(previousEnd, now)) return 0;
   const maxMs = opts.maxMs ?? FLUSH_WAIT_MAX_MS;
   const pollMs = opts.pollMs ?? FLUSH_POLL_MS;
   const started = performance.now();
@@ -61,7 +65,7 @@ export async function waitForWalFlush(
     const left = maxMs - (performance.now() - started);
     if (left <= 0) break;
     await new Promise((resolve) => setTimeout(resolve, Math.min(pollMs, left)));
-    if (!flushBehind(await read())) break;
+    if ((await read()).flush >= now.insert) break;
   }
   return performance.now() - started;
 }

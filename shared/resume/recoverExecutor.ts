@@ -4,7 +4,7 @@ import type { Db } from '../db/pool.js';
 import { setState } from '../db/queries/executors.js';
 import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
 import { type BatchCursor, pendingByVersion, reenqueueBatch, type RecoveryGuard } from '../dbos/recovery.js';
-import { readWalFlushLag, waitForWalFlush } from '../dbos/walFlush.js';
+import { readWalPosition, waitForWalFlush, type WalPosition } from '../dbos/walFlush.js';
 import { BudgetExhaustedError, HeartbeatUnknownError } from '../errors.js';
 import type { DeathNotice } from '../events/deathNotice.js';
 import { type HeartbeatReading, heartbeatKey, readHeartbeat, readLiveVersions } from '../heartbeat/index.js';
@@ -173,6 +173,7 @@ async function run(
       const label = applicationVersion ?? NULL_VERSION;
       const noExecutor = live !== undefined && !(applicationVersion !== null && live.has(applicationVersion));
       let after: BatchCursor | undefined;
+      let previousEnd: WalPosition | undefined;
       // Counted down by each batch's scan; unknown during the sweep, which rescans from the start.
       let unscanned: number | undefined = count;
       let shortfall = false;
@@ -230,7 +231,8 @@ async function run(
           continue;
         }
         after = batch.next;
-        flushWaitMs += await waitForWalFlush(() => readWalFlushLag(db), batch.wal, { shouldStop: () => stopReason() !== undefined });
+        flushWaitMs += await waitForWalFlush(() => readWalPosition(db), previousEnd, batch.wal, { shouldStop: () => stopReason() !== undefined });
+        previousEnd = batch.wal;
       }
     }
 

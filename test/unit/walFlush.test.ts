@@ -1,38 +1,41 @@
 import { describe, expect, it } from 'vitest';
-import { FLUSH_LAG_SHARE, flushBehind, waitForWalFlush, type WalFlushLag } from '../../shared/dbos/walFlush.js';
+import { flushBehind, waitForWalFlush, type WalPosition } from '../../shared/dbos/walFlush.js';
 
 /**
- * The decision between recovery batches: wait while the WAL flush lags more than a share of wal_buffers,
- * re-reading it, for a bounded time. The readings are scripted (what Postgres would answer, in order); the
- * batches' readings come from a real server in test/integration/executorDeath/durability.test.ts.
+ * The decision between recovery batches: wait only when the previous batch's WAL is still not on disk when
+ * the next one ends, then until this batch's WAL is, for a bounded time. The positions are scripted (what
+ * Postgres would answer, in order); the batches' positions come from a real server in
+ * test/integration/executorDeath/durability.test.ts.
  */
 const MB = 1024 * 1024;
-const lag = (mb: number): WalFlushLag => ({ lagBytes: mb * MB, buffersBytes: 4 * MB });
+const at = (insertMb: number, flushMb: number): WalPosition => ({ insert: insertMb * MB, flush: flushMb * MB });
 
 describe('waiting for the WAL flush between batches', () => {
-  it('is behind only past the share of wal_buffers', () => {
-    expect(flushBehind(lag(4 * FLUSH_LAG_SHARE))).toBe(false);
-    expect(flushBehind(lag(4 * FLUSH_LAG_SHARE + 0.01))).toBe(true);
+  it('is behind only when the batch before this one is not flushed yet', () => {
+    expect(flushBehind(undefined, at(2, 1))).toBe(false);
+    // Only this batch's own WAL is unflushed: a healthy disk, no wait.
+    expect(flushBehind(at(1, 0.5), at(2, 1))).toBe(false);
+    expect(flushBehind(at(1, 0.5), at(2, 0.99))).toBe(true);
   });
 
-  it('does not wait, or read, when the flush has kept up', async () => {
+  it('does not wait, or read, when the disk has kept up', async () => {
     let reads = 0;
-    const waited = await waitForWalFlush(async () => (reads++, lag(0)), lag(1));
+    const waited = await waitForWalFlush(async () => (reads++, at(2, 2)), at(1, 0.5), at(2, 1.5));
     expect(waited).toBe(0);
     expect(reads).toBe(0);
   });
 
-  it('waits until a reading shows the flush caught up', async () => {
-    const readings = [lag(3.5), lag(3), lag(0.5)];
+  it('waits until the flush reaches the end of this batch', async () => {
+    const readings = [at(2.5, 1.2), at(2.6, 1.9), at(2.7, 2)];
     let reads = 0;
-    const waited = await waitForWalFlush(async () => readings[reads++] ?? lag(0), lag(3.9), { pollMs: 2 });
+    const waited = await waitForWalFlush(async () => readings[reads++] ?? at(3, 3), at(1, 0.5), at(2, 0.8), { pollMs: 2 });
     expect(reads).toBe(3);
     expect(waited).toBeGreaterThan(0);
   });
 
   it('gives up after maxMs on a flush that stays behind', async () => {
     let reads = 0;
-    const waited = await waitForWalFlush(async () => (reads++, lag(3.9)), lag(3.9), { pollMs: 5, maxMs: 60 });
+    const waited = await waitForWalFlush(async () => (reads++, at(2, 0.8)), at(1, 0.5), at(2, 0.8), { pollMs: 5, maxMs: 60 });
     expect(waited).toBeGreaterThanOrEqual(55);
     expect(waited).toBeLessThan(1_000);
     expect(reads).toBeGreaterThan(1);
@@ -45,9 +48,10 @@ describe('waiting for the WAL flush between batches', () => {
       async () => {
         reads++;
         stop = true;
-        return lag(3.9);
+        return at(2, 0.8);
       },
-      lag(3.9),
+      at(1, 0.5),
+      at(2, 0.8),
       { pollMs: 1, maxMs: 5_000, shouldStop: () => stop },
     );
     expect(reads).toBe(1);
