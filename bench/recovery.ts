@@ -26,16 +26,15 @@
  * `reps` is one count per size (the last one repeats): a 1M run costs about two minutes on the 2-core machine.
  */
 import pg from 'pg';
+import { applyOptInIndexes } from '../shared/db/optIn.js';
 import type { Db } from '../shared/db/pool.js';
 import { pendingByVersion, reenqueueBatch, type BatchCursor } from '../shared/dbos/recovery.js';
-import { readWalPosition, waitForWalFlush, type WalPosition } from '../shared/dbos/walFlush.js';
 import { deathNotice } from '../shared/events/deathNotice.js';
 import { RedisLock } from '../shared/lock/lock.js';
 import { createRedis, waitReady } from '../shared/lock/redis.js';
 import { silentLogger } from '../shared/log.js';
 import { recoverExecutor } from '../shared/resume/recoverExecutor.js';
 import { admin, afterlifeDb, cloneDatabase, createDbosDatabase, dropDatabase, median, ms } from './lib.js';
-import { APP, seedOrphans } from './orphans.js';
 
 const withIndex = process.argv.includes('--index');
 const positional = process.argv.slice(2).filter((a) => !a.startsWith('--'));
@@ -43,6 +42,40 @@ const sizes = (positional[0] ?? '10000,100000,1000000').split(',').map(Number);
 const repsList = (positional[1] ?? '7,7,3').split(',').map(Number);
 const repsFor = (i: number) => repsList[Math.min(i, repsList.length - 1)] ?? 3;
 const batchSizes = (positional[2] ?? '1000').split(',').map(Number);
+const APP = 'bench-app';
+
+async function seed(url: string, n: number): Promise<void> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  // Orphans of 'dead-1' (v1), then noise: live executors' PENDING rows, finished rows, another app's orphans.
+  await c.query(
+    `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, class_name, config_name, executor_id, application_version,
+        application_name, queue_name, recovery_attempts, owner_xid, created_at, updated_at, started_at_epoch_ms, serialization)
+     SELECT 'orphan-' || g, 'PENDING', 'agentWorkflow', '', '', 'dead-1', 'v1', $2,
+            CASE WHEN g % 2 = 0 THEN 'agents' END, 1, md5(g::text), 1700000000000 + g, 1700000000000 + g,
+            CASE WHEN g % 2 = 0 THEN 1700000000000 + g END, 'js_superjson'
+       FROM generate_series(1, $1) g`,
+    [n, APP],
+  );
+  await c.query(
+    `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, class_name, config_name, executor_id, application_version,
+        application_name, queue_name, recovery_attempts, owner_xid, created_at, updated_at, serialization)
+     SELECT 'noise-' || g,
+            (ARRAY['PENDING', 'SUCCESS', 'SUCCESS', 'ERROR'])[1 + g % 4],
+            'agentWorkflow', '', '', 'live-' || (g % 20), 'v1',
+            CASE WHEN g % 10 = 0 THEN 'other-app' ELSE $2 END,
+            NULL, 1, md5(g::text), 1700000000000 + g, 1700000000000 + g, 'js_superjson'
+       FROM generate_series(1, $1 * 4) g`,
+    [n, APP],
+  );
+  if (withIndex) {
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    await applyOptInIndexes(afterlifeDb(pool, 1));
+    await pool.end();
+  }
+  await c.query('VACUUM ANALYZE dbos.workflow_status');
+  await c.end();
+}
 
 /** DBOS's statement, verbatim from recoverPendingWorkflows, as one statement over every orphan. */
 async function runDbos(url: string): Promise<{ total: number; longest: number; rows: number }> {
@@ -105,8 +138,6 @@ async function runBare(url: string, batchSize: number): Promise<{ total: number;
 interface Trace {
   rangeMs: number;
   batchMs: number[];
-  /** Time between batches waiting for the WAL flush (shared/dbos/walFlush.ts), in the total. */
-  flushWaitMs: number;
   /** When each batch over SLOW_MS ended (wall clock), to set beside the server log's checkpoint lines. */
   slowAt: string[];
 }
@@ -116,7 +147,7 @@ const SLOW_MS = 100;
 
 /**
  * afterlife's path: the range read, then the same statement in keyset batches of `batchSize`, each
- * recording its IDs in the audit, with recoverExecutor's wait for the WAL flush between them.
+ * recording its IDs in the audit.
  */
 async function runAfterlife(url: string, batchSize: number): Promise<{ total: number; longest: number; rows: number; trace: Trace }> {
   const pool = new pg.Pool({ connectionString: url, max: 1 });
@@ -128,13 +159,11 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
   );
   const recoveryId = Number(rows[0]?.id);
   let after: BatchCursor | undefined;
-  let previousEnd: WalPosition | undefined;
   let longest = 0;
   let moved = 0;
   let batchNo = 0;
   const batchMs: number[] = [];
   const slowAt: string[] = [];
-  let flushWaitMs = 0;
   const t = process.hrtime.bigint();
   const pending = await pendingByVersion(db, APP, 'dead-1');
   const rangeMs = ms(t);
@@ -160,12 +189,10 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
     moved += batch.ids.length;
     if (!batch.next) break;
     after = batch.next;
-    flushWaitMs += await waitForWalFlush(() => readWalPosition(db), previousEnd, batch.wal);
-    previousEnd = batch.wal;
   }
   const total = ms(t);
   await pool.end();
-  return { total, longest, rows: moved, trace: { rangeMs, batchMs, slowAt, flushWaitMs } };
+  return { total, longest, rows: moved, trace: { rangeMs, batchMs, slowAt } };
 }
 
 function printTrace(n: number, batchSize: number, total: number, trace: Trace): void {
@@ -178,7 +205,7 @@ function printTrace(n: number, batchSize: number, total: number, trace: Trace): 
   const last = xs.slice(-3).map((x) => x.toFixed(1)).join(', ');
   console.error(
     `trace ${n.toLocaleString('en')} orphans, batch ${batchSize}, slowest run ${total.toFixed(0)} ms: range read ${trace.rangeMs.toFixed(1)} ms; ` +
-      `${xs.length} batches (${trace.flushWaitMs.toFixed(0)} ms waiting for the WAL flush between them), ms median/max by tenths [${tenths.join(' ')}]; last three ${last}; longest ${Math.max(...xs).toFixed(1)} ms (batch ${xs.indexOf(Math.max(...xs)) + 1})` +
+      `${xs.length} batches, ms median/max by tenths [${tenths.join(' ')}]; last three ${last}; longest ${Math.max(...xs).toFixed(1)} ms (batch ${xs.indexOf(Math.max(...xs)) + 1})` +
       (trace.slowAt.length ? `; over ${SLOW_MS} ms (UTC): ${trace.slowAt.join(', ')}` : ''),
   );
 }
@@ -223,7 +250,7 @@ for (const [i, n] of sizes.entries()) {
   const reps = repsFor(i);
   const template = `afterlife_bench_tpl_${process.pid}`;
   const t = process.hrtime.bigint();
-  await seedOrphans(await createDbosDatabase(template), n, withIndex);
+  await seed(await createDbosDatabase(template), n);
   console.error(`seeded ${n} orphans + ${4 * n} other rows in ${(ms(t) / 1000).toFixed(1)} s${withIndex ? ' (+ opt-in index)' : ''}`);
   const dbos: number[] = [];
   const ours = new Map<number, number[]>(batchSizes.map((b) => [b, []]));

@@ -3,7 +3,6 @@ import { ident } from '../db/pool.js';
 import { livenessHeldSql } from '../liveness/key.js';
 import { quietSince } from './activity.js';
 import { appScope, NOW_MS } from './sql.js';
-import { WAL_POSITION_COLUMNS, type WalPosition } from './walFlush.js';
 
 /**
  * DBOS's own recovery statement (recoverPendingWorkflows, system_database.ts), scoped by application
@@ -53,8 +52,6 @@ export interface BatchResult {
   /** Rows the candidate scan found; more than `ids` when the UPDATE's re-check left some alone. */
   candidates: number;
   next: BatchCursor | undefined;
-  /** WAL positions when the batch ended (walFlush.ts decides whether the next one waits). */
-  wal: WalPosition;
 }
 
 /*
@@ -124,7 +121,7 @@ export async function reenqueueBatch(
                    WHERE a.datname = current_database() AND starts_with(a.application_name, ${param(guard.noSessionsPrefix, 'text')}))`);
   }
   if (guard.livenessFree) evidence.push(`AND NOT ${livenessHeldSql('$3::text', '$1::text')}`);
-  const res = await db.query<{ ids: string[] | null; candidates: number | null; last: [string, string] | null; wal_insert: number; wal_flush: number }>(
+  const res = await db.query<{ ids: string[] | null; candidates: number | null; last: [string, string] | null }>(
     `WITH candidates AS (
        SELECT ctid, workflow_uuid, created_at FROM ${ws}
         WHERE ${premise('')}
@@ -155,9 +152,7 @@ export async function reenqueueBatch(
      no_flush_wait AS (SELECT set_config('synchronous_commit', 'off', true) AS mode)
      SELECT (SELECT array_agg(workflow_uuid) FROM moved) AS ids, (SELECT count(*)::int FROM candidates) AS candidates,
             (SELECT mode FROM no_flush_wait) AS commit_mode,
-            (SELECT ARRAY[created_at::text, workflow_uuid] FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last,
-            -- After the columns that read moved, so the UPDATE's own WAL is in it.
-            ${WAL_POSITION_COLUMNS}`,
+            (SELECT ARRAY[created_at::text, workflow_uuid] FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last`,
     values,
     'recover.batch',
     { prepared: true },
@@ -168,7 +163,7 @@ export async function reenqueueBatch(
   // A short batch, or one that reached the count, read the range to its end: no statement is run to find that out.
   const more = candidates >= opts.limit && (opts.unscanned === undefined || candidates < opts.unscanned);
   const next = row?.last && more ? { createdAt: row.last[0], workflowId: row.last[1] } : undefined;
-  return { ids, candidates, next, wal: { insert: row?.wal_insert ?? 0, flush: row?.wal_flush ?? 0 } };
+  return { ids, candidates, next };
 }
 
 export interface PendingByVersion {

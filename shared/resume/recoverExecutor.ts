@@ -4,7 +4,6 @@ import type { Db } from '../db/pool.js';
 import { setState } from '../db/queries/executors.js';
 import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
 import { type BatchCursor, pendingByVersion, reenqueueBatch, type RecoveryGuard } from '../dbos/recovery.js';
-import { readWalPosition, waitForWalFlush, type WalPosition } from '../dbos/walFlush.js';
 import { BudgetExhaustedError, HeartbeatUnknownError } from '../errors.js';
 import type { DeathNotice } from '../events/deathNotice.js';
 import { type HeartbeatReading, heartbeatKey, readHeartbeat, readLiveVersions } from '../heartbeat/index.js';
@@ -75,8 +74,6 @@ export type RecoverySummary =
       batches: number;
       durationMs: number;
       versions: Record<string, number>;
-      /** Time spent between batches waiting for the WAL flush to catch up (walFlush.ts). */
-      flushWaitMs: number;
       /** Versions with re-enqueued rows and no live executor to claim them (or `unknown` without Redis). */
       versionsWithoutExecutor: string[];
       liveVersionsKnown: boolean;
@@ -155,7 +152,6 @@ async function run(
   const orphanedIds = new Map<string | null, string[]>();
   let reenqueued = 0;
   let batches = 0;
-  let flushWaitMs = 0;
   const finish = (outcome: 'completed' | 'partial' | 'failed', versionsWithoutExecutor: string[], error?: string) =>
     finishRecovery(db, recoveryId, { outcome, reenqueued, batches, versions, versionsWithoutExecutor, ...(error ? { error } : {}) });
 
@@ -173,7 +169,6 @@ async function run(
       const label = applicationVersion ?? NULL_VERSION;
       const noExecutor = live !== undefined && !(applicationVersion !== null && live.has(applicationVersion));
       let after: BatchCursor | undefined;
-      let previousEnd: WalPosition | undefined;
       // Counted down by each batch's scan; unknown during the sweep, which rescans from the start.
       let unscanned: number | undefined = count;
       let shortfall = false;
@@ -231,8 +226,6 @@ async function run(
           continue;
         }
         after = batch.next;
-        flushWaitMs += await waitForWalFlush(() => readWalPosition(db), previousEnd, batch.wal, { shouldStop: () => stopReason() !== undefined });
-        previousEnd = batch.wal;
       }
     }
 
@@ -266,7 +259,6 @@ async function run(
       batches,
       durationMs: Date.now() - started,
       versions,
-      flushWaitMs: Math.round(flushWaitMs),
       versionsWithoutExecutor,
       liveVersionsKnown: live !== undefined,
     };

@@ -1,6 +1,5 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readWalPosition } from '../../../shared/dbos/walFlush.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { silentLogger } from '../../../shared/log.js';
@@ -89,16 +88,9 @@ describe('a finished recovery survives a Postgres crash right after it', () => {
 
     const db = afterlifeDb(pgs.url, { max: 2 });
     const out = await recoverExecutor({ db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 1_000, lockTtlMs: 5_000 }, notice);
-    // The WAL positions the batches return (walFlush.ts) are the server's own: after a synchronous write
-    // (the recovery's closing one), everything inserted before it is flushed.
-    const wal = await readWalPosition(db);
     await db.pool.end();
-    expect(wal.insert).toBeGreaterThan(0);
-    expect(wal.flush).toBeGreaterThanOrEqual(wal.insert - 1024 * 1024);
-    expect(wal.flush).toBeLessThanOrEqual(wal.insert);
     expect(out).toMatchObject({ outcome: 'completed' });
     if (out.outcome !== 'completed') return;
-    expect(out.flushWaitMs).toBeGreaterThanOrEqual(0);
     // Whatever the crash kept of the first recovery (0 to 3 batches) the redelivery did not move again.
     expect(out.reenqueued).toBeGreaterThanOrEqual(ROWS - 3_000);
     expect(await count(`SELECT count(*) AS n FROM dbos.workflow_status WHERE status = 'ENQUEUED' AND executor_id = 'exec-dead'`)).toBe(ROWS);
