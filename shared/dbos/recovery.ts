@@ -147,11 +147,10 @@ export async function reenqueueBatch(
      logged AS (
        INSERT INTO ${audit} (recovery_id, batch_no, application_version, workflow_ids)
        SELECT $7, $8, $2, array_agg(workflow_uuid) FROM moved HAVING count(*) > 0
-     ),
-     -- Transaction-local, so it governs this statement's own commit only; see the note above reenqueueBatch.
-     no_flush_wait AS (SELECT set_config('synchronous_commit', 'off', true) AS mode)
+     )
      SELECT (SELECT array_agg(workflow_uuid) FROM moved) AS ids, (SELECT count(*)::int FROM candidates) AS candidates,
-            (SELECT mode FROM no_flush_wait) AS commit_mode,
+            -- Transaction-local, so it governs this statement's own commit only; see the note above reenqueueBatch.
+            set_config('synchronous_commit', 'off', true) AS commit_mode,
             (SELECT ARRAY[created_at::text, workflow_uuid] FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last`,
     values,
     'recover.batch',

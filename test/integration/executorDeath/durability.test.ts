@@ -53,14 +53,16 @@ describe('a finished recovery survives a Postgres crash right after it', () => {
     await seed.end();
   };
   const notice = deathNotice({ executorId: 'exec-dead', applicationName: app, reason: 'manual', detectedBy: 'test' });
+  const recover = (db: ReturnType<typeof afterlifeDb>, faults?: FaultInjector) =>
+    recoverExecutor(
+      { db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 1_000, lockTtlMs: 5_000, ...(faults ? { faults } : {}) },
+      notice,
+    );
 
   it('every re-enqueued row and its audit are there after an immediate shutdown', { timeout: 120_000 }, async () => {
     await seedPending();
     const db = afterlifeDb(pgs.url, { max: 2 });
-    const out = await recoverExecutor(
-      { db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 1_000, lockTtlMs: 5_000 },
-      notice,
-    );
+    const out = await recover(db);
     await pgs.crash();
     await db.pool.end().catch(() => undefined);
     expect(out).toMatchObject({ outcome: 'completed', reenqueued: ROWS });
@@ -80,14 +82,12 @@ describe('a finished recovery survives a Postgres crash right after it', () => {
     // The crash lands right after the third batch's statement returned, before the recovery's closing write.
     const faults = new FaultInjector().onNth('recover.afterBatch', 3, () => pgs.crash());
     const first = afterlifeDb(pgs.url, { max: 2 });
-    await expect(
-      recoverExecutor({ db: first, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 1_000, lockTtlMs: 5_000, faults }, notice),
-    ).rejects.toThrow();
+    await expect(recover(first, faults)).rejects.toThrow();
     await first.pool.end().catch(() => undefined);
     await pgs.startServer();
 
     const db = afterlifeDb(pgs.url, { max: 2 });
-    const out = await recoverExecutor({ db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 1_000, lockTtlMs: 5_000 }, notice);
+    const out = await recover(db);
     await db.pool.end();
     expect(out).toMatchObject({ outcome: 'completed' });
     if (out.outcome !== 'completed') return;
