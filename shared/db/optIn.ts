@@ -9,7 +9,9 @@ import { ident } from './pool.js';
  * dbos.workflow_status is its own opt-in migration, named afterlife_…"). They are not part of `migrate`
  * because an operator decides when to build an index on a busy table. Each file creates one index
  * CONCURRENTLY (outside a transaction, never blocking DBOS's writes) and is idempotent; an index left
- * INVALID by an interrupted build is dropped and rebuilt.
+ * INVALID by an interrupted build is dropped and rebuilt. A file that replaces an earlier index names it in a
+ * `-- supersedes: <name>` line; the earlier one is dropped (CONCURRENTLY) only once its successor is built,
+ * so a fleet is never left with neither.
  */
 export const OPT_IN_DIR = fileURLToPath(new URL('./migrations/optin/', import.meta.url));
 
@@ -29,7 +31,13 @@ export async function applyOptInIndexes(db: Db, names?: string[], dir = OPT_IN_D
       'optin.check',
     );
     if (invalid.rowCount) await db.query(`DROP INDEX CONCURRENTLY IF EXISTS ${ident(db.dbosSchema)}.${ident(name)}`, [], 'optin.dropInvalid');
-    await db.query(render(await readFile(`${dir}${name}.sql`, 'utf8'), db), [], 'optin.create');
+    const sql = await readFile(`${dir}${name}.sql`, 'utf8');
+    await db.query(render(sql, db), [], 'optin.create');
+    for (const old of supersedes(sql)) await db.query(`DROP INDEX CONCURRENTLY IF EXISTS ${ident(db.dbosSchema)}.${ident(old)}`, [], 'optin.dropSuperseded');
   }
   return chosen;
+}
+
+function supersedes(sql: string): string[] {
+  return [...sql.matchAll(/^-- supersedes: (afterlife_[a-z0-9_]+)\s*$/gm)].map((m) => m[1] ?? '').filter(Boolean);
 }

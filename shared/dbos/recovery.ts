@@ -92,8 +92,11 @@ export async function reenqueueBatch(
 ): Promise<BatchResult> {
   const ws = `${ident(db.dbosSchema)}.workflow_status`;
   const audit = `${ident(db.afterlifeSchema)}.recovery_batches`;
+  // Equality (or IS NULL) rather than IS NOT DISTINCT FROM, which no index can take: with the opt-in owner
+  // index the candidate scan is then a plain range of (executor_id, application_version, created_at, workflow_uuid).
+  const version = (t: string) => (scope.applicationVersion === null ? `${t}application_version IS NULL` : `${t}application_version = $2`);
   const premise = (t: string) =>
-    `${t}status = 'PENDING' AND ${t}executor_id = $1 AND ${t}application_version IS NOT DISTINCT FROM $2
+    `${t}status = 'PENDING' AND ${t}executor_id = $1 AND ${version(t)}
           AND ${appScope(`${t}application_name`, '$3')}`;
   const values: unknown[] = [
     scope.executorId,
