@@ -29,7 +29,8 @@ commands:
   fork <workflowId> [--from-step N]     fork a workflow (default: from its first divergent step)
   drain --version V [--wait] [--timeout-s S]
                                         drain every executor of version V; --wait follows until drained
-  migrate [--dbos]                      apply afterlife's migrations (--dbos: DBOS's system schema first)
+  migrate [--dbos] [--indexes]          apply afterlife's migrations (--dbos: DBOS's system schema first;
+                                        --indexes: build the opt-in indexes on DBOS's tables, CONCURRENTLY)
 
 options (every command):
   --json          one JSON document on stdout (progress goes to stderr)
@@ -55,7 +56,7 @@ const COMMANDS = {
   reap: { 'dry-run': { type: 'boolean', default: false }, ticks: { type: 'string' } },
   fork: { 'from-step': { type: 'string' } },
   drain: { version: { type: 'string' }, wait: { type: 'boolean', default: false }, 'timeout-s': { type: 'string' } },
-  migrate: { dbos: { type: 'boolean', default: false } },
+  migrate: { dbos: { type: 'boolean', default: false }, indexes: { type: 'boolean', default: false } },
 } as const;
 type CommandName = keyof typeof COMMANDS;
 
@@ -116,7 +117,7 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
       return (ctx) => status(ctx);
     case 'migrate':
       noPositionals();
-      return (ctx) => migrate(ctx, { dbos: values.dbos === true });
+      return (ctx) => migrate(ctx, { dbos: values.dbos === true, indexes: values.indexes === true });
     case 'recover': {
       const [executorId, ...extra] = positionals;
       if (!executorId || extra.length) throw new UsageError('recover takes exactly one executor ID: afterlife recover <executorId> [--dry-run]');

@@ -79,6 +79,8 @@ export const MigrateOutput = z.strictObject({
   dbosMigration: z.number().int(),
   applied: z.array(z.string()),
   current: z.array(z.string()),
+  /** Opt-in indexes built or confirmed with --indexes; empty without it. */
+  indexes: z.array(z.string()),
 });
 export type MigrateOutput = z.infer<typeof MigrateOutput>;
 

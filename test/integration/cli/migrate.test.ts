@@ -7,7 +7,8 @@ import { ADMIN_DATABASE_URL, databaseUrl } from '../../helpers/services.js';
 
 /**
  * `afterlife migrate` on an empty database: without --dbos it refuses (DBOS's schema is missing) and says
- * how to fix it; with --dbos it creates DBOS's system schema and afterlife's; a second run applies nothing.
+ * how to fix it; with --dbos it creates DBOS's system schema and afterlife's; a second run applies nothing;
+ * --indexes builds the opt-in indexes on DBOS's table.
  */
 describe('afterlife migrate', () => {
   const name = `afterlife_t_${process.pid}_migrate`;
@@ -46,5 +47,20 @@ describe('afterlife migrate', () => {
     expect(second.stdout).toMatch(/^afterlife schema is up to date\nschema "afterlife" is at /);
     const again = parseJson(await runCli(['migrate', '--json'], env), MigrateOutput);
     expect(again.applied).toEqual([]);
+    expect(again.indexes).toEqual([]);
+
+    const indexed = await runCli(['migrate', '--indexes'], env, 60_000);
+    expect(indexed.code, indexed.stderr).toBe(0);
+    expect(indexed.stdout).toMatch(/opt-in indexes in place on "dbos": afterlife_workflow_status_pending_owner_created\n$/);
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      const valid = await c.query(
+        `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = 'afterlife_workflow_status_pending_owner_created'`,
+      );
+      expect(valid.rows).toEqual([{ indisvalid: true }]);
+    } finally {
+      await c.end();
+    }
   });
 });
