@@ -226,7 +226,16 @@ async function measure(benches: Bench[], index: boolean): Promise<Measured[]> {
 
 /** The tick that declares exec-000 (its absence backdated past the TTL) and recovers its 100 rows inline. */
 async function declaringTick(b: Bench): Promise<{ ms: number; reenqueued: number }> {
-  await b.pool.query(`UPDATE afterlife.executor_observations SET first_absent_at = now() - interval '2 hours' WHERE application_name = $1 AND executor_id = 'exec-000'`, [b.app]);
+  // Backdated, not slept: Redis has kept its keys for longer than the 1 h TTL (an absent key means silence
+  // only then), and exec-000's key has been absent for two hours over one earlier observation, so this tick
+  // is the second observation of the streak that the death rule needs.
+  await b.deps.redis?.set(`afterlife:${b.app}:reaper:sentinel`, new Date(Date.now() - 2 * 3_600_000).toISOString());
+  await b.pool.query(
+    `UPDATE afterlife.executor_observations
+        SET evidence = 'heartbeat', first_absent_at = now() - interval '2 hours', last_absent_at = now() - interval '1 second', absent_ticks = 1
+      WHERE application_name = $1 AND executor_id = 'exec-000'`,
+    [b.app],
+  );
   const r = await tick(b, 9999, {});
   if ('error' in r.dead || !r.dead.declared.includes('exec-000')) throw new Error('the dead executor was not declared');
   return { ms: r.durationMs, reenqueued: r.dead.reenqueued };
