@@ -187,7 +187,7 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
     batchMs.push(took);
     if (took > SLOW_MS) slowAt.push(`batch ${batchNo} ${took.toFixed(0)} ms ending ${new Date().toISOString().slice(11, 23)}`);
     longest = Math.max(longest, took);
-    moved += batch.ids.length;
+    moved += batch.moved;
     if (!batch.next) break;
     after = batch.next;
   }

@@ -77,9 +77,9 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
     },
     deathNotice({ executorId, applicationName: app, reason: 'manual', detectedBy: 'afterlife-cli' }),
     {
-      onBatch: ({ batchNo, ids }) => {
-        moved += ids.length;
-        ctx.progress(`  batch ${batchNo}: re-enqueued ${ids.length} (${moved}/${total})`);
+      onBatch: ({ batchNo, reenqueued }) => {
+        moved += reenqueued;
+        ctx.progress(`  batch ${batchNo}: re-enqueued ${reenqueued} (${moved}/${total})`);
       },
     },
   );

@@ -44,7 +44,7 @@ export interface RecoveryOptions {
   /** Extra premise re-checked by every batch (the reaper's no-kit evidence); see RecoveryGuard. */
   guard?: RecoveryGuard;
   /** Called after every batch statement (the CLI's progress). */
-  onBatch?: (b: { batchNo: number; ids: string[] }) => void;
+  onBatch?: (b: { batchNo: number; reenqueued: number }) => void;
 }
 
 export type RecoverySummary =
@@ -200,21 +200,31 @@ async function run(
         const batch = await reenqueueBatch(
           db,
           { applicationName: app, executorId: notice.executorId, applicationVersion },
-          { limit: deps.batchSize, range: created, after, recoveryId, batchNo: batches + 1, unscanned, ...(guard ? { guard } : {}) },
+          {
+            limit: deps.batchSize,
+            range: created,
+            after,
+            recoveryId,
+            batchNo: batches + 1,
+            unscanned,
+            // Only the orphaned-version hook needs the IDs themselves.
+            returnIds: noExecutor,
+            ...(guard ? { guard } : {}),
+          },
         );
         batches += 1;
         if (unscanned !== undefined) unscanned -= batch.candidates;
-        reenqueued += batch.ids.length;
-        versions[label] = (versions[label] ?? 0) + batch.ids.length;
-        if (noExecutor && batch.ids.length) {
+        reenqueued += batch.moved;
+        versions[label] = (versions[label] ?? 0) + batch.moved;
+        if (batch.ids?.length) {
           // Appended in place: copying the list on every batch made a 1M-row recovery quadratic (74 s against 39 s).
           const acc = orphanedIds.get(applicationVersion);
           if (acc) for (const id of batch.ids) acc.push(id);
           else orphanedIds.set(applicationVersion, [...batch.ids]);
         }
-        if (faults.enabled) await faults.hit('recover.afterBatch', { recoveryId, batchNo: batches, ids: batch.ids });
-        opts.onBatch?.({ batchNo: batches, ids: batch.ids });
-        shortfall ||= batch.ids.length < batch.candidates;
+        if (faults.enabled) await faults.hit('recover.afterBatch', { recoveryId, batchNo: batches, reenqueued: batch.moved });
+        opts.onBatch?.({ batchNo: batches, reenqueued: batch.moved });
+        shortfall ||= batch.moved < batch.candidates;
         if (!batch.next) {
           // A row updated while its batch ran (still PENDING, still this executor's) has a new tuple ID,
           // so the batch's re-check skips it and the cursor moves past it. One sweep from the start picks
