@@ -21,6 +21,7 @@ import { heartbeatKey } from '../shared/heartbeat/index.js';
 import { unlimitedBudget } from '../shared/lifecycle/deadline.js';
 import { createRedis } from '../shared/lock/redis.js';
 import { silentLogger } from '../shared/log.js';
+import { sentinelKey } from '../shared/reaper/evidence.js';
 import { runTick } from '../shared/reaper/tick.js';
 import type { ReaperDeps, ReaperState, TickResult } from '../shared/reaper/types.js';
 import { noFaults } from '../shared/testing/faults.js';
@@ -167,7 +168,7 @@ async function setUp(rows: number): Promise<Bench> {
 
 async function tearDown(b: Bench): Promise<void> {
   const redis = b.deps.redis;
-  await redis?.del(...b.keys, `afterlife:${b.app}:reaper:sentinel`).catch(() => undefined);
+  await redis?.del(...b.keys, sentinelKey(b.app)).catch(() => undefined);
   redis?.disconnect();
   await b.pool.end();
   if (keep) console.error(`  kept database ${b.name} (app ${b.app})`);
@@ -229,7 +230,7 @@ async function declaringTick(b: Bench): Promise<{ ms: number; reenqueued: number
   // Backdated, not slept: Redis has kept its keys for longer than the 1 h TTL (an absent key means silence
   // only then), and exec-000's key has been absent for two hours over one earlier observation, so this tick
   // is the second observation of the streak that the death rule needs.
-  await b.deps.redis?.set(`afterlife:${b.app}:reaper:sentinel`, new Date(Date.now() - 2 * 3_600_000).toISOString());
+  await b.deps.redis?.set(sentinelKey(b.app), new Date(Date.now() - 2 * 3_600_000).toISOString());
   await b.pool.query(
     `UPDATE afterlife.executor_observations
         SET evidence = 'heartbeat', first_absent_at = now() - interval '2 hours', last_absent_at = now() - interval '1 second', absent_ticks = 1

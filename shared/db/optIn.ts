@@ -15,8 +15,11 @@ import { ident } from './pool.js';
  */
 export const OPT_IN_DIR = fileURLToPath(new URL('./migrations/optin/', import.meta.url));
 
+/** An opt-in index's name, which is also its file's name (DESIGN.md: named afterlife_…). */
+const NAME = 'afterlife_[a-z0-9_]+';
+
 export async function listOptInIndexes(dir = OPT_IN_DIR): Promise<string[]> {
-  return (await readdir(dir)).filter((f) => /^afterlife_[a-z0-9_]+\.sql$/.test(f)).map((f) => f.replace(/\.sql$/, '')).sort();
+  return (await readdir(dir)).filter((f) => new RegExp(`^${NAME}\\.sql$`).test(f)).map((f) => f.replace(/\.sql$/, '')).sort();
 }
 
 export async function applyOptInIndexes(db: Db, names?: string[], dir = OPT_IN_DIR): Promise<string[]> {
@@ -30,14 +33,18 @@ export async function applyOptInIndexes(db: Db, names?: string[], dir = OPT_IN_D
       [db.dbosSchema, name],
       'optin.check',
     );
-    if (invalid.rowCount) await db.query(`DROP INDEX CONCURRENTLY IF EXISTS ${ident(db.dbosSchema)}.${ident(name)}`, [], 'optin.dropInvalid');
+    if (invalid.rowCount) await dropIndex(db, name, 'optin.dropInvalid');
     const sql = await readFile(`${dir}${name}.sql`, 'utf8');
     await db.query(render(sql, db), [], 'optin.create');
-    for (const old of supersedes(sql)) await db.query(`DROP INDEX CONCURRENTLY IF EXISTS ${ident(db.dbosSchema)}.${ident(old)}`, [], 'optin.dropSuperseded');
+    for (const old of supersedes(sql)) await dropIndex(db, old, 'optin.dropSuperseded');
   }
   return chosen;
 }
 
+function dropIndex(db: Db, name: string, tag: string): Promise<unknown> {
+  return db.query(`DROP INDEX CONCURRENTLY IF EXISTS ${ident(db.dbosSchema)}.${ident(name)}`, [], tag);
+}
+
 function supersedes(sql: string): string[] {
-  return [...sql.matchAll(/^-- supersedes: (afterlife_[a-z0-9_]+)\s*$/gm)].map((m) => m[1] ?? '').filter(Boolean);
+  return [...sql.matchAll(new RegExp(`^-- supersedes: (${NAME})\\s*$`, 'gm'))].map((m) => m[1] ?? '').filter(Boolean);
 }

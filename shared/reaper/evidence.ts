@@ -15,10 +15,15 @@ export interface Beats {
   lostKeys: boolean;
 }
 
+/** The reaper's sentinel key: SET NX, no TTL, so its age says how long Redis has kept its keys. */
+export function sentinelKey(applicationName: string, prefix = 'afterlife'): string {
+  return `${prefix}:${applicationName}:reaper:sentinel`;
+}
+
 export async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats | { skipped: string }> {
   if (!deps.redis) return { skipped: 'REDIS_URL is not set' };
   const prefix = deps.config.redis?.keyPrefix ?? 'afterlife';
-  const sentinel = `${prefix}:${deps.config.applicationName}:reaper:sentinel`;
+  const sentinel = sentinelKey(deps.config.applicationName, prefix);
   const now = deps.clock();
   try {
     const keys = ids.map((id) => heartbeatKey(deps.config.applicationName, id, prefix));

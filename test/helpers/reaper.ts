@@ -1,5 +1,6 @@
 import { afterAll, beforeAll } from 'vitest';
 import { reaperDeps } from '../../functions/reaper/handle.js';
+import { sentinelKey } from '../../shared/reaper/evidence.js';
 import type { ReaperDeps } from '../../shared/reaper/types.js';
 import type { Runtime } from '../../shared/runtime.js';
 import type { Faults } from '../../shared/testing/faults.js';
@@ -100,5 +101,5 @@ export function reaperFixture(prefix: string, o: { env?: Record<string, string>;
  */
 export async function backdateSentinel(rt: Runtime, agoMs = 3_600_000): Promise<void> {
   const prefix = rt.config.redis?.keyPrefix ?? 'afterlife';
-  await rt.redis?.set(`${prefix}:${rt.config.applicationName}:reaper:sentinel`, new Date(Date.now() - agoMs).toISOString());
+  await rt.redis?.set(sentinelKey(rt.config.applicationName, prefix), new Date(Date.now() - agoMs).toISOString());
 }

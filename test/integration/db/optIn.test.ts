@@ -9,7 +9,7 @@ import { afterlifeDb, createTestDatabase, type TestDatabase } from '../../helper
  * The opt-in owner index replaces the earlier one (keyed by owner only, so a batch walking created_at order
  * read and sorted every remaining row of the executor): applying it drops its predecessor only once it is
  * built; with it, batches that walk it (equality on the version, IS NULL for none) move exactly their rows.
- * Which plan a batch gets is the planner's choice; bench/recovery.ts --index measures what it costs.
+ * Which plan a batch gets is the planner's choice; bench/recovery.ts (which builds this index) measures what it costs.
  */
 describe('opt-in owner index', () => {
   let t: TestDatabase;
