@@ -5,8 +5,8 @@ import type { Db } from './pool.js';
 import { ident } from './pool.js';
 
 /**
- * Opt-in index migrations on DBOS's tables (DESIGN.md: "an index that afterlife needs on
- * dbos.workflow_status is its own opt-in migration, named afterlife_…"). They are not part of `migrate`
+ * Opt-in index migrations on DBOS's tables (docs/design.md#opt-in-indexes: "an index afterlife
+ * needs on dbos.workflow_status is its own opt-in migration, named afterlife_…"). They are not part of `migrate`
  * because an operator decides when to build an index on a busy table. Each file creates one index
  * CONCURRENTLY (outside a transaction, never blocking DBOS's writes) and is idempotent; an index left
  * INVALID by an interrupted build is dropped and rebuilt. A file that replaces an earlier index names it in a
@@ -15,7 +15,7 @@ import { ident } from './pool.js';
  */
 export const OPT_IN_DIR = fileURLToPath(new URL('./migrations/optin/', import.meta.url));
 
-/** An opt-in index's name, which is also its file's name (DESIGN.md: named afterlife_…). */
+/** An opt-in index's name, which is also its file's name (docs/design.md#opt-in-indexes: named afterlife_…). */
 const NAME = 'afterlife_[a-z0-9_]+';
 
 export async function listOptInIndexes(dir = OPT_IN_DIR): Promise<string[]> {

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { pgText } from '../text.js';
 
 /**
- * The death notice (DESIGN.md, "Contracts"). Unknown fields are ignored (zod strips them), missing or
+ * The death notice (docs/design.md#death-notice). Unknown fields are ignored (zod strips them), missing or
  * wrong fields are rejected. Published on `executor-deaths` with attributes `type` and `executorId` and
  * ordering key `executorId`.
  */

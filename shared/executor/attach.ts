@@ -22,7 +22,8 @@ import { terminate } from './shutdown.js';
 
 /**
  * The executor kit: what a launched DBOS app attaches so that crashes are seen in about a second, shutdowns
- * and deploys hand their work over at once, and a zombie stops itself (DESIGN.md, failures 1 and 2). This
+ * and deploys hand their work over at once, and a zombie stops itself (docs/design.md#failure-1-executor-death-leaves-orphans and
+ * #failure-2-the-shutdown-race). This
  * file only wires the parts, each in its own module:
  *
  *   heartbeat.ts      the Redis key, a beat every 250 ms (state + inFlight), kept until the end of a drain

@@ -2,8 +2,8 @@ import { AfterlifeError } from '../errors.js';
 
 /**
  * A limiter for outbound agent calls (LLM and tool APIs): at most `perKey` calls per key and `global`
- * calls in total, waiting at most `acquireTimeoutMs` for a slot. Unbounded fan-out is failure 5 of
- * DESIGN.md: it exhausts sockets, rate limits and pools for everything sharing the process.
+ * calls in total, waiting at most `acquireTimeoutMs` for a slot. Unbounded fan-out is failure 5 of the design
+ * (docs/design.md#failure-5-connection-exhaustion): it exhausts sockets, rate limits and pools for everything sharing the process.
  *
  * Fairness: waiters are served in arrival order, but a waiter whose key is at its own cap is skipped
  * rather than blocking the line, so one slow key can never starve the others of global slots.

@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 
 /**
- * The heartbeat contract (DESIGN.md): key `afterlife:{app}:hb:{executorId}`, a JSON value, a PX TTL.
+ * The heartbeat contract (docs/design.md#heartbeat): key `afterlife:{app}:hb:{executorId}`, a JSON value, a PX TTL.
  * Written by the executor kit, read by executor-death (false-alarm check), the reaper and the drain function.
  *
  * Beside the keys, a per-application index: the sorted set `afterlife:{app}:hbidx` of executor IDs scored

@@ -16,7 +16,7 @@ import type { DeadPassResult, ReaperDeps, TickContext } from './types.js';
  * (shared/reaper/deathRule.ts); one without the kit is dead only when it has no session in
  * pg_stat_activity (on two or more ticks, and only if this role can see other roles' sessions) and its
  * PENDING workflows have been quiet for UNKNOWN_EXECUTOR_GRACE_MS. A false death runs step bodies twice
- * (DESIGN.md, invariant 3), so every doubt resolves to "alive". A death is re-checked just before acting and
+ * (docs/design.md#invariant-3-death-only-on-strong-evidence), so every doubt resolves to "alive". A death is re-checked just before acting and
  * again inside the recovery (the heartbeat at every batch boundary, the lock in every batch statement).
  */
 

@@ -1,5 +1,5 @@
 /**
- * The death rule for executors with the kit (DESIGN.md, invariant 3), as a pure function of one tick's
+ * The death rule for executors with the kit (docs/design.md#invariant-3-death-only-on-strong-evidence), as a pure function of one tick's
  * evidence; the streak across ticks ("seen on two observations") is kept in executor_observations.
  *
  *   liveness lock held                      → alive, whatever Redis says (frozen, starved and wedged

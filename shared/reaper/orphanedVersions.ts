@@ -3,7 +3,7 @@ import { readLiveVersions } from '../heartbeat/index.js';
 import { shouldStop, type OrphanedPassResult, type PlannedAction, type ReaperDeps, type ReaperState, type TickContext } from './types.js';
 
 /**
- * Orphaned versions (DESIGN.md, invariant 2): ENQUEUED rows pinned to a version no live executor runs.
+ * Orphaned versions (docs/design.md#invariant-2-recovery-re-enqueues-it-never-executes): ENQUEUED rows pinned to a version no live executor runs.
  * Recovery applies ORPHANED_VERSION_POLICY when it re-enqueues, but a fork that failed there, or rows
  * re-enqueued while no executor of their version was alive, would otherwise wait forever: DBOS claims only
  * exact version matches, and a redelivered death notice no longer finds them (they are not PENDING). This

@@ -4,15 +4,15 @@ import { CONFIG_DEFAULTS, CONFIG_KEYS, loadConfig } from '../../shared/config/in
 import { ConfigError } from '../../shared/errors.js';
 
 /**
- * README's configuration table is the operators' reference: it must list every variable shared/config
- * reads, with the default the schema really applies, and nothing it does not read.
+ * The configuration table (docs/configuration.md) is the operators' reference: it must list every variable
+ * shared/config reads, with the default the schema really applies, and nothing it does not read.
  */
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const page = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
 
-/** `| `A`, `B` | default | meaning |` rows of the "## Configuration" section, by variable. */
+/** `| `A`, `B` | default | meaning |` rows of the "## Variables" section, by variable. */
 function configTable(text: string): Map<string, string> {
-  const start = text.indexOf('\n## Configuration\n');
-  if (start < 0) throw new Error('README has no "## Configuration" section');
+  const start = text.indexOf('\n## Variables\n');
+  if (start < 0) throw new Error('docs/configuration.md has no "## Variables" section');
   const end = text.indexOf('\n## ', start + 1);
   const rows = new Map<string, string>();
   for (const line of text.slice(start, end < 0 ? undefined : end).split('\n')) {
@@ -46,8 +46,8 @@ function required(key: string): boolean {
   });
 }
 
-describe('README configuration table', () => {
-  const table = configTable(readme);
+describe('docs/configuration.md: the configuration table', () => {
+  const table = configTable(page);
 
   it('lists every variable shared/config reads, and only those', () => {
     expect([...table.keys()].sort()).toEqual([...CONFIG_KEYS].sort());
@@ -62,8 +62,8 @@ describe('README configuration table', () => {
   });
 
   it('the parser reads the table (a wrong default would be seen)', () => {
-    const planted = readme.replace('| `HEARTBEAT_TTL_MS` | `15000` |', '| `HEARTBEAT_TTL_MS` | `1500` |');
-    expect(planted).not.toBe(readme);
+    const planted = page.replace('| `HEARTBEAT_TTL_MS` | `15000` |', '| `HEARTBEAT_TTL_MS` | `1500` |');
+    expect(planted).not.toBe(page);
     expect(configTable(planted).get('HEARTBEAT_TTL_MS')).toBe('`1500`');
     expect(CONFIG_DEFAULTS.HEARTBEAT_TTL_MS).toBe(15000);
   });

@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
-/** Acceptance H: the README's kit example is, byte for byte, the code the kit tests run. */
+/** The kit example in docs/executor-kit.md is, byte for byte, the code the kit tests run. */
 const read = (p: string) => readFileSync(new URL(`../../${p}`, import.meta.url), 'utf8');
 
-describe('README: Installing the executor kit in your DBOS app', () => {
+describe('docs/executor-kit.md: Installing the executor kit in your DBOS app', () => {
   it('shows exactly the block of examples/agent-app/main.ts between its README markers', () => {
-    const readme = read('README.md');
+    const readme = read('docs/executor-kit.md');
     expect(readme).toContain('## Installing the executor kit in your DBOS app');
     const shown = /<!-- kit-example:begin -->\n```ts\n([\s\S]*?)```\n<!-- kit-example:end -->/.exec(readme)?.[1];
     const main = read('examples/agent-app/main.ts');

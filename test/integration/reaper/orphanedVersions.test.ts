@@ -9,7 +9,7 @@ import { testReaperDeps } from '../../helpers/reaper.js';
 import { testRuntime } from '../../helpers/runtime.js';
 
 /**
- * The reaper's orphaned-versions pass (DESIGN.md, invariant 2). A real v1 executor is SIGKILLed mid-step;
+ * The reaper's orphaned-versions pass (docs/design.md#invariant-2-recovery-re-enqueues-it-never-executes). A real v1 executor is SIGKILLed mid-step;
  * its rows are recovered (re-enqueued) while only a v2 executor (with the kit) is alive, so they sit
  * ENQUEUED on v1, which nothing will ever claim. Once untouched for ORPHANED_VERSION_GRACE_MS (backdated,
  * not slept) the pass reports them under `leave`, never touches a version with a live heartbeat, is skipped
