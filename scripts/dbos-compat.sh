@@ -37,7 +37,7 @@ echo "dbos-compat: running against @dbos-inc/dbos-sdk $actual"
 if [ "$#" -eq 0 ]; then
   set -- \
     test/compat/dbosVersion.test.ts \
-    test/integration/executorDeath/recovery.test.ts \
+    test/integration/recovery/deathNotice.test.ts \
     test/integration/reaper/sigkill.test.ts \
     test/integration/reaper/stuckRepair.test.ts \
     test/integration/reaper/orphanedRewind.test.ts \

@@ -3,7 +3,7 @@
 # a fast subset of the test suite under Node 24 from the npm registry's `node` package (it ships the
 # binary), installed once into node_modules/.cache/node24:
 #   - test/unit                                        (everything pure)
-#   - test/integration/executorDeath/recovery.test.ts  (real DBOS executors forked under Node 24)
+#   - test/integration/recovery/deathNotice.test.ts  (real DBOS executors forked under Node 24)
 #   - test/integration/stack/start.test.ts             (npm start: functions-framework under Node 24)
 # The whole suite already runs under Node 20 in `npm test`; the subset keeps CI (2 cores) well under its
 # budget. Override with NODE24_VERSION or pass test paths as arguments.
@@ -26,7 +26,7 @@ case "$actual" in
 esac
 
 if [ "$#" -eq 0 ]; then
-  set -- test/unit test/integration/executorDeath/recovery.test.ts test/integration/stack/start.test.ts
+  set -- test/unit test/integration/recovery/deathNotice.test.ts test/integration/stack/start.test.ts
 fi
 [ -f dist/cli/index.js ] || npm run build
 # EXPECT_NODE_MAJOR makes test/unit/runtime.test.ts fail unless the tests really run on Node 24.
