@@ -8,6 +8,7 @@ import { createRedis, waitReady } from '../shared/lock/redis.js';
 import { formatLogLine, makeLogger, type Logger } from '../shared/log.js';
 import type { Runtime } from '../shared/runtime.js';
 import { noFaults } from '../shared/testing/faults.js';
+import { inline } from './format.js';
 
 /**
  * What a CLI command works with: the same config, pool and Redis client the functions use, built from
@@ -92,7 +93,7 @@ export async function createContext(o: { env: Record<string, string | undefined>
       return runtime;
     },
     progress: (line) => {
-      process.stderr.write(`${line}\n`);
+      process.stderr.write(`${inline(line)}\n`);
     },
     close: async () => {
       await lifecycle.shutdown();

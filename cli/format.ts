@@ -1,5 +1,30 @@
 /** Plain-text tables and durations for terminal output. */
+
+// C0 and C1 controls, DEL, line/paragraph separators and bidi overrides/isolates: what a terminal acts on
+// instead of printing. IDs come from anyone who can write an executor_id or publish a notice (issue 23).
+ 
+const UNSAFE_IN_LINE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+ 
+const UNSAFE_IN_TEXT = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const NAMED: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+function escape(c: string): string {
+  const code = c.charCodeAt(0);
+  return NAMED[c] ?? (code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`);
+}
+
+/** One value on one line: every control character escaped (`\n`, `\x1b`, `\u202e`), so it can neither move the cursor nor start a line. */
+export function inline(value: string): string {
+  return value.replace(UNSAFE_IN_LINE, escape);
+}
+
+/** A whole human output: the same, except its own line breaks. The last guard before a terminal. */
+export function printable(text: string): string {
+  return text.replace(UNSAFE_IN_TEXT, escape);
+}
+
 export function table(headers: string[], rows: string[][]): string {
+  rows = rows.map((r) => r.map(inline));
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) =>
     cells

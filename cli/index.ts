@@ -7,6 +7,7 @@
 import { parseArgs } from 'node:util';
 import { AfterlifeError, ConfigError } from '../shared/errors.js';
 import { type CliContext, createContext } from './context.js';
+import { inline, printable } from './format.js';
 import { migrate } from './commands/migrate.js';
 import { recover } from './commands/recover.js';
 import { status } from './commands/status.js';
@@ -89,7 +90,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
     const run = dispatch(command, values, positionals);
     ctx = await createContext({ env, ...(typeof values.app === 'string' ? { app: values.app } : {}), json, verbose: values.verbose === true });
     const result = await run(ctx);
-    process.stdout.write(json ? `${JSON.stringify(result.json)}\n` : result.text);
+    process.stdout.write(json ? `${JSON.stringify(result.json)}\n` : printable(result.text));
     return result.exitCode;
   } catch (err) {
     const code = err instanceof UsageError || err instanceof ConfigError ? 2 : 1;
@@ -164,7 +165,7 @@ function fail(json: boolean, err: unknown, exitCode: 1 | 2): number {
     const out: ErrorOutput = { error: { code, message, ...(issues ? { issues } : {}) } };
     process.stdout.write(`${JSON.stringify(out)}\n`);
   } else {
-    process.stderr.write(`afterlife: ${message}\n`);
+    process.stderr.write(`afterlife: ${inline(message)}\n`);
     if (exitCode === 2 && err instanceof UsageError) process.stderr.write(`run "afterlife --help" for usage\n`);
   }
   return exitCode;

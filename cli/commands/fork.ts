@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { autoFork, type AutoForkResult, forkDepsFromRuntime } from '../../shared/fork/index.js';
 import type { CliContext } from '../context.js';
+import { inline } from '../format.js';
 import type { ForkOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
 
@@ -13,7 +14,7 @@ import type { CommandResult } from './types.js';
 export async function fork(ctx: CliContext, workflowId: string, o: { fromStep?: number }): Promise<CommandResult<ForkOutput>> {
   const { config } = ctx;
   const deps = forkDepsFromRuntime(await ctx.runtime(), { forkedBy: `cli@${hostname()}` });
-  ctx.progress(`forking ${workflowId}${o.fromStep === undefined ? ' from its first divergent step' : ` from step ${o.fromStep}`}…`);
+  ctx.progress(`forking ${inline(workflowId)}${o.fromStep === undefined ? ' from its first divergent step' : ` from step ${o.fromStep}`}…`);
   const r = await autoFork(deps, workflowId, o.fromStep === undefined ? {} : { fromStep: o.fromStep });
   const out = toOutput(config.applicationName, r);
   return { json: out, text: `${describe(r, config.fork.maxForks)}\n`, exitCode: r.outcome === 'forked' || r.outcome === 'already-forked' ? 0 : 1 };
@@ -51,18 +52,18 @@ function toOutput(applicationName: string, r: AutoForkResult): ForkOutput {
 function describe(r: AutoForkResult, maxForks: number): string {
   switch (r.outcome) {
     case 'forked':
-      return `forked ${r.workflowId} → ${r.newWorkflowId} from step ${r.startStep} (fork ${r.n} of at most ${maxForks} in lineage ${r.root}; ${r.reason}).`;
+      return `forked ${inline(r.workflowId)} → ${inline(r.newWorkflowId)} from step ${r.startStep} (fork ${r.n} of at most ${maxForks} in lineage ${inline(r.root)}; ${r.reason}).`;
     case 'already-forked':
-      return `${r.workflowId} was already forked as ${r.newWorkflowId} (fork ${r.n} of lineage ${r.root}); nothing new.`;
+      return `${inline(r.workflowId)} was already forked as ${inline(r.newWorkflowId)} (fork ${r.n} of lineage ${inline(r.root)}); nothing new.`;
     case 'dead-lettered':
-      return `not forked: lineage ${r.root} used its ${r.forks} fork(s); it is dead-lettered${r.published ? ' (message published)' : ''}.`;
+      return `not forked: lineage ${inline(r.root)} used its ${r.forks} fork(s); it is dead-lettered${r.published ? ' (message published)' : ''}.`;
     case 'busy':
-      return `not forked: another worker is forking lineage ${r.root} right now; retry in a moment.`;
+      return `not forked: another worker is forking lineage ${inline(r.root)} right now; retry in a moment.`;
     case 'skipped':
       return r.why === 'missing'
-        ? `not forked: workflow ${r.workflowId} does not exist (in this application).`
+        ? `not forked: workflow ${inline(r.workflowId)} does not exist (in this application).`
         : r.why === 'not-diverged'
-          ? `not forked: ${r.workflowId} did not diverge (status ${r.status ?? 'unknown'}); afterlife forks only DBOSUnexpectedStepError.`
-          : `not forked: ${r.workflowId} diverged but cannot be forked safely; see the logs.`;
+          ? `not forked: ${inline(r.workflowId)} did not diverge (status ${r.status ?? 'unknown'}); afterlife forks only DBOSUnexpectedStepError.`
+          : `not forked: ${inline(r.workflowId)} diverged but cannot be forked safely; see the logs.`;
   }
 }

@@ -1,7 +1,7 @@
 import { reaperDeps } from '../../functions/reaper/handle.js';
 import { runReaper, type ReaperSummary } from '../../shared/reaper/index.js';
 import type { CliContext } from '../context.js';
-import { duration, table } from '../format.js';
+import { duration, inline, table } from '../format.js';
 import { tickProgress } from '../progress.js';
 import type { ReapOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
@@ -70,8 +70,8 @@ function render(r: ReapOutput): string {
   if (r.outcome === 'skipped') return `reap skipped: ${r.reason ?? 'another reaper holds the lease'} (the running reaper is doing this work).\n`;
   const lines = [
     `reaper: ${r.ticks} tick(s) in ${duration(r.durationMs)}${r.dryRun ? ' (dry run: nothing changed)' : ''}`,
-    `declared dead: ${r.declaredDead.length ? r.declaredDead.join(', ') : 'none'}`,
-    `stuck workflows: ${r.stuckWorkflows.length ? r.stuckWorkflows.join(', ') : 'none'}`,
+    `declared dead: ${r.declaredDead.length ? r.declaredDead.map(inline).join(', ') : 'none'}`,
+    `stuck workflows: ${r.stuckWorkflows.length ? r.stuckWorkflows.map(inline).join(', ') : 'none'}`,
   ];
   if (r.heartbeatSkipped.length) lines.push(`heartbeat evidence skipped: ${r.heartbeatSkipped.join('; ')} (nothing declared dead on it)`);
   if (r.planned.length) {

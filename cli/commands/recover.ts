@@ -6,7 +6,7 @@ import { heartbeatKey, readHeartbeat } from '../../shared/heartbeat/index.js';
 import { readLiveness } from '../../shared/liveness/held.js';
 import { recoverExecutor } from '../../shared/resume/recoverExecutor.js';
 import type { CliContext } from '../context.js';
-import { duration } from '../format.js';
+import { duration, inline } from '../format.js';
 import type { RecoverOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
 
@@ -36,7 +36,7 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
       durationMs: null,
       versionsWithoutExecutor: [],
     };
-    const text = `${executorId} owns ${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}; dry run: nothing changed.\n`;
+    const text = `${inline(executorId)} owns ${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}; dry run: nothing changed.\n`;
     return { json: out, text, exitCode: 0 };
   }
 
@@ -62,7 +62,7 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
     }
   }
 
-  ctx.progress(`recovering ${executorId}: ${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}…`);
+  ctx.progress(`recovering ${inline(executorId)}: ${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}…`);
   let moved = 0;
   const summary = await recoverExecutor(
     {
@@ -86,7 +86,7 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
   if (summary.outcome === 'false-alarm') {
     return {
       json: { ...base, dryRun: false, outcome: 'false-alarm', reenqueued: 0, recoveryId: null, lockMode: null, durationMs: null, versionsWithoutExecutor: [] },
-      text: `${executorId} is alive (fresh heartbeat); nothing recovered.\n`,
+      text: `${inline(executorId)} is alive (fresh heartbeat); nothing recovered.\n`,
       exitCode: 0,
     };
   }
@@ -101,7 +101,7 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
     versionsWithoutExecutor: summary.versionsWithoutExecutor,
   };
   const lines = [
-    `recovery #${summary.recoveryId}: re-enqueued ${summary.reenqueued} workflow(s) of ${executorId} in ${summary.batches} batch(es), ${duration(summary.durationMs)} (${summary.lockMode}).`,
+    `recovery #${summary.recoveryId}: re-enqueued ${summary.reenqueued} workflow(s) of ${inline(executorId)} in ${summary.batches} batch(es), ${duration(summary.durationMs)} (${summary.lockMode}).`,
   ];
   if (summary.lockMode === 'degraded') lines.push('warning: ran without the Redis lock (degraded); Postgres still fenced every write.');
   if (summary.versionsWithoutExecutor.length) {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { KeyPrefix } from '../heartbeat/index.js';
 import { RedisCaCert, redisTlsProblem } from '../lock/redis.js';
 
 /**
@@ -27,7 +28,7 @@ const int = (def: number, min: number, max = Number.MAX_SAFE_INTEGER) =>
  * Names that go into Redis keys (`prefix:app:hb:executor`) and SCAN patterns: no `:` (two apps' keys could
  * overlap), no glob characters, no whitespace or control characters.
  */
-const keyPrefix = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits, "_", "." or "-" (it is part of every Redis key)');
+const keyPrefix = KeyPrefix;
 const applicationName = z
   .string()
   .min(1)

@@ -2,9 +2,9 @@ import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { registerAlive, setState, type ExecutorState } from '../db/queries/executors.js';
 import { createDb, type Db } from '../db/pool.js';
-import { AfterlifeError } from '../errors.js';
+import { AfterlifeError, ConfigError } from '../errors.js';
 import { createPubSubPublisher, type Publisher } from '../events/publisher.js';
-import { type HeartbeatValue } from '../heartbeat/index.js';
+import { type HeartbeatValue, KEY_PREFIX_RE } from '../heartbeat/index.js';
 import type { FenceVerdict } from '../liveness/fenceCheck.js';
 import { withTimeout } from '../lifecycle/shutdown.js';
 import { createRedis } from '../lock/redis.js';
@@ -62,6 +62,10 @@ export interface ExecutorKit {
 }
 
 export async function attachExecutor(options: ExecutorKitOptions): Promise<ExecutorKit> {
+  // Checked as the functions check REDIS_KEY_PREFIX: a kit and the plane must agree on where heartbeats live.
+  if (options.keyPrefix !== undefined && !KEY_PREFIX_RE.test(options.keyPrefix)) {
+    throw new ConfigError([`keyPrefix: must be 1-64 letters, digits, "_", "." or "-" (it is part of every Redis key); got ${JSON.stringify(options.keyPrefix)}`]);
+  }
   const app = await dbosApp();
   if (!app.executorId || (app.executorId === 'local' && !options.allowLocalExecutorId)) {
     throw new ExecutorIdError(

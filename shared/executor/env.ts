@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { KeyPrefix } from '../heartbeat/index.js';
 import { RedisCaCert, redisTlsProblem } from '../lock/redis.js';
 import type { ExecutorKitOptions } from './options.js';
 
@@ -14,7 +15,7 @@ const EnvSchema = z.object({
   DBOS_SYSTEM_SCHEMA: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/).optional(),
   AFTERLIFE_SCHEMA: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/).optional(),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
-  REDIS_KEY_PREFIX: z.string().min(1).optional(),
+  REDIS_KEY_PREFIX: KeyPrefix.optional(),
   REDIS_CA_CERT: RedisCaCert.optional(),
   HEARTBEAT_TTL_MS: int(500),
   HEARTBEAT_INTERVAL_MS: int(50),
