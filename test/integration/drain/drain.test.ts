@@ -40,7 +40,7 @@ describe('drain function', () => {
     await plane?.close();
   });
 
-  it('E: bad requests get 400 with the reason; an unknown version is an empty report', async () => {
+  it('bad requests get 400 with the reason; an unknown version is an empty report', async () => {
     const cases: Array<[unknown, RegExp, boolean?]> = [
       [{}, /exactly one of applicationVersion or executorIds/],
       [{ applicationVersion: 'v1', executorIds: ['x'] }, /exactly one/],
@@ -74,7 +74,7 @@ describe('drain function', () => {
     expect(body.requestIds).toHaveLength(1);
   });
 
-  it('D: v1 stops claiming, finishes what it holds, reports drained; new work goes to v2; GET shows progress then done', async () => {
+  it('v1 stops claiming, finishes what it holds, reports drained; new work goes to v2; GET shows progress then done', async () => {
     const env = kitEnv({ ttlMs: 1_500 });
     const v1 = await plane.start({ applicationVersion: 'v1', executorId: 'exec-v1', queues, env });
     await plane.start({ applicationVersion: 'v2', executorId: 'exec-v2', queues, env });

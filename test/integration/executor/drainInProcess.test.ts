@@ -75,7 +75,7 @@ describe('executor kit: in-process drain and heartbeat', () => {
     await tdb?.drop();
   });
 
-  it('C + F: short steps all finish in the draining process; heartbeat alive → draining → deleted', async () => {
+  it('short steps all finish in the draining process; heartbeat alive → draining → deleted', async () => {
     const e = await start('exec-c');
     const ids = Array.from({ length: 5 }, (_, i) => `c-${i}`);
     for (const id of ids) await e.start(id, { steps: 3, stepMs: 1_000 });
@@ -113,7 +113,7 @@ describe('executor kit: in-process drain and heartbeat', () => {
     expect(reg.rows).toEqual([{ state: 'dead', reason: 'sigterm' }]);
   });
 
-  it('F: a SIGTERM drain longer than the TTL keeps the heartbeat (draining) to the end, then deletes it', async () => {
+  it('a SIGTERM drain longer than the TTL keeps the heartbeat (draining) to the end, then deletes it', async () => {
     // Steps of 5 s outlast both the 3 s TTL and the 6.5 s in-flight wait: a key that lapsed mid-drain would
     // let the reaper declare this working executor dead and run its steps a second time elsewhere.
     const e = await start('exec-long');
@@ -125,7 +125,7 @@ describe('executor kit: in-process drain and heartbeat', () => {
     console.log(`[long drain] SIGTERM → exit ${exitAt - t0} ms; heartbeat (draining) last seen ${lastSeen.at - t0} ms after SIGTERM with ${lastSeen.ttlMs} ms TTL left`);
   });
 
-  it('F: after SIGKILL the heartbeat expires within its TTL', async () => {
+  it('after SIGKILL the heartbeat expires within its TTL', async () => {
     const e = await start('exec-f');
     await waitFor('heartbeat', async () => (await read('exec-f'))?.value?.state === 'alive');
     e.kill('SIGKILL');

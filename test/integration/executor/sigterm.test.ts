@@ -67,14 +67,14 @@ describe.skipIf(!emulatorHost)('SIGTERM: drain, death notice, recovery on a live
     expect(handOverMs).toBeLessThan(GRACE_MS + 5_000);
   }
 
-  it('A: plain Node executor', async () => {
+  it('plain Node executor', async () => {
     const a = await plane.start({ applicationVersion: 'v1', executorId: 'exec-term', env });
     const ids = Array.from({ length: 10 }, (_, i) => `a-${i}`);
     for (const id of ids) await a.start(id, STEP);
     await sigtermAndHandOver(a, ids, 'A');
   }, 120_000);
 
-  it('B: executor serving an HTTP function through functions-framework', async () => {
+  it('executor serving an HTTP function through functions-framework', async () => {
     const port = await freePort();
     const b = await plane.start({
       applicationVersion: 'v1',

@@ -36,7 +36,7 @@ describe('death notices about live executors', () => {
     await tdb?.drop();
   });
 
-  it('defect 2: a manual notice about an executor whose heartbeat says alive is refused, logged and counted; nothing moves', async () => {
+  it('a manual notice about an executor whose heartbeat says alive is refused, logged and counted; nothing moves', async () => {
     await beat(rt.redis!, app, 'live-1', 'v1');
     for (const reason of ['manual', 'sigterm', 'drained'] as const) {
       const before = rt.logger.lines.length;
@@ -50,7 +50,7 @@ describe('death notices about live executors', () => {
     expect(registry.rows.map((r: { state: string }) => r.state)).not.toContain('dead');
   });
 
-  it('defect 2: a manual notice about an executor holding its liveness lock is refused, with Redis down too', async () => {
+  it('a manual notice about an executor holding its liveness lock is refused, with Redis down too', async () => {
     // The lock as the kit takes it, held by a session of this test: Postgres's word that the process lives.
     const session = new pg.Client({ connectionString: tdb.url });
     await session.connect();
@@ -69,19 +69,19 @@ describe('death notices about live executors', () => {
     }
   });
 
-  it('defect 2: "force": true overrides the heartbeat (the operator is sure)', async () => {
+  it('"force": true overrides the heartbeat (the operator is sure)', async () => {
     await beat(rt.redis!, app, 'live-1', 'v1');
     const out = await handleDeathEvent(rt, envelope(notice('live-1', 'manual', true)));
     expect(out).toMatchObject({ ack: true, kind: 'recovered', summary: { reenqueued: 3 } });
   });
 
-  it('defect 2: an executor\'s own sigterm notice is accepted while its key says draining', async () => {
+  it('an executor\'s own sigterm notice is accepted while its key says draining', async () => {
     await beat(rt.redis!, app, 'draining-1', 'v1', 60_000, 'draining');
     const out = await handleDeathEvent(rt, envelope(notice('draining-1', 'sigterm')));
     expect(out).toMatchObject({ ack: true, kind: 'recovered', summary: { reenqueued: 2 } });
   });
 
-  it('suspected: a heartbeat-lapsed notice while Redis is down is nacked, not recovered without the re-check', async () => {
+  it('a heartbeat-lapsed notice while Redis is down is nacked, not recovered without the re-check', async () => {
     const down = createRedis('redis://127.0.0.1:1');
     const blind = testRuntime({ databaseUrl: tdb.url, applicationName: app, redis: down });
     try {

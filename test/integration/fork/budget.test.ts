@@ -246,7 +246,7 @@ describe('fork budget, dead letters, the ledger and races', () => {
     expect(await tdb.sql.query(`SELECT 1 FROM afterlife.forks WHERE root_workflow_id = 'px-child'`)).toMatchObject({ rowCount: 0 });
   });
 
-  it('C: a parent whose child diverges every time: parent forks 1, 2, 3 by the reaper, then one dead letter keyed on the parent’s root', async () => {
+  it('a parent whose child diverges every time: parent forks 1, 2, 3 by the reaper, then one dead letter keyed on the parent’s root', async () => {
     // Every child the lineage starts (DBOS names it `<parent>-1`) meets a checkpoint another execution recorded.
     for (const id of ['pb-1', 'pb-fork-1-1', 'pb-fork-2-1', 'pb-fork-3-1']) {
       await tdb.sql.query(
@@ -293,7 +293,7 @@ describe('fork budget, dead letters, the ledger and races', () => {
     );
   }
 
-  it('D: five concurrent autoFork calls make one fork (with the Redis lock: the others are told it is in hand)', async () => {
+  it('five concurrent autoFork calls make one fork (with the Redis lock: the others are told it is in hand)', async () => {
     await enqueue(client, 'alwaysDivergentWorkflow', 'five', 'v1');
     await waitStatus(tdb.sql, 'five', 'ERROR');
     const faults = new FaultInjector();
@@ -304,7 +304,7 @@ describe('fork budget, dead letters, the ledger and races', () => {
     expect(await forksOf(tdb.sql, 'five')).toEqual(['five-fork-1']);
   });
 
-  it('D: five concurrent autoFork calls make one fork without Redis too (the primary key fences)', async () => {
+  it('five concurrent autoFork calls make one fork without Redis too (the primary key fences)', async () => {
     await enqueue(client, 'alwaysDivergentWorkflow', 'five-nolock', 'v1');
     await waitStatus(tdb.sql, 'five-nolock', 'ERROR');
     const faults = new FaultInjector();

@@ -86,7 +86,7 @@ describe('auto-fork of real replay divergence', () => {
     expect(byId.get('plain-error')).toBeUndefined();
   });
 
-  it('A: autoFork forks from the divergent step; steps before it are not re-run; the fork ends SUCCESS', async () => {
+  it('autoFork forks from the divergent step; steps before it are not re-run; the fork ends SUCCESS', async () => {
     const res = await autoFork(deps, 'wf-a');
     expect(res).toMatchObject({ outcome: 'forked', newWorkflowId: 'wf-a-fork-1', root: 'wf-a', n: 1, startStep: 1, reason: 'diverged' });
     await waitStatus(tdb.sql, 'wf-a-fork-1', 'SUCCESS');

@@ -39,7 +39,7 @@ describe('a runtime that cannot start', () => {
     await a.end();
   });
 
-  it('defect 1: twenty failed builds (no DBOS schema) leave no Postgres session and no Redis client behind', async () => {
+  it('twenty failed builds (no DBOS schema) leave no Postgres session and no Redis client behind', async () => {
     const sessionName = `afterlife-leak-${randomBytes(3).toString('hex')}`;
     const log = memoryLogger();
     // No backoff, so every call really builds: the leak is per build, not per request.
@@ -52,7 +52,7 @@ describe('a runtime that cannot start', () => {
     expect(await settlesTo(() => redisClients(redis.url), redisBefore)).toBe(redisBefore);
   });
 
-  it('defect 1: with Postgres down, failed builds leak no Redis client either', async () => {
+  it('with Postgres down, failed builds leak no Redis client either', async () => {
     const log = memoryLogger();
     const factory = startingRuntime(
       { env: env({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', DB_CONNECT_TIMEOUT_MS: '500' }), lifecycle: new Lifecycle(), publisher: 'none' },
@@ -65,7 +65,7 @@ describe('a runtime that cannot start', () => {
     expect(await settlesTo(() => redisClients(redis.url), before)).toBe(before);
   });
 
-  it('defect 1/5: requests during the backoff do not rebuild; one ERROR line per failed start', async () => {
+  it('requests during the backoff do not rebuild; one ERROR line per failed start', async () => {
     const log = memoryLogger();
     const factory = startingRuntime({ env: env(), lifecycle: new Lifecycle(), publisher: 'none' }, { initialBackoffMs: 60_000 }, log);
     const answers = await Promise.allSettled(Array.from({ length: 25 }, () => factory()));
@@ -74,7 +74,7 @@ describe('a runtime that cannot start', () => {
     expect(log.lines.filter((l) => l.event === 'runtime_start_failed')).toHaveLength(1);
   });
 
-  it('defect 5: every function answers 503 JSON {error, code}; executorDeath nacks a valid notice and acks poison', async () => {
+  it('every function answers 503 JSON {error, code}; executorDeath nacks a valid notice and acks poison', async () => {
     const log = memoryLogger();
     const sessionName = `afterlife-http-${randomBytes(3).toString('hex')}`;
     useRuntime(startingRuntime({ env: env(), sessionName, lifecycle: new Lifecycle(), publisher: 'none' }, { initialBackoffMs: 60_000 }, log));

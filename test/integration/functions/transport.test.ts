@@ -45,7 +45,7 @@ describe('transport edges', () => {
     return body;
   }
 
-  describe('defect 9: executorDeath transport', () => {
+  describe('executorDeath transport', () => {
     const ev = () => pubsubCloudEvent(JSON.stringify(valid()));
     it('GET is a 405 in JSON', async () => {
       const res = await fetch(death.url);
@@ -95,7 +95,7 @@ describe('transport edges', () => {
     });
   });
 
-  describe('defect 6: NUL bytes are bad input, not a database failure', () => {
+  describe('NUL bytes are bad input, not a database failure', () => {
     it.each(['executorId', 'detectedBy', 'applicationVersions'])('NUL in %s: acked as poison with the field named', async (field) => {
       const n = { ...valid(), [field]: field === 'applicationVersions' ? ['v\u00001'] : 'exec\u0000T' } as Record<string, unknown>;
       const before = rt.logger.lines.length;
@@ -115,7 +115,7 @@ describe('transport edges', () => {
     });
   });
 
-  describe('defect 4: the reaper query is parsed strictly', () => {
+  describe('the reaper query is parsed strictly', () => {
     const post = (q: string, body: unknown = {}) =>
       fetch(`${reaper.url}${q}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     it.each(['?dryRun=TRUE', '?dryRun=True', '?dryRun=yes', '?dryRun=true&dryRun=true', '?dryRun[]=true', '?dryrun=true', '?maxTicks=0x2', '?maxTicks=abc', '?maxTicks=1&maxTicks=2'])(
@@ -144,7 +144,7 @@ describe('transport edges', () => {
     });
   });
 
-  describe('defect 8: a drain POST that wrote its request says so', () => {
+  describe('a drain POST that wrote its request says so', () => {
     it('the progress read failing after the write still answers 202 with the request IDs', async () => {
       faults.on('db.beforeQuery', (ctx) => {
         if (ctx.tag === 'executors.find') throw new DbBusyError(3, 3);

@@ -15,7 +15,7 @@ const STEP_MS = 70_000;
 describe('reaper: a live executor in a 60 s step', () => {
   const fx = reaperFixture('app-long', { env: { FUNCTION_TIMEOUT_S: '62', BUDGET_MARGIN_MS: '1500', UNKNOWN_EXECUTOR_GRACE_MS: '5000' } });
 
-  it('B: never declared dead, its workflow never touched', { timeout: 150_000 }, async () => {
+  it('never declared dead, its workflow never touched', { timeout: 150_000 }, async () => {
     const { tdb, rt } = fx;
     const kit = await fx.executor('exec-kit', { beat: true });
     const noKit = await fx.executor('exec-nokit');

@@ -52,7 +52,7 @@ describe('reaper: an executor without the kit', () => {
     await admin.end();
   });
 
-  it('E: left alone while one of its sessions is in pg_stat_activity, even with old activity', async () => {
+  it('left alone while one of its sessions is in pg_stat_activity, even with old activity', async () => {
     for (let i = 0; i < 3; i++) {
       const s = await tick(fx.rt);
       expect(s.sessions).toBe('visible');
@@ -95,7 +95,7 @@ describe('reaper: an executor without the kit', () => {
     expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
   });
 
-  it('E: left alone when afterlife’s role cannot see other roles’ sessions', async () => {
+  it('left alone when afterlife’s role cannot see other roles’ sessions', async () => {
     const noKit = fx.executors[1]!;
     const { tdb, app } = fx;
     noKit.kill('SIGKILL');
@@ -126,7 +126,7 @@ describe('reaper: an executor without the kit', () => {
     expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
   });
 
-  it('E: left alone when REAPER_SESSION_EVIDENCE=none (a pooler hides application_name), though it has no session', async () => {
+  it('left alone when REAPER_SESSION_EVIDENCE=none (a pooler hides application_name), though it has no session', async () => {
     const rt = fx.rt;
     const config = { ...rt.config, reaper: { ...rt.config.reaper, sessionEvidence: 'none' as const } };
     for (let i = 0; i < 3; i++) {
@@ -147,7 +147,7 @@ describe('reaper: an executor without the kit', () => {
   const registryDead = async () =>
     (await fx.tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE executor_id = 'exec-nokit' AND state = 'dead'`)).rowCount;
 
-  it('E: left alone, with no session, while its workflows were active within UNKNOWN_EXECUTOR_GRACE_MS', async () => {
+  it('left alone, with no session, while its workflows were active within UNKNOWN_EXECUTOR_GRACE_MS', async () => {
     const { tdb, app } = fx;
     // Claimed 30 s ago: inside the grace (1 min). Its sessions are gone (killed above).
     await tdb.sql.query(
@@ -177,7 +177,7 @@ describe('reaper: an executor without the kit', () => {
     }
   });
 
-  it('E + C: a recovery whose guard rejects every row (both checkpointed since detection) is no death', async () => {
+  it('a recovery whose guard rejects every row (both checkpointed since detection) is no death', async () => {
     const { tdb } = fx;
     // Step rows at function_id 100: clear of the checkpoint the next test writes at 0.
     faults.on('reaper.beforeDeclareDead', async () => {
@@ -209,7 +209,7 @@ describe('reaper: an executor without the kit', () => {
     expect(lines.some((l) => l.event === 'executor_dead')).toBe(false);
   });
 
-  it('E + C: recovered once it has no session and quiet workflows; a checkpoint landing before the UPDATE keeps that one', async () => {
+  it('recovered once it has no session and quiet workflows; a checkpoint landing before the UPDATE keeps that one', async () => {
     const { tdb } = fx;
     faults.on('reaper.beforeDeclareDead', async () => {
       await tdb.sql.query(

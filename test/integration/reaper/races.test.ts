@@ -97,7 +97,7 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
     await rt.redis?.del(heartbeatKey(app, 'exec-dead'));
   });
 
-  it('G: a dry run lists what it would do and changes nothing (also through the served function)', async () => {
+  it('a dry run lists what it would do and changes nothing (also through the served function)', async () => {
     await makeAbsent('exec-dead');
     await backdateStuck(stuckIds);
     const before = await snapshot();
@@ -132,7 +132,7 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
     await tdb.sql.query(`UPDATE dbos.workflow_status SET started_at_epoch_ms = ${'(EXTRACT(EPOCH FROM now())*1000)::bigint'} WHERE workflow_uuid = ANY($1)`, [stuckIds]);
   });
 
-  it('C: a heartbeat reappearing between detection and recovery leaves the executor alone; without it, it is recovered', async () => {
+  it('a heartbeat reappearing between detection and recovery leaves the executor alone; without it, it is recovered', async () => {
     await makeAbsent('exec-dead');
     faults.on('reaper.beforeDeclareDead', async (ctx) => {
       await rt.redis?.set(heartbeatKey(app, String(ctx.executorId)), '{"state":"alive"}', 'PX', 3_000);
@@ -163,7 +163,7 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
     expect(again.declaredDead).toEqual([]);
   });
 
-  it('F: a workflow claimed by an executor without its function is reported once quiet for STUCK_AFTER', async () => {
+  it('a workflow claimed by an executor without its function is reported once quiet for STUCK_AFTER', async () => {
     const fresh = await tick({ policy: 'report' });
     expect(fresh.passes.stuck.found).toBe(0);
     await backdateStuck(stuckIds);
@@ -175,7 +175,7 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
     expect((await workflowRows(tdb.sql, stuckIds)).every((r) => r.status === 'PENDING')).toBe(true);
   });
 
-  it('C + F: with cancel-and-fork, a checkpoint landing between SELECT and UPDATE leaves the row; a quiet one is cancelled', async () => {
+  it('with cancel-and-fork, a checkpoint landing between SELECT and UPDATE leaves the row; a quiet one is cancelled', async () => {
     faults.on('reaper.beforeCancelStuck', async (ctx) => {
       if (ctx.workflowId !== 'stuck-1') return; // stuck-2: the fault point writes nothing
       await tdb.sql.query(
@@ -228,7 +228,7 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
     expect(handed).toEqual(['diverged-1']);
   });
 
-  it('D: two reapers at once — one holds the lease, the other is skipped; a dead holder’s lease expires', async () => {
+  it('two reapers at once — one holds the lease, the other is skipped; a dead holder’s lease expires', async () => {
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
     let entered!: () => void;

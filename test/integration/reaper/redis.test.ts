@@ -42,7 +42,7 @@ describe.each([
     await priv?.stop();
   });
 
-  it('H: no executor is declared dead; the heartbeat pass is skipped while Redis is unreachable, saying why', { timeout: 90_000 }, async () => {
+  it('no executor is declared dead; the heartbeat pass is skipped while Redis is unreachable, saying why', { timeout: 90_000 }, async () => {
     const { tdb, rt, app } = fx;
     const redis = priv!;
     const before = await tdb.sql.query(`SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts FROM dbos.workflow_status ORDER BY 1`);

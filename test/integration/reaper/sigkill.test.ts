@@ -18,7 +18,7 @@ const CLAIM_MS = 1_500;
 describe('reaper: a SIGKILLed executor with the kit', () => {
   const fx = reaperFixture('app-kill', { env: { FUNCTION_TIMEOUT_S: '60' } });
 
-  it('A: its workflows are claimed by a live executor within TTL + 2 ticks + a claim', async () => {
+  it('its workflows are claimed by a live executor within TTL + 2 ticks + a claim', async () => {
     const { tdb, rt, app } = fx;
     const victim = await fx.executor('exec-victim', { beat: true });
     await fx.executor('exec-survivor', { beat: true });

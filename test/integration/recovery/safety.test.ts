@@ -43,7 +43,7 @@ describe('executor-death safety', () => {
     await tdb?.drop();
   });
 
-  it('C: five concurrent deliveries re-enqueue each workflow once; contended ones nack, then ack with nothing to do', async () => {
+  it('five concurrent deliveries re-enqueue each workflow once; contended ones nack, then ack with nothing to do', async () => {
     const faults = new FaultInjector();
     const rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, faults, poolMax: 5 });
     closers.push(rt.close);
@@ -77,7 +77,7 @@ describe('executor-death safety', () => {
     expect(await pendingIds(tdb.sql, 'exec-C')).toEqual([]);
   });
 
-  it('D: with Redis unreachable, recovery still completes and is logged as degraded', async () => {
+  it('with Redis unreachable, recovery still completes and is logged as degraded', async () => {
     const down = createRedis('redis://127.0.0.1:1'); // nothing listens on port 1
     closers.push(async () => down.disconnect());
     const rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, redis: down });
@@ -92,7 +92,7 @@ describe('executor-death safety', () => {
     expect(audit.rows).toEqual([{ lock_mode: 'degraded', outcome: 'completed' }]);
   });
 
-  it('E: a connection killed mid-batch nacks that delivery; the redelivery finishes; nothing is re-enqueued twice', async () => {
+  it('a connection killed mid-batch nacks that delivery; the redelivery finishes; nothing is re-enqueued twice', async () => {
     const faults = new FaultInjector();
     const db = afterlifeDb(tdb.url, { faults, sessionName: 'afterlife-e' });
     const rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, faults, db, env: { RECOVERY_BATCH_SIZE: '3' } });
@@ -133,7 +133,7 @@ describe('executor-death safety', () => {
     expect(runs.rows.map((r: { outcome: string }) => r.outcome)).toEqual(['failed', 'completed']);
   });
 
-  it('G: a heartbeat-lapsed notice for an executor whose heartbeat is fresh is a false alarm', async () => {
+  it('a heartbeat-lapsed notice for an executor whose heartbeat is fresh is a false alarm', async () => {
     const rt = testRuntime({ databaseUrl: tdb.url, applicationName: app });
     closers.push(rt.close);
     if (!rt.redis) throw new Error('redis required');
@@ -167,7 +167,7 @@ describe('executor-death safety', () => {
     expect(outcomes.rows.map((r: { outcome: string }) => r.outcome)).toEqual(['partial', 'completed']);
   });
 
-  it('E: a statement killed while it runs (waiting on a row lock) nacks; the redelivery finishes; nothing twice', async () => {
+  it('a statement killed while it runs (waiting on a row lock) nacks; the redelivery finishes; nothing twice', async () => {
     const db = afterlifeDb(tdb.url, { sessionName: 'afterlife-k' });
     const rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, db, env: { RECOVERY_BATCH_SIZE: '2' } });
     closers.push(async () => {
