@@ -30,6 +30,11 @@ export const DeathNotice = z.object({
    */
   evidence: z.enum(['liveness', 'heartbeat', 'sessions']).optional(),
   staleBeatAt: z.iso.datetime({ offset: true }).optional(),
+  /**
+   * The process start (incarnation) the notice is about, when known: the registry marks only that one dead,
+   * so a notice about a process that is gone never lands on a newer process that reused the executor ID.
+   */
+  incarnation: pgText(64).optional(),
 });
 export type DeathNotice = z.infer<typeof DeathNotice>;
 export type DeathReason = (typeof DEATH_REASONS)[number];

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { registerAlive, setState, type ExecutorState } from '../db/queries/executors.js';
@@ -5,7 +6,7 @@ import { createDb, type Db } from '../db/pool.js';
 import { AfterlifeError, ConfigError } from '../errors.js';
 import { createPubSubPublisher, type Publisher } from '../events/publisher.js';
 import { type HeartbeatValue, KEY_PREFIX_RE } from '../heartbeat/index.js';
-import type { FenceVerdict } from '../liveness/fenceCheck.js';
+import type { Fence, FenceVerdict } from '../liveness/fenceCheck.js';
 import { withTimeout } from '../lifecycle/shutdown.js';
 import { createRedis } from '../lock/redis.js';
 import { consoleLogger, type Logger } from '../log.js';
@@ -19,6 +20,7 @@ import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TTL_MS, Heartbeat } fr
 import { LivenessLock } from './liveness.js';
 import type { ExecutorKitOptions, KitState } from './options.js';
 import { terminate } from './shutdown.js';
+import { KitTrouble } from './throttle.js';
 
 /**
  * The executor kit: what a launched DBOS app attaches so that crashes are seen in about a second, shutdowns
@@ -46,6 +48,10 @@ export interface ExecutorKit {
   readonly executorId: string;
   readonly applicationName: string;
   readonly applicationVersion: string;
+  /** This process start of the executor ID (random): the registry, the death notices and fencing name it. */
+  readonly incarnation: string;
+  /** The liveness lease the server times, in ms (undefined with `liveness: false`). */
+  readonly livenessLeaseMs: number | undefined;
   readonly state: KitState;
   /** True from the first moment of a drain: the app should refuse new work (answer 503). */
   readonly draining: boolean;
@@ -83,6 +89,7 @@ export async function attachExecutor(options: ExecutorKitOptions): Promise<Execu
 class Kit implements ExecutorKit, KitCore {
   readonly executorId: string;
   readonly applicationVersion: string;
+  readonly incarnation = randomBytes(6).toString('hex');
   state: KitState = 'alive';
   terminating = false;
   handingOver = false;
@@ -95,6 +102,7 @@ class Kit implements ExecutorKit, KitCore {
   private readonly heartbeat: Heartbeat | undefined;
   private readonly liveness: LivenessLock | undefined;
   private readonly poller: DrainPoller;
+  private readonly trouble: KitTrouble;
   private readonly startedAt = new Date();
   private drainPromise: Promise<void> | undefined;
   private resolveDrained!: () => void;
@@ -115,10 +123,11 @@ class Kit implements ExecutorKit, KitCore {
     const o = options;
     this.executorId = app.executorId;
     this.applicationVersion = app.applicationVersion;
-    this.log = (o.logger ?? consoleLogger({ component: 'afterlife-executor' })).child({ executorId: this.executorId, applicationName });
+    this.log = (o.logger ?? consoleLogger({ component: 'afterlife-executor' })).child({ executorId: this.executorId, applicationName, incarnation: this.incarnation });
     // Small and separate from DBOS's pool: registry rows, drain polls and one count at shutdown.
     this.pool = new pg.Pool({ connectionString: o.databaseUrl, max: 2, idleTimeoutMillis: 10_000, connectionTimeoutMillis: 2_000, application_name: `afterlife_kit_${this.executorId}`.slice(0, 63) });
     this.db = createDb(this.pool, 2, { dbosSchema: o.dbosSchema ?? 'dbos', afterlifeSchema: o.afterlifeSchema ?? 'afterlife', logger: this.log, budgetWaitMs: 2_000 });
+    this.trouble = new KitTrouble(this.log, this.db.afterlifeSchema);
     this.redis = o.redis ?? (o.redisUrl ? createRedis(o.redisUrl, { tlsCa: o.redisTlsCa }) : undefined);
     this.ownsRedis = !o.redis && this.redis !== undefined;
     const intervalMs = o.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
@@ -133,8 +142,13 @@ class Kit implements ExecutorKit, KitCore {
         executorId: this.executorId,
         afterlifeSchema: this.db.afterlifeSchema,
         since: this.startedAt,
+        incarnation: this.incarnation,
+        ...(o.livenessLeaseMs !== undefined ? { leaseMs: o.livenessLeaseMs } : {}),
         logger: this.log,
-        onFenced: (verdict) => this.fence(verdict),
+        trouble: this.trouble,
+        // The lock is taken only once this incarnation is in the registry (fencing compares with it).
+        register: () => this.register(),
+        onFenced: (verdict, fence) => this.fence(verdict, fence),
       });
     }
     this.poller = new DrainPoller({
@@ -147,6 +161,7 @@ class Kit implements ExecutorKit, KitCore {
       needsCount: () => this.app.runningCount() === undefined,
       onCount: (n) => (this.dbInFlight = n),
       onRequest: (req) => void this.drain(req.budgetMs),
+      trouble: this.trouble,
     });
   }
 
@@ -156,6 +171,10 @@ class Kit implements ExecutorKit, KitCore {
 
   get livenessHeld(): boolean {
     return this.liveness?.held ?? false;
+  }
+
+  get livenessLeaseMs(): number | undefined {
+    return this.liveness?.leaseMs;
   }
 
   get heartbeatsLost(): number {
@@ -176,16 +195,8 @@ class Kit implements ExecutorKit, KitCore {
     if (!this.publisher) this.log.warn('no publisher: death notices are not sent; leftovers wait for the reaper');
     if (!this.liveness) this.log.warn('liveness lock off: a crash is detected by the heartbeat alone (a TTL later)');
 
-    await guarded(this.log, 'register executor', () =>
-      registerAlive(this.db, {
-        applicationName: this.applicationName,
-        executorId: this.executorId,
-        applicationVersion: this.applicationVersion,
-        startedAt: this.startedAt,
-        heartbeats: this.redis !== undefined,
-        liveness: this.liveness !== undefined,
-      }),
-    );
+    // With the lock, registration is the liveness connection's first step (retried until it succeeds).
+    if (!this.liveness) await guarded(this.log, 'register executor', () => this.register(), undefined, this.trouble);
     // Independent of one another, so a slow database never delays a beat and a hung Redis never delays
     // the lock; each start is bounded.
     await Promise.all([this.heartbeat?.beat(), this.liveness ? withTimeout(this.liveness.start(), 3_000).catch(() => undefined) : undefined, this.poller.start()]);
@@ -194,7 +205,22 @@ class Kit implements ExecutorKit, KitCore {
       applicationVersion: this.applicationVersion,
       heartbeatIntervalMs: this.heartbeat?.intervalMs,
       liveness: this.liveness ? (this.liveness.held ? 'held' : 'pending') : 'off',
+      livenessLeaseMs: this.liveness?.leaseMs,
     });
+  }
+
+  /** This incarnation into the registry; a newer incarnation already there is left alone (the fence says so). */
+  private async register(): Promise<void> {
+    const ours = await registerAlive(this.db, {
+      applicationName: this.applicationName,
+      executorId: this.executorId,
+      applicationVersion: this.applicationVersion,
+      startedAt: this.startedAt,
+      heartbeats: this.redis !== undefined,
+      liveness: this.liveness !== undefined,
+      incarnation: this.incarnation,
+    });
+    if (!ours) this.log.warn('the registry names a later-started process with this executor ID: this one is superseded', { event: 'executor_superseded' });
   }
 
   private value(intervalMs: number, ttlMs: number): HeartbeatValue {
@@ -217,7 +243,14 @@ class Kit implements ExecutorKit, KitCore {
 
   registry(state: ExecutorState, reason?: string): Promise<void> {
     return guarded(this.log, `registry → ${state}`, () =>
-      setState(this.db, { applicationName: this.applicationName, executorId: this.executorId, state, applicationVersion: this.applicationVersion, ...(reason ? { reason, detectedBy: this.executorId } : {}) }),
+      setState(this.db, {
+        applicationName: this.applicationName,
+        executorId: this.executorId,
+        state,
+        applicationVersion: this.applicationVersion,
+        incarnation: this.incarnation,
+        ...(reason ? { reason, detectedBy: this.executorId } : {}),
+      }),
     ).then(() => undefined);
   }
 
@@ -231,10 +264,10 @@ class Kit implements ExecutorKit, KitCore {
   }
 
   /** Declared dead by someone else while still running: exit now (unless this kit is handing over itself). */
-  private fence(verdict: FenceVerdict): void {
+  private fence(verdict: FenceVerdict, fence?: Fence): void {
     if (this.fenced || this.handingOver || this.closed) return;
     this.fenced = true;
-    fenceNow(this.log, verdict, this.options.onFenced);
+    fenceNow(this.log, { verdict, ...fence }, this.options.onFenced, { executorId: this.executorId, incarnation: this.incarnation });
   }
 
   async close(left: Left = (c) => c): Promise<void> {

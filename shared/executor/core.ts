@@ -10,6 +10,8 @@ export interface KitCore {
   readonly executorId: string;
   readonly applicationName: string;
   readonly applicationVersion: string;
+  /** This process start of the executor ID (random, made at attach): what the registry and fencing name. */
+  readonly incarnation: string;
   readonly options: ExecutorKitOptions;
   readonly log: Logger;
   readonly db: Db;

@@ -3,6 +3,7 @@ import type { Db } from '../db/pool.js';
 import { pendingByVersion } from '../dbos/recovery.js';
 import type { Logger } from '../log.js';
 import { guarded } from './guarded.js';
+import type { KitTrouble } from './throttle.js';
 
 /**
  * The kit's Postgres poll, on its own timer so a slow database never delays a beat: a drain request
@@ -25,6 +26,8 @@ export interface DrainPollOptions {
   onCount: (n: number) => void;
   onRequest: (req: DrainRequest) => void;
   everyMs?: number;
+  /** Failures are reported through it (once a minute), not logged per poll. */
+  trouble?: KitTrouble;
 }
 
 export class DrainPoller {
@@ -46,12 +49,14 @@ export class DrainPoller {
     const o = this.o;
     if (this.stopped) return;
     if (o.needsCount()) {
-      const pending = await guarded(o.logger, 'count in-flight workflows', () => pendingByVersion(o.db, o.applicationName, o.executorId));
+      const pending = await guarded(o.logger, 'count in-flight workflows', () => pendingByVersion(o.db, o.applicationName, o.executorId), undefined, o.trouble);
       if (pending) o.onCount(pending.reduce((n, p) => n + p.count, 0));
     }
     if (this.stopped || !o.alive()) return;
     const req = await guarded(o.logger, 'poll drain requests', () =>
       findDrainRequest(o.db, { applicationName: o.applicationName, executorId: o.executorId, applicationVersion: o.applicationVersion }),
+      undefined,
+      o.trouble,
     );
     if (req && o.alive() && !this.stopped) {
       o.logger.notice('drain requested', { requestId: req.id, budgetMs: req.budgetMs });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { KeyPrefix } from '../heartbeat/index.js';
+import { LivenessLeaseMs } from '../liveness/lease.js';
 import { RedisCaCert, redisTlsProblem } from '../lock/redis.js';
 import type { ExecutorKitOptions } from './options.js';
 
@@ -21,6 +22,8 @@ const EnvSchema = z.object({
   HEARTBEAT_INTERVAL_MS: int(50),
   /** `off` only behind a pooler in transaction mode (session locks do not hold there). */
   AFTERLIFE_LIVENESS: z.enum(['on', 'off']).optional(),
+  /** The liveness lease in ms (default 8000; 3000–300000): the server ends a session silent this long. */
+  AFTERLIFE_LIVENESS_LEASE_MS: LivenessLeaseMs.optional(),
   /** A direct route for the liveness connection when DBOS's URL goes through a pooler. */
   AFTERLIFE_LIVENESS_DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
   GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
@@ -53,6 +56,7 @@ export function executorOptionsFromEnv(env: Record<string, string | undefined> =
     ...(e.HEARTBEAT_TTL_MS ? { heartbeatTtlMs: e.HEARTBEAT_TTL_MS } : {}),
     ...(e.HEARTBEAT_INTERVAL_MS ? { heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS } : {}),
     ...(e.AFTERLIFE_LIVENESS ? { liveness: e.AFTERLIFE_LIVENESS === 'on' } : {}),
+    ...(e.AFTERLIFE_LIVENESS_LEASE_MS !== undefined ? { livenessLeaseMs: e.AFTERLIFE_LIVENESS_LEASE_MS } : {}),
     ...(e.AFTERLIFE_LIVENESS_DATABASE_URL ? { livenessDatabaseUrl: e.AFTERLIFE_LIVENESS_DATABASE_URL } : {}),
     ...(e.GOOGLE_CLOUD_PROJECT ? { project: e.GOOGLE_CLOUD_PROJECT } : {}),
     ...(e.EXECUTOR_DEATH_TOPIC ? { topic: e.EXECUTOR_DEATH_TOPIC } : {}),

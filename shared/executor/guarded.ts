@@ -1,12 +1,17 @@
 import { withTimeout } from '../lifecycle/shutdown.js';
 import type { Logger } from '../log.js';
+import type { KitTrouble } from './throttle.js';
 
 /** Nothing in the kit may crash the app: a Postgres, Redis or Pub/Sub failure is logged and bounded. */
-export async function guarded<T>(log: Logger, what: string, fn: () => Promise<T>, capMs = 5_000): Promise<T | undefined> {
+export async function guarded<T>(log: Logger, what: string, fn: () => Promise<T>, capMs = 5_000, trouble?: KitTrouble): Promise<T | undefined> {
   try {
-    return await withTimeout(fn(), capMs);
+    const r = await withTimeout(fn(), capMs);
+    trouble?.ok(what);
+    return r;
   } catch (err) {
-    log.warn(`${what} failed (not fatal)`, { err });
+    // A chore that runs every second reports through the kit's throttle (once a minute), never per try.
+    if (trouble) trouble.report(what, err);
+    else log.warn(`${what} failed (not fatal)`, { err });
     return undefined;
   }
 }

@@ -38,6 +38,7 @@ export async function handOver(kit: KitCore, reason: Extract<DeathReason, 'sigte
       ...(versions.length ? { applicationVersions: versions } : {}),
       reason,
       detectedBy: `afterlife-executor:${kit.executorId}`,
+      incarnation: kit.incarnation,
     });
     const id = await withTimeout(publishDeathNotice(kit.publisher, kit.options.topic ?? 'executor-deaths', notice), left(kit.options.publishTimeoutMs ?? DEFAULT_PUBLISH_TIMEOUT_MS));
     kit.log.notice('death notice published', { messageId: id, pending: count, reason, event: 'death_notice_published' });

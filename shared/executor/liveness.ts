@@ -1,31 +1,37 @@
 import pg from 'pg';
-import { fenceCheckQuery, type FenceVerdict } from '../liveness/fenceCheck.js';
+import { Fence, fenceCheckQuery, type FenceVerdict } from '../liveness/fenceCheck.js';
 import { fenceChannel, LIVENESS_KEY_SQL } from '../liveness/key.js';
+import { effectiveLease, livenessLeaseMs, MIN_LIVENESS_LEASE_MS } from '../liveness/lease.js';
 import type { Logger } from '../log.js';
+import { KitTrouble } from './throttle.js';
 
 /**
- * The liveness lock: a session-level advisory lock keyed by application and executor ID, held on one
- * connection of the kit's own (never DBOS's pool, whose sessions come and go). When the process dies for
- * any reason, its kernel closes the socket and Postgres ends the session: the lock is free at once, which is
- * the reaper's first witness of death. While the process lives — even frozen or CPU-starved — the session
- * and the lock stay, so a held lock always reads as alive.
+ * The liveness lease: a session-level advisory lock keyed by application and executor ID, held on one
+ * connection of the kit's own (never DBOS's pool, whose sessions come and go), whose session the *server*
+ * ends once the process has sent nothing for the lease (`idle_session_timeout`, shared/liveness/lease.ts).
+ * The fence question below, once a second, is the traffic that renews it. So the lock means "this process
+ * spoke within the lease", through any proxy between them: a process that dies closes its socket (free at
+ * once); a host that vanishes, or a process frozen past the lease, is let go by the server a lease later.
+ * Server-side TCP keepalives and `tcp_user_timeout` stay too: on a direct path they notice a vanished host on
+ * their own (about `VANISHED_HOST_S`), and they never end a live session.
  *
- * The same connection carries the fence: it LISTENs for declarations of this executor's death and asks,
- * every `checkEveryMs`, whether the registry says dead or a recovery moved its workflows (the question
- * doubles as the connection's ping). A lost connection is re-made with a short backoff; the lock is taken
- * again only after the fence question is answered, so a process back from a partition stops before it
- * claims to be alive.
+ * The same connection carries the fence: a NOTIFY on the fence channel is only a hint to ask now; the
+ * answer is always the plane's own records (registry, recoveries; shared/liveness/fenceCheck.ts), asked
+ * every `checkEveryMs`. This incarnation is registered, and the fence question answered, before the lock is
+ * taken, so a process back from a partition stops before it claims to be alive.
  *
- * Server-side TCP keepalives and `tcp_user_timeout` are set on the session, so Postgres notices a host that
- * vanished without closing its sockets in about `VANISHED_HOST_S` seconds instead of Linux's two hours.
+ * A lost connection is re-made by one timer with a bounded backoff — never more than one attempt in flight,
+ * never more than one session — and its failures are logged at most once a minute (KitTrouble).
  */
 export const LIVENESS_CHECK_EVERY_MS = 1_000;
 /** tcp_keepalives_idle 5 s + 3 probes 2 s apart, or unacknowledged data for 10 s (tcp_user_timeout). */
 export const VANISHED_HOST_S = 11;
-const SESSION_SETTINGS = `SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3;
-  SET tcp_user_timeout = 10000; SET idle_session_timeout = 0; SET statement_timeout = 5000`;
+const KEEPALIVES = 'SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3; SET tcp_user_timeout = 10000; SET statement_timeout = 5000';
 const RECONNECT_MIN_MS = 100;
-const RECONNECT_MAX_MS = 1_000;
+/** Bounded: after a Postgres restart the lock must be back well within the reaper's settle time (10 s). */
+export const RECONNECT_MAX_MS = 5_000;
+/** How long a closing session may take to go before the next attempt is made anyway. */
+const END_WAIT_MS = 1_000;
 
 export interface LivenessOptions {
   databaseUrl: string;
@@ -34,26 +40,45 @@ export interface LivenessOptions {
   afterlifeSchema: string;
   /** When the kit started: recoveries since then that moved our rows fence us. */
   since: Date;
+  /** This process start of the executor ID; fencing compares it with the registry's. */
+  incarnation?: string;
+  /** The lease (default DEFAULT_LIVENESS_LEASE_MS); validated: an unsafe value is a ConfigError. */
+  leaseMs?: number;
   checkEveryMs?: number;
   logger: Logger;
-  /** Called once when the executor learns it was declared dead or its workflows were moved. */
-  onFenced: (verdict: FenceVerdict) => void;
+  /** Shared with the rest of the kit so that one missing schema is one line a minute, not one per module. */
+  trouble?: KitTrouble;
+  /** Registers this incarnation; retried on every connection until it succeeds, and always before the lock. */
+  register?: () => Promise<void>;
+  /** Called once when the executor learns it was declared dead, superseded, or its workflows were moved. */
+  onFenced: (verdict: FenceVerdict, fence?: Fence) => void;
 }
 
 export class LivenessLock {
   private client: pg.Client | undefined;
   private closed = false;
   private heldNow = false;
+  private registered: boolean;
   private timer: NodeJS.Timeout | undefined;
+  private retry: NodeJS.Timeout | undefined;
   private reconnectMs = RECONNECT_MIN_MS;
   private connecting: Promise<void> | undefined;
+  private ending: Promise<void> | undefined;
   private warnedBusy = false;
   private checking = false;
+  private askAgain = false;
+  private leaseLogged = false;
   private readonly channel: string;
   private readonly gone = new WeakSet<pg.Client>();
+  private readonly trouble: KitTrouble;
+  /** The lease asked of the server (the configured one, or a shorter one inherited from the URL or role). */
+  leaseMs: number;
 
   constructor(private readonly o: LivenessOptions) {
     this.channel = fenceChannel(o.afterlifeSchema);
+    this.leaseMs = livenessLeaseMs(o.leaseMs);
+    this.registered = o.register === undefined;
+    this.trouble = o.trouble ?? new KitTrouble(o.logger, o.afterlifeSchema);
   }
 
   /** Whether this process holds its liveness lock right now (as far as it knows). */
@@ -74,10 +99,12 @@ export class LivenessLock {
   }
 
   private async open(): Promise<void> {
-    if (this.closed) return;
+    // The previous session is gone (or given up on) before another is opened: one liveness session at a time.
+    if (this.ending) await this.ending;
+    if (this.closed || this.client) return;
     const client = new pg.Client({
       connectionString: this.o.databaseUrl,
-      application_name: `afterlife_live_${this.o.executorId}`.slice(0, 63),
+      application_name: livenessSessionName(this.o.executorId, this.o.incarnation),
       keepAlive: true,
       keepAliveInitialDelayMillis: 5_000,
       connectionTimeoutMillis: 2_000,
@@ -90,16 +117,45 @@ export class LivenessLock {
     client.on('notification', (n) => this.notified(n));
     try {
       await client.connect();
-      await client.query(SESSION_SETTINGS);
+      await this.lease(client);
       // LISTEN before the fence question, so a declaration committed in between is still heard.
       await client.query(`LISTEN ${pg.escapeIdentifier(this.channel)}`);
       this.client = client;
+      if (!this.registered && this.o.register) {
+        await this.o.register();
+        this.registered = true;
+      }
       if (await this.fenced(client)) return;
       await this.take(client);
       this.reconnectMs = RECONNECT_MIN_MS;
+      this.trouble.ok('liveness');
     } catch (err) {
-      this.o.logger.warn('liveness connection failed; retrying', { err, retryInMs: this.reconnectMs });
       this.lost(client, err);
+    }
+  }
+
+  /**
+   * Keepalives, and the lease the server times. A value the URL (`options=-c idle_session_timeout=…`), the
+   * role or the database set is read first and never overridden in a way that weakens it (effectiveLease).
+   */
+  private async lease(client: pg.Client): Promise<void> {
+    const r = await client.query<{ ms: string }>(`SELECT setting AS ms FROM pg_settings WHERE name = 'idle_session_timeout'`);
+    const inheritedMs = Number(r.rows[0]?.ms ?? 0);
+    const configured = livenessLeaseMs(this.o.leaseMs);
+    const { leaseMs, inherited } = effectiveLease(configured, inheritedMs);
+    await client.query(`${KEEPALIVES}; SET idle_session_timeout = ${String(leaseMs)}`);
+    this.leaseMs = leaseMs;
+    if (this.leaseLogged) return;
+    this.leaseLogged = true;
+    if (inherited === 'kept') {
+      this.o.logger.notice('liveness lease: keeping the shorter idle_session_timeout set on the URL, role or database', { leaseMs, configuredMs: configured, event: 'liveness_lease' });
+    } else if (inherited === 'unsafe') {
+      this.o.logger.warn(
+        `liveness lease: the idle_session_timeout set on the URL, role or database (${inheritedMs} ms) is below ${MIN_LIVENESS_LEASE_MS} ms, too short for the kit to keep; using the configured lease`,
+        { leaseMs, inheritedMs, event: 'liveness_lease' },
+      );
+    } else if (inherited === 'longer') {
+      this.o.logger.info('liveness lease: the longer idle_session_timeout of the URL, role or database is replaced by the lease on this session', { leaseMs, inheritedMs, event: 'liveness_lease' });
     }
   }
 
@@ -111,21 +167,25 @@ export class LivenessLock {
     this.heldNow = res.rows[0]?.ok === true;
     if (this.heldNow) {
       this.warnedBusy = false;
-      this.o.logger.debug('liveness lock held');
+      this.o.logger.debug('liveness lock held', { leaseMs: this.leaseMs });
     } else if (!this.warnedBusy) {
-      // Our previous session, not yet ended by the server after a network loss — or another process
-      // running under this executor ID. Either way somebody holds it, so nobody reads us as dead.
+      // Our previous session, not yet ended by the server (at most a lease after a network loss) — or
+      // another process running under this executor ID. Either way somebody holds it, so nobody reads us as dead.
       this.warnedBusy = true;
-      this.o.logger.warn('liveness lock held by another session (an old one of ours, or a second process with this executor ID); retrying');
+      this.o.logger.warn('liveness lock held by another session (an old one of ours, ended by the server within a lease, or a second process with this executor ID); retrying');
     }
   }
 
   /** The periodic question on the connection; also re-takes a lock that was busy and notices a dead link. */
   private async check(): Promise<void> {
     const client = this.client;
-    if (this.closed || this.connecting || this.checking) return;
+    if (this.closed || this.connecting) return;
+    if (this.checking) {
+      this.askAgain = true;
+      return;
+    }
     if (!client) {
-      void this.connect();
+      this.schedule();
       return;
     }
     this.checking = true;
@@ -137,22 +197,33 @@ export class LivenessLock {
     } finally {
       this.checking = false;
     }
+    if (this.askAgain) {
+      this.askAgain = false;
+      void this.check();
+    }
   }
 
   private async fenced(client: pg.Client): Promise<boolean> {
-    const q = fenceCheckQuery(this.o.afterlifeSchema, { applicationName: this.o.applicationName, executorId: this.o.executorId, since: this.o.since });
-    const res = await client.query<{ verdict: FenceVerdict | null }>(q.text, q.values);
-    const verdict = res.rows[0]?.verdict;
-    if (!verdict) return false;
-    this.o.onFenced(verdict);
+    const q = fenceCheckQuery(this.o.afterlifeSchema, {
+      applicationName: this.o.applicationName,
+      executorId: this.o.executorId,
+      since: this.o.since,
+      incarnation: this.o.incarnation,
+    });
+    const res = await client.query<{ fence: unknown }>(q.text, q.values);
+    const raw = res.rows[0]?.fence;
+    if (raw === null || raw === undefined) return false;
+    const fence = Fence.parse(raw);
+    this.o.onFenced(fence.verdict, fence);
     return true;
   }
 
+  /** Anyone who can connect may NOTIFY: a message about this executor only makes the kit ask its records now. */
   private notified(n: pg.Notification): void {
     if (n.channel !== this.channel || !n.payload) return;
     try {
       const p = JSON.parse(n.payload) as { applicationName?: unknown; executorId?: unknown };
-      if (p.applicationName === this.o.applicationName && p.executorId === this.o.executorId) this.o.onFenced('dead');
+      if (p.applicationName === this.o.applicationName && p.executorId === this.o.executorId) void this.check();
     } catch {
       /* not ours */
     }
@@ -166,18 +237,30 @@ export class LivenessLock {
     if (this.client === undefined) this.heldNow = false;
     client.removeAllListeners('end');
     client.on('error', () => undefined);
-    void client.end().catch(() => undefined);
+    const ended = client.end().catch(() => undefined);
+    this.ending = Promise.race([ended, new Promise<void>((r) => setTimeout(r, END_WAIT_MS).unref())]).finally(() => (this.ending = undefined));
     if (this.closed) return;
-    if (err) this.o.logger.warn('liveness connection lost; re-taking the lock', { err });
+    if (err) this.trouble.report('liveness', err, { retryInMs: this.reconnectMs });
+    this.schedule();
+  }
+
+  /** One reconnect timer at a time, with a bounded backoff; a connection in progress makes none. */
+  private schedule(): void {
+    if (this.closed || this.retry || this.connecting || this.client) return;
     const wait = this.reconnectMs;
     this.reconnectMs = Math.min(RECONNECT_MAX_MS, this.reconnectMs * 2);
-    setTimeout(() => void this.connect(), wait).unref();
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      void this.connect();
+    }, wait);
+    this.retry.unref();
   }
 
   /** Releases the lock by ending the session (a clean exit reads like any other: the lock is free). */
   async close(): Promise<void> {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
+    if (this.retry) clearTimeout(this.retry);
     const client = this.client;
     this.client = undefined;
     this.heldNow = false;
@@ -186,4 +269,13 @@ export class LivenessLock {
       await client.end().catch(() => undefined);
     }
   }
+}
+
+/**
+ * The liveness session's application_name: the executor ID and this incarnation, so `pg_stat_activity` says
+ * which process start holds the lock (`afterlife_live_<executorId>@<incarnation>`, the ID cut to fit 63 bytes).
+ */
+export function livenessSessionName(executorId: string, incarnation: string | undefined): string {
+  const tail = incarnation ? `@${incarnation}` : '';
+  return `afterlife_live_${executorId.slice(0, 63 - 'afterlife_live_'.length - tail.length)}${tail}`;
 }

@@ -26,6 +26,12 @@ export interface ExecutorKitOptions {
    * (PgBouncer), where session locks do not hold; or give `livenessDatabaseUrl` a direct route instead.
    */
   liveness?: boolean;
+  /**
+   * The liveness lease in ms (default 8000): the server ends the liveness session — freeing the lock — once
+   * the process has sent nothing for this long, so a lost host or a freeze longer than this reads as a death
+   * (the process fences itself when it wakes). 3000–300000; anything else is a ConfigError (docs/liveness.md).
+   */
+  livenessLeaseMs?: number;
   /** Where the liveness connection goes, if not `databaseUrl` (a direct route past a pooler). */
   livenessDatabaseUrl?: string;
   /** `pubsub`: the real client (PUBSUB_EMULATOR_HOST is honoured); `none`: no death notices (the reaper finds them). */

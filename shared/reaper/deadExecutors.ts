@@ -36,6 +36,8 @@ interface Death {
   absence: Absence;
   cutoffMs?: number;
   staleBeatAt?: string;
+  /** The process start the evidence was about (the registry's, at the time of the tick). */
+  incarnation?: string;
 }
 
 export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budget: Budget): Promise<DeadPassResult> {
@@ -135,7 +137,8 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
       if (!streakIsDeath(kind, a, config.heartbeatIntervalMs) || !redeclarable(a)) continue;
       const beat = beatOf(a.executorId);
       const staleBeatAt = beat?.present && beat.beatAt !== undefined ? new Date(beat.beatAt).toISOString() : undefined;
-      dead.push({ executorId: a.executorId, evidence: kind, absence: a, ...(staleBeatAt ? { staleBeatAt } : {}) });
+      const incarnation = registry.get(a.executorId)?.incarnation;
+      dead.push({ executorId: a.executorId, evidence: kind, absence: a, ...(staleBeatAt ? { staleBeatAt } : {}), ...(incarnation ? { incarnation } : {}) });
     }
   }
 
@@ -220,6 +223,7 @@ async function act(deps: ReaperDeps, ctx: TickContext, budget: Budget, d: Death,
     detectedBy: deps.detectedBy,
     ...(d.evidence !== 'sessions' ? { evidence: d.evidence } : {}),
     ...(d.staleBeatAt ? { staleBeatAt: d.staleBeatAt } : {}),
+    ...(d.incarnation ? { incarnation: d.incarnation } : {}),
   });
   const publishable = d.evidence !== 'sessions' && deps.publisher !== undefined;
   if (ctx.dryRun) {

@@ -134,7 +134,7 @@ async function run(
   let markedDead = false;
   const markDead = async () => {
     if (markedDead) return;
-    await setState(db, { applicationName: app, executorId: notice.executorId, state: 'dead', reason: notice.reason, detectedBy: notice.detectedBy });
+    await setState(db, { applicationName: app, executorId: notice.executorId, state: 'dead', reason: notice.reason, detectedBy: notice.detectedBy, ...(notice.incarnation ? { incarnation: notice.incarnation } : {}) });
     markedDead = true;
   };
   if (!inferred) await markDead();
@@ -146,6 +146,7 @@ async function run(
     messageId: opts.messageId,
     recoveredBy: deps.recoveredBy ?? `${hostname()}:${process.pid}`,
     lockMode,
+    incarnation: notice.incarnation,
   });
 
   const versions: Record<string, number> = {};

@@ -18,41 +18,67 @@ export interface ExecutorRow {
   heartbeats: boolean;
   /** Whether its kit holds a liveness lock (migration 0008): only then is a free lock evidence. */
   liveness: boolean;
+  /** The process start this row describes (migration 0010); null for kits from before it. */
+  incarnation: string | null;
 }
 
 const table = (db: Db) => `${ident(db.afterlifeSchema)}.executors`;
 
-/** Registers or refreshes a live executor. A dead executor never comes back to life under the same ID. */
+/**
+ * Registers a live incarnation of an executor. A new incarnation (another process start with this ID) takes
+ * the row over whatever its state — alive, drained or dead all describe an earlier process — unless the row
+ * names a later-started one (an old process whose first registration failed and is retried must not take
+ * the ID back from its successor). The reaper's streaks about the ID (absences, a recent declaration) described an earlier process: forgotten.
+ * Without an incarnation (kits from before migration 0010) a dead executor never comes back under its ID.
+ * Returns whether this incarnation now holds the row.
+ */
 export async function registerAlive(
   db: Db,
-  e: { applicationName: string; executorId: string; applicationVersion: string; startedAt: Date; heartbeats: boolean; liveness?: boolean },
-): Promise<void> {
-  await db.query(
-    `INSERT INTO ${table(db)} AS x (application_name, executor_id, application_version, state, started_at, last_seen_at, heartbeats, liveness)
-     VALUES ($1, $2, $3, 'alive', $4, now(), $5, $6)
-     ON CONFLICT (application_name, executor_id) DO UPDATE
-        SET application_version = EXCLUDED.application_version, last_seen_at = now(),
-            started_at = COALESCE(x.started_at, EXCLUDED.started_at), heartbeats = EXCLUDED.heartbeats,
-            liveness = EXCLUDED.liveness
-      WHERE x.state <> 'dead'`,
-    [e.applicationName, e.executorId, e.applicationVersion, e.startedAt, e.heartbeats, e.liveness ?? false],
+  e: { applicationName: string; executorId: string; applicationVersion: string; startedAt: Date; heartbeats: boolean; liveness?: boolean; incarnation?: string },
+): Promise<boolean> {
+  const res = await db.query<{ ours: boolean }>(
+    `WITH up AS (
+       INSERT INTO ${table(db)} AS x (application_name, executor_id, application_version, state, started_at, last_seen_at, heartbeats, liveness, incarnation)
+       VALUES ($1, $2, $3, 'alive', $4, now(), $5, $6, $7)
+       ON CONFLICT (application_name, executor_id) DO UPDATE
+          SET application_version = EXCLUDED.application_version, last_seen_at = now(), heartbeats = EXCLUDED.heartbeats,
+              liveness = EXCLUDED.liveness,
+              started_at = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN EXCLUDED.started_at ELSE COALESCE(x.started_at, EXCLUDED.started_at) END,
+              state = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN 'alive' ELSE x.state END,
+              state_changed_at = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN now() ELSE x.state_changed_at END,
+              reason = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN NULL ELSE x.reason END,
+              detected_by = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN NULL ELSE x.detected_by END,
+              incarnation = EXCLUDED.incarnation
+        WHERE CASE WHEN EXCLUDED.incarnation IS NULL OR x.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation THEN x.state <> 'dead'
+                   ELSE x.started_at IS NULL OR x.started_at <= EXCLUDED.started_at END
+       RETURNING 1
+     ),
+     forgotten AS (
+       DELETE FROM ${ident(db.afterlifeSchema)}.executor_observations o
+        WHERE $7::text IS NOT NULL AND o.application_name = $1 AND o.executor_id = $2 AND EXISTS (SELECT 1 FROM up)
+     )
+     SELECT EXISTS (SELECT 1 FROM up) AS ours`,
+    [e.applicationName, e.executorId, e.applicationVersion, e.startedAt, e.heartbeats, e.liveness ?? false, e.incarnation ?? null],
     'executors.registerAlive',
   );
+  return res.rows[0]?.ours === true;
 }
 
 /**
- * Moves an executor to a new state; `dead` is final, and a state change keeps its first reason. A move to
- * `dead` is announced on the fence channel in the same statement (delivered at commit), so an executor that
- * is in fact still running hears it on its liveness connection and exits before it runs another step.
+ * Moves an executor to a new state; `dead` is final for its incarnation, and a state change keeps its first
+ * reason. With `incarnation`, only that incarnation's row moves: a declaration about a process that is gone
+ * never lands on the newer process that reused its ID. A move to `dead` is announced on the fence channel in
+ * the same statement (delivered at commit): a hint to the executor, if still running, to ask its fence
+ * question at once.
  */
 export async function setState(
   db: Db,
-  e: { applicationName: string; executorId: string; state: ExecutorState; reason?: string; detectedBy?: string; applicationVersion?: string },
+  e: { applicationName: string; executorId: string; state: ExecutorState; reason?: string; detectedBy?: string; applicationVersion?: string; incarnation?: string },
 ): Promise<void> {
   await db.query(
     `WITH up AS (
-       INSERT INTO ${table(db)} AS x (application_name, executor_id, application_version, state, reason, detected_by)
-       VALUES ($1, $2, $3, $4, $5, $6)
+       INSERT INTO ${table(db)} AS x (application_name, executor_id, application_version, state, reason, detected_by, incarnation)
+       VALUES ($1, $2, $3, $4, $5, $6, $8)
        ON CONFLICT (application_name, executor_id) DO UPDATE
           SET state = EXCLUDED.state,
               state_changed_at = CASE WHEN x.state = EXCLUDED.state THEN x.state_changed_at ELSE now() END,
@@ -60,12 +86,13 @@ export async function setState(
               detected_by = CASE WHEN x.state = EXCLUDED.state THEN COALESCE(x.detected_by, EXCLUDED.detected_by) ELSE EXCLUDED.detected_by END,
               application_version = COALESCE(x.application_version, EXCLUDED.application_version),
               last_seen_at = CASE WHEN EXCLUDED.state = 'dead' THEN x.last_seen_at ELSE now() END
-        WHERE x.state <> 'dead' OR EXCLUDED.state = 'dead'
-       RETURNING x.state
+        WHERE (x.state <> 'dead' OR EXCLUDED.state = 'dead')
+          AND ($8::text IS NULL OR x.incarnation IS NULL OR x.incarnation = $8)
+       RETURNING x.state, x.incarnation
      )
-     SELECT pg_notify($7, json_build_object('applicationName', $1::text, 'executorId', $2::text)::text)
+     SELECT pg_notify($7, json_build_object('applicationName', $1::text, 'executorId', $2::text, 'incarnation', up.incarnation)::text)
        FROM up WHERE up.state = 'dead'`,
-    [e.applicationName, e.executorId, e.applicationVersion ?? null, e.state, e.reason ?? null, e.detectedBy ?? null, fenceChannel(db.afterlifeSchema)],
+    [e.applicationName, e.executorId, e.applicationVersion ?? null, e.state, e.reason ?? null, e.detectedBy ?? null, fenceChannel(db.afterlifeSchema), e.incarnation ?? null],
     'executors.setState',
   );
 }

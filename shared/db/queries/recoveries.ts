@@ -4,13 +4,13 @@ import { ident } from '../pool.js';
 /** The recovery audit: one row per attempt, finished with its outcome and counts. */
 export async function startRecovery(
   db: Db,
-  r: { applicationName: string; executorId: string; reason: string; detectedBy: string; messageId: string | undefined; recoveredBy: string; lockMode: 'locked' | 'degraded' },
+  r: { applicationName: string; executorId: string; reason: string; detectedBy: string; messageId: string | undefined; recoveredBy: string; lockMode: 'locked' | 'degraded'; incarnation?: string | undefined },
 ): Promise<number> {
   const res = await db.query<{ id: string }>(
     `INSERT INTO ${ident(db.afterlifeSchema)}.recoveries
-       (application_name, executor_id, reason, detected_by, message_id, recovered_by, lock_mode)
-     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id::text`,
-    [r.applicationName, r.executorId, r.reason, r.detectedBy, r.messageId ?? null, r.recoveredBy, r.lockMode],
+       (application_name, executor_id, reason, detected_by, message_id, recovered_by, lock_mode, incarnation)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id::text`,
+    [r.applicationName, r.executorId, r.reason, r.detectedBy, r.messageId ?? null, r.recoveredBy, r.lockMode, r.incarnation ?? null],
     'recoveries.start',
   );
   return Number(res.rows[0]?.id);

@@ -88,6 +88,46 @@ describe('kit modules: liveness lock and heartbeat', () => {
     }
   });
 
+  it('the lease is timed by the server: a holder silent for the lease loses its session and lock, then takes them back', async () => {
+    // Checks far apart: nothing renews the lease, as with a frozen process.
+    const l = new LivenessLock({ databaseUrl: tdb.url, applicationName: app, executorId: 'exec-lease', afterlifeSchema: 'afterlife', since: new Date(), logger: memoryLogger(), onFenced: () => undefined, leaseMs: 3_000, checkEveryMs: 60_000 });
+    await l.start();
+    try {
+      expect(l.leaseMs).toBe(3_000);
+      const pid = await waitFor('the lease session', async () => {
+        const r = await tdb.sql.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = 'afterlife_live_exec-lease' AND datname = current_database()`);
+        return r.rows[0]?.pid;
+      });
+      const t0 = Date.now();
+      await waitFor('the server ends the silent session', async () => {
+        const r = await tdb.sql.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1`, [pid]);
+        return r.rowCount === 0;
+      }, { timeoutMs: 10_000, intervalMs: 50 });
+      const endedMs = Date.now() - t0;
+      console.log(`[liveness] a session silent for its 3000 ms lease ended ${endedMs} ms after it was first seen`);
+      expect(endedMs).toBeLessThan(3_000 + 2_000);
+      await waitFor('the lock taken back on a new session', async () => (await readLiveness(db, app, ['exec-lease'])).held.has('exec-lease'), { timeoutMs: 10_000 });
+    } finally {
+      await l.close();
+    }
+  });
+
+  it('an idle_session_timeout set in the URL is kept when shorter and keepable, replaced (loudly) when unsafe', async () => {
+    const url = (ms: number) => `${tdb.url}${tdb.url.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c idle_session_timeout=${ms}`)}`;
+    const logger = memoryLogger();
+    const kept = new LivenessLock({ databaseUrl: url(5_000), applicationName: app, executorId: 'exec-url', afterlifeSchema: 'afterlife', since: new Date(), logger, onFenced: () => undefined });
+    const unsafe = new LivenessLock({ databaseUrl: url(1_000), applicationName: app, executorId: 'exec-url2', afterlifeSchema: 'afterlife', since: new Date(), logger, onFenced: () => undefined });
+    await Promise.all([kept.start(), unsafe.start()]);
+    try {
+      expect(kept.held && unsafe.held).toBe(true);
+      expect(kept.leaseMs).toBe(5_000);
+      expect(unsafe.leaseMs).toBe(8_000);
+      expect(logger.lines.filter((x) => x.event === 'liveness_lease').map((x) => x.severity).sort()).toEqual(['NOTICE', 'WARNING']);
+    } finally {
+      await Promise.all([kept.close(), unsafe.close()]);
+    }
+  });
+
   it('a heartbeat that cannot be written for a TTL is logged loudly and counted', async () => {
     const logger = memoryLogger();
     const redis = createRedis('redis://127.0.0.1:1');
