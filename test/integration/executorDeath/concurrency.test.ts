@@ -1,13 +1,12 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useRuntime } from '../../../functions/runtime.js';
-import '../../../functions/index.js';
+import { describe, expect, it } from 'vitest';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
-import { postEvent, pubsubCloudEvent, serve } from '../../helpers/cloudEvents.js';
-import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';
+import { postEvent, pubsubCloudEvent } from '../../helpers/cloudEvents.js';
+import { afterlifeDb, uniqueName } from '../../helpers/db.js';
 import { testRuntime } from '../../helpers/runtime.js';
+import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
 /**
  * Acceptance I (and issue 13's burst): 200 concurrent deliveries against one instance with pool max 3.
@@ -16,29 +15,11 @@ import { testRuntime } from '../../helpers/runtime.js';
  * delivery that cannot get a slot within half its budget still answers retry-later.
  */
 describe('bounded database concurrency', () => {
-  let tdb: TestDatabase;
-  let rt: ReturnType<typeof testRuntime>;
-  let server: Awaited<ReturnType<typeof serve>>;
-  let db: ReturnType<typeof afterlifeDb>;
-  const app = uniqueName('app-i');
   const session = uniqueName('afterlife-i');
-
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    db = afterlifeDb(tdb.url, { max: 3, sessionName: session });
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, db, poolMax: 3 });
-    useRuntime(rt);
-    server = await serve('executorDeath');
-  });
-  afterAll(async () => {
-    await server?.close();
-    await rt?.close();
-    await db?.end();
-    await tdb?.drop();
-  });
+  const f = executorDeathFixture('app-i', { poolMax: 3, db: (tdb) => afterlifeDb(tdb.url, { max: 3, sessionName: session }) });
 
   it('never exceeds the pool, never times out in it, and serves the whole burst on first delivery', async () => {
-    const monitor = new pg.Client({ connectionString: tdb.url });
+    const monitor = new pg.Client({ connectionString: f.tdb.url });
     await monitor.connect();
     let peak = 0;
     let sampling = true;
@@ -50,22 +31,22 @@ describe('bounded database concurrency', () => {
     })();
 
     const events = Array.from({ length: 200 }, (_, i) =>
-      pubsubCloudEvent(JSON.stringify(deathNotice({ executorId: `exec-${i}`, applicationName: app, reason: 'manual', detectedBy: 'test' })), { messageId: `i-${i}` }),
+      pubsubCloudEvent(JSON.stringify(deathNotice({ executorId: `exec-${i}`, applicationName: f.app, reason: 'manual', detectedBy: 'test' })), { messageId: `i-${i}` }),
     );
-    const statuses = await Promise.all(events.map((ev) => postEvent(server.url, ev).then(async (r) => ({ status: r.status, body: await r.text() }))));
+    const statuses = await Promise.all(events.map((ev) => postEvent(f.server.url, ev).then(async (r) => ({ status: r.status, body: await r.text() }))));
     const nacked = statuses.filter((s) => s.status >= 300);
     expect(nacked).toEqual([]); // the burst was served in one pass, none bounced
-    expect(rt.logger.lines.filter((l) => l.event === 'recovery_retry')).toEqual([]);
-    expect(rt.logger.lines.some((l) => /timeout exceeded when trying to connect/i.test(JSON.stringify(l)))).toBe(false);
+    expect(f.rt.logger.lines.filter((l) => l.event === 'recovery_retry')).toEqual([]);
+    expect(f.rt.logger.lines.some((l) => /timeout exceeded when trying to connect/i.test(JSON.stringify(l)))).toBe(false);
     sampling = false;
     await sampler;
     await monitor.end();
     expect(peak).toBeGreaterThan(0);
     expect(peak).toBeLessThanOrEqual(3);
-    const done = await tdb.sql.query<{ n: number }>(`SELECT count(DISTINCT executor_id)::int AS n FROM afterlife.recoveries WHERE outcome = 'completed'`);
+    const done = await f.tdb.sql.query<{ n: number }>(`SELECT count(DISTINCT executor_id)::int AS n FROM afterlife.recoveries WHERE outcome = 'completed'`);
     expect(done.rows[0]?.n).toBe(200);
     // Admitted whole: no delivery was cut off halfway (an audit row left open or failed by the budget).
-    const cut = await tdb.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM afterlife.recoveries WHERE outcome IS DISTINCT FROM 'completed'`);
+    const cut = await f.tdb.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM afterlife.recoveries WHERE outcome IS DISTINCT FROM 'completed'`);
     expect(cut.rows[0]?.n).toBe(0);
     console.log(`concurrency: 200 deliveries → all acked on first delivery; peak sessions ${peak}/3`);
   });
@@ -73,12 +54,12 @@ describe('bounded database concurrency', () => {
   it('answers retry-later when no slot frees within half the budget', async () => {
     // One slot, a one-second budget: the second delivery may wait 500 ms while the first holds its slot.
     const faults = new FaultInjector();
-    const short = testRuntime({ databaseUrl: tdb.url, applicationName: app, faults, poolMax: 1, env: { FUNCTION_TIMEOUT_S: '1', BUDGET_MARGIN_MS: '0' } });
+    const short = testRuntime({ databaseUrl: f.tdb.url, applicationName: f.app, faults, poolMax: 1, env: { FUNCTION_TIMEOUT_S: '1', BUDGET_MARGIN_MS: '0' } });
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
     faults.onNth('db.beforeQuery', 1, () => held);
     const envelope = (executorId: string) =>
-      JSON.parse(pubsubCloudEvent(JSON.stringify(deathNotice({ executorId, applicationName: app, reason: 'manual', detectedBy: 'test' }))).body) as unknown;
+      JSON.parse(pubsubCloudEvent(JSON.stringify(deathNotice({ executorId, applicationName: f.app, reason: 'manual', detectedBy: 'test' }))).body) as unknown;
     try {
       const first = handleDeathEvent(short, envelope('exec-slow'));
       const started = Date.now();

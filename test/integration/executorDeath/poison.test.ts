@@ -1,30 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useRuntime } from '../../../functions/runtime.js';
-import '../../../functions/index.js';
+import { describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { postEvent, pubsubCloudEvent, serve } from '../../helpers/cloudEvents.js';
-import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';
-import { testRuntime } from '../../helpers/runtime.js';
+import { postEvent, pubsubCloudEvent } from '../../helpers/cloudEvents.js';
+import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
 /** Acceptance F: poison notices are acked (2xx) with a logged reason, nothing is recovered, the process stays up. */
 describe('poison death notices', () => {
-  let tdb: TestDatabase;
-  let rt: ReturnType<typeof testRuntime>;
-  let server: Awaited<ReturnType<typeof serve>>;
-  const app = uniqueName('app-p');
-  const valid = () => deathNotice({ executorId: 'exec-P', applicationName: app, reason: 'manual', detectedBy: 'test' });
-
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { GOOGLE_CLOUD_PROJECT: 'proj-p' } });
-    useRuntime(rt);
-    server = await serve('executorDeath');
-  });
-  afterAll(async () => {
-    await server?.close();
-    await rt?.close();
-    await tdb?.drop();
-  });
+  const f = executorDeathFixture('app-p', { env: { GOOGLE_CLOUD_PROJECT: 'proj-p' } });
+  const valid = () => deathNotice({ executorId: 'exec-P', applicationName: f.app, reason: 'manual', detectedBy: 'test' });
 
   const raw = (data: string | undefined) => pubsubCloudEvent(data === undefined ? undefined : Buffer.from(data, 'latin1'));
   const withBase64 = (b64: string) => {
@@ -49,29 +31,29 @@ describe('poison death notices', () => {
   ];
 
   it.each(cases)('%s → acked with a reason, nothing recovered', async (_name, ev, reason) => {
-    const before = rt.logger.lines.length;
-    const res = await postEvent(server.url, ev);
+    const before = f.rt.logger.lines.length;
+    const res = await postEvent(f.server.url, ev);
     expect(res.status).toBeGreaterThanOrEqual(200);
     expect(res.status).toBeLessThan(300);
-    const logged = rt.logger.lines.slice(before).find((l) => l.event === 'poison_message');
+    const logged = f.rt.logger.lines.slice(before).find((l) => l.event === 'poison_message');
     expect(logged?.reason).toMatch(reason);
-    const audit = await tdb.sql.query('SELECT 1 FROM afterlife.recoveries');
+    const audit = await f.tdb.sql.query('SELECT 1 FROM afterlife.recoveries');
     expect(audit.rowCount).toBe(0);
   });
 
   it('stays up: a valid notice after the poison is handled', async () => {
-    const res = await postEvent(server.url, json(valid()));
+    const res = await postEvent(f.server.url, json(valid()));
     expect(res.status).toBe(204);
-    const audit = await tdb.sql.query(`SELECT outcome FROM afterlife.recoveries WHERE executor_id = 'exec-P'`);
+    const audit = await f.tdb.sql.query(`SELECT outcome FROM afterlife.recoveries WHERE executor_id = 'exec-P'`);
     expect(audit.rows).toEqual([{ outcome: 'completed' }]);
   });
 
   it('joins the trace Eventarc sets on the event (ce-traceparent)', async () => {
-    const before = rt.logger.lines.length;
+    const before = f.rt.logger.lines.length;
     const ev = json(valid());
-    const res = await postEvent(server.url, { ...ev, headers: { ...ev.headers, 'ce-traceparent': '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' } });
+    const res = await postEvent(f.server.url, { ...ev, headers: { ...ev.headers, 'ce-traceparent': '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' } });
     expect(res.status).toBe(204);
-    const handled = rt.logger.lines.slice(before).find((l) => l.event === 'recovery');
+    const handled = f.rt.logger.lines.slice(before).find((l) => l.event === 'recovery');
     expect(handled?.['logging.googleapis.com/trace']).toBe('projects/proj-p/traces/4bf92f3577b34da6a3ce929d0e0e4736');
     expect(handled?.['logging.googleapis.com/spanId']).toBe('00f067aa0ba902b7');
   });

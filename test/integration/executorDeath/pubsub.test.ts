@@ -1,7 +1,5 @@
 import { PubSub } from '@google-cloud/pubsub';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { useRuntime } from '../../../functions/runtime.js';
-import '../../../functions/index.js';
+import { describe, expect, inject, it } from 'vitest';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Message } from '@google-cloud/pubsub';
@@ -10,55 +8,40 @@ import { DeathNotice, deathNotice } from '../../../shared/events/deathNotice.js'
 import { PubSubPublisher, publishDeathNotice } from '../../../shared/events/publisher.js';
 import { silentLogger } from '../../../shared/log.js';
 import { beat, checkpointCount, pendingIds, waitAllSuccess } from '../../helpers/agents.js';
-import { serve } from '../../helpers/cloudEvents.js';
-import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
-import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
-import { testRuntime } from '../../helpers/runtime.js';
+import { uniqueName, waitFor } from '../../helpers/db.js';
+import { startExecutor } from '../../helpers/executor.js';
+import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
 /** Acceptance H: publisher → real Pub/Sub emulator → pull-and-post bridge → served function → B completes. */
 const emulatorHost = inject('pubsubEmulatorHost');
 if (!emulatorHost) console.warn('!!! SKIPPED: executorDeath through the Pub/Sub emulator (emulator not installed)');
 
 describe.skipIf(!emulatorHost)('executorDeath through the real Pub/Sub emulator', () => {
-  let tdb: TestDatabase;
-  let rt: ReturnType<typeof testRuntime>;
-  let server: Awaited<ReturnType<typeof serve>>;
   let pubsub: PubSub;
   let bridge: Bridge;
-  const executors: ExecutorHandle[] = [];
-  const app = uniqueName('app-h');
   const topic = uniqueName('executor-deaths');
-
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app });
-    useRuntime(rt);
-    server = await serve('executorDeath');
-    pubsub = new PubSub({ projectId: 'afterlife-test', apiEndpoint: emulatorHost ?? '' });
-    bridge = await startPullBridge({ pubsub, topic, subscription: `${topic}-sub`, targetUrl: server.url, logger: silentLogger() });
-  });
-  afterAll(async () => {
-    await Promise.all(executors.map((e) => e.stop()));
-    await bridge?.close();
-    await pubsub?.close();
-    await server?.close();
-    await rt?.close();
-    await tdb?.drop();
+  const f = executorDeathFixture('app-h', {
+    setup: async (f) => {
+      pubsub = new PubSub({ projectId: 'afterlife-test', apiEndpoint: emulatorHost ?? '' });
+      f.onClose(() => pubsub.close());
+      bridge = await startPullBridge({ pubsub, topic, subscription: `${topic}-sub`, targetUrl: f.server.url, logger: silentLogger() });
+      f.onClose(() => bridge.close());
+    },
   });
 
   it('a published notice is delivered, acked and the workflows complete on a live executor', async () => {
-    const a = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-A' });
-    executors.push(a);
+    const a = await startExecutor({ databaseUrl: f.tdb.url, applicationName: f.app, applicationVersion: 'v1', executorId: 'exec-A' });
+    f.executors.push(a);
     const ids = Array.from({ length: 6 }, (_, i) => `h-${i}`);
     for (const id of ids) await a.start(id, { steps: 4, stepMs: 300 });
-    await waitFor('some checkpoints', async () => (await checkpointCount(tdb.sql)) >= 3);
+    await waitFor('some checkpoints', async () => (await checkpointCount(f.tdb.sql)) >= 3);
     a.kill('SIGKILL');
     await a.exited;
-    expect((await pendingIds(tdb.sql, 'exec-A')).length).toBeGreaterThan(0);
+    expect((await pendingIds(f.tdb.sql, 'exec-A')).length).toBeGreaterThan(0);
 
-    const b = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-B' });
-    executors.push(b);
-    if (rt.redis) await beat(rt.redis, app, 'exec-B', 'v1');
+    const b = await startExecutor({ databaseUrl: f.tdb.url, applicationName: f.app, applicationVersion: 'v1', executorId: 'exec-B' });
+    f.executors.push(b);
+    if (f.rt.redis) await beat(f.rt.redis, f.app, 'exec-B', 'v1');
 
     // A second subscription on the topic sees the message as any subscriber would: attributes and ordering key.
     const tap = await ensureSubscription(pubsub, topic, `${topic}-tap`);
@@ -66,21 +49,21 @@ describe.skipIf(!emulatorHost)('executorDeath through the real Pub/Sub emulator'
     const messageId = await publishDeathNotice(
       new PubSubPublisher(pubsub),
       topic,
-      deathNotice({ executorId: 'exec-A', applicationName: app, reason: 'manual', detectedBy: 'test' }),
+      deathNotice({ executorId: 'exec-A', applicationName: f.app, reason: 'manual', detectedBy: 'test' }),
     );
     expect(messageId).toBeTruthy();
-    await waitAllSuccess(tdb.sql, ids);
+    await waitAllSuccess(f.tdb.sql, ids);
     expect(bridge.delivered).toBeGreaterThanOrEqual(1);
-    const audit = await tdb.sql.query<{ message_id: string; outcome: string }>(`SELECT message_id, outcome FROM afterlife.recoveries`);
+    const audit = await f.tdb.sql.query<{ message_id: string; outcome: string }>(`SELECT message_id, outcome FROM afterlife.recoveries`);
     expect(audit.rows.some((r) => r.message_id === messageId && r.outcome === 'completed')).toBe(true);
-    expect(await pendingIds(tdb.sql, 'exec-A')).toEqual([]);
+    expect(await pendingIds(f.tdb.sql, 'exec-A')).toEqual([]);
 
     const m = await tapped;
     await tap.close();
     expect(m.id).toBe(messageId);
     expect(m.attributes).toEqual({ type: 'executor.dead', executorId: 'exec-A' });
     expect(m.orderingKey).toBe('exec-A');
-    expect(DeathNotice.parse(JSON.parse(m.data.toString('utf8')))).toMatchObject({ executorId: 'exec-A', applicationName: app, reason: 'manual' });
+    expect(DeathNotice.parse(JSON.parse(m.data.toString('utf8')))).toMatchObject({ executorId: 'exec-A', applicationName: f.app, reason: 'manual' });
   });
 
   it('the bridge nacks a non-2xx answer and the message comes back until it is acked', async () => {
@@ -95,7 +78,7 @@ describe.skipIf(!emulatorHost)('executorDeath through the real Pub/Sub emulator'
     const flaky = uniqueName('executor-deaths-flaky');
     const b = await startPullBridge({ pubsub, topic: flaky, subscription: `${flaky}-sub`, targetUrl: `http://127.0.0.1:${(target.address() as AddressInfo).port}/`, logger: silentLogger() });
     try {
-      const id = await publishDeathNotice(new PubSubPublisher(pubsub), flaky, deathNotice({ executorId: 'exec-F', applicationName: app, reason: 'manual', detectedBy: 'test' }));
+      const id = await publishDeathNotice(new PubSubPublisher(pubsub), flaky, deathNotice({ executorId: 'exec-F', applicationName: f.app, reason: 'manual', detectedBy: 'test' }));
       await waitFor('acked on the third delivery', async () => b.delivered === 1);
       expect(seen.filter((s) => s === id)).toHaveLength(3);
     } finally {

@@ -1,16 +1,14 @@
 import * as ff from '@google-cloud/functions-framework';
 import { type Message, PubSub } from '@google-cloud/pubsub';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { useRuntime } from '../../../functions/runtime.js';
-import '../../../functions/index.js';
+import { describe, expect, inject, it } from 'vitest';
 import { ensurePushSubscription } from '../../../scripts/stack/push.js';
 import { ensureSubscription } from '../../../shared/events/bridge.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { PubSubPublisher, publishDeathNotice } from '../../../shared/events/publisher.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { serve } from '../../helpers/cloudEvents.js';
-import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
-import { testRuntime } from '../../helpers/runtime.js';
+import { uniqueName, waitFor } from '../../helpers/db.js';
+import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
 /**
  * The production delivery path (infra/pubsub.tf): a push subscription with a dead-letter policy, POSTing
@@ -26,57 +24,47 @@ if (!emulatorHost) console.warn('!!! SKIPPED: executorDeath through a Pub/Sub pu
 const MAX_ATTEMPTS = 5;
 
 describe.skipIf(!emulatorHost)('executorDeath behind a push subscription with dead-lettering', () => {
-  let tdb: TestDatabase;
-  let rt: ReturnType<typeof testRuntime>;
-  let server: Awaited<ReturnType<typeof serve>>;
   let pubsub: PubSub;
   const faults = new FaultInjector();
-  const app = uniqueName('app-push');
   const topic = uniqueName('executor-deaths');
   const dlq = `${topic}-dead-letter`;
   const dead: Message[] = [];
-
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, redis: 'none', faults });
-    useRuntime(rt);
-    server = await serve('executorDeath');
-    pubsub = new PubSub({ projectId: 'afterlife-test', apiEndpoint: emulatorHost ?? '' });
-    await ensurePushSubscription(pubsub, {
-      topic,
-      subscription: `${topic}-push`,
-      functionUrl: server.url,
-      deadLetterTopic: dlq,
-      maxDeliveryAttempts: MAX_ATTEMPTS,
-      minimumBackoffS: 0,
-      maximumBackoffS: 1,
-      ackDeadlineSeconds: 10,
-    });
-    const hold = await ensureSubscription(pubsub, dlq, `${dlq}-hold`);
-    hold.on('message', (m: Message) => {
-      m.ack();
-      dead.push(m);
-    });
-  });
-  afterAll(async () => {
-    await pubsub?.close();
-    await server?.close();
-    await rt?.close();
-    await tdb?.drop();
+  const f = executorDeathFixture('app-push', {
+    redis: 'none',
+    faults,
+    setup: async (f) => {
+      pubsub = new PubSub({ projectId: 'afterlife-test', apiEndpoint: emulatorHost ?? '' });
+      f.onClose(() => pubsub.close());
+      await ensurePushSubscription(pubsub, {
+        topic,
+        subscription: `${topic}-push`,
+        functionUrl: f.server.url,
+        deadLetterTopic: dlq,
+        maxDeliveryAttempts: MAX_ATTEMPTS,
+        minimumBackoffS: 0,
+        maximumBackoffS: 1,
+        ackDeadlineSeconds: 10,
+      });
+      const hold = await ensureSubscription(pubsub, dlq, `${dlq}-hold`);
+      hold.on('message', (m: Message) => {
+        m.ack();
+        dead.push(m);
+      });
+    },
   });
 
   const publisher = () => new PubSubPublisher(pubsub);
-  const linesFor = (event: string, messageId: string) => rt.logger.lines.filter((l) => l.event === event && l.eventId === messageId);
+  const linesFor = (event: string, messageId: string) => f.rt.logger.lines.filter((l) => l.event === event && l.eventId === messageId);
 
   it('dead-letters a notice that keeps failing after maxDeliveryAttempts, and acks poison at once', async () => {
     faults.on('db.beforeQuery', () => {
       throw new Error('injected: database unreachable');
     });
-    const failing = await publishDeathNotice(publisher(), topic, deathNotice({ executorId: 'exec-gone', applicationName: app, reason: 'manual', detectedBy: 'test' }));
+    const failing = await publishDeathNotice(publisher(), topic, deathNotice({ executorId: 'exec-gone', applicationName: f.app, reason: 'manual', detectedBy: 'test' }));
     const poison = await pubsub.topic(topic).publishMessage({ data: Buffer.from('{"type":"executor.dead","version":1}'), attributes: { type: 'executor.dead', executorId: 'x' } });
 
     const letter = await waitFor('the failing notice on the dead-letter topic', async () => dead.find((m) => m.attributes.CloudPubSubDeadLetterSourceDeliveryCount !== undefined), { timeoutMs: 45_000 });
-    expect(JSON.parse(letter.data.toString())).toMatchObject({ executorId: 'exec-gone', applicationName: app });
+    expect(JSON.parse(letter.data.toString())).toMatchObject({ executorId: 'exec-gone', applicationName: f.app });
     expect(letter.attributes).toMatchObject({ executorId: 'exec-gone', CloudPubSubDeadLetterSourceDeliveryCount: String(MAX_ATTEMPTS) });
     // Each delivery reached the handler as a CloudEvent with the message's ID, and was nacked.
     expect(linesFor('recovery_retry', failing)).toHaveLength(MAX_ATTEMPTS);
@@ -113,9 +101,9 @@ describe.skipIf(!emulatorHost)('executorDeath behind a push subscription with de
 
   it('recovers a notice on its first delivery once the database answers', async () => {
     faults.off('db.beforeQuery');
-    const ok = await publishDeathNotice(publisher(), topic, deathNotice({ executorId: 'exec-ok', applicationName: app, reason: 'manual', detectedBy: 'test' }));
+    const ok = await publishDeathNotice(publisher(), topic, deathNotice({ executorId: 'exec-ok', applicationName: f.app, reason: 'manual', detectedBy: 'test' }));
     await waitFor('the recovery', async () => linesFor('recovery', ok).length > 0, { timeoutMs: 20_000 });
-    const audit = await tdb.sql.query<{ message_id: string }>(`SELECT message_id FROM afterlife.recoveries WHERE executor_id = 'exec-ok'`);
+    const audit = await f.tdb.sql.query<{ message_id: string }>(`SELECT message_id FROM afterlife.recoveries WHERE executor_id = 'exec-ok'`);
     expect(audit.rows.map((r) => r.message_id)).toEqual([ok]);
     expect(linesFor('recovery_retry', ok)).toEqual([]);
   });

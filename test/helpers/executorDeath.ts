@@ -1,0 +1,39 @@
+import '../../functions/index.js';
+import { useRuntime } from '../../functions/runtime.js';
+import { appFixture, type AppFixture, type AppFixtureOptions, need } from './appFixture.js';
+import { serve } from './cloudEvents.js';
+
+/**
+ * The executorDeath and recovery suites' set-up: a test database and a Runtime for one app (appFixture),
+ * and unless `serve: false` the executorDeath function served over HTTP on that runtime, as
+ * functions-framework serves it. Registers its own beforeAll/afterAll; call it in a describe body.
+ */
+export interface ExecutorDeathFixture extends AppFixture {
+  /** The served function (throws with `serve: false`). */
+  readonly server: Awaited<ReturnType<typeof serve>>;
+}
+
+export interface ExecutorDeathFixtureOptions extends Omit<AppFixtureOptions, 'setup'> {
+  /** Serve executorDeath on the fixture's runtime (default true). */
+  serve?: boolean;
+  /** Run in beforeAll once the function is served (start a bridge, seed rows). */
+  setup?: (f: ExecutorDeathFixture) => Promise<void>;
+}
+
+export function executorDeathFixture(prefix: string, o: ExecutorDeathFixtureOptions = {}): ExecutorDeathFixture {
+  const { serve: served = true, setup, ...rest } = o;
+  let server: Awaited<ReturnType<typeof serve>> | undefined;
+  const base = appFixture(prefix, {
+    ...rest,
+    setup: async (f) => {
+      if (served) {
+        useRuntime(f.rt);
+        const s = await serve('executorDeath');
+        server = s;
+        f.onClose(() => s.close());
+      }
+      await setup?.(f as ExecutorDeathFixture);
+    },
+  });
+  return Object.defineProperty(base, 'server', { get: () => need(server, 'served executorDeath') }) as ExecutorDeathFixture;
+}
