@@ -247,8 +247,10 @@ resource "google_monitoring_alert_policy" "dead_letters" {
   }
 }
 
-# The watcher itself: the reaper ticks every REAPER_TICK_MS inside each per-minute invocation, so no
-# tick for 2 minutes means Scheduler, the function or its lease is broken and nobody detects deaths.
+# The watcher itself: the reaper ticks every REAPER_TICK_MS inside each per-minute invocation and sums
+# its ticks in one `reaper_ticks` line a minute (and one per invocation), idle or not; quiet ticks log
+# nothing of their own (docs/logging.md). No summary for 2 minutes means Scheduler, the function or its
+# lease is broken and nobody detects deaths.
 resource "google_monitoring_alert_policy" "reaper_not_ticking" {
   count = var.alerts.enabled ? 1 : 0
 
@@ -260,9 +262,9 @@ resource "google_monitoring_alert_policy" "reaper_not_ticking" {
   user_labels           = local.labels
 
   conditions {
-    display_name = "no reaper_tick for ${var.alerts.reaper_absent_seconds} s"
+    display_name = "no reaper_ticks summary for ${var.alerts.reaper_absent_seconds} s"
     condition_absent {
-      filter   = "metric.type=\"${local.user_metric}/${google_logging_metric.event["reaper_tick"].name}\" AND resource.type=\"cloud_run_revision\""
+      filter   = "metric.type=\"${local.user_metric}/${google_logging_metric.event["reaper_ticks"].name}\" AND resource.type=\"cloud_run_revision\""
       duration = "${var.alerts.reaper_absent_seconds}s"
       aggregations {
         alignment_period     = "60s"
@@ -279,7 +281,7 @@ resource "google_monitoring_alert_policy" "reaper_not_ticking" {
     subject   = "afterlife: the reaper is not ticking"
     mime_type = "text/markdown"
     content   = <<-EOT
-      No `reaper_tick` for ${var.alerts.reaper_absent_seconds} s. **Dead executors are not being detected**
+      No `reaper_ticks` summary (one a minute while the reaper ticks) for ${var.alerts.reaper_absent_seconds} s. **Dead executors are not being detected**
       (their workflows stay PENDING) until the reaper runs again; death notices from the kit still recover.
 
       1. Is the job running? `gcloud scheduler jobs describe ${google_cloud_scheduler_job.reaper.name} --location=${var.region}`

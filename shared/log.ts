@@ -1,8 +1,12 @@
+import { pino } from 'pino';
+import { cloudLoggingOptions, type CloudLoggingOptions, PINO_LEVEL_OF, type Severity } from './cloudLogging.js';
+
 /**
- * JSON lines with Cloud Logging's `severity`, so log-based metrics can match on fields.
- * The logger is passed through deps; tests capture lines with `memoryLogger`.
+ * The Logger every module takes through its deps: pino writing Cloud Logging's JSON (cloudLogging.ts) in
+ * production, an in-memory sink in tests (`memoryLogger`). Callers log `(message, fields)`; the fields a
+ * log-based metric counts on (`event`) are ordinary fields.
  */
-export type Severity = 'DEBUG' | 'INFO' | 'NOTICE' | 'WARNING' | 'ERROR';
+export type { Severity } from './cloudLogging.js';
 export type Fields = Record<string, unknown>;
 
 export interface Logger {
@@ -24,6 +28,7 @@ type Sink = (line: LogLine) => void;
 
 const ORDER: Record<Severity, number> = { DEBUG: 0, INFO: 1, NOTICE: 2, WARNING: 3, ERROR: 4 };
 
+/** A logger over any sink (tests, the CLI's stderr): the same Logger without pino. */
 export function makeLogger(sink: Sink, base: Fields = {}, minimum: Severity = 'DEBUG'): Logger {
   const emit = (severity: Severity) => (message: string, fields: Fields = {}) => {
     if (ORDER[severity] < ORDER[minimum]) return;
@@ -39,12 +44,62 @@ export function makeLogger(sink: Sink, base: Fields = {}, minimum: Severity = 'D
   };
 }
 
-export function consoleLogger(base: Fields = {}, minimum: Severity = 'INFO'): Logger {
-  return makeLogger((line) => process.stdout.write(`${formatLogLine(line)}\n`), base, minimum);
+export interface ConsoleLoggerOptions extends Omit<CloudLoggingOptions, 'streamWrite'> {
+  /** Where lines go (stdout by default; a test's stream). Written synchronously, so a crash loses no line. */
+  destination?: { write(line: string): unknown };
 }
 
 /**
- * One JSON line. Credentials inside URLs (a driver's error that quotes its connection string, a Redis URL
+ * JSON lines on stdout for Cloud Logging, through pino. Credentials are masked on the serialised line
+ * (`maskSecrets`), once, so no call site has to remember.
+ */
+export function consoleLogger(base: Fields = {}, minimum: Severity = 'INFO', o: ConsoleLoggerOptions = {}): Logger {
+  const { destination, ...cloud } = o;
+  const root = pino(
+    { ...cloudLoggingOptions({ ...cloud, streamWrite: (line) => maskSecrets(line, 'json') }), level: PINO_LEVEL_OF[minimum], serializers: { err: serializeError } },
+    destination ? (destination as pino.DestinationStream) : pino.destination({ dest: 1, sync: true }),
+  );
+  // pino serialises a child's bindings once; a call that repeats one of their keys goes through the root
+  // with the merged fields instead, so no key is printed twice.
+  const over = (bindings: Fields): Logger => {
+    const bound = root.child(bindings);
+    const emit = (level: 'debug' | 'info' | 'notice' | 'warn' | 'error') => (message: string, fields?: Fields) => {
+      if (!root.isLevelEnabled(level)) return;
+      if (!fields) bound[level](message);
+      else if (Object.keys(fields).some((k) => k in bindings)) root[level]({ ...bindings, ...plain(fields) }, message);
+      else bound[level](plain(fields), message);
+    };
+    return {
+      debug: emit('debug'),
+      info: emit('info'),
+      notice: emit('notice'),
+      warn: emit('warn'),
+      error: emit('error'),
+      child: (fields) => over({ ...bindings, ...plain(fields) }),
+    };
+  };
+  return over(plain(base));
+}
+
+/** Errors anywhere at the top level are written as {name, message, code}; `err` keeps its stack for Error Reporting. */
+function plain(fields: Fields): Fields {
+  let out: Fields | undefined;
+  for (const [k, v] of Object.entries(fields)) {
+    if (k !== 'err' && (v instanceof Error || typeof v === 'bigint')) {
+      out ??= { ...fields };
+      out[k] = v instanceof Error ? serializeError(v) : String(v);
+    }
+  }
+  return out ?? fields;
+}
+
+function serializeError(value: unknown): unknown {
+  if (!(value instanceof Error)) return value;
+  return { name: value.name, message: value.message, code: (value as { code?: unknown }).code };
+}
+
+/**
+ * One JSON line of a sink logger (the CLI's stderr). Credentials inside URLs (a driver's error that quotes its connection string, a Redis URL
  * with AUTH) are masked here, once, so no call site has to remember.
  */
 export function formatLogLine(line: LogLine): string {

@@ -48,7 +48,14 @@ export interface RuntimeOptions {
  */
 export async function createRuntime(opts: RuntimeOptions = {}): Promise<Runtime> {
   const config = loadConfig(opts.env ?? process.env);
-  const logger = opts.logger ?? consoleLogger({ component: 'afterlife' }, config.logLevel);
+  const env = opts.env ?? process.env;
+  // Error Reporting groups by service and version: Cloud Run's K_SERVICE / K_REVISION name them.
+  const logger =
+    opts.logger ??
+    consoleLogger({ component: 'afterlife' }, config.logLevel, {
+      serviceContext: { service: env.K_SERVICE || 'afterlife', version: env.K_REVISION || undefined },
+      labels: { 'afterlife-app': config.applicationName },
+    });
   const lifecycle = opts.lifecycle ?? new Lifecycle();
   const faults = opts.faults ?? noFaults;
   const opened: Array<{ name: string; close: () => Promise<unknown> }> = [];

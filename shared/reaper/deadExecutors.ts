@@ -94,7 +94,8 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
     // A missing key is no evidence for a TTL from now (deathRule.absenceMeans); heartbeat streaks restart.
     await resetHeartbeatAbsences(db, app);
     result.heartbeat = { skipped: 'redis lost its keys since the last tick (flush or restart): absence counts from the next tick' };
-    log.warn('redis lost its keys (flush or restart): heartbeat absences restart', { event: 'redis_reset' });
+    if (beats.firstSentinel) log.debug('first reaper sentinel in this redis: heartbeat absences count from the next tick');
+    else log.warn('redis lost its keys (flush or restart): heartbeat absences restart', { event: 'redis_reset' });
   }
   if (!locks.freeIsEvidence && withLock.length) result.liveness = { skipped: locks.reason ?? 'unavailable' };
   const beatOf = (id: string): Beat | undefined => ('skipped' in beats ? undefined : beats.beats.get(id));

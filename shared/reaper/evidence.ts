@@ -13,6 +13,19 @@ export interface Beats {
   keptKeysMs: number;
   /** The sentinel was missing: Redis was flushed or restarted since the last tick (or this is the first). */
   lostKeys: boolean;
+  /**
+   * Of a missing sentinel: this process never saw it and Redis has been up a while, so it is most likely
+   * the first reaper tick with candidates for this app, not a flush or a restart (nothing to warn about).
+   */
+  firstSentinel?: boolean;
+}
+
+/** Sentinels this process has seen in Redis: one of them missing later is a flush or a restart. */
+const seenSentinels = new Set<string>();
+
+/** A Redis up for less than this when the sentinel is missing was restarted: its keys were lost. */
+function restartWindowMs(ttlMs: number): number {
+  return Math.max(60_000, 2 * ttlMs);
 }
 
 /** The reaper's sentinel key: SET NX, no TTL, so its age says how long Redis has kept its keys. */
@@ -50,9 +63,25 @@ export async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats 
       beats.set(id, { present: true, beatAt: Number.isFinite(at) ? at : undefined, beatEveryMs: v?.beatEveryMs, ageMs });
     });
     const sinceMs = since ? Date.parse(since) : NaN;
-    return { beats, keptKeysMs: Number.isFinite(sinceMs) ? Math.max(0, now - sinceMs) : 0, lostKeys: created === 'OK' };
+    const missing = created === 'OK';
+    // A sentinel this process never saw: a restart shows in Redis's uptime; otherwise it is the first
+    // (a flush while no reaper ran cannot be told apart: the absence streaks restart anyway, unannounced).
+    const firstSentinel = missing && !seenSentinels.has(sentinel) && (await redisUptimeMs(deps)) >= restartWindowMs(deps.config.heartbeatTtlMs);
+    seenSentinels.add(sentinel);
+    return { beats, keptKeysMs: Number.isFinite(sinceMs) ? Math.max(0, now - sinceMs) : 0, lostKeys: missing, firstSentinel };
   } catch (err) {
     return { skipped: `redis unreachable: ${err instanceof Error ? err.message : String(err)}` };
+  }
+}
+
+/** Redis's uptime (INFO server), or 0 when it cannot be read (then a missing sentinel counts as lost). */
+async function redisUptimeMs(deps: ReaperDeps): Promise<number> {
+  try {
+    const info = (await deps.redis?.info('server')) ?? '';
+    const s = /^uptime_in_seconds:(\d+)/m.exec(info)?.[1];
+    return s === undefined ? 0 : Number(s) * 1000;
+  } catch {
+    return 0;
   }
 }
 

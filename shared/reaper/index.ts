@@ -3,6 +3,7 @@ import { budgetFrom, budgetUntil } from '../lifecycle/deadline.js';
 import { ReaperLease } from './lease.js';
 import { isNotDue } from './orphanedVersions.js';
 import { runTick } from './tick.js';
+import { TickLog } from './tickLog.js';
 import type { PlannedAction, ReaperDeps, ReaperState, TickResult } from './types.js';
 
 export type { ReaperDeps } from './types.js';
@@ -107,6 +108,7 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   let ticks = 0;
   let lastTickAt = deps.clock();
   let stoppedBecause: 'budget' | 'max-ticks' | 'lease-lost' | 'shutting-down' = 'budget';
+  const tickLog = new TickLog(log, deps.clock);
 
   try {
     for (;;) {
@@ -132,7 +134,7 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
         if (now - lastTickAt > gapWorthLogging + r.durationMs) log.warn('reaper ticks resumed after a gap', { gapMs: now - lastTickAt, event: 'reaper_tick_gap' });
         lastTickAt = now;
       }
-      if (ticked || ticks % TICK_LOG_EVERY_FAILED === 0) log.info('reaper tick', { event: 'reaper_tick', ...tickLine(r) });
+      tickLog.record(r);
       opts.onTick?.(r);
 
       if (opts.maxTicks !== undefined && ticks >= opts.maxTicks) {
@@ -163,6 +165,7 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
       // tick no budget, so it acts on nothing.
     }
   } finally {
+    tickLog.flush();
     await lease.release(Math.max(deps.clock() + 1_000, budget.deadline + config.budgetMarginMs / 2));
   }
   const summary: ReaperSummary = {
@@ -188,9 +191,6 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
 
 /** A stretch without a tick longer than this (or four ticks) is logged with its length (`reaper_tick_gap`). */
 export const GAP_LOG_AFTER_MS = 1_000;
-
-/** While every tick fails (the database is down), one tick line in this many, not four a second. */
-const TICK_LOG_EVERY_FAILED = 20;
 
 function emptyTotals(): PassTotals {
   return { runs: 0, errors: 0, durationMs: 0, maxDurationMs: 0 };
@@ -222,12 +222,6 @@ function accumulate(totals: Record<Pass, PassTotals>, r: TickResult, errors: Arr
     }
     for (const key of COUNTS[pass]) if (typeof p[key] === 'number') t[key] = (t[key] ?? 0) + p[key];
   }
-}
-
-/** The one log line per tick: durations and counts, no lists. */
-function tickLine(r: TickResult): Record<string, unknown> {
-  const strip = (p: object) => Object.fromEntries(Object.entries(p).filter(([, v]) => !Array.isArray(v) || v.length <= 10));
-  return { tick: r.tick, durationMs: r.durationMs, dead: strip(r.dead), stuck: strip(r.stuck), diverged: strip(r.diverged), orphaned: strip(r.orphaned) };
 }
 
 /** Sleeps until `at`; false if the signal aborted first. Holds no connection. */

@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { getReferencesInExpression, parse } from '@cdktn/hcl2json';
 import { CONFIG_DEFAULTS, CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
 import { ConfigError } from '../../shared/errors.js';
+import { IDLE_EVENTS } from '../../shared/reaper/tickLog.js';
 
 /**
  * Offline checks of infra/: what `terraform validate` cannot do here (no google provider in the local
@@ -67,6 +68,11 @@ export interface CheckOptions {
   pendingTargets?: ReadonlySet<string>;
   /** `event` values the code logs; each needs a log-based metric. */
   loggedEvents?: ReadonlySet<string>;
+  /**
+   * `event` values an idle deployment still logs (shared/reaper/tickLog.ts IDLE_EVENTS): an absence
+   * alert, and the dashboard's reaper panel, must count one of these, or quiet logging breaks them.
+   */
+  idleEvents?: ReadonlySet<string>;
 }
 
 export interface CheckResult {
@@ -919,12 +925,15 @@ export const REQUIRED_ALERTS: Record<string, 'threshold' | 'absent'> = {
   recovery_retry: 'threshold',
   orphaned_version: 'threshold',
   stuck_workflow: 'threshold',
-  reaper_tick: 'absent',
+  reaper_ticks: 'absent',
   function_errors: 'threshold',
 };
 
 /** What the dashboard must show: recoveries and their latency, deaths, ticks, forks, dead letters. */
-export const REQUIRED_PANELS = ['recovery', 'recovery_latency', 'executor_dead', 'reaper_tick', 'fork', 'dead_letter'];
+export const REQUIRED_PANELS = ['recovery', 'recovery_latency', 'executor_dead', 'reaper_ticks', 'fork', 'dead_letter'];
+
+/** The dashboard panels that say "the reaper is alive": they must chart a metric an idle reaper feeds. */
+const IDLE_PANELS = ['reaper_ticks'];
 
 /** Reaper silence the absence alert may tolerate before it fires (the issue's two minutes). */
 const REAPER_ABSENCE_MAX_S = 120;
@@ -1003,7 +1012,7 @@ function instanceText(p: PolicyInstance, value: Json | undefined): string | unde
  * minutes. The dashboard: a JSON file that parses, whose template variables are all passed, and whose
  * widgets chart only the module's metrics, the REQUIRED_PANELS among them.
  */
-async function checkMonitoring(mods: Map<string, TfModule>, problems: Problem[]): Promise<void> {
+async function checkMonitoring(mods: Map<string, TfModule>, problems: Problem[], idleEvents?: ReadonlySet<string>): Promise<void> {
   for (const mod of mods.values()) {
     const metrics = await moduleMetrics(mod);
     const scope: Scope = { module: mod };
@@ -1051,6 +1060,10 @@ async function checkMonitoring(mods: Map<string, TfModule>, problems: Problem[])
           problem(`condition metric ${type} is neither a log-based metric of this module nor a known Google metric`);
         }
         if (metric === undefined) continue;
+        // An absence alert on a line only busy ticks write would fire on every quiet stretch.
+        if (absent && idleEvents && !idleEvents.has(metric)) {
+          problem(`the absence alert counts ${metric}, which an idle reaper does not log (idle events: ${[...idleEvents].join(', ')})`);
+        }
         const duration = durationS(fillLiterals(scope, instanceText(p, c.duration) ?? ''));
         const list = covered.get(metric) ?? [];
         list.push({ kind: absent ? 'absent' : 'threshold', durationS: duration });
@@ -1071,12 +1084,12 @@ async function checkMonitoring(mods: Map<string, TfModule>, problems: Problem[])
 
     for (const [key, res] of mod.resources) {
       if (!key.startsWith('google_monitoring_dashboard.')) continue;
-      await checkDashboard(mod, key, res, metrics, problems);
+      await checkDashboard(mod, key, res, metrics, problems, idleEvents);
     }
   }
 }
 
-async function checkDashboard(mod: TfModule, key: string, res: Block, metrics: Map<string, string>, problems: Problem[]): Promise<void> {
+async function checkDashboard(mod: TfModule, key: string, res: Block, metrics: Map<string, string>, problems: Problem[], idleEvents?: ReadonlySet<string>): Promise<void> {
   const where = `resource ${key}`;
   const expr = String(res.body.dashboard_json ?? '');
   const m = /^\$\{templatefile\("\$\{path\.module\}\/([A-Za-z0-9_.-]+\.json)",\s*\{([\s\S]*)\}\)\}$/.exec(expr);
@@ -1123,6 +1136,9 @@ async function checkDashboard(mod: TfModule, key: string, res: Block, metrics: M
   };
   walk(json, '$');
   for (const panel of REQUIRED_PANELS) if (!shown.has(panel)) problems.push({ file, where: '(widgets)', message: `no widget charts ${panel}` });
+  for (const panel of idleEvents ? IDLE_PANELS : []) {
+    if (!idleEvents?.has(panel)) problems.push({ file, where: '(widgets)', message: `the reaper panel charts ${panel}, which an idle reaper does not log (idle events: ${[...(idleEvents ?? [])].join(', ')})` });
+  }
 }
 
 // ───────────────────────────── blueprint metadata ─────────────────────────────
@@ -1172,7 +1188,7 @@ export async function checkInfra(root: string, opts: CheckOptions): Promise<Chec
   checkDefaults(mods, result.problems);
   checkStatsGrant(mods, result.problems);
   await checkResources(mods, opts, result.problems);
-  await checkMonitoring(mods, result.problems);
+  await checkMonitoring(mods, result.problems, opts.idleEvents);
   await checkMetadata(root, mods, result.problems);
   return result;
 }
@@ -1253,7 +1269,12 @@ async function main(): Promise<void> {
   const repoRoot = resolve(dirname(new URL(import.meta.url).pathname), '..', '..');
   const root = resolve(process.argv[2] ?? join(repoRoot, 'infra'));
   const registered = await registeredTargets(repoRoot, CONTRACT_TARGETS);
-  const result = await checkInfra(root, { registeredTargets: registered, pendingTargets: pendingTargets(repoRoot, registered), loggedEvents: await loggedEvents(repoRoot) });
+  const result = await checkInfra(root, {
+    registeredTargets: registered,
+    pendingTargets: pendingTargets(repoRoot, registered),
+    loggedEvents: await loggedEvents(repoRoot),
+    idleEvents: new Set(IDLE_EVENTS),
+  });
   const fmt = await terraformFmt(root);
   const problems = [...result.problems, ...(fmt ?? [])];
   for (const w of result.warnings) console.warn(`warning: ${w}`);

@@ -14,6 +14,7 @@ import {
   TERRAFORM,
   terraformFmt,
 } from './check.js';
+import { IDLE_EVENTS } from '../../shared/reaper/tickLog.js';
 
 /**
  * infra/ checked offline (no provider, no registry here): parse, references, the code's contracts, and
@@ -34,7 +35,7 @@ beforeAll(async () => {
   registered = await registeredTargets(repoRoot, CONTRACT_TARGETS);
   pending = pendingTargets(repoRoot, registered);
   events = await loggedEvents(repoRoot);
-  real = await checkInfra(infra, { registeredTargets: registered, pendingTargets: pending, loggedEvents: events });
+  real = await checkInfra(infra, { registeredTargets: registered, pendingTargets: pending, loggedEvents: events, idleEvents: new Set(IDLE_EVENTS) });
   for (const w of real.warnings) console.warn(`\n!!! ${w}: that entry point is NOT checked against the code yet`);
 }, 60_000);
 
@@ -102,7 +103,7 @@ describe('planted breaks are reported', () => {
   });
 
   /** Copies infra/, replaces one exact snippet (which must exist), and checks the copy. */
-  async function plant(file: string, from: string, to: string, opts: { events?: Set<string> } = {}): Promise<CheckResult & { root: string }> {
+  async function plant(file: string, from: string, to: string, opts: { events?: Set<string>; idle?: Set<string> } = {}): Promise<CheckResult & { root: string }> {
     const root = await mkdtemp(join(dir, 'plant-'));
     await cp(infra, root, { recursive: true });
     const path = join(root, file);
@@ -112,6 +113,7 @@ describe('planted breaks are reported', () => {
     const result = await checkInfra(root, {
       registeredTargets: new Set(CONTRACT_TARGETS),
       loggedEvents: opts.events ?? events,
+      idleEvents: opts.idle ?? new Set(IDLE_EVENTS),
     });
     return { ...result, root };
   }
@@ -306,9 +308,26 @@ describe('planted breaks are reported', () => {
     const r = await plant('monitoring.tf', poison, '');
     expect(messages(r)).toEqual([expect.stringMatching(/alert policies: no threshold alert policy on poison_message/)]);
     const a = await plant('variables.tf', 'reaper_absent_seconds  = optional(number, 120)', 'reaper_absent_seconds  = optional(number, 600)');
-    expect(messages(a)).toEqual([expect.stringMatching(/the absence alert on reaper_tick waits 600 s, more than 120 s/)]);
+    expect(messages(a)).toEqual([expect.stringMatching(/the absence alert on reaper_ticks waits 600 s, more than 120 s/)]);
     const t = await plant('monitoring.tf', '    condition_absent {', '    condition_threshold {');
-    expect(messages(t)).toContainEqual(expect.stringMatching(/no metric-absence alert policy on reaper_tick/));
+    expect(messages(t)).toContainEqual(expect.stringMatching(/no metric-absence alert policy on reaper_ticks/));
+  });
+
+  it('the reaper-not-ticking alert or the reaper panel on a line quiet ticks no longer write', async () => {
+    // reaper_tick is written only by ticks that acted or failed: an absence alert on it fires while all is quiet.
+    const a = await plant('monitoring.tf', 'google_logging_metric.event["reaper_ticks"].name', 'google_logging_metric.event["reaper_tick"].name');
+    expect(messages(a)).toEqual([
+      expect.stringMatching(/reaper_not_ticking: the absence alert counts reaper_tick, which an idle reaper does not log/),
+      expect.stringMatching(/alert policies: no metric-absence alert policy on reaper_ticks/),
+    ]);
+    const d = await plant('dashboard.json', '${metric_prefix}/reaper_ticks\\"', '${metric_prefix}/reaper_tick\\"');
+    expect(messages(d)).toEqual([expect.stringMatching(/dashboard\.json: \(widgets\): no widget charts reaper_ticks/)]);
+    // The code side: were the per-minute summary dropped from what an idle reaper logs, both would break.
+    const c = await plant('variables.tf', 'reaper_absent_seconds  = optional(number, 120)', 'reaper_absent_seconds  = optional(number, 120)', { idle: new Set(['reaper_summary']) });
+    expect(messages(c)).toEqual([
+      expect.stringMatching(/reaper_not_ticking: the absence alert counts reaper_ticks, which an idle reaper does not log/),
+      expect.stringMatching(/dashboard\.json: \(widgets\): the reaper panel charts reaper_ticks, which an idle reaper does not log/),
+    ]);
   });
 
   it('a dashboard that is not JSON, or charts a metric the module does not create', async () => {

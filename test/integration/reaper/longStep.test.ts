@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { runReaper } from '../../../shared/reaper/index.js';
+import type { TickResult } from '../../../shared/reaper/types.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
 import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 
@@ -25,7 +26,8 @@ describe('reaper: a live executor in a 60 s step', () => {
     const before = await tdb.sql.query(`SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts, updated_at FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) ORDER BY 1`, [ids]);
 
     const t0 = Date.now();
-    const summary = await runReaper(testReaperDeps(rt));
+    const results: TickResult[] = [];
+    const summary = await runReaper(testReaperDeps(rt), { onTick: (r) => results.push(r) });
     const ranMs = Date.now() - t0;
     if (summary.outcome !== 'completed') throw new Error('reaper skipped');
     console.log(`[acceptance B] ${summary.ticks} ticks over ${ranMs} ms; dead pass max ${summary.passes.dead.maxDurationMs} ms`);
@@ -35,7 +37,7 @@ describe('reaper: a live executor in a 60 s step', () => {
     expect(summary.errors).toEqual([]);
     expect(summary.sessions).toBe('visible');
     // Every tick saw both executors, and judged both alive.
-    const ticks = rt.logger.lines.filter((l) => l.event === 'reaper_tick').map((l) => l.dead as { candidates: number; alive: number });
+    const ticks = results.map((r) => r.dead as { candidates: number; alive: number });
     expect(ticks).toHaveLength(summary.ticks);
     expect(ticks.every((d) => d.candidates === 2 && d.alive === 2)).toBe(true);
 

@@ -1,0 +1,52 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitReady } from '../../../shared/lock/redis.js';
+import { runReaper } from '../../../shared/reaper/index.js';
+import { waitFor, workflowRows } from '../../helpers/db.js';
+import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
+import { type PrivateRedis, startPrivateRedis } from '../../helpers/redisServer.js';
+
+/**
+ * Issue 20: `npm start` on a fresh database against a Redis that had been up for 36 minutes warned "redis
+ * lost its keys (flush or restart)" at the first candidate: the reaper's sentinel was missing because no
+ * reaper had ever set it for this app. A sentinel this process never saw, in a Redis up for longer than a
+ * restart would explain, is the first one: no warning, no redis_reset. A restarted Redis (up for seconds)
+ * still warns.
+ */
+describe('reaper: the first sentinel in a long-running Redis is not a flush', () => {
+  // The shared Redis has been up since the machine's services started (well over a minute).
+  const fx = reaperFixture('app-first-sentinel');
+
+  it('logs no redis_reset at the first candidate of a fresh app', { timeout: 60_000 }, async () => {
+    if (fx.rt.redis && !(await waitReady(fx.rt.redis, 5_000))) throw new Error('redis not ready');
+    const info = (await fx.rt.redis?.info('server')) ?? '';
+    const uptimeS = Number(/^uptime_in_seconds:(\d+)/m.exec(info)?.[1] ?? 0);
+    if (uptimeS < 120) throw new Error(`the shared Redis is up for only ${uptimeS} s: this test needs a long-running one`);
+    const e = await fx.executor('exec-first', { beat: true });
+    await e.start('first-1', { steps: 1, stepMs: 30_000 });
+    await waitFor('PENDING', async () => (await workflowRows(fx.tdb.sql, ['first-1']))[0]?.status === 'PENDING');
+    const summary = await runReaper(testReaperDeps(fx.rt), { maxTicks: 3 });
+    if (summary.outcome !== 'completed') throw new Error('skipped');
+    expect(summary.passes.dead.candidates).toBeGreaterThanOrEqual(3);
+    expect(fx.rt.logger.lines.filter((l) => l.event === 'redis_reset' || /lost its keys/.test(l.message))).toEqual([]);
+  });
+});
+
+describe('reaper: a sentinel missing from a just-restarted Redis is still a reset', () => {
+  let priv: PrivateRedis | undefined;
+  beforeAll(async () => {
+    priv = await startPrivateRedis();
+  });
+  afterAll(async () => {
+    await priv?.stop();
+  });
+  const fx = reaperFixture('app-restarted', { redisUrl: () => priv?.url ?? 'redis://127.0.0.1:1' });
+
+  it('warns redis_reset when the Redis is seconds old', { timeout: 60_000 }, async () => {
+    const e = await fx.executor('exec-restarted', { beat: true });
+    await e.start('restarted-1', { steps: 1, stepMs: 30_000 });
+    await waitFor('PENDING', async () => (await workflowRows(fx.tdb.sql, ['restarted-1']))[0]?.status === 'PENDING');
+    const summary = await runReaper(testReaperDeps(fx.rt), { maxTicks: 2 });
+    if (summary.outcome !== 'completed') throw new Error('skipped');
+    expect(fx.rt.logger.lines.filter((l) => l.event === 'redis_reset')).toHaveLength(1);
+  });
+});
