@@ -30,12 +30,7 @@ export function summary(st: Stack, ms: number): string {
     ['scheduler', st.scheduler ? `POST reaper every ${Number(process.env.LOCAL_SCHEDULE_MS || 10_000) / 1000} s` : 'off (this build registers no reaper target)'],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));
-  const join = [
-    `export DATABASE_URL='${shownPostgres(st)}' DBOS_APPLICATION_NAME='${st.applicationName}'`,
-    st.redis.url ? ` REDIS_URL='${shownRedis(st.redis.url, st.redis.kind)}'` : '',
-    st.pubsub.kind === 'emulator' ? ` PUBSUB_EMULATOR_HOST='${st.pubsub.host}'` : ` PUBSUB_BRIDGE_URL='${st.pubsub.url}'`,
-    ` GOOGLE_CLOUD_PROJECT='${st.project}'`,
-  ].join('');
+  const join = exportLine(st);
   return [
     '',
     `afterlife local stack is up (${(ms / 1000).toFixed(1)} s)`,
@@ -48,4 +43,31 @@ export function summary(st: Stack, ms: number): string {
     'Ctrl-C stops everything this started.',
     '',
   ].join('\n');
+}
+
+/**
+ * The variables an executor with the kit and the CLI need to join the stack: the kit reads the database
+ * from DBOS_SYSTEM_DATABASE_URL (DBOS's own name; AFTERLIFE_DATABASE_URL overrides it), the CLI from
+ * DATABASE_URL, and both must agree with the functions on a non-default key prefix, schema or topic.
+ */
+export function exportLine(st: Stack): string {
+  const env = st.env ?? {};
+  const vars: Array<[string, string | undefined]> = [
+    ['DATABASE_URL', shownPostgres(st)],
+    ['DBOS_SYSTEM_DATABASE_URL', shownPostgres(st)],
+    ['DBOS_APPLICATION_NAME', st.applicationName],
+    ['REDIS_URL', st.redis.url ? shownRedis(st.redis.url, st.redis.kind) : undefined],
+    ['REDIS_KEY_PREFIX', st.redis.url ? env.REDIS_KEY_PREFIX : undefined],
+    ['DBOS_SYSTEM_SCHEMA', env.DBOS_SYSTEM_SCHEMA && env.DBOS_SYSTEM_SCHEMA !== 'dbos' ? env.DBOS_SYSTEM_SCHEMA : undefined],
+    ['AFTERLIFE_SCHEMA', env.AFTERLIFE_SCHEMA && env.AFTERLIFE_SCHEMA !== 'afterlife' ? env.AFTERLIFE_SCHEMA : undefined],
+    st.pubsub.kind === 'emulator' ? ['PUBSUB_EMULATOR_HOST', st.pubsub.host] : ['PUBSUB_BRIDGE_URL', st.pubsub.url],
+    ['GOOGLE_CLOUD_PROJECT', st.project],
+    ['EXECUTOR_DEATH_TOPIC', st.deathTopic !== 'executor-deaths' ? st.deathTopic : undefined],
+  ];
+  return `export ${vars.flatMap(([k, v]) => (v === undefined || v === '' ? [] : [`${k}=${shellQuote(v)}`])).join(' ')}`;
+}
+
+/** Single-quoted for a POSIX shell: a quote inside is closed, escaped and reopened. */
+function shellQuote(v: string): string {
+  return `'${v.replace(/'/g, `'\\''`)}'`;
 }

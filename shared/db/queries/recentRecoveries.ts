@@ -1,7 +1,10 @@
 import type { Db } from '../pool.js';
 import { ident } from '../pool.js';
 
-/** The latest recovery audit rows of an application, newest first (for `afterlife status`). */
+/**
+ * The latest recovery audit rows of an application, newest first (for `afterlife status`). The ORDER BY
+ * names the table's bigint column: a bare `id` would be the text `id::text` of the select list.
+ */
 export interface RecoveryAuditRow {
   id: number;
   executorId: string;
@@ -28,7 +31,7 @@ export async function recentRecoveries(db: Db, applicationName: string, limit = 
   }>(
     `SELECT id::text, executor_id, reason, detected_by, lock_mode, outcome, reenqueued, started_at,
             (EXTRACT(EPOCH FROM finished_at - started_at) * 1000)::bigint::text AS duration_ms
-       FROM ${ident(db.afterlifeSchema)}.recoveries WHERE application_name = $1 ORDER BY id DESC LIMIT $2`,
+       FROM ${ident(db.afterlifeSchema)}.recoveries WHERE application_name = $1 ORDER BY recoveries.id DESC LIMIT $2`,
     [applicationName, limit],
     'recoveries.recent',
   );
