@@ -5,11 +5,9 @@ import { DeathNotice } from '../../shared/events/deathNotice.js';
 import { forkDepsFromRuntime } from '../../shared/fork/deps.js';
 import { forkOrphansToLatest } from '../../shared/fork/orphans.js';
 import { type DecodedMessage, decodePubSubJson } from '../../shared/events/pubsub.js';
-import { heartbeatKey, readHeartbeat } from '../../shared/heartbeat/index.js';
-import { readLiveness } from '../../shared/liveness/held.js';
-import { waitReady } from '../../shared/lock/redis.js';
 import { budgetFrom } from '../../shared/lifecycle/deadline.js';
 import { recoverExecutor, type RecoverySummary } from '../../shared/resume/recoverExecutor.js';
+import { verifyNotice } from '../../shared/resume/verifyNotice.js';
 import { type Logger, traceFields } from '../../shared/log.js';
 import type { Runtime } from '../../shared/runtime.js';
 
@@ -79,10 +77,15 @@ export async function handleDecodedDeath(rt: Runtime, decoded: DecodedMessage<De
   }
   try {
     // After admission: its read is a database statement too, and must not take a slot an admitted delivery needs.
-    const refusal = await aliveRefusal(rt, notice);
-    if (refusal) {
-      log.warn('death notice about a live executor refused (acked)', { event: 'death_notice_refused', executorId: notice.executorId, reason: refusal, noticeReason: notice.reason });
-      return { ack: true, kind: 'refused', reason: refusal };
+    // The notice is a claim (shared/resume/verifyNotice.ts): held against the plane's own records first.
+    const verdict = await verifyNotice(
+      { db: rt.db, redis: rt.redis, heartbeatIntervalMs: rt.config.heartbeatIntervalMs, clock: rt.clock, ...(rt.config.redis ? { keyPrefix: rt.config.redis.keyPrefix } : {}) },
+      notice,
+    );
+    if (verdict.refused !== undefined) {
+      const msg = verdict.unknown ? 'death notice about an unknown executor refused (acked, nothing written)' : 'death notice about a live executor refused (acked)';
+      log.warn(msg, { event: 'death_notice_refused', executorId: notice.executorId, reason: verdict.refused, noticeReason: notice.reason });
+      return { ack: true, kind: 'refused', reason: verdict.refused };
     }
     // Tracked: on SIGTERM the loop stops at a batch boundary and releases its lock before Redis closes.
     const summary = await rt.lifecycle.track(recoverExecutor(
@@ -94,6 +97,7 @@ export async function handleDecodedDeath(rt: Runtime, decoded: DecodedMessage<De
         faults: rt.faults,
         batchSize: rt.config.recovery.batchSize,
         lockTtlMs: rt.config.recovery.lockTtlMs,
+        heartbeatIntervalMs: rt.config.heartbeatIntervalMs,
         ...(rt.config.redis ? { keyPrefix: rt.config.redis.keyPrefix } : {}),
         ...(rt.config.recovery.orphanedVersionPolicy === 'fork-to-latest'
           ? { onOrphanedVersion: async (info) => void (await forkOrphansToLatest(forkDepsFromRuntime(rt, { logger: log }), info)) }
@@ -104,6 +108,7 @@ export async function handleDecodedDeath(rt: Runtime, decoded: DecodedMessage<De
         ...(decoded.messageId ? { messageId: decoded.messageId } : {}),
         budget,
         signal: rt.lifecycle.signal,
+        livenessTracked: verdict.livenessTracked,
       },
     ));
     log.info('executor death handled', { event: 'recovery', ...summary, elapsedMs: rt.clock() - started });
@@ -132,32 +137,4 @@ function admission(rt: Runtime): Admission {
     admissions.set(rt, a);
   }
   return a;
-}
-
-/**
- * Anyone who may publish on `executor-deaths` (every executor's service account) can name any executor.
- * A `manual`, `sigterm` or `drained` notice is the death itself, not an inference the recovery re-checks,
- * so it is held against the evidence of life here: an executor whose key says `alive` (or whose key is there but
- * unreadable: a live writer) is not dead, and only `force: true` overrides that. Its own `sigterm` or
- * `drained` notice arrives while its key says `draining`/`drained`, or after the key is gone. When Redis
- * cannot answer there is no evidence of life: the notice goes ahead (as `afterlife recover --force` would
- * not need to), and Postgres still fences every write. Heartbeat-lapsed notices are re-checked by the
- * recovery itself (a key that is back makes them a false alarm).
- */
-async function aliveRefusal(rt: Runtime, notice: DeathNotice): Promise<string | undefined> {
-  if (notice.reason === 'heartbeat-lapsed' || notice.force === true) return undefined;
-  // A manual notice is also held against the liveness lock (Postgres's word, Redis or not), as `afterlife
-  // recover` is. Not the executor's own sigterm/drained notice: it publishes while it still holds the lock.
-  if (notice.reason === 'manual' && (await readLiveness(rt.db, notice.applicationName, [notice.executorId])).held.has(notice.executorId)) {
-    return `${notice.executorId} holds its liveness lock (its process still has a Postgres session): a manual notice about a live executor needs "force": true`;
-  }
-  if (!rt.redis) return undefined;
-  if (rt.redis.status !== 'ready') await waitReady(rt.redis, 500);
-  if (rt.redis.status !== 'ready') return undefined;
-  const key = heartbeatKey(notice.applicationName, notice.executorId, rt.config.redis?.keyPrefix);
-  const hb = await readHeartbeat(rt.redis, key).catch(() => undefined);
-  if (!hb) return undefined;
-  const state = hb.value?.state;
-  if (state === 'draining' || state === 'drained') return undefined;
-  return `${notice.executorId}'s heartbeat says ${state ?? 'alive (unreadable value)'}: a ${notice.reason} notice about a live executor needs "force": true`;
 }

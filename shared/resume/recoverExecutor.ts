@@ -6,6 +6,7 @@ import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
 import { type BatchCursor, pendingByVersion, reenqueueBatch, type RecoveryGuard } from '../dbos/recovery.js';
 import { BudgetExhaustedError, HeartbeatUnknownError } from '../errors.js';
 import type { DeathNotice } from '../events/deathNotice.js';
+import { beatEvidence } from '../heartbeat/bounds.js';
 import { type HeartbeatReading, heartbeatKey, readHeartbeat, readLiveVersions } from '../heartbeat/index.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import { unlimitedBudget } from '../lifecycle/deadline.js';
@@ -30,6 +31,8 @@ export interface RecoveryDeps {
   batchSize: number;
   lockTtlMs: number;
   keyPrefix?: string;
+  /** The beat interval assumed for a heartbeat that does not say its own (the plane's HEARTBEAT_INTERVAL_MS). */
+  heartbeatIntervalMs?: number;
   /** Who runs this recovery, for the audit. */
   recoveredBy?: string;
   /** The orphaned-version policy hook: called for versions no live executor runs, after re-enqueueing. */
@@ -43,6 +46,12 @@ export interface RecoveryOptions {
   signal?: AbortSignal;
   /** Extra premise re-checked by every batch (the reaper's no-kit evidence); see RecoveryGuard. */
   guard?: RecoveryGuard;
+  /**
+   * The registry's word on whether the executor's kit holds a liveness lock (executorDeath looks it up):
+   * `false` means a notice's `evidence: "liveness"` is not evidence (the lock was never taken), so the
+   * heartbeat must still be re-read. Undefined: the caller is the plane itself (the reaper), trusted.
+   */
+  livenessTracked?: boolean;
   /** Called after every batch statement (the CLI's progress). */
   onBatch?: (b: { batchNo: number; reenqueued: number }) => void;
 }
@@ -80,6 +89,8 @@ export type RecoverySummary =
     };
 
 const NULL_VERSION = '(none)';
+/** The kit's default beat interval, for heartbeats that do not carry theirs. */
+const DEFAULT_INTERVAL_MS = 250;
 
 export async function recoverExecutor(deps: RecoveryDeps, notice: DeathNotice, opts: RecoveryOptions = {}): Promise<RecoverySummary> {
   const log = deps.logger.child({ executorId: notice.executorId, applicationName: notice.applicationName, messageId: opts.messageId });
@@ -130,7 +141,9 @@ async function run(
   // that evidence, or there was nothing to move, so a contradicted death never reads as one.
   const inferred = notice.reason === 'heartbeat-lapsed';
   // A death read off a free liveness lock holds only while the lock stays free: every batch re-checks it.
-  const guard = notice.evidence === 'liveness' ? { ...opts.guard, livenessFree: true } : opts.guard;
+  // An inferred death is re-checked against the lock whatever the notice says its evidence was: the
+  // sender's fields never decide what is re-checked (a lock nobody takes is free, so this costs nothing).
+  const guard = inferred || notice.evidence === 'liveness' ? { ...opts.guard, livenessFree: true } : opts.guard;
   let markedDead = false;
   const markDead = async () => {
     if (markedDead) return;
@@ -284,7 +297,7 @@ async function run(
 
 /** Whether the death rests on evidence each batch re-checks in Postgres, so it stands while Redis is down. */
 function rechecked(notice: DeathNotice, opts: RecoveryOptions): boolean {
-  return opts.guard !== undefined || notice.evidence === 'liveness';
+  return opts.guard !== undefined || (notice.evidence === 'liveness' && opts.livenessTracked !== false);
 }
 
 function falseAlarm(
@@ -297,8 +310,12 @@ function falseAlarm(
 }
 
 /**
- * The executor's heartbeat, if it shows life since the declaration: its key is there and, when the notice
- * names the stale beat the declaration saw, carries another one (an unreadable value counts as life).
+ * The executor's heartbeat, if it shows life since the declaration, judged with the plane's own clock and
+ * thresholds (shared/heartbeat/bounds.ts): a key outside what a kit writes (no TTL, unreadable, absurd
+ * interval, a beat from the future) is no evidence. A beat inside the bounds is life when it is fresh, or —
+ * when the notice names the stale beat the declaration saw — newer than that one. The sender's
+ * `staleBeatAt` can only narrow a death this way (an old one makes more beats count as life), never widen
+ * it: a fresh beat is life whatever it says. Without `staleBeatAt` any beat inside the bounds is life.
  * `unknown` when Redis is configured but does not answer: no evidence either way (callers whose death was
  * inferred from the heartbeat fail closed on it). Without REDIS_URL there are no heartbeats to read at all.
  */
@@ -306,8 +323,11 @@ async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<H
   if (!deps.redis) return undefined;
   if (deps.redis.status !== 'ready') return 'unknown';
   const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => 'unknown' as const);
-  if (hb === 'unknown' || !hb || notice.staleBeatAt === undefined || hb.value === undefined) return hb;
-  return Date.parse(hb.value.beatAt) > Date.parse(notice.staleBeatAt) ? hb : undefined;
+  if (hb === 'unknown' || !hb) return hb;
+  const e = beatEvidence(hb, Date.now(), deps.heartbeatIntervalMs ?? DEFAULT_INTERVAL_MS);
+  if (e.kind === 'none') return undefined;
+  if (notice.staleBeatAt === undefined || e.fresh) return hb;
+  return Date.parse(e.value.beatAt) > Date.parse(notice.staleBeatAt) ? hb : undefined;
 }
 
 /** Versions run by live (not draining) executors, from their heartbeats; undefined when Redis can't say. */

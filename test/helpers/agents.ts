@@ -101,3 +101,15 @@ export async function orphanThroughRecovery(
   if (summary.outcome === 'false-alarm') throw new Error(`recovery of ${o.deadExecutorId}: false alarm`);
   return summary;
 }
+
+/**
+ * Registry rows (state `alive`, no liveness lock, no heartbeat) for executors a suite sends notices about
+ * without giving them workflows: a notice about an executor with no row and nothing PENDING is refused
+ * as unknown (issue 23), so suites that exercise the recovery path make them known first.
+ */
+export async function knownExecutors(sql: pg.Pool, applicationName: string, executorIds: string[]): Promise<void> {
+  await sql.query(
+    `INSERT INTO afterlife.executors (application_name, executor_id, state) SELECT $1, id, 'alive' FROM unnest($2::text[]) AS id ON CONFLICT DO NOTHING`,
+    [applicationName, executorIds],
+  );
+}

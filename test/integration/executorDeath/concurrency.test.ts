@@ -6,6 +6,7 @@ import { FaultInjector } from '../../../shared/testing/faults.js';
 import { postEvent, pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { afterlifeDb, uniqueName } from '../../helpers/db.js';
 import { testRuntime } from '../../helpers/runtime.js';
+import { knownExecutors } from '../../helpers/agents.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
 /**
@@ -16,7 +17,12 @@ import { executorDeathFixture } from '../../helpers/executorDeath.js';
  */
 describe('bounded database concurrency', () => {
   const session = uniqueName('afterlife-i');
-  const f = executorDeathFixture('app-i', { poolMax: 3, db: (tdb) => afterlifeDb(tdb.url, { max: 3, sessionName: session }) });
+  const f = executorDeathFixture('app-i', {
+    poolMax: 3,
+    db: (tdb) => afterlifeDb(tdb.url, { max: 3, sessionName: session }),
+    // Known executors: a notice about one with no registry row and nothing PENDING is refused (issue 23).
+    setup: (f) => knownExecutors(f.tdb.sql, f.app, [...Array.from({ length: 200 }, (_, i) => `exec-${i}`), 'exec-slow', 'exec-waiting']),
+  });
 
   it('never exceeds the pool, never times out in it, and serves the whole burst on first delivery', async () => {
     const monitor = new pg.Client({ connectionString: f.tdb.url });

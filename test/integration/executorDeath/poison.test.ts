@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { postEvent, pubsubCloudEvent } from '../../helpers/cloudEvents.js';
+import { knownExecutors } from '../../helpers/agents.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
 /** Acceptance F: poison notices are acked (2xx) with a logged reason, nothing is recovered, the process stays up. */
 describe('poison death notices', () => {
-  const f = executorDeathFixture('app-p', { env: { GOOGLE_CLOUD_PROJECT: 'proj-p' } });
+  const f = executorDeathFixture('app-p', { env: { GOOGLE_CLOUD_PROJECT: 'proj-p' }, setup: (f) => knownExecutors(f.tdb.sql, f.app, ['exec-P']) });
   const valid = () => deathNotice({ executorId: 'exec-P', applicationName: f.app, reason: 'manual', detectedBy: 'test' });
 
   const raw = (data: string | undefined) => pubsubCloudEvent(data === undefined ? undefined : Buffer.from(data, 'latin1'));

@@ -8,6 +8,7 @@ import { PubSubPublisher, publishDeathNotice } from '../../../shared/events/publ
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { serve } from '../../helpers/cloudEvents.js';
 import { uniqueName, waitFor } from '../../helpers/db.js';
+import { knownExecutors } from '../../helpers/agents.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
 /**
@@ -33,6 +34,7 @@ describe.skipIf(!emulatorHost)('executorDeath behind a push subscription with de
     redis: 'none',
     faults,
     setup: async (f) => {
+      await knownExecutors(f.tdb.sql, f.app, ['exec-gone', 'exec-ok']);
       pubsub = new PubSub({ projectId: 'afterlife-test', apiEndpoint: emulatorHost ?? '' });
       f.onClose(() => pubsub.close());
       await ensurePushSubscription(pubsub, {

@@ -5,6 +5,7 @@ import { readLease, tryAcquireLease } from '../../../shared/db/queries/leases.js
 import { heartbeatKey } from '../../../shared/heartbeat/index.js';
 import { leaseName, runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
 import { FaultInjector, noFaults } from '../../../shared/testing/faults.js';
+import { beat } from '../../helpers/agents.js';
 import { serve } from '../../helpers/cloudEvents.js';
 import { type TestDatabase, waitFor, workflowRows } from '../../helpers/db.js';
 import { backdateSentinel, reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
@@ -135,7 +136,8 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
   it('a heartbeat reappearing between detection and recovery leaves the executor alone; without it, it is recovered', async () => {
     await makeAbsent('exec-dead');
     faults.on('reaper.beforeDeclareDead', async (ctx) => {
-      await rt.redis?.set(heartbeatKey(app, String(ctx.executorId)), '{"state":"alive"}', 'PX', 3_000);
+      // As the kit writes it: a garbage value is no evidence of life (issue 23).
+      await beat(rt.redis!, app, String(ctx.executorId), 'v1', 3_000);
     });
     const raced = await tick();
     faults.off('reaper.beforeDeclareDead');

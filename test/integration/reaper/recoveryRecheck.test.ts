@@ -3,7 +3,7 @@ import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { heartbeatKey } from '../../../shared/heartbeat/index.js';
 import { recoverExecutor, type RecoveryDeps } from '../../../shared/resume/recoverExecutor.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
-import { auditedIds, makeOrphans, pendingIds } from '../../helpers/agents.js';
+import { auditedIds, beat, makeOrphans, pendingIds } from '../../helpers/agents.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';
 import { testRuntime } from '../../helpers/runtime.js';
 
@@ -51,7 +51,8 @@ describe('recovery: a heartbeat returning mid-recovery', () => {
   it('stops at the next batch boundary once the key is back; the rest stays PENDING on the executor', async () => {
     faults.on('recover.beforeBatch', async (ctx) => {
       // After the first batch moved one row, the executor's kit writes its key again.
-      if (ctx.batchNo === 2) await rt.redis?.set(heartbeatKey(app, 'exec-back'), '{"state":"alive"}', 'PX', 10_000);
+      // As the kit writes it: a garbage value is no evidence of life (issue 23).
+      if (ctx.batchNo === 2) await beat(rt.redis!, app, 'exec-back', 'v1', 10_000);
     });
     try {
       const summary = await recoverExecutor(deps(), lapsed('exec-back'));
