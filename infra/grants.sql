@@ -15,11 +15,27 @@ GRANT SELECT ON ALL TABLES IN SCHEMA "${dbos_schema}" TO "${drain_role}";
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${dbos_schema}" TO "${executor_death_role}", "${reaper_role}";
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "${dbos_schema}" TO "${executor_death_role}", "${reaper_role}";
 
--- afterlife's own tables: registry, audit, forks, dead letters, drain requests, the reaper's lease.
+-- afterlife's own tables, per table (issue 23; docs/threat-model.md): drain writes only drain requests;
+-- only executorDeath and the reaper write the registry and the audit, only the reaper its lease, the
+-- observations and the stuck-workflow records; nobody but the owner writes migrations. Every grant of an
+-- earlier version of this file is taken back first, so re-running it narrows an existing deployment.
+-- test/integration/db/grantsMatrix.test.ts tries every write on every table as each role.
 GRANT USAGE ON SCHEMA "${afterlife_schema}" TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
-GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${afterlife_schema}" TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
+REVOKE ALL ON ALL TABLES IN SCHEMA "${afterlife_schema}" FROM "${executor_death_role}", "${reaper_role}", "${drain_role}";
+ALTER DEFAULT PRIVILEGES IN SCHEMA "${afterlife_schema}" REVOKE ALL ON TABLES FROM "${executor_death_role}", "${reaper_role}", "${drain_role}";
+GRANT SELECT ON ALL TABLES IN SCHEMA "${afterlife_schema}" TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "${afterlife_schema}" TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
-ALTER DEFAULT PRIVILEGES IN SCHEMA "${afterlife_schema}" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
+GRANT INSERT ON "${afterlife_schema}".drain_requests TO "${drain_role}";
+GRANT INSERT, UPDATE ON "${afterlife_schema}".executors, "${afterlife_schema}".recoveries, "${afterlife_schema}".recovery_batches,
+  "${afterlife_schema}".forks, "${afterlife_schema}".dead_letters, "${afterlife_schema}".rewinds TO "${executor_death_role}";
+GRANT DELETE ON "${afterlife_schema}".forks TO "${executor_death_role}";
+GRANT INSERT, UPDATE, DELETE ON "${afterlife_schema}".executors, "${afterlife_schema}".recoveries, "${afterlife_schema}".recovery_batches,
+  "${afterlife_schema}".leases, "${afterlife_schema}".executor_observations, "${afterlife_schema}".stuck_workflows,
+  "${afterlife_schema}".forks, "${afterlife_schema}".dead_letters, "${afterlife_schema}".rewinds TO "${reaper_role}";
+-- The reaper may prune drain requests (retention); it never writes one.
+GRANT DELETE ON "${afterlife_schema}".drain_requests TO "${reaper_role}";
+-- Tables a later migration adds: readable by all three; who writes them is decided here, per table.
+ALTER DEFAULT PRIVILEGES IN SCHEMA "${afterlife_schema}" GRANT SELECT ON TABLES TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
 ALTER DEFAULT PRIVILEGES IN SCHEMA "${afterlife_schema}" GRANT USAGE, SELECT ON SEQUENCES TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
 
 -- Each function's database user gets its own role (with password auth all three are one user).
