@@ -50,6 +50,25 @@ export class BudgetExhaustedError extends AfterlifeError {
 }
 
 /**
+ * A recovery moved what it could and left rows another transaction holds (a host lost inside a
+ * transaction keeps its row locks for as long as its session lives). The audit says `partial`; the rows
+ * are retried once the lock is gone (a redelivery, or the reaper's next tick that finds them free).
+ */
+export class RowsLockedError extends AfterlifeError {
+  constructor(
+    readonly executorId: string,
+    readonly workflowIds: string[],
+    readonly reenqueued: number,
+  ) {
+    super(
+      `recovery of ${executorId}: ${workflowIds.length} PENDING workflow(s) locked by another transaction, left for a later attempt (${workflowIds.slice(0, 3).join(', ')}${workflowIds.length > 3 ? ', …' : ''})`,
+      'rows_locked',
+      'retry',
+    );
+  }
+}
+
+/**
  * A heartbeat-lapsed notice whose heartbeat cannot be re-read (Redis configured but not answering). The
  * death was inferred from that heartbeat; acting without the re-check could re-run a live executor's
  * steps, so the notice waits (nack) until Redis can say.

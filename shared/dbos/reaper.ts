@@ -138,6 +138,9 @@ export async function cancelIfStillQuiet(
         WHERE w.workflow_uuid = $1 AND w.status = 'PENDING' AND w.executor_id = $2
           AND ${appScope('w.application_name', '$3')}
           AND ${quietSince(db, 'w', '$4::bigint')}
+          -- A row another transaction holds is being written (or held by a lost host's session): not quiet
+          -- enough to cancel, and never worth stalling the tick on. Left for the next pass.
+          AND w.workflow_uuid IN (SELECT workflow_uuid FROM ${ident(db.dbosSchema)}.workflow_status WHERE workflow_uuid = $1 FOR NO KEY UPDATE SKIP LOCKED)
         RETURNING w.workflow_uuid, w.completed_at
      ), marked AS (
        UPDATE ${ident(db.afterlifeSchema)}.stuck_workflows s SET action = 'cancelled', action_at = now(), cancelled_at_ms = c.completed_at

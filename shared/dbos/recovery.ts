@@ -75,6 +75,15 @@ export interface BatchResult {
  *   executor again; the notice was never acknowledged, and its redelivery moves them.
  */
 
+/** The recovery's premise on a row (alias prefix `t`), with $1 executor, $2 version, $3 application name. */
+function scopePremise(scope: BatchScope, t: string): string {
+  // Equality (or IS NULL) rather than IS NOT DISTINCT FROM, which no index can take: with the opt-in owner
+  // index the candidate scan is then a plain range of (executor_id, application_version, created_at, workflow_uuid).
+  const version = scope.applicationVersion === null ? `${t}application_version IS NULL` : `${t}application_version = $2`;
+  return `${t}status = 'PENDING' AND ${t}executor_id = $1 AND ${version}
+          AND ${appScope(`${t}application_name`, '$3')}`;
+}
+
 export async function reenqueueBatch(
   db: Db,
   scope: BatchScope,
@@ -97,12 +106,7 @@ export async function reenqueueBatch(
 ): Promise<BatchResult> {
   const ws = `${ident(db.dbosSchema)}.workflow_status`;
   const audit = `${ident(db.afterlifeSchema)}.recovery_batches`;
-  // Equality (or IS NULL) rather than IS NOT DISTINCT FROM, which no index can take: with the opt-in owner
-  // index the candidate scan is then a plain range of (executor_id, application_version, created_at, workflow_uuid).
-  const version = (t: string) => (scope.applicationVersion === null ? `${t}application_version IS NULL` : `${t}application_version = $2`);
-  const premise = (t: string) =>
-    `${t}status = 'PENDING' AND ${t}executor_id = $1 AND ${version(t)}
-          AND ${appScope(`${t}application_name`, '$3')}`;
+  const premise = (t: string) => scopePremise(scope, t);
   const values: unknown[] = [
     scope.executorId,
     scope.applicationVersion,
@@ -139,15 +143,19 @@ export async function reenqueueBatch(
           AND created_at >= $5::bigint AND created_at <= $9::bigint AND (created_at, workflow_uuid) > ($5::bigint, $6::text)
         ORDER BY created_at, workflow_uuid
         LIMIT $4
+        -- A row another transaction holds (a lost host's session, possibly for as long as a proxy keeps it) is
+        -- passed over instead of waited on: the rest of the executor's work moves now, and the recovery
+        -- reports what it left (lockedLeft) instead of recording itself finished.
+        FOR NO KEY UPDATE SKIP LOCKED
      ),
      moved AS (
        UPDATE ${ws} w
           SET started_at_epoch_ms = NULL, status = 'ENQUEUED', owner_xid = NULL,
               updated_at = ${NOW_MS}, queue_name = COALESCE(w.queue_name, '_dbos_internal_queue')
         -- The batch is fetched by tuple ID (a join would hash every PENDING row of the executor on every
-        -- batch, turning a large recovery quadratic). If a row changed since the candidate scan, READ
-        -- COMMITTED follows it to its newest version and re-evaluates the premise below, so a row a live
-        -- executor claimed meanwhile is skipped.
+        -- batch, turning a large recovery quadratic). The scan locked each row's newest version (READ
+        -- COMMITTED follows a row changed since the snapshot and re-checks the scan's premise), so the tuple
+        -- IDs are current; the premise is re-checked here with the evidence all the same.
         WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM candidates)) AND ${premise('w.')}
           ${evidence.join('\n          ')}
         RETURNING w.workflow_uuid
@@ -193,4 +201,53 @@ export async function pendingByVersion(db: Db, applicationName: string, executor
     'dbos.pendingByVersion',
   );
   return res.rows.map((r) => ({ applicationVersion: r.application_version, count: Number(r.n), created: { oldest: r.oldest, newest: r.newest } }));
+}
+
+/** At most this many locked rows are named per version; the count past it is still exact enough to say "some". */
+export const LOCKED_LEFT_MAX = 100;
+
+/**
+ * The rows of a version's range a recovery passed over because another transaction holds them (the
+ * candidate scan skips locked rows): still PENDING on the executor and still locked now. Asked only when a
+ * version moved fewer rows than it counted, so a recovery that moved everything runs no extra statement.
+ * A row still PENDING but free (one the evidence guard refused) is not locked: it stays as it always did.
+ */
+export async function lockedLeft(db: Db, scope: BatchScope, range: CreatedRange): Promise<string[]> {
+  const ws = `${ident(db.dbosSchema)}.workflow_status`;
+  const res = await db.query<{ ids: string[] | null }>(
+    `WITH left_rows AS (
+       SELECT workflow_uuid FROM ${ws}
+        WHERE ${scopePremise(scope, '')} AND created_at >= $4::bigint AND created_at <= $5::bigint
+        ORDER BY created_at, workflow_uuid LIMIT $6
+     ),
+     -- Locked for the statement only (it commits at once): the rows the recovery's UPDATE could take now.
+     free AS (
+       SELECT w.workflow_uuid FROM ${ws} w
+        WHERE w.workflow_uuid IN (SELECT workflow_uuid FROM left_rows) AND ${scopePremise(scope, 'w.')}
+        FOR NO KEY UPDATE SKIP LOCKED
+     )
+     SELECT $2::text AS version, array_agg(workflow_uuid ORDER BY workflow_uuid) AS ids FROM left_rows WHERE workflow_uuid NOT IN (SELECT workflow_uuid FROM free)`,
+    [scope.executorId, scope.applicationVersion, scope.applicationName, range.oldest, range.newest, LOCKED_LEFT_MAX],
+    'recover.lockedLeft',
+  );
+  return res.rows[0]?.ids ?? [];
+}
+
+/**
+ * Of rows a recovery left locked (`lockedLeft`), how many are still PENDING on the executor, and how many
+ * of those a transaction still holds. Cheap (primary-key lookups of a few rows): the reaper asks it every
+ * tick, so the rows move on the first tick after the transaction ends rather than a re-declaration later.
+ */
+export async function stillLocked(db: Db, applicationName: string, executorId: string, workflowIds: string[]): Promise<{ pending: number; locked: number }> {
+  const ws = `${ident(db.dbosSchema)}.workflow_status`;
+  const premise = (t: string) => `${t}workflow_uuid = ANY($1) AND ${t}status = 'PENDING' AND ${t}executor_id = $2 AND ${appScope(`${t}application_name`, '$3')}`;
+  const res = await db.query<{ pending: number; free: number }>(
+    `WITH left_rows AS (SELECT workflow_uuid FROM ${ws} WHERE ${premise('')}),
+     free AS (SELECT w.workflow_uuid FROM ${ws} w WHERE ${premise('w.')} FOR NO KEY UPDATE SKIP LOCKED)
+     SELECT (SELECT count(*) FROM left_rows)::int AS pending, (SELECT count(*) FROM free)::int AS free`,
+    [workflowIds, executorId, applicationName],
+    'recover.stillLocked',
+  );
+  const row = res.rows[0];
+  return { pending: row?.pending ?? 0, locked: Math.max(0, (row?.pending ?? 0) - (row?.free ?? 0)) };
 }

@@ -16,6 +16,7 @@ import { plannedDrain } from './drain.js';
 import { DrainPoller } from './drainRequests.js';
 import { fenceNow } from './fence.js';
 import { guarded } from './guarded.js';
+import { checkIdleTransactionLimit } from './idleTransactions.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TTL_MS, Heartbeat } from './heartbeat.js';
 import { LivenessLock } from './liveness.js';
 import type { ExecutorKitOptions, KitState } from './options.js';
@@ -201,11 +202,14 @@ class Kit implements ExecutorKit, KitCore {
     // the lock; each start is bounded.
     await Promise.all([this.heartbeat?.beat(), this.liveness ? withTimeout(this.liveness.start(), 3_000).catch(() => undefined) : undefined, this.poller.start()]);
     this.heartbeat?.start();
+    // Before the attach line, so that line follows the warning when there is one (bounded, never fatal).
+    const idleTransactions = await checkIdleTransactionLimit(this.log);
     this.log.info('executor kit attached', {
       applicationVersion: this.applicationVersion,
       heartbeatIntervalMs: this.heartbeat?.intervalMs,
       liveness: this.liveness ? (this.liveness.held ? 'held' : 'pending') : 'off',
       livenessLeaseMs: this.liveness?.leaseMs,
+      idleInTransactionTimeoutMs: idleTransactions?.ms,
     });
   }
 

@@ -2,14 +2,15 @@ import { findExecutors, listExecutors, type ExecutorRow } from '../db/queries/ex
 import { type Absence, executorsSeenBeating, recordAbsent, recordDeclaredDead, recordPresent, resetHeartbeatAbsences } from '../db/queries/observations.js';
 import { canSeeOtherSessions, executorsWithSessions, lastActivityByExecutor, pendingOwners, sessionPrefix } from '../dbos/reaper.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
-import { BudgetExhaustedError } from '../errors.js';
+import { BudgetExhaustedError, RowsLockedError } from '../errors.js';
 import { deathNotice, type DeathNotice } from '../events/deathNotice.js';
 import { publishDeathNotice } from '../events/publisher.js';
 import { budgetUntil, type Budget } from '../lifecycle/deadline.js';
 import { recoverExecutor } from '../resume/recoverExecutor.js';
 import { type Beat, judgeKit, type RuleSettings, streakIsDeath } from './deathRule.js';
 import { readBeats, readLocks } from './evidence.js';
-import type { DeadPassResult, ReaperDeps, TickContext } from './types.js';
+import { forgetLocked, lockedRowsFreed, rememberLocked } from './lockedRows.js';
+import type { DeadPassResult, ReaperDeps, ReaperState, TickContext } from './types.js';
 
 /**
  * Dead executors. One with the kit is judged by its two witnesses, the liveness lock and the heartbeat
@@ -40,7 +41,7 @@ interface Death {
   incarnation?: string;
 }
 
-export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budget: Budget): Promise<DeadPassResult> {
+export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budget: Budget, state: ReaperState = {}): Promise<DeadPassResult> {
   const { db, config } = deps;
   const app = config.applicationName;
   const ttl = config.heartbeatTtlMs;
@@ -130,12 +131,15 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
   await recordPresent(db, app, keyed, 'heartbeat');
   await recordPresent(db, app, [...alive].filter((id) => !beatOf(id)?.present), 'liveness');
 
+  // A death declared within REDECLARE_AFTER_MS is acted on again only when rows its recovery left locked are free.
+  const freed = await lockedRowsFreed(deps, state);
+  const actionable = (a: Absence) => redeclarable(a) || freed.has(a.executorId);
   const dead: Death[] = [];
   for (const kind of ['liveness', 'heartbeat'] as const) {
     const absences = await recordAbsent(db, app, suspects[kind], kind, continuityMs);
     result.absent += absences.length;
     for (const a of absences) {
-      if (!streakIsDeath(kind, a, config.heartbeatIntervalMs) || !redeclarable(a)) continue;
+      if (!streakIsDeath(kind, a, config.heartbeatIntervalMs) || !actionable(a)) continue;
       const beat = beatOf(a.executorId);
       const staleBeatAt = beat?.present && beat.beatAt !== undefined ? new Date(beat.beatAt).toISOString() : undefined;
       const incarnation = registry.get(a.executorId)?.incarnation;
@@ -167,7 +171,7 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
       const absences = await recordAbsent(db, app, noKit.filter((id) => !withSessions.has(id)), 'sessions', continuityMs);
       result.absent += absences.length;
       const quietCutoff = deps.clock() - config.reaper.unknownExecutorGraceMs;
-      const judged = absences.filter((a) => a.absentTicks >= 2 && redeclarable(a));
+      const judged = absences.filter((a) => a.absentTicks >= 2 && actionable(a));
       const last = await lastActivityByExecutor(db, app, judged.map((a) => a.executorId));
       for (const a of judged) {
         const at = last.get(a.executorId);
@@ -195,7 +199,7 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
         continue;
       }
     }
-    await act(deps, ctx, budget, d, [...(versions.get(d.executorId) ?? [])], result, log);
+    await act(deps, ctx, budget, d, [...(versions.get(d.executorId) ?? [])], result, log, state);
   }
   return result;
 }
@@ -211,7 +215,16 @@ async function recheck(deps: ReaperDeps, d: Death, intervalMs: number, ttlMs: nu
   return j === `suspect-${d.evidence}` ? 'dead' : 'unknown';
 }
 
-async function act(deps: ReaperDeps, ctx: TickContext, budget: Budget, d: Death, applicationVersions: string[], result: DeadPassResult, log: ReaperDeps['logger']): Promise<void> {
+async function act(
+  deps: ReaperDeps,
+  ctx: TickContext,
+  budget: Budget,
+  d: Death,
+  applicationVersions: string[],
+  result: DeadPassResult,
+  log: ReaperDeps['logger'],
+  state: ReaperState,
+): Promise<void> {
   const { db, config } = deps;
   const app = config.applicationName;
   const detail = { evidence: d.evidence, absentMs: d.absence.absentMs, absentTicks: d.absence.absentTicks, applicationVersions };
@@ -264,6 +277,23 @@ async function act(deps: ReaperDeps, ctx: TickContext, budget: Budget, d: Death,
       { budget: inline, ...(ctx.signal ? { signal: ctx.signal } : {}), ...(guard ? { guard } : {}) },
     );
   } catch (err) {
+    if (err instanceof RowsLockedError) {
+      // Everything else moved; the held rows wait for their transaction to end, and must not stall this
+      // pass or any later one (the scan skips them). Declared now, so only a freed lock retries it early.
+      rememberLocked(state, d.executorId, err.workflowIds);
+      await recordDeclaredDead(db, app, d.executorId);
+      result.declared.push(d.executorId);
+      result.recoveredInline += 1;
+      result.reenqueued += err.reenqueued;
+      log.warn('executor declared dead: recovered inline except workflows another transaction holds', {
+        executorId: d.executorId,
+        event: 'executor_dead',
+        reenqueued: err.reenqueued,
+        locked: err.workflowIds.length,
+        ...detail,
+      });
+      return;
+    }
     if (!(err instanceof BudgetExhaustedError) || !publishable || ctx.signal?.aborted) throw err;
     // More than a tick's worth: executorDeath finishes what this tick started (the audit says partial).
     if (!(await publish(deps, notice, log))) throw err;
@@ -273,6 +303,7 @@ async function act(deps: ReaperDeps, ctx: TickContext, budget: Budget, d: Death,
     log.notice('executor declared dead: recovery begun inline, the rest handed to executorDeath', { executorId: d.executorId, event: 'executor_dead', ...detail });
     return;
   }
+  forgetLocked(state, d.executorId);
   if (summary.outcome === 'false-alarm') {
     // Contradicted during the recovery: not a death, so not declared (and the registry was not marked).
     // Rows moved before a heartbeat came back stay counted, so the summary matches the audit.

@@ -60,7 +60,7 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
     if (!cancelled) {
       // A checkpoint, a status change or a new owner landed since the SELECT: the workflow is not stuck.
       result.raced += 1;
-      log.notice('stuck workflow changed before the cancel: left alone', { workflowId: f.workflowId });
+      log.notice('stuck workflow changed (or another transaction holds it) before the cancel: left alone', { workflowId: f.workflowId });
       continue;
     }
     result.cancelled += 1;

@@ -50,7 +50,7 @@ export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Bu
       return { error: err instanceof Error ? err.message : String(err), durationMs: round(performance.now() - t0) };
     }
   };
-  const dead = await timed(() => deadExecutorsPass(deps, ctx, budget));
+  const dead = await timed(() => deadExecutorsPass(deps, ctx, budget, state));
   const { tickMs, stuckAfterMs } = deps.config.reaper;
   const now = deps.clock();
   if (state.sweptAt !== undefined && now - state.sweptAt < SWEEP_EVERY_MS) {

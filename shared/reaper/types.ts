@@ -54,6 +54,8 @@ export interface ReaperState {
   sweptAt?: number;
   /** When the orphaned-versions pass last ran (epoch ms); it runs at most once a minute. */
   orphanedScannedAt?: number;
+  /** Workflows an inline recovery left because another transaction holds them, by dead executor (lockedRows.ts). */
+  lockedRows?: Map<string, string[]>;
 }
 
 export interface DeadPassResult {

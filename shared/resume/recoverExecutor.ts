@@ -3,8 +3,8 @@ import type { Redis } from 'ioredis';
 import type { Db } from '../db/pool.js';
 import { setState } from '../db/queries/executors.js';
 import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
-import { type BatchCursor, pendingByVersion, reenqueueBatch, type RecoveryGuard } from '../dbos/recovery.js';
-import { BudgetExhaustedError, HeartbeatUnknownError } from '../errors.js';
+import { type BatchCursor, lockedLeft, pendingByVersion, reenqueueBatch, type RecoveryGuard } from '../dbos/recovery.js';
+import { BudgetExhaustedError, HeartbeatUnknownError, RowsLockedError } from '../errors.js';
 import type { DeathNotice } from '../events/deathNotice.js';
 import { beatEvidence } from '../heartbeat/bounds.js';
 import { type HeartbeatReading, heartbeatKey, readHeartbeat, readLiveVersions } from '../heartbeat/index.js';
@@ -166,6 +166,8 @@ async function run(
   const orphanedIds = new Map<string | null, string[]>();
   let reenqueued = 0;
   let batches = 0;
+  // Rows the batches passed over because another transaction holds them (see lockedLeft).
+  const locked: string[] = [];
   const finish = (outcome: 'completed' | 'partial' | 'failed', versionsWithoutExecutor: string[], error?: string) =>
     finishRecovery(db, recoveryId, { outcome, reenqueued, batches, versions, versionsWithoutExecutor, ...(error ? { error } : {}) });
 
@@ -240,9 +242,9 @@ async function run(
         opts.onBatch?.({ batchNo: batches, reenqueued: batch.moved });
         shortfall ||= batch.moved < batch.candidates;
         if (!batch.next) {
-          // A row updated while its batch ran (still PENDING, still this executor's) has a new tuple ID,
-          // so the batch's re-check skips it and the cursor moves past it. One sweep from the start picks
-          // such rows up; rows another writer claimed or finished no longer match and cost nothing.
+          // A candidate the UPDATE's re-check refused (the evidence guard) is passed by the cursor. The scan
+          // locks its rows, so one can no longer change under the batch; the sweep from the start stays as
+          // the cheap net it was: rows another writer claimed or finished no longer match and cost nothing.
           if (!shortfall || swept) break;
           swept = true;
           after = undefined;
@@ -251,9 +253,14 @@ async function run(
         }
         after = batch.next;
       }
+      // Fewer moved than counted: some rows may be held by another transaction. Only then is it asked.
+      if ((versions[label] ?? 0) < count) {
+        locked.push(...(await lockedLeft(db, { applicationName: app, executorId: notice.executorId, applicationVersion }, created)));
+      }
     }
 
-    const pendingCount = pending.reduce((n, p) => n + p.count, 0);
+    // Locked rows were never offered to the guard, so they do not count as rows it refused.
+    const pendingCount = pending.reduce((n, p) => n + p.count, 0) - locked.length;
     if (guard && pendingCount > 0 && reenqueued === 0) {
       // The guard re-checks the no-kit evidence per row; rejecting all of them means that evidence no
       // longer holds (a checkpoint, a claim or a session since the reaper judged it). Not a death.
@@ -261,10 +268,13 @@ async function run(
       log.notice('the guard rejected every PENDING row: the executor is not dead after all', { pending: pendingCount, batches, event: 'recovery_false_alarm' });
       return falseAlarm(notice, 'guard', undefined, { recoveryId, reenqueued, batches });
     }
-    await markDead();
+    // With every row locked nothing moved on this evidence yet: the registry waits for the attempt that moves them.
+    if (reenqueued > 0 || locked.length === 0) await markDead();
     const versionsWithoutExecutor =
       live === undefined ? (reenqueued > 0 ? ['unknown'] : []) : [...orphanedIds.keys()].map((v) => v ?? NULL_VERSION);
-    await finish('completed', versionsWithoutExecutor);
+    // Never recorded as finished while rows remain: `partial`, with what is left and why.
+    const lockedError = locked.length > 0 ? new RowsLockedError(notice.executorId, locked, reenqueued) : undefined;
+    await finish(lockedError ? 'partial' : 'completed', versionsWithoutExecutor, lockedError?.message);
     for (const [applicationVersion, workflowIds] of orphanedIds) {
       log.warn('re-enqueued workflows of a version no live executor runs: they wait until one appears', {
         applicationVersion,
@@ -272,6 +282,16 @@ async function run(
         event: 'orphaned_version',
       });
       await deps.onOrphanedVersion?.({ applicationName: app, executorId: notice.executorId, applicationVersion, workflowIds });
+    }
+    if (lockedError) {
+      log.warn('recovery left workflows another transaction holds (a host lost inside a transaction?); retried once the lock is gone', {
+        event: 'recovery_rows_locked',
+        locked: locked.length,
+        workflowIds: locked.slice(0, 10),
+        reenqueued,
+        batches,
+      });
+      throw lockedError;
     }
     return {
       outcome: reenqueued > 0 ? 'completed' : 'nothing-to-do',
@@ -287,7 +307,7 @@ async function run(
       liveVersionsKnown: live !== undefined,
     };
   } catch (err) {
-    if (!(err instanceof BudgetExhaustedError)) {
+    if (!(err instanceof BudgetExhaustedError) && !(err instanceof RowsLockedError)) {
       if (reenqueued > 0) await markDead().catch(() => undefined);
       await finish('failed', [], err instanceof Error ? err.message : String(err)).catch(() => undefined);
     }
