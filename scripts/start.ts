@@ -3,16 +3,54 @@
  * the target's name, and stops everything it started on Ctrl-C (or SIGTERM). Another Ctrl-C 3 s or more
  * later exits at once.
  *
- *   npm start               human summary
- *   npm start -- --json     one JSON line describing the stack (for scripts and tests), then the logs
+ *   npm start                         human summary, then one readable line per log event (on a terminal)
+ *   npm start -- --json               one JSON line describing the stack (for scripts and tests), then the
+ *                                     logs as JSON lines, each with `severity`, `event` and `function`
+ *   LOG_FORMAT=json|pretty|auto       the logs' format without --json (auto: pretty on a terminal)
+ *   npm start -- --executor E --workflow W   only the lines about that executor and/or workflow
  */
 import { parseArgs } from 'node:util';
-import { consoleLogger } from '../shared/log.js';
+import { logFormat, render, wantsColour } from '../cli/logLines.js';
+import { formatLogLine, makeLogger } from '../shared/log.js';
 import { type Stack, startStack } from './stack/index.js';
 import { shownPostgres, shownRedis, summary } from './stack/summary.js';
 
-const { values } = parseArgs({ options: { json: { type: 'boolean', default: false }, quiet: { type: 'boolean', default: false } } });
-const logger = consoleLogger({ component: 'stack' });
+const { values } = parseArgs({
+  options: {
+    json: { type: 'boolean', default: false },
+    quiet: { type: 'boolean', default: false },
+    executor: { type: 'string' },
+    workflow: { type: 'string' },
+  },
+});
+let format: ReturnType<typeof logFormat>;
+try {
+  format = logFormat({ json: values.json, env: process.env, isTTY: process.stdout.isTTY });
+} catch (err) {
+  process.stderr.write(`npm start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(2);
+}
+const colour = format === 'pretty' && wantsColour(process.stdout);
+const filter = { executor: values.executor, workflow: values.workflow };
+/** A line from a function (or the stack itself), in the chosen format, if the filter keeps it. */
+const show = (source: string, line: string) => {
+  const out = render(line, source, { format, colour, filter });
+  if (out !== undefined) process.stdout.write(`${out}\n`);
+};
+/** The stack's own words on stderr: plain text for a person, a JSON line (event stack_<what>) with --json / LOG_FORMAT=json. */
+const tell = (what: string, text: string, severity: 'INFO' | 'WARNING' | 'ERROR' = 'INFO') => {
+  if (format === 'pretty') process.stderr.write(`${text}\n`);
+  else process.stderr.write(`${JSON.stringify({ severity, event: `stack_${what}`, function: 'stack', message: text.trim() })}\n`);
+};
+if (format === 'json') {
+  // Libraries that print to the console while the stack starts (DBOS's "Running DBOS system database
+  // migrations...") would break a stream of JSON lines: theirs are wrapped like a function's banner.
+  for (const level of ['log', 'info', 'warn', 'error'] as const) {
+    console[level] = (...args: unknown[]) => show('stack', args.map((a) => (typeof a === 'string' ? a : JSON.stringify(a))).join(' '));
+  }
+}
+// The stack's own lines go through the same formatter as the functions' (one format on the terminal).
+const logger = makeLogger((line) => show('stack', formatLogLine(line)), { component: 'stack' }, 'INFO');
 const started = Date.now();
 
 let stopping = false;
@@ -32,12 +70,12 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
       // Ctrl-C under `npm start` arrives twice at once (the terminal signals the foreground group and npm
       // forwards it too): repeats within 3 s are the same Ctrl-C; a later one means "stop waiting".
       if (Date.now() - firstSignalAt < 3_000) return;
-      process.stderr.write('second Ctrl-C: exiting without cleanup\n');
+      tell('exit', 'second Ctrl-C: exiting without cleanup', 'WARNING');
       process.exit(130);
     }
     stopping = true;
     firstSignalAt = Date.now();
-    process.stderr.write(`\n${sig}: stopping the local stack…\n`);
+    tell('stopping', `${format === 'pretty' ? '\n' : ''}${sig}: stopping the local stack…`);
     controller.abort(new Error(`${sig} while starting`));
     // Started: stop it. Still starting: the rejection comes after startStack has stopped its parts.
     // `starting` is assigned below before the first await, so no signal can be handled before it exists.
@@ -47,7 +85,7 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
         () => undefined,
       )
       .finally(() => {
-        process.stderr.write('local stack stopped\n');
+        tell('stopped', 'local stack stopped');
         process.exit(0);
       });
   });
@@ -58,15 +96,15 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 const starting = startStack({
   logger,
   signal: controller.signal,
-  onProgress: (line) => process.stderr.write(`  … ${line}\n`),
-  onFunctionLine: values.quiet ? undefined : (target, line) => process.stdout.write(`[${target}] ${line}\n`),
+  onProgress: (line) => tell('progress', `  … ${line}`),
+  onFunctionLine: values.quiet ? undefined : (target, line) => show(target, line),
 });
 let stack: Stack;
 try {
   stack = await starting;
 } catch (err) {
   if (stopping) await new Promise(() => {}); // the signal handler reports and exits
-  process.stderr.write(`npm start failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  tell('failed', `npm start failed: ${err instanceof Error ? err.message : String(err)}`, 'ERROR');
   process.exit(1);
 }
 if (stopping) await new Promise(() => {}); // a signal arrived as the start finished: its handler stops and exits
@@ -79,14 +117,18 @@ for (const f of s.functions) {
   });
 }
 process.on('uncaughtException', (err) => {
-  process.stderr.write(`npm start: ${err.stack ?? String(err)}\nstopping the local stack…\n`);
+  tell('failed', `npm start: ${err.stack ?? String(err)}\nstopping the local stack…`, 'ERROR');
   stopping = true;
   void s.stop().finally(() => process.exit(1));
 });
-if (values.json) {
+if (format === 'json') {
   process.stdout.write(
     `${JSON.stringify({
       ready: true,
+      severity: 'INFO',
+      event: 'stack_ready',
+      function: 'stack',
+      message: 'afterlife local stack is up',
       startedInMs: Date.now() - started,
       applicationName: s.applicationName,
       databaseUrl: shownPostgres(s),
