@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 
 /**
  * HTTP answers the functions give before their handler runs. functions-framework parses the body (JSON,
@@ -22,7 +23,15 @@ export function installJsonFinalHandler(): void {
   if (app[PATCHED]) return;
   const original = app.handle;
   app.handle = function handle(req, res, callback) {
-    original.call(this, req, res, callback ?? ((err?: unknown) => finalJson(res, err)));
+    const done = callback ?? ((err?: unknown) => finalJson(res, err));
+    const refused = capBody(req);
+    if (refused) {
+      // Answered without reading the body; the connection closes rather than draining what was sent.
+      res.setHeader('connection', 'close');
+      done(refused);
+      return;
+    }
+    original.call(this, req, res, done);
   };
   app[PATCHED] = true;
 }
@@ -48,4 +57,68 @@ function finalAnswer(err: unknown): { status: number; body: { error: string; cod
   const code = typeof e.type === 'string' ? e.type.replace(/[^a-z0-9]+/gi, '_') : 'bad_request';
   const error = code === 'entity_parse_failed' ? 'the body is not valid JSON' : e.expose === true && typeof e.message === 'string' ? e.message : 'bad request';
   return { status, body: { error, code } };
+}
+
+/** The largest request body any function takes, compressed or inflated (a death notice is at most 64 KiB). */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+class BodyTooLargeError extends Error {
+  readonly status = 413;
+  readonly statusCode = 413;
+  readonly expose = true;
+  readonly type = 'entity.too.large';
+}
+
+/**
+ * functions-framework's body parsers inflate a compressed body up to 1024 MB before any handler runs (a
+ * 0.6 MB gzip of zeros is 600 MiB in memory: issue 23). Before they read a byte: a declared length past
+ * MAX_BODY_BYTES is refused at once, and a body without a declared length must not be an identity one
+ * (Cloud Run's own 32 MiB limit is the only other bound). A compressed body is counted twice as the
+ * parser pipes it through its decompressor: the bytes read and the bytes inflated, each stopped at the cap
+ * with a 413 (the decompressor is destroyed, so nothing more is inflated).
+ */
+function capBody(req: IncomingMessage): BodyTooLargeError | undefined {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > MAX_BODY_BYTES) return new BodyTooLargeError(`request body larger than ${MAX_BODY_BYTES} bytes`);
+  const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
+  if (encoding === 'identity') {
+    if (declared === undefined && req.headers['transfer-encoding'] !== undefined) countRead(req);
+    return undefined;
+  }
+  const pipe = req.pipe.bind(req) as (dest: NodeJS.WritableStream, opts?: { end?: boolean }) => NodeJS.WritableStream;
+  req.pipe = ((dest: NodeJS.WritableStream & Partial<Duplex>, opts?: { end?: boolean }) => {
+    let read = 0;
+    let inflated = 0;
+    const stop = (what: string) => {
+      req.unpipe(dest);
+      dest.destroy?.(new BodyTooLargeError(`${what} request body larger than ${MAX_BODY_BYTES} bytes`));
+    };
+    req.on('data', (c: Buffer) => {
+      read += c.length;
+      if (read > MAX_BODY_BYTES) stop('compressed');
+    });
+    dest.on?.('data', (c: Buffer) => {
+      inflated += c.length;
+      if (inflated > MAX_BODY_BYTES) stop('inflated');
+    });
+    return pipe(dest, opts);
+  }) as typeof req.pipe;
+  return undefined;
+}
+
+/** An identity body of unknown length, read by the parser itself: an error on the request at the cap. */
+function countRead(req: IncomingMessage): void {
+  let read = 0;
+  const on = req.on.bind(req);
+  req.on = ((event: string, listener: (...args: unknown[]) => void) => {
+    if (event !== 'data') return on(event, listener);
+    return on('data', (c: Buffer) => {
+      read += c.length;
+      if (read > MAX_BODY_BYTES) {
+        req.emit('error', new BodyTooLargeError(`request body larger than ${MAX_BODY_BYTES} bytes`));
+        return;
+      }
+      listener(c);
+    });
+  }) as typeof req.on;
 }

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
+import { HEARTBEAT_BOUNDS } from './bounds.js';
 
 /**
  * The heartbeat contract (docs/design.md#heartbeat): key `afterlife:{app}:hb:{executorId}`, a JSON value, a PX TTL.
@@ -54,19 +55,31 @@ function indexMarkerKey(applicationName: string, prefix: string): string {
 // Redis's own clock scores the index, so executors' clocks never decide which member is stale.
 const NOW_MS_LUA = `local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
+/**
+ * A member may expire at most this far ahead (a kit's largest TTL): one scored further out was not written
+ * by a kit (anyone with the Redis URL can ZADD), and is pruned with the expired ones (issue 23).
+ */
+const MAX_AHEAD_MS = HEARTBEAT_BOUNDS.maxTtlMs;
+/** More live members than any fleet has: the index is flooded, and its reading is no evidence. */
+export const MAX_INDEX_MEMBERS = 10_000;
+
+const PRUNE_LUA = `redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. (now + ${MAX_AHEAD_MS}), '+inf')`;
+
 /** KEYS: heartbeat key, index, marker. ARGV: value, TTL ms, executor ID. */
 const WRITE_LUA = `${NOW_MS_LUA}
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
+${PRUNE_LUA}
 redis.call('SET', KEYS[3], '1')
 return 1`;
 
-/** KEYS: index, marker. Returns false when no kit of the app maintains an index yet, else the live members. */
-const MEMBERS_LUA = `if redis.call('EXISTS', KEYS[2]) == 0 then return false end
+/** KEYS: marker, index. Returns false when no kit of the app maintains an index yet, else the live members. */
+const MEMBERS_LUA = `if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 ${NOW_MS_LUA}
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
-return redis.call('ZRANGE', KEYS[1], 0, -1)`;
+${PRUNE_LUA}
+if redis.call('ZCARD', KEYS[2]) > ${MAX_INDEX_MEMBERS} then return redis.error_reply('heartbeat index flooded: more than ${MAX_INDEX_MEMBERS} live members') end
+return redis.call('ZRANGE', KEYS[2], 0, -1)`;
 
 /**
  * Writes one heartbeat: the key with its TTL and its index entry, atomically (one script), so a reader of
@@ -119,7 +132,7 @@ export async function readHeartbeat(redis: Redis, key: string): Promise<Heartbea
  * so upgrade the kits before relying on it (README).
  */
 export async function readAllHeartbeats(redis: Redis, applicationName: string, prefix = 'afterlife'): Promise<Map<string, HeartbeatValue | undefined>> {
-  const members = (await redis.eval(MEMBERS_LUA, 2, heartbeatIndexKey(applicationName, prefix), indexMarkerKey(applicationName, prefix))) as string[] | null;
+  const members = (await redis.eval(MEMBERS_LUA, 2, indexMarkerKey(applicationName, prefix), heartbeatIndexKey(applicationName, prefix))) as string[] | null;
   if (members === null) return scanHeartbeats(redis, applicationName, prefix);
   const out = new Map<string, HeartbeatValue | undefined>();
   if (members.length === 0) return out;

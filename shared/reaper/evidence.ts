@@ -1,3 +1,4 @@
+import { beatEvidence, HEARTBEAT_BOUNDS } from '../heartbeat/bounds.js';
 import { parseHeartbeat, heartbeatKey } from '../heartbeat/index.js';
 import { readLiveness } from '../liveness/held.js';
 import type { Beat } from './deathRule.js';
@@ -55,15 +56,28 @@ export async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats 
         beats.set(id, { present: false });
         return;
       }
-      const v = parseHeartbeat(raw);
-      const at = v ? Date.parse(v.beatAt) : NaN;
       const pttl = pttls[i] ?? -1;
-      // Age on Redis's clock: the TTL the writer set minus what is left of it.
-      const ageMs = v?.ttlMs !== undefined && pttl >= 0 ? Math.max(0, v.ttlMs - pttl) : undefined;
-      beats.set(id, { present: true, beatAt: Number.isFinite(at) ? at : undefined, beatEveryMs: v?.beatEveryMs, ageMs });
+      // Judged within what a kit writes (shared/heartbeat/bounds.ts): anything else — unreadable, no TTL,
+      // an interval or TTL no kit sets, a beat from the future — is no evidence, as if the key were absent.
+      const e = beatEvidence({ value: parseHeartbeat(raw), ttlMs: pttl >= 0 ? pttl : undefined }, now, deps.config.heartbeatIntervalMs);
+      if (e.kind === 'none') {
+        beats.set(id, { present: false });
+        return;
+      }
+      const at = Date.parse(e.value.beatAt);
+      // Age on Redis's clock when the writer said its TTL (the TTL it set minus what is left of it).
+      beats.set(id, { present: true, beatAt: Number.isFinite(at) ? at : undefined, beatEveryMs: e.value.beatEveryMs, ageMs: e.ageMs });
     });
-    const sinceMs = since ? Date.parse(since) : NaN;
-    const missing = created === 'OK';
+    let sinceMs = since ? Date.parse(since) : NaN;
+    let missing = created === 'OK';
+    if (!missing && !(sinceMs <= now + HEARTBEAT_BOUNDS.maxClockSkewMs)) {
+      // Unreadable or from the future: not a sentinel this reaper wrote (anyone with the Redis URL can SET
+      // it). Trusting it would make every absence "not yet evidence" forever; it is replaced, and Redis's
+      // keeping of keys counts from now, as after a flush.
+      await deps.redis.set(sentinel, new Date(now).toISOString());
+      sinceMs = now;
+      missing = true;
+    }
     // A sentinel this process never saw: a restart shows in Redis's uptime; otherwise it is the first
     // (a flush while no reaper ran cannot be told apart: the absence streaks restart anyway, unannounced).
     const firstSentinel = missing && !seenSentinels.has(sentinel) && (await redisUptimeMs(deps)) >= restartWindowMs(deps.config.heartbeatTtlMs);

@@ -1,0 +1,105 @@
+import { request } from 'node:http';
+import { createGzip, deflateRawSync, gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useRuntime } from '../../../functions/runtime.js';
+import '../../../functions/index.js';
+import { MAX_BODY_BYTES } from '../../../functions/transport.js';
+import { serve } from '../../helpers/cloudEvents.js';
+import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';
+import { testRuntime } from '../../helpers/runtime.js';
+
+/**
+ * Issue 23, observation 8: functions-framework inflates a compressed body up to 1024 MB before any handler
+ * sees it: a 0.6 MB gzipped body (600 MiB inflated) took drain from 100 MB to 1.35 GB resident before its
+ * 400. Bodies are capped before they are inflated: a Content-Length past the cap, a compressed stream past
+ * it, or an inflated stream past it is a 413, and the process's memory stays bounded. Served in this
+ * process, so its resident memory is the function's.
+ */
+const INFLATED_MIB = 256;
+
+/** A gzip body of `mib` MiB of zeros, built a MiB at a time (this test never holds the inflated bytes). */
+async function gzipBomb(mib: number): Promise<Buffer> {
+  const gz = createGzip({ level: 9 });
+  const out: Buffer[] = [];
+  gz.on('data', (c: Buffer) => out.push(c));
+  const done = new Promise<void>((r) => gz.on('end', () => r()));
+  const zeros = Buffer.alloc(1024 * 1024);
+  for (let i = 0; i < mib; i++) if (!gz.write(zeros)) await new Promise((r) => gz.once('drain', r));
+  gz.end();
+  await done;
+  return Buffer.concat(out);
+}
+
+/** A raw HTTP POST (fetch would refuse to send a Content-Encoding it did not apply itself). */
+function post(url: string, body: Buffer, headers: Record<string, string>, chunked = false): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers, ...(chunked ? {} : { 'content-length': String(body.length) }) } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
+    });
+    req.on('error', reject);
+    if (chunked) {
+      for (let i = 0; i < body.length; i += 64 * 1024) req.write(body.subarray(i, i + 64 * 1024));
+      req.end();
+    } else req.end(body);
+  });
+}
+
+describe('compressed request bodies are capped before they are inflated (issue 23, observation 8)', () => {
+  let tdb: TestDatabase;
+  let rt: ReturnType<typeof testRuntime>;
+  let drain: Awaited<ReturnType<typeof serve>>;
+  let death: Awaited<ReturnType<typeof serve>>;
+  const app = uniqueName('trust-bomb');
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, redis: 'none' });
+    useRuntime(rt);
+    [drain, death] = await Promise.all([serve('drain'), serve('executorDeath')]);
+  });
+  afterAll(async () => {
+    await Promise.all([drain, death].map((s) => s?.close()));
+    await rt?.close();
+    await tdb?.drop();
+  });
+
+  it(`a gzip bomb (${INFLATED_MIB} MiB inflated) is a 413 and resident memory stays bounded`, { timeout: 60_000 }, async () => {
+    const bomb = await gzipBomb(INFLATED_MIB);
+    expect(bomb.length).toBeLessThan(MAX_BODY_BYTES);
+    global.gc?.();
+    const before = process.memoryUsage().rss;
+    let peak = before;
+    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 5);
+    try {
+      for (const target of [drain, death]) {
+        const res = await post(target.url, bomb, { 'content-encoding': 'gzip' });
+        expect(res.status, res.text).toBe(413);
+        expect(JSON.parse(res.text)).toMatchObject({ code: 'entity_too_large' });
+        // Chunked, without a Content-Length: the inflated count stops it all the same.
+        const chunked = await post(target.url, bomb, { 'content-encoding': 'gzip' }, true);
+        expect(chunked.status, chunked.text).toBe(413);
+      }
+    } finally {
+      clearInterval(sampler);
+    }
+    const grewMiB = (peak - before) / 2 ** 20;
+    console.log(`gzip bomb: ${bomb.length} bytes → ${INFLATED_MIB} MiB inflated; rss grew ${grewMiB.toFixed(1)} MiB at peak`);
+    expect(grewMiB).toBeLessThan(64);
+  });
+
+  it('a Content-Length past the cap is a 413 before a byte is read; deflate and raw deflate are capped too', async () => {
+    const big = Buffer.alloc(MAX_BODY_BYTES + 1, 0x20);
+    expect((await post(drain.url, big, {})).status).toBe(413);
+    // Chunked, no Content-Length, not compressed: counted as the parser reads it.
+    expect((await post(drain.url, big, {}, true)).status).toBe(413);
+    expect((await post(drain.url, gzipSync(big), { 'content-encoding': 'gzip' })).status).toBe(413);
+    expect((await post(drain.url, deflateRawSync(Buffer.alloc(8 * MAX_BODY_BYTES)), { 'content-encoding': 'deflate' })).status).toBeGreaterThanOrEqual(400);
+  });
+
+  it('a small gzipped body within the cap still works', async () => {
+    const res = await post(drain.url, gzipSync(Buffer.from(JSON.stringify({ applicationVersion: 'v1' }))), { 'content-encoding': 'gzip' });
+    expect(res.status, res.text).toBe(202);
+  });
+});
