@@ -17,6 +17,8 @@ export interface AppFixtureOptions extends RuntimeOptions {
   db?: (tdb: TestDatabase) => Db & { end(): Promise<void> };
   /** Run in beforeAll once the database and the runtime exist (seed rows, create tables). */
   setup?: (f: AppFixture) => Promise<void>;
+  /** beforeAll's timeout, when the setup starts executors and waits on them (default: the config's hookTimeout). */
+  setupTimeoutMs?: number;
 }
 
 export interface AppFixture {
@@ -38,7 +40,7 @@ export function need<T>(v: T | undefined, what: string): T {
 
 /** Registers its own beforeAll/afterAll; call it in a describe body. */
 export function appFixture(prefix: string, o: AppFixtureOptions = {}): AppFixture {
-  const { db: ownDb, setup, ...runtimeOptions } = o;
+  const { db: ownDb, setup, setupTimeoutMs, ...runtimeOptions } = o;
   const app = uniqueName(prefix);
   const executors: ExecutorHandle[] = [];
   const runtimes: TestRuntime[] = [];
@@ -71,7 +73,7 @@ export function appFixture(prefix: string, o: AppFixtureOptions = {}): AppFixtur
     pool = ownDb?.(tdb);
     rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, ...runtimeOptions, ...(pool ? { db: pool } : {}) });
     await setup?.(fixture);
-  });
+  }, setupTimeoutMs);
   afterAll(async () => {
     await Promise.all(executors.map((e) => e.stop()));
     for (const close of closers.reverse()) await close();

@@ -20,18 +20,21 @@ export interface ExecutorDeathFixtureOptions extends Omit<AppFixtureOptions, 'se
   setup?: (f: ExecutorDeathFixture) => Promise<void>;
 }
 
+/** Serves executorDeath on the fixture's runtime (the runtime the functions use), closed with the fixture. */
+export async function serveExecutorDeath(f: AppFixture): Promise<Awaited<ReturnType<typeof serve>>> {
+  useRuntime(f.rt);
+  const s = await serve('executorDeath');
+  f.onClose(() => s.close());
+  return s;
+}
+
 export function executorDeathFixture(prefix: string, o: ExecutorDeathFixtureOptions = {}): ExecutorDeathFixture {
   const { serve: served = true, setup, ...rest } = o;
   let server: Awaited<ReturnType<typeof serve>> | undefined;
   const base = appFixture(prefix, {
     ...rest,
     setup: async (f) => {
-      if (served) {
-        useRuntime(f.rt);
-        const s = await serve('executorDeath');
-        server = s;
-        f.onClose(() => s.close());
-      }
+      if (served) server = await serveExecutorDeath(f);
       await setup?.(f as ExecutorDeathFixture);
     },
   });

@@ -15,9 +15,7 @@ import { testReaperDeps } from '../../helpers/reaper.js';
 export const FORK_QUEUE = 'forktest';
 export const QUEUES = { [FORK_QUEUE]: {} };
 
-export async function dbosClient(url: string, applicationName: string): Promise<DBOSClient> {
-  return DBOSClient.create({ systemDatabaseUrl: url, applicationName, systemDatabasePoolSize: 2 });
-}
+export { dbosClient } from '../../helpers/repair.js';
 
 export async function enqueue(client: DBOSClient, workflowName: string, workflowID: string, appVersion: string, ...args: unknown[]): Promise<void> {
   await client.enqueue({ queueName: FORK_QUEUE, workflowName, workflowID, appVersion }, ...args);

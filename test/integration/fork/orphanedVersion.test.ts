@@ -1,18 +1,15 @@
-import type { DBOSClient } from '@dbos-inc/dbos-sdk';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useRuntime } from '../../../functions/runtime.js';
-import '../../../functions/index.js';
+import { describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { forkDepsFromRuntime, forkOrphansToLatest, getResultWithAutoFork } from '../../../shared/fork/index.js';
 import { heartbeatKey } from '../../../shared/heartbeat/index.js';
-import { postEvent, pubsubCloudEvent, serve } from '../../helpers/cloudEvents.js';
-import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
-import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
-import { testRuntime } from '../../helpers/runtime.js';
+import { postEvent, pubsubCloudEvent } from '../../helpers/cloudEvents.js';
+import { waitFor } from '../../helpers/db.js';
+import { startExecutor } from '../../helpers/executor.js';
 import { runReaper } from '../../../shared/reaper/index.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { testReaperDeps } from '../../helpers/reaper.js';
-import { dbosClient, enqueue, forksOf, hasCheckpoint, QUEUES, stepStarts, waitStatus } from './helpers.js';
+import { enqueue, forksOf, hasCheckpoint, QUEUES, stepStarts, waitStatus } from './helpers.js';
+import { repairFixture } from '../../helpers/repair.js';
 
 /**
  * Acceptance E: ORPHANED_VERSION_POLICY=fork-to-latest. A v1 executor dies with work in flight (three agent
@@ -22,60 +19,40 @@ import { dbosClient, enqueue, forksOf, hasCheckpoint, QUEUES, stepStarts, waitSt
  * fork-to-latest (named fault points) leaves work the reaper's next pass finishes.
  */
 describe('fork-to-latest for a version no live executor runs', () => {
-  let tdb: TestDatabase;
-  let rt: ReturnType<typeof testRuntime>;
-  let client: DBOSClient;
-  let server: Awaited<ReturnType<typeof serve>>;
-  const executors: ExecutorHandle[] = [];
-  const app = uniqueName('app-orphan');
+  const f = repairFixture('app-orphan', { env: { ORPHANED_VERSION_POLICY: 'fork-to-latest', REPAIR_MODE: 'fork' }, divergentChoice: false, serve: true });
   const agents = ['agent-0', 'agent-1', 'agent-2'];
 
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { ORPHANED_VERSION_POLICY: 'fork-to-latest', REPAIR_MODE: 'fork' } });
-    useRuntime(rt);
-    server = await serve('executorDeath');
-    client = await dbosClient(tdb.url, app);
-  });
-  afterAll(async () => {
-    await Promise.all(executors.map((e) => e.stop()));
-    await server?.close();
-    await client?.destroy();
-    await rt?.close();
-    await tdb?.drop();
-  });
-
   it('forks the v1 orphans onto v2, cancels the originals, and all complete', { timeout: 120_000 }, async () => {
-    const v1 = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-v1', queues: QUEUES });
-    executors.push(v1);
-    for (const id of agents) await enqueue(client, 'agentWorkflow', id, 'v1', { steps: 4, stepMs: 700 });
-    await enqueue(client, 'parentWorkflow', 'parent', 'v1', { key: 'parent', lastStepMs: 4_000 });
+    const v1 = await startExecutor({ databaseUrl: f.tdb.url, applicationName: f.app, applicationVersion: 'v1', executorId: 'exec-v1', queues: QUEUES });
+    f.executors.push(v1);
+    for (const id of agents) await enqueue(f.client, 'agentWorkflow', id, 'v1', { steps: 4, stepMs: 700 });
+    await enqueue(f.client, 'parentWorkflow', 'parent', 'v1', { key: 'parent', lastStepMs: 4_000 });
     await waitFor('checkpoints on v1', async () =>
-      (await Promise.all([...agents.map((id) => hasCheckpoint(tdb.sql, id, 0)), hasCheckpoint(tdb.sql, 'parent-1', 1)])).every(Boolean),
+      (await Promise.all([...agents.map((id) => hasCheckpoint(f.tdb.sql, id, 0)), hasCheckpoint(f.tdb.sql, 'parent-1', 1)])).every(Boolean),
     );
     v1.kill('SIGKILL');
     await v1.exited;
-    const orphans = (await tdb.sql.query<{ workflow_uuid: string }>(`SELECT workflow_uuid FROM dbos.workflow_status WHERE status = 'PENDING' ORDER BY 1`)).rows.map(
+    const orphans = (await f.tdb.sql.query<{ workflow_uuid: string }>(`SELECT workflow_uuid FROM dbos.workflow_status WHERE status = 'PENDING' ORDER BY 1`)).rows.map(
       (r) => r.workflow_uuid,
     );
     expect(orphans).toEqual([...agents, 'parent', 'parent-1'].sort());
-    const checkpointed = await tdb.sql.query<{ workflow_uuid: string; function_id: number }>(
+    const checkpointed = await f.tdb.sql.query<{ workflow_uuid: string; function_id: number }>(
       `SELECT workflow_uuid, function_id FROM dbos.operation_outputs o JOIN public.step_runs s ON s.workflow_id = o.workflow_uuid AND s.step = o.function_id AND s.phase = 'end'`,
     );
 
-    const v2 = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v2', executorId: 'exec-v2', queues: QUEUES });
-    executors.push(v2);
-    const beat = { executorId: 'exec-v2', applicationName: app, applicationVersion: 'v2', state: 'alive', startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), inFlight: 0 };
-    await rt.redis?.set(heartbeatKey(app, 'exec-v2'), JSON.stringify(beat), 'PX', 120_000);
+    const v2 = await startExecutor({ databaseUrl: f.tdb.url, applicationName: f.app, applicationVersion: 'v2', executorId: 'exec-v2', queues: QUEUES });
+    f.executors.push(v2);
+    const beat = { executorId: 'exec-v2', applicationName: f.app, applicationVersion: 'v2', state: 'alive', startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), inFlight: 0 };
+    await f.rt.redis?.set(heartbeatKey(f.app, 'exec-v2'), JSON.stringify(beat), 'PX', 120_000);
 
-    const notice = deathNotice({ executorId: 'exec-v1', applicationName: app, reason: 'manual', detectedBy: 'test' });
-    const res = await postEvent(server.url, pubsubCloudEvent(JSON.stringify(notice), { messageId: 'orphan-1' }));
+    const notice = deathNotice({ executorId: 'exec-v1', applicationName: f.app, reason: 'manual', detectedBy: 'test' });
+    const res = await postEvent(f.server.url, pubsubCloudEvent(JSON.stringify(notice), { messageId: 'orphan-1' }));
     expect(res.status).toBeLessThan(300);
 
     for (const id of orphans) {
-      await waitStatus(tdb.sql, `${id}-fork-1`, 'SUCCESS', 60_000);
-      expect(await client.getWorkflow(id)).toMatchObject({ status: 'CANCELLED', wasForkedFrom: true });
-      expect(await client.getWorkflow(`${id}-fork-1`)).toMatchObject({
+      await waitStatus(f.tdb.sql, `${id}-fork-1`, 'SUCCESS', 60_000);
+      expect(await f.client.getWorkflow(id)).toMatchObject({ status: 'CANCELLED', wasForkedFrom: true });
+      expect(await f.client.getWorkflow(`${id}-fork-1`)).toMatchObject({
         applicationVersion: 'v2',
         executorId: 'exec-v2',
         forkedFrom: id,
@@ -84,9 +61,9 @@ describe('fork-to-latest for a version no live executor runs', () => {
       });
     }
     // The parent's fork awaited its child's fork (the copied child-start row was remapped), not the cancelled child.
-    const parentSteps = await client.listWorkflowSteps('parent-fork-1');
+    const parentSteps = await f.client.listWorkflowSteps('parent-fork-1');
     expect(parentSteps?.find((s) => s.functionID === 1)?.childWorkflowID).toBe('parent-1-fork-1');
-    expect(await client.retrieveWorkflow<string[]>('parent-fork-1').getResult()).toEqual([
+    expect(await f.client.retrieveWorkflow<string[]>('parent-fork-1').getResult()).toEqual([
       'prepare@exec-v1',
       'plan@exec-v1',
       'tool-a@exec-v1',
@@ -94,12 +71,12 @@ describe('fork-to-latest for a version no live executor runs', () => {
       'summarize@exec-v2',
     ]);
     // App code awaiting an original follows it to its fork.
-    expect(await getResultWithAutoFork<string[]>(client, 'agent-0')).toHaveLength(4);
+    expect(await getResultWithAutoFork<string[]>(f.client, 'agent-0')).toHaveLength(4);
     // Nothing checkpointed on v1 ran again on v2.
     for (const { workflow_uuid, function_id } of checkpointed.rows) {
-      expect(await stepStarts(tdb.sql, `${workflow_uuid}-fork-1`, function_id)).toBe(0);
+      expect(await stepStarts(f.tdb.sql, `${workflow_uuid}-fork-1`, function_id)).toBe(0);
     }
-    const ledger = await tdb.sql.query(
+    const ledger = await f.tdb.sql.query(
       `SELECT source_workflow_id, reason, application_version, original_cancelled_at IS NOT NULL AS cancelled, awaited_by FROM afterlife.forks ORDER BY 1`,
     );
     expect(ledger.rows).toEqual(
@@ -112,13 +89,13 @@ describe('fork-to-latest for a version no live executor runs', () => {
       })),
     );
     // The originals never ran again: v1 is gone and they are cancelled.
-    const originals = await tdb.sql.query(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status <> 'CANCELLED'`, [orphans]);
+    const originals = await f.tdb.sql.query(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status <> 'CANCELLED'`, [orphans]);
     expect(originals.rows[0]).toEqual({ n: 0 });
   });
 
   it('a crash after the fork, or between the ledger row and the fork, leaves work the next reaper pass finishes: the original cancelled, the fork run', async () => {
     // After the test above v2 is the latest version and only its executor lives: v1 rows wait forever.
-    for (const id of ['crash-after-fork', 'crash-before-fork']) await enqueue(client, 'agentWorkflow', id, 'v1', { steps: 2, stepMs: 50 });
+    for (const id of ['crash-after-fork', 'crash-before-fork']) await enqueue(f.client, 'agentWorkflow', id, 'v1', { steps: 2, stepMs: 50 });
     const faults = new FaultInjector()
       .on('fork.afterFork', (ctx) => {
         if (ctx.workflowId === 'crash-after-fork') throw new Error('crash after the fork');
@@ -126,8 +103,8 @@ describe('fork-to-latest for a version no live executor runs', () => {
       .on('fork.beforeFork', (ctx) => {
         if (ctx.workflowId === 'crash-before-fork') throw new Error('crash before the fork');
       });
-    const out = await forkOrphansToLatest(forkDepsFromRuntime(rt, { faults }), {
-      applicationName: app,
+    const out = await forkOrphansToLatest(forkDepsFromRuntime(f.rt, { faults }), {
+      applicationName: f.app,
       executorId: 'exec-v1',
       applicationVersion: 'v1',
       workflowIds: ['crash-after-fork', 'crash-before-fork'],
@@ -135,40 +112,40 @@ describe('fork-to-latest for a version no live executor runs', () => {
     expect(out.map((o) => o.outcome)).toEqual(['failed', 'failed']);
     // The crash windows: one fork runs while its original still waits ENQUEUED; the other was never made.
     // Either way the ledger row is there, its original not cancelled.
-    expect(await client.getWorkflow('crash-after-fork')).toMatchObject({ status: 'ENQUEUED', applicationVersion: 'v1' });
-    expect(await client.getWorkflow('crash-after-fork-fork-1')).toMatchObject({ forkedFrom: 'crash-after-fork', applicationVersion: 'v2' });
-    expect(await client.getWorkflow('crash-before-fork')).toMatchObject({ status: 'ENQUEUED', applicationVersion: 'v1' });
-    expect(await client.getWorkflow('crash-before-fork-fork-1')).toBeUndefined();
-    const pending = await tdb.sql.query(
+    expect(await f.client.getWorkflow('crash-after-fork')).toMatchObject({ status: 'ENQUEUED', applicationVersion: 'v1' });
+    expect(await f.client.getWorkflow('crash-after-fork-fork-1')).toMatchObject({ forkedFrom: 'crash-after-fork', applicationVersion: 'v2' });
+    expect(await f.client.getWorkflow('crash-before-fork')).toMatchObject({ status: 'ENQUEUED', applicationVersion: 'v1' });
+    expect(await f.client.getWorkflow('crash-before-fork-fork-1')).toBeUndefined();
+    const pending = await f.tdb.sql.query(
       `SELECT source_workflow_id FROM afterlife.forks WHERE source_workflow_id LIKE 'crash-%' AND original_cancelled_at IS NULL ORDER BY 1`,
     );
     expect(pending.rows).toEqual([{ source_workflow_id: 'crash-after-fork' }, { source_workflow_id: 'crash-before-fork' }]);
 
     // The real reaper's next invocation (its orphaned-versions pass) finishes both.
-    const s = await runReaper(testReaperDeps(rt), { maxTicks: 1 });
+    const s = await runReaper(testReaperDeps(f.rt), { maxTicks: 1 });
     expect(s).toMatchObject({ outcome: 'completed', errors: [] });
     for (const id of ['crash-after-fork', 'crash-before-fork']) {
-      expect(await client.getWorkflow(id)).toMatchObject({ status: 'CANCELLED' });
-      await waitStatus(tdb.sql, `${id}-fork-1`, 'SUCCESS');
-      expect(await client.getWorkflow(`${id}-fork-1`)).toMatchObject({ forkedFrom: id, applicationVersion: 'v2', executorId: 'exec-v2', queueName: 'forktest' });
+      expect(await f.client.getWorkflow(id)).toMatchObject({ status: 'CANCELLED' });
+      await waitStatus(f.tdb.sql, `${id}-fork-1`, 'SUCCESS');
+      expect(await f.client.getWorkflow(`${id}-fork-1`)).toMatchObject({ forkedFrom: id, applicationVersion: 'v2', executorId: 'exec-v2', queueName: 'forktest' });
     }
-    const done = await tdb.sql.query(`SELECT count(*)::int AS n FROM afterlife.forks WHERE source_workflow_id LIKE 'crash-%' AND original_cancelled_at IS NOT NULL`);
+    const done = await f.tdb.sql.query(`SELECT count(*)::int AS n FROM afterlife.forks WHERE source_workflow_id LIKE 'crash-%' AND original_cancelled_at IS NOT NULL`);
     expect(done.rows[0]).toEqual({ n: 2 });
     // Once finished, a further pass has nothing to do: no second fork, nothing to cancel.
-    await runReaper(testReaperDeps(rt), { maxTicks: 1 });
-    expect(await forksOf(tdb.sql, 'crash-after-fork')).toEqual(['crash-after-fork-fork-1']);
+    await runReaper(testReaperDeps(f.rt), { maxTicks: 1 });
+    expect(await forksOf(f.tdb.sql, 'crash-after-fork')).toEqual(['crash-after-fork-fork-1']);
   });
 
   it('never forks a row that an executor of its version has claimed meanwhile (live work), nor one re-stamped', async () => {
     // After the test above, v2 is the latest version. A v1 row that is PENDING again belongs to a live run.
-    await tdb.sql.query(
+    await f.tdb.sql.query(
       `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, executor_id, application_version, application_name, queue_name)
        VALUES ('claimed-1', 'PENDING', 'agentWorkflow', 'exec-v1b', 'v1', $1, NULL),
               ('restamped-1', 'ENQUEUED', 'agentWorkflow', NULL, 'v2', $1, '_dbos_internal_queue')`,
-      [app],
+      [f.app],
     );
-    const out = await forkOrphansToLatest(forkDepsFromRuntime(rt), {
-      applicationName: app,
+    const out = await forkOrphansToLatest(forkDepsFromRuntime(f.rt), {
+      applicationName: f.app,
       executorId: 'exec-v1b',
       applicationVersion: 'v1',
       workflowIds: ['claimed-1', 'restamped-1'],
@@ -177,9 +154,9 @@ describe('fork-to-latest for a version no live executor runs', () => {
       { workflowId: 'claimed-1', outcome: 'skipped', why: 'status PENDING' },
       { workflowId: 'restamped-1', outcome: 'skipped', why: 'now on version v2' },
     ]);
-    const forks = await tdb.sql.query(`SELECT 1 FROM dbos.workflow_status WHERE forked_from IN ('claimed-1', 'restamped-1')`);
+    const forks = await f.tdb.sql.query(`SELECT 1 FROM dbos.workflow_status WHERE forked_from IN ('claimed-1', 'restamped-1')`);
     expect(forks.rowCount).toBe(0);
-    const rows = await tdb.sql.query(`SELECT workflow_uuid, status FROM dbos.workflow_status WHERE workflow_uuid IN ('claimed-1', 'restamped-1') ORDER BY 1`);
+    const rows = await f.tdb.sql.query(`SELECT workflow_uuid, status FROM dbos.workflow_status WHERE workflow_uuid IN ('claimed-1', 'restamped-1') ORDER BY 1`);
     expect(rows.rows).toEqual([
       { workflow_uuid: 'claimed-1', status: 'PENDING' },
       { workflow_uuid: 'restamped-1', status: 'ENQUEUED' },
