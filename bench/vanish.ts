@@ -24,6 +24,7 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import pg from 'pg';
+import { VANISHED_HOST_S } from '../shared/executor/liveness.js';
 import { DEFAULT_LIVENESS_LEASE_MS, MAX_LIVENESS_LEASE_MS } from '../shared/liveness/lease.js';
 import { consoleLogger } from '../shared/log.js';
 import { type AgentExecutor, startAgentExecutor } from '../scripts/stack/executor.js';
@@ -189,7 +190,12 @@ async function trial(
   };
 }
 
-/** The direct path needs packets dropped on the way to Postgres: iptables or a network namespace, as root. */
+/**
+ * The direct path needs the victim's packets to Postgres dropped while everyone else's flow: iptables (or
+ * nft) can match one process's connections; a network namespace needs Postgres reachable on an address
+ * other than loopback. Without either, the variant is skipped, loudly — never approximated with `tc` on
+ * `lo`, which would drop every other client's packets too.
+ */
 function directPath(): void {
   const have = (cmd: string) => {
     try {
@@ -200,15 +206,16 @@ function directPath(): void {
     }
   };
   const root = process.getuid?.() === 0;
-  const tool = have('iptables') ? 'iptables' : have('ip') ? 'ip netns' : undefined;
-  if (!tool || !root) {
-    console.log(
-      `\n*** SKIPPED: the direct-path variant (no proxy) needs ${tool ?? 'iptables or ip netns'}${root ? '' : ' and root'}, not available here. ` +
-        'On the direct path the kit\'s server-side keepalives end the session too (VANISHED_HOST_S, ~11 s); the lease bounds it either way. ***\n',
-    );
-    return;
-  }
-  console.log(`\n*** SKIPPED: ${tool} is here, but this bench does not alter the host's firewall; run the proxy variant. ***\n`);
+  const filter = have('iptables') ? 'iptables' : have('nft') ? 'nft' : undefined;
+  const why = !root
+    ? 'it needs root'
+    : filter
+      ? `${filter} is here, but this bench does not change the host's firewall rules on a shared machine`
+      : `neither iptables nor nft is installed${have('ip') ? ", and `ip netns` cannot reach a Postgres that listens on loopback only" : ''}`;
+  console.log(
+    `\n*** SKIPPED: the direct-path variant (no proxy): ${why}. On a direct path the kit's server-side keepalives ` +
+      `(~${VANISHED_HOST_S} s) end the session too; the lease bounds it either way. Only the proxy path is measured. ***\n`,
+  );
 }
 
 function report(trials: Trial[], load0: number[]): void {
