@@ -11,6 +11,8 @@ import { inline, printable } from './format.js';
 import { migrate } from './commands/migrate.js';
 import { recover } from './commands/recover.js';
 import { status } from './commands/status.js';
+import { followLogs } from './commands/logs.js';
+import { watch } from './commands/watch.js';
 import { type CommandResult, UsageError } from './commands/types.js';
 import { drain } from './commands/drain.js';
 import { fork } from './commands/fork.js';
@@ -20,8 +22,12 @@ import type { ErrorOutput } from './schemas.js';
 const USAGE = `usage: afterlife <command> [options]
 
 commands:
-  status                                executors (state, version, heartbeat age, PENDING, oldest activity),
-                                        stuck and diverged counts, recent recoveries
+  status [--watch] [--interval-s S]     executors (state, version, heartbeat age, PENDING, oldest activity),
+                                        stuck and diverged counts, recent recoveries; --watch refreshes the
+                                        table in place every S seconds (default 2) until Ctrl-C
+  logs [--executor E] [--workflow W]    afterlife's JSON log lines from stdin (npm start -- --json, a saved
+                                        file) as one readable line each, only those about E and/or W;
+                                        --json keeps them JSON (LOG_FORMAT=json too)
   recover <executorId> [--dry-run] [--force]
                                         re-enqueue a dead executor's PENDING workflows (refuses a live one
                                         unless --force)
@@ -52,7 +58,8 @@ const COMMON = {
 } as const;
 
 const COMMANDS = {
-  status: {},
+  status: { watch: { type: 'boolean', default: false }, 'interval-s': { type: 'string' } },
+  logs: { executor: { type: 'string' }, workflow: { type: 'string' } },
   recover: { 'dry-run': { type: 'boolean', default: false }, force: { type: 'boolean', default: false } },
   reap: { 'dry-run': { type: 'boolean', default: false }, ticks: { type: 'string' } },
   fork: { 'from-step': { type: 'string' } },
@@ -84,6 +91,30 @@ export async function main(argv: string[], env: Record<string, string | undefine
     return 0;
   }
   const json = values.json === true;
+  if (command === 'logs') {
+    if (positionals.length) return fail(json, new UsageError(`logs takes no positional arguments (got ${positionals.join(' ')})`), 2);
+    try {
+      return await followLogs(process.stdin, process.stdout, { json, env, filter: { executor: str(values.executor), workflow: str(values.workflow) } });
+    } catch (err) {
+      return fail(json, new UsageError(err instanceof Error ? err.message : String(err)), 2);
+    }
+  }
+  if (command === 'status' && values.watch === true) {
+    const raw = values['interval-s'];
+    if (raw !== undefined && (typeof raw !== 'string' || !/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 3600)) {
+      return fail(json, new UsageError(`--interval-s must be an integer from 1 to 3600 (got "${String(raw)}")`), 2);
+    }
+    let ctx: CliContext | undefined;
+    try {
+      ctx = await createContext({ env, ...(typeof values.app === 'string' ? { app: values.app } : {}), json, verbose: values.verbose === true });
+      const c = ctx;
+      return await watch(() => status(c), process.stdout, { json, intervalMs: (raw === undefined ? 2 : Number(raw)) * 1000 });
+    } catch (err) {
+      return fail(json, err, err instanceof UsageError || err instanceof ConfigError ? 2 : 1);
+    } finally {
+      await ctx?.close().catch(() => undefined);
+    }
+  }
 
   let ctx: CliContext | undefined;
   try {
@@ -102,6 +133,8 @@ export async function main(argv: string[], env: Record<string, string | undefine
 
 type Values = Record<string, string | boolean | undefined>;
 
+const str = (v: string | boolean | undefined): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
 function parseCommand(command: CommandName, args: string[]): { values: Values; positionals: string[] } {
   const { values, positionals } = parseArgs({ args, options: { ...COMMON, ...COMMANDS[command] }, allowPositionals: true, strict: true });
   return { values: values as Values, positionals };
@@ -115,7 +148,10 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
   switch (command) {
     case 'status':
       noPositionals();
+      if (values['interval-s'] !== undefined) throw new UsageError('--interval-s goes with --watch');
       return (ctx) => status(ctx);
+    case 'logs':
+      throw new UsageError('logs is handled before dispatch');
     case 'migrate':
       noPositionals();
       return (ctx) => migrate(ctx, { dbos: values.dbos === true, indexes: values.indexes === true });
