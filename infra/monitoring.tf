@@ -13,8 +13,8 @@ locals {
   alert_doc_footer = <<-EOT
 
     Logs: `resource.type="cloud_run_revision" AND jsonPayload.event="<event>"` in Logs Explorer, or
-    `afterlife status` from a terminal with the functions' environment (README, "Operator CLI").
-    Runbook: README, "Observability".
+    `afterlife status` from a terminal with the functions' environment (docs/operations.md, "Operator CLI").
+    Runbook: docs/operations.md, "Observability".
   EOT
 
   # Counters that should stay at zero: a sum over `window` above `threshold` for `duration` opens an incident.

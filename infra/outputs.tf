@@ -16,12 +16,12 @@ output "service_accounts" {
 }
 
 output "db_users" {
-  description = "Postgres user of each function; grant them the SQL of README, \"Deploying to Google Cloud\", step 4."
+  description = "Postgres user of each function; grant them the SQL of docs/operations.md, \"Deploying to Google Cloud\", step 4."
   value       = local.db_users
 }
 
 output "database_grants_sql" {
-  description = "The Postgres grants the functions need, with this deployment's schema and user names: run it as the schema owner after `afterlife migrate` (README, \"Deploying to Google Cloud\", step 4)."
+  description = "The Postgres grants the functions need, with this deployment's schema and user names: run it as the schema owner after `afterlife migrate` (docs/operations.md, \"Deploying to Google Cloud\", step 4)."
   value       = local.database_grants_sql
 }
 

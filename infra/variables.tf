@@ -67,7 +67,7 @@ variable "source_bucket" {
 variable "afterlife" {
   description = <<-EOT
     Configuration passed to every function as the environment variables of shared/config/index.ts.
-    Null fields fall back to the code's defaults (README, "Configuration").
+    Null fields fall back to the code's defaults (docs/configuration.md).
   EOT
   type = object({
     dbos_application_name       = string
@@ -112,7 +112,7 @@ variable "afterlife" {
     error_message = "stuck_policy must be report, cancel-and-fork or cancel-and-repair."
   }
   validation {
-    # "none" behind a connection pooler that hides application_name (see the README's reaper section).
+    # "none" behind a connection pooler that hides application_name (see docs/reaper.md, "Connection poolers").
     condition     = contains(["pg_stat_activity", "none"], var.afterlife.reaper_session_evidence)
     error_message = "reaper_session_evidence must be pg_stat_activity or none."
   }
@@ -341,7 +341,7 @@ variable "database_grants" {
     through the Cloud SQL Data API (google_sql_provision_script). That needs data_api_access =
     "ALLOW_DATA_API" on the instance, and the identity running terraform must be an IAM database user
     of it that may grant the role (a cloudsqlsuperuser member) with roles/cloudsql.instanceUser. Left
-    false, run output database_grants_sql yourself (README, "Deploying to Google Cloud", step 4).
+    false, run output database_grants_sql yourself (docs/operations.md, "Deploying to Google Cloud", step 4).
   EOT
   type = object({
     apply = optional(bool, false)
@@ -355,7 +355,7 @@ variable "database_grants" {
 
 variable "alerts" {
   description = <<-EOT
-    Cloud Monitoring alert policies on afterlife's log-based metrics (README, "Observability"): dead
+    Cloud Monitoring alert policies on afterlife's log-based metrics (docs/operations.md, "Observability"): dead
     letters, poison messages, recoveries retried for more than recovery_retry_minutes, orphaned
     versions with work, stuck workflows, the reaper not ticking for reaper_absent_seconds, function
     errors. notification_channels are google_monitoring_notification_channel IDs

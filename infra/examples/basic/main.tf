@@ -38,6 +38,6 @@ module "afterlife" {
   executor_service_accounts = var.executor_service_accounts
   drain_invokers            = var.drain_invokers
 
-  # Who hears about dead letters, a silent reaper, orphaned versions, … (README, "Observability").
+  # Who hears about dead letters, a silent reaper, orphaned versions, … (docs/operations.md, "Observability").
   alerts = { notification_channels = var.notification_channels }
 }

@@ -4,12 +4,12 @@ output "functions" {
 }
 
 output "db_users" {
-  description = "Postgres users to grant (README, \"Deploying to Google Cloud\", step 4)."
+  description = "Postgres users to grant (docs/operations.md, \"Deploying to Google Cloud\", step 4)."
   value       = module.afterlife.db_users
 }
 
 output "database_grants_sql" {
-  description = "The Postgres grants to run as the schema owner after `afterlife migrate` (README, \"Deploying to Google Cloud\", step 4)."
+  description = "The Postgres grants to run as the schema owner after `afterlife migrate` (docs/operations.md, \"Deploying to Google Cloud\", step 4)."
   value       = module.afterlife.database_grants_sql
 }
 
