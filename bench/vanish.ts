@@ -179,6 +179,9 @@ async function trial(
     `SELECT count(*)::int AS n FROM (SELECT 1 FROM dbos.operation_outputs WHERE workflow_uuid = ANY($1) GROUP BY workflow_uuid, function_id HAVING count(*) > 1) d`,
     [ids],
   );
+  // The proxy's legs of this victim (DBOS's pool and the kit's pool stay open behind it forever — only the
+  // liveness session has a lease): let them go now, or ten trials exhaust the server's connections.
+  await forwarder.close();
   const declaredAt = declared.rows[0]?.t?.getTime();
   const within = (t: number | undefined) => (t === undefined || firstStep === undefined ? undefined : t - vanishedAt);
   return {

@@ -132,7 +132,7 @@ export async function reenqueueBatch(
     evidence.push(`AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
                    WHERE a.datname = current_database() AND starts_with(a.application_name, ${param(guard.noSessionsPrefix, 'text')}))`);
   }
-  if (guard.livenessFree) evidence.push(`AND NOT ${livenessHeldSql('$3::text', '$1::text')}`);
+  if (guard.livenessFree) evidence.push(`AND NOT ${livenessHeldSql(db.afterlifeSchema, '$3::text', '$1::text')}`);
   const res = await db.query<{ ids: string[] | null; moved: number | null; candidates: number | null; last: [string, string] | null }>(
     `WITH candidates AS (
        SELECT ctid, workflow_uuid, created_at FROM ${ws}

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { Fence, fenceCheckQuery, type FenceVerdict } from '../liveness/fenceCheck.js';
-import { fenceChannel, LIVENESS_KEY_SQL } from '../liveness/key.js';
+import { fenceChannel, takeLivenessSql } from '../liveness/key.js';
 import { effectiveLease, livenessLeaseMs, MIN_LIVENESS_LEASE_MS } from '../liveness/lease.js';
 import type { Logger } from '../log.js';
 import { KitTrouble } from './throttle.js';
@@ -160,19 +160,17 @@ export class LivenessLock {
   }
 
   private async take(client: pg.Client): Promise<void> {
-    const res = await client.query<{ ok: boolean }>(
-      `SELECT pg_try_advisory_lock(${LIVENESS_KEY_SQL.app('$1::text')}, ${LIVENESS_KEY_SQL.executor('$2::text')}) AS ok`,
-      [this.o.applicationName, this.o.executorId],
-    );
+    const res = await client.query<{ ok: boolean }>(takeLivenessSql(this.o.afterlifeSchema), [this.o.applicationName, this.o.executorId, this.o.incarnation ?? null]);
     this.heldNow = res.rows[0]?.ok === true;
     if (this.heldNow) {
       this.warnedBusy = false;
       this.o.logger.debug('liveness lock held', { leaseMs: this.leaseMs });
     } else if (!this.warnedBusy) {
-      // Our previous session, not yet ended by the server (at most a lease after a network loss) — or
-      // another process running under this executor ID. Either way somebody holds it, so nobody reads us as dead.
+      // Our previous session, not yet ended by the server (at most a lease after a network loss), another
+      // process with this executor ID, or a squatter. Only our own registered session counts as held, so a
+      // stranger's lock does not make us look alive — nor dead while we beat.
       this.warnedBusy = true;
-      this.o.logger.warn('liveness lock held by another session (an old one of ours, ended by the server within a lease, or a second process with this executor ID); retrying');
+      this.o.logger.warn('liveness lock held by another session (an old one of ours, ended by the server within a lease, a second process with this executor ID, or a squatter); retrying', { event: 'liveness_lock_busy' });
     }
   }
 

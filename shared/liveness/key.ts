@@ -1,31 +1,70 @@
+import { ident } from '../db/pool.js';
+
 /**
- * The liveness lock's identity, computed by Postgres on both sides (the kit taking it, the reaper looking
- * for it in pg_locks), so the two can never disagree on a hash. It is the two-int4 form of the advisory
- * lock: pg_locks lists it with objsubid = 2, a key space apart from the single-bigint locks DBOS and
- * afterlife's migrations use. The first half names the application, the second the executor.
+ * The liveness lock's identity, computed by Postgres on both sides (the kit taking it, the reaper and the
+ * recovery looking for it in pg_locks), so the two can never disagree on a hash.
  *
- * Two executors of one app whose IDs hash alike share a lock: the dead one then reads as alive (held) for
- * as long as its twin lives, and is judged by the heartbeat rule only once the twin is gone too. That is a
- * slower detection, never a false death; at 1,000 executors the odds are about 1 in 10,000.
+ * Key: one bigint, a 64-bit hash (hashtextextended) of the application name and the executor ID, the
+ * application name length-prefixed so no two (app, executor) pairs spell the same text. Two executors
+ * colliding is a 1-in-2^64 event per pair (the 32-bit `hashtext` pair of kits before migration 0011 gave 5
+ * colliding pairs in 300k random IDs, e.g. `exec-9863923cd615` / `exec-39cac52d2c3c`, and a twin's lock hid
+ * a death for the twin's whole life). pg_locks lists a bigint key as objsubid = 1, high half in classid, low
+ * half in objid.
+ *
+ * Holder: anyone who can connect can take any advisory lock, so the lock counts as held only by the session
+ * the kit registered in `executors.liveness_pid` (written by that session in the statement that takes the
+ * lock). Held by any other backend — a squatter, a stale session of an earlier incarnation — it is reported
+ * (`squatted`) and read as free: a stranger can no longer make a dead executor look alive. Kits from before
+ * incarnations (registry `incarnation` NULL) still hold the two-int4 `hashtext` lock and are read as before.
  */
 export const LIVENESS_KEY_SQL = {
-  /** int4 expressions over an application name and an executor ID parameter. */
+  /** bigint expression over an application name and an executor ID (SQL expressions). */
+  key: (app: string, executor: string) => `hashtextextended('afterlife-liveness:' || length(${app}) || ':' || ${app} || ':' || ${executor}, 0)`,
+};
+
+/** The two-int4 key of kits from before migration 0011 (registry `incarnation` NULL). */
+export const LEGACY_LIVENESS_KEY_SQL = {
   app: (param: string) => `hashtext('afterlife-liveness:' || ${param})`,
   executor: (param: string) => `hashtext(${param})`,
 };
 
-/**
- * Whether the liveness lock of (app, executor) is held by any session of this database: the subquery the
- * reaper's read and the recovery's re-check share. `app` and `executor` are SQL expressions.
- */
-export function livenessHeldSql(app: string, executor: string): string {
-  return `EXISTS (SELECT 1 FROM pg_locks l
-                   WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-                     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                     AND l.classid = (${LIVENESS_KEY_SQL.app(app)})::oid AND l.objid = (${LIVENESS_KEY_SQL.executor(executor)})::oid)`;
+const THIS_DB = `(SELECT oid FROM pg_database WHERE datname = current_database())`;
+
+/** pg_locks rows (alias `l`) of the lock of (app, executor): every holder, the kit or not. */
+function lockOf(app: string, executor: string): string {
+  const k = LIVENESS_KEY_SQL.key(app, executor);
+  return `l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.database = ${THIS_DB}
+          AND l.classid = ((${k} >> 32) & 4294967295)::oid AND l.objid = (${k} & 4294967295)::oid`;
 }
 
-/** The channel on which a declaration of death is announced, so the executor (if alive after all) fences itself. */
+/**
+ * Whether the liveness lock of (app, executor) is held by the kit's own registered session: the subquery
+ * the reaper's read and the recovery's re-check share. `app` and `executor` are SQL expressions.
+ */
+export function livenessHeldSql(afterlifeSchema: string, app: string, executor: string): string {
+  const x = `${ident(afterlifeSchema)}.executors`;
+  return `(EXISTS (SELECT 1 FROM ${x} x JOIN pg_locks l ON l.pid = x.liveness_pid
+                    WHERE x.application_name = ${app} AND x.executor_id = ${executor} AND ${lockOf(app, executor)})
+           OR EXISTS (SELECT 1 FROM ${x} x JOIN pg_locks l ON true
+                       WHERE x.application_name = ${app} AND x.executor_id = ${executor} AND x.incarnation IS NULL
+                         AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.database = ${THIS_DB}
+                         AND l.classid = (${LEGACY_LIVENESS_KEY_SQL.app(app)})::oid AND l.objid = (${LEGACY_LIVENESS_KEY_SQL.executor(executor)})::oid))`;
+}
+
+/**
+ * The kit's statement: try the lock and, if it is ours now, record this session as its holder for this
+ * incarnation (one round trip, so the registry never names a session that does not hold it). $1 app, $2
+ * executor, $3 incarnation (NULL: an unregistered caller, recorded nowhere).
+ */
+export function takeLivenessSql(afterlifeSchema: string): string {
+  return `WITH l AS (SELECT pg_try_advisory_lock(${LIVENESS_KEY_SQL.key('$1::text', '$2::text')}) AS ok),
+               r AS (UPDATE ${ident(afterlifeSchema)}.executors SET liveness_pid = pg_backend_pid()
+                      WHERE application_name = $1 AND executor_id = $2 AND incarnation = $3::text AND (SELECT ok FROM l)
+                      RETURNING 1)
+          SELECT (SELECT ok FROM l) AS ok, EXISTS (SELECT 1 FROM r) AS recorded`;
+}
+
+/** The channel on which a declaration of death is announced, so the executor (if alive after all) asks its records. */
 export function fenceChannel(afterlifeSchema: string): string {
   return `${afterlifeSchema}_fence`.slice(0, 63);
 }

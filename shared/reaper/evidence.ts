@@ -1,3 +1,4 @@
+import { LogThrottle } from '../executor/throttle.js';
 import { beatEvidence, HEARTBEAT_BOUNDS } from '../heartbeat/bounds.js';
 import { parseHeartbeat, heartbeatKey } from '../heartbeat/index.js';
 import { readLiveness } from '../liveness/held.js';
@@ -102,15 +103,28 @@ async function redisUptimeMs(deps: ReaperDeps): Promise<number> {
 /** Which candidates hold their liveness lock, and whether a free one is evidence this tick (and if not, why). */
 export interface LockEvidence {
   held: Set<string>;
+  /** Locks held by something other than the kit's registered session: read as free, reported. */
+  squatted?: Set<string>;
   freeIsEvidence: boolean;
   reason?: string;
 }
+
+const squatReports = new LogThrottle(60_000);
 
 export async function readLocks(deps: ReaperDeps, ids: string[]): Promise<LockEvidence> {
   const { config } = deps;
   if (config.reaper.livenessEvidence === 'none') return { held: new Set(), freeIsEvidence: false, reason: 'REAPER_LIVENESS_EVIDENCE=none' };
   if (ids.length === 0) return { held: new Set(), freeIsEvidence: true };
   const r = await readLiveness(deps.db, config.applicationName, ids);
+  for (const id of r.squatted) {
+    // Once a minute per executor: a reaper ticks four times a second.
+    if (squatReports.pass(id).log) {
+      deps.logger.warn('a liveness lock is held by a session that is not the executor kit\'s: read as free (a squatter, a colliding client, or a stale session of an earlier process)', {
+        executorId: id,
+        event: 'liveness_lock_squatted',
+      });
+    }
+  }
   if (r.upMs < config.reaper.livenessSettleMs) {
     // A held lock still proves life; a free one may only be a kit that has not reconnected yet.
     return { held: r.held, freeIsEvidence: false, reason: `postgres started ${Math.round(r.upMs / 100) / 10} s ago: the kits are re-taking their locks` };

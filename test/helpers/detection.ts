@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { expect } from 'vitest';
-import { livenessHeldSql } from '../../shared/liveness/key.js';
+import { LIVENESS_KEY_SQL, livenessHeldSql } from '../../shared/liveness/key.js';
 import { runReaper, type ReaperSummary } from '../../shared/reaper/index.js';
 import type { ReaperDeps, TickResult } from '../../shared/reaper/types.js';
 import { waitFor } from './db.js';
@@ -45,12 +45,13 @@ export function judgedAlive({ r }: TickSeen, ids: string[]): boolean {
 
 /** Whether the executor's liveness lock is held, and by which backend (pg_locks, as the reaper reads it). */
 export async function livenessHolder(sql: pg.Pool, app: string, executorId: string): Promise<{ pid: number; applicationName: string } | undefined> {
-  const held = await sql.query<{ held: boolean }>(`SELECT ${livenessHeldSql('$1::text', '$2::text')} AS held`, [app, executorId]);
+  const held = await sql.query<{ held: boolean }>(`SELECT ${livenessHeldSql('afterlife', '$1::text', '$2::text')} AS held`, [app, executorId]);
   if (!held.rows[0]?.held) return undefined;
   const r = await sql.query<{ pid: number; application_name: string }>(
     `SELECT l.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-        AND l.classid = (hashtext('afterlife-liveness:' || $1::text))::oid AND l.objid = (hashtext($2::text))::oid`,
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND l.classid = ((${LIVENESS_KEY_SQL.key('$1::text', '$2::text')} >> 32) & 4294967295)::oid
+        AND l.objid = (${LIVENESS_KEY_SQL.key('$1::text', '$2::text')} & 4294967295)::oid`,
     [app, executorId],
   );
   const row = r.rows[0];

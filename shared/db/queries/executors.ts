@@ -20,6 +20,8 @@ export interface ExecutorRow {
   liveness: boolean;
   /** The process start this row describes (migration 0010); null for kits from before it. */
   incarnation: string | null;
+  /** The backend holding its liveness lock for this incarnation (migration 0011). */
+  liveness_pid: number | null;
 }
 
 const table = (db: Db) => `${ident(db.afterlifeSchema)}.executors`;
@@ -48,6 +50,7 @@ export async function registerAlive(
               state_changed_at = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN now() ELSE x.state_changed_at END,
               reason = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN NULL ELSE x.reason END,
               detected_by = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN NULL ELSE x.detected_by END,
+              liveness_pid = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN NULL ELSE x.liveness_pid END,
               incarnation = EXCLUDED.incarnation
         WHERE CASE WHEN EXCLUDED.incarnation IS NULL OR x.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation THEN x.state <> 'dead'
                    ELSE x.started_at IS NULL OR x.started_at <= EXCLUDED.started_at END

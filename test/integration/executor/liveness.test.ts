@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { setState } from '../../../shared/db/queries/executors.js';
+import pg from 'pg';
+import { registerAlive, setState } from '../../../shared/db/queries/executors.js';
 import { Heartbeat } from '../../../shared/executor/heartbeat.js';
 import { LivenessLock } from '../../../shared/executor/liveness.js';
 import type { FenceVerdict } from '../../../shared/liveness/fenceCheck.js';
 import { readLiveness } from '../../../shared/liveness/held.js';
+import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL } from '../../../shared/liveness/key.js';
 import { createRedis } from '../../../shared/lock/redis.js';
 import { memoryLogger } from '../../../shared/log.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
@@ -26,8 +28,26 @@ describe('kit modules: liveness lock and heartbeat', () => {
     await tdb?.drop();
   });
 
-  const lock = (executorId: string, onFenced: (v: FenceVerdict) => void = () => undefined) =>
-    new LivenessLock({ databaseUrl: tdb.url, applicationName: app, executorId, afterlifeSchema: 'afterlife', since: new Date(), logger: memoryLogger(), onFenced, checkEveryMs: 200 });
+  let n = 0;
+  /** A kit's liveness module as attach wires it: its own incarnation, registered before it takes the lock. */
+  const lock = (executorId: string, onFenced: (v: FenceVerdict) => void = () => undefined, logger = memoryLogger(), o: { leaseMs?: number; checkEveryMs?: number } = {}) => {
+    const incarnation = `inc${++n}`;
+    return new LivenessLock({
+      databaseUrl: tdb.url,
+      applicationName: app,
+      executorId,
+      afterlifeSchema: 'afterlife',
+      since: new Date(),
+      incarnation,
+      register: async () => {
+        await registerAlive(db, { applicationName: app, executorId, applicationVersion: 'v1', startedAt: new Date(), heartbeats: true, liveness: true, incarnation });
+      },
+      logger,
+      onFenced,
+      checkEveryMs: o.checkEveryMs ?? 200,
+      ...(o.leaseMs ? { leaseMs: o.leaseMs } : {}),
+    });
+  };
 
   it('held while the session lives, free the moment it ends, taken back after a terminated session', async () => {
     const l = lock('exec-a');
@@ -39,7 +59,7 @@ describe('kit modules: liveness lock and heartbeat', () => {
       expect((await readLiveness(db, `${app}-other`, ['exec-a'])).held.size).toBe(0);
 
       const killed = await tdb.sql.query<{ ok: boolean }>(
-        `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = 'afterlife_live_exec-a' AND datname = current_database()`,
+        `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name LIKE 'afterlife_live_exec-a@%' AND datname = current_database()`,
       );
       expect(killed.rows.map((r) => r.ok)).toEqual([true]);
       const t0 = Date.now();
@@ -90,12 +110,12 @@ describe('kit modules: liveness lock and heartbeat', () => {
 
   it('the lease is timed by the server: a holder silent for the lease loses its session and lock, then takes them back', async () => {
     // Checks far apart: nothing renews the lease, as with a frozen process.
-    const l = new LivenessLock({ databaseUrl: tdb.url, applicationName: app, executorId: 'exec-lease', afterlifeSchema: 'afterlife', since: new Date(), logger: memoryLogger(), onFenced: () => undefined, leaseMs: 3_000, checkEveryMs: 60_000 });
+    const l = lock('exec-lease', () => undefined, memoryLogger(), { leaseMs: 3_000, checkEveryMs: 60_000 });
     await l.start();
     try {
       expect(l.leaseMs).toBe(3_000);
       const pid = await waitFor('the lease session', async () => {
-        const r = await tdb.sql.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = 'afterlife_live_exec-lease' AND datname = current_database()`);
+        const r = await tdb.sql.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'afterlife_live_exec-lease@%' AND datname = current_database()`);
         return r.rows[0]?.pid;
       });
       const t0 = Date.now();
@@ -125,6 +145,125 @@ describe('kit modules: liveness lock and heartbeat', () => {
       expect(logger.lines.filter((x) => x.event === 'liveness_lease').map((x) => x.severity).sort()).toEqual(['NOTICE', 'WARNING']);
     } finally {
       await Promise.all([kept.close(), unsafe.close()]);
+    }
+  });
+
+  /** A login role with no grants at all: what "anyone with a database login" can do (issue 23). */
+  const stranger = async () => {
+    const role = `stranger_${process.pid}_${++n}`;
+    await tdb.sql.query(`CREATE ROLE ${role} LOGIN`);
+    const u = new URL(tdb.url);
+    u.username = role;
+    u.password = '';
+    const c = new pg.Client({ connectionString: u.toString() });
+    await c.connect();
+    return {
+      c,
+      drop: async () => {
+        await c.end().catch(() => undefined);
+        await tdb.sql.query(`DROP ROLE IF EXISTS ${role}`);
+      },
+    };
+  };
+
+  it('a forged fence NOTIFY from a role with no grants is only a hint: the registry says alive, so the kit keeps running', async () => {
+    let fenced: FenceVerdict | undefined;
+    const l = lock('exec-n', (v) => (fenced ??= v));
+    await l.start();
+    const s = await stranger();
+    try {
+      expect(l.held).toBe(true);
+      const denied = await s.c.query(`SELECT 1 FROM afterlife.executors`).then(() => false, () => true);
+      expect(denied).toBe(true);
+      await s.c.query(`SELECT pg_notify('afterlife_fence', $1)`, [JSON.stringify({ applicationName: app, executorId: 'exec-n' })]);
+      // The hint makes it ask at once; two more periodic checks (200 ms) for good measure.
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(fenced).toBeUndefined();
+      expect(l.held).toBe(true);
+      expect((await readLiveness(db, app, ['exec-n'])).held.has('exec-n')).toBe(true);
+    } finally {
+      await s.drop();
+      await l.close();
+    }
+  });
+
+  it('a squatted liveness key is reported, never read as life; the kit takes it once the squatter goes', async () => {
+    const s = await stranger();
+    const logger = memoryLogger();
+    const l = lock('exec-sq', () => undefined, logger);
+    try {
+      // The squatter computes the key (it is no secret) and takes it before the kit starts.
+      await s.c.query(`SELECT pg_advisory_lock(${LIVENESS_KEY_SQL.key('$1::text', '$2::text')})`, [app, 'exec-sq']);
+      await l.start();
+      expect(l.held).toBe(false);
+      expect(logger.lines.some((x) => x.event === 'liveness_lock_busy')).toBe(true);
+      const r = await readLiveness(db, app, ['exec-sq']);
+      expect(r.held.has('exec-sq')).toBe(false);
+      expect(r.squatted.has('exec-sq')).toBe(true);
+      await s.c.end();
+      await waitFor('the kit takes its lock', async () => l.held, { timeoutMs: 5_000 });
+      const after = await readLiveness(db, app, ['exec-sq']);
+      expect([after.held.has('exec-sq'), after.squatted.has('exec-sq')]).toEqual([true, false]);
+    } finally {
+      await s.drop();
+      await l.close();
+    }
+  });
+
+  it('two IDs that collide under 32-bit hashtext hold separate locks (64-bit keys)', async () => {
+    const [a, b] = ['exec-9863923cd615', 'exec-39cac52d2c3c'];
+    const legacy = await tdb.sql.query<{ same: boolean }>(`SELECT ${LEGACY_LIVENESS_KEY_SQL.executor('$1::text')} = ${LEGACY_LIVENESS_KEY_SQL.executor('$2::text')} AS same`, [a, b]);
+    expect(legacy.rows[0]?.same).toBe(true);
+    const la = lock(a);
+    const lb = lock(b);
+    await Promise.all([la.start(), lb.start()]);
+    try {
+      expect([la.held, lb.held]).toEqual([true, true]);
+      expect((await readLiveness(db, app, [a, b])).held).toEqual(new Set([a, b]));
+      await la.close();
+      await waitFor('a free, b still held', async () => {
+        const r = await readLiveness(db, app, [a, b]);
+        return !r.held.has(a) && r.held.has(b);
+      }, { timeoutMs: 5_000 });
+    } finally {
+      await Promise.all([la.close(), lb.close()]);
+    }
+  });
+
+  it('what reading the holder costs: the reaper\'s statement over 200 registered holders', async () => {
+    // One session holds 200 keys, registered as their holder: the statement's work (pg_locks x registry)
+    // without 200 connections.
+    const holder = new pg.Client({ connectionString: tdb.url });
+    await holder.connect();
+    const ids = Array.from({ length: 200 }, (_, i) => `cost-${i}`);
+    try {
+      const pid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+      for (const id of ids) {
+        await registerAlive(db, { applicationName: app, executorId: id, applicationVersion: 'v1', startedAt: new Date(), heartbeats: true, liveness: true, incarnation: `c-${id}` });
+      }
+      await holder.query(`SELECT pg_advisory_lock(${LIVENESS_KEY_SQL.key('$1::text', 'id')}) FROM unnest($2::text[]) AS id`, [app, ids]);
+      await tdb.sql.query(`UPDATE afterlife.executors SET liveness_pid = $1 WHERE application_name = $2 AND executor_id = ANY($3)`, [pid, app, ids]);
+      const time = async (f: () => Promise<unknown>) => {
+        const xs: number[] = [];
+        for (let i = 0; i < 15; i++) {
+          const t = process.hrtime.bigint();
+          await f();
+          xs.push(Number(process.hrtime.bigint() - t) / 1e6);
+        }
+        return xs.sort((x, y) => x - y)[7] ?? NaN;
+      };
+      const withHolder = await time(async () => expect((await readLiveness(db, app, ids)).held.size).toBe(200));
+      // The same read without the holder check (any holder of the 64-bit key), for comparison.
+      const anyHolder = await time(() =>
+        tdb.sql.query(
+          `SELECT array_agg(e.id) FROM unnest($2::text[]) AS e(id) WHERE EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+             AND l.classid = ((${LIVENESS_KEY_SQL.key('$1::text', 'e.id')} >> 32) & 4294967295)::oid AND l.objid = (${LIVENESS_KEY_SQL.key('$1::text', 'e.id')} & 4294967295)::oid)`,
+          [app, ids],
+        ),
+      );
+      console.log(`[liveness:cost] 200 holders: the reaper's read with the holder check ${withHolder.toFixed(1)} ms median, any holder ${anyHolder.toFixed(1)} ms`);
+    } finally {
+      await holder.end();
     }
   });
 

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { LIVENESS_KEY_SQL } from '../../../shared/liveness/key.js';
+import { registerAlive } from '../../../shared/db/queries/executors.js';
+import { takeLivenessSql } from '../../../shared/liveness/key.js';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
 import { deathNotice, type DeathNotice } from '../../../shared/events/deathNotice.js';
 import { createRedis } from '../../../shared/lock/redis.js';
@@ -50,7 +51,9 @@ describe('death notices about live executors', () => {
     const down = createRedis('redis://127.0.0.1:1');
     const blind = testRuntime({ databaseUrl: f.tdb.url, applicationName: f.app, redis: down });
     try {
-      await session.query(`SELECT pg_advisory_lock(${LIVENESS_KEY_SQL.app('$1::text')}, ${LIVENESS_KEY_SQL.executor('$2::text')})`, [f.app, 'locked-1']);
+      await registerAlive(f.rt.db, { applicationName: f.app, executorId: 'locked-1', applicationVersion: 'v1', startedAt: new Date(), heartbeats: true, liveness: true, incarnation: 'inc-locked-1' });
+      const took = await session.query<{ ok: boolean; recorded: boolean }>(takeLivenessSql('afterlife'), [f.app, 'locked-1', 'inc-locked-1']);
+      expect(took.rows).toEqual([{ ok: true, recorded: true }]);
       const out = await handleDeathEvent(blind, envelope(notice('locked-1', 'manual')));
       expect(out).toMatchObject({ ack: true, kind: 'refused' });
       expect(blind.logger.lines.find((l) => l.event === 'death_notice_refused')?.reason).toMatch(/liveness lock/);
