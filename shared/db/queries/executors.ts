@@ -30,7 +30,8 @@ const table = (db: Db) => `${ident(db.afterlifeSchema)}.executors`;
  * Registers a live incarnation of an executor. A new incarnation (another process start with this ID) takes
  * the row over whatever its state — alive, drained or dead all describe an earlier process — unless the row
  * names a later-started one (an old process whose first registration failed and is retried must not take
- * the ID back from its successor). The reaper's streaks about the ID (absences, a recent declaration) described an earlier process: forgotten.
+ * the ID back from its successor). The reaper's streaks about the ID (absences, a recent declaration) are
+ * cleared by its first tick that sees the new process alive (recordPresent), so the kit writes only the registry.
  * Without an incarnation (kits from before migration 0010) a dead executor never comes back under its ID.
  * Returns whether this incarnation now holds the row.
  */
@@ -55,10 +56,6 @@ export async function registerAlive(
         WHERE CASE WHEN EXCLUDED.incarnation IS NULL OR x.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation THEN x.state <> 'dead'
                    ELSE x.started_at IS NULL OR x.started_at <= EXCLUDED.started_at END
        RETURNING 1
-     ),
-     forgotten AS (
-       DELETE FROM ${ident(db.afterlifeSchema)}.executor_observations o
-        WHERE $7::text IS NOT NULL AND o.application_name = $1 AND o.executor_id = $2 AND EXISTS (SELECT 1 FROM up)
      )
      SELECT EXISTS (SELECT 1 FROM up) AS ours`,
     [e.applicationName, e.executorId, e.applicationVersion, e.startedAt, e.heartbeats, e.liveness ?? false, e.incarnation ?? null],
