@@ -22,7 +22,7 @@
  *   npm run build && node dist/bench/recovery.js [sizes=10000,100000,1000000] [reps=7,7,3] [batchSizes=1000] [--no-index]
  *
  * The template has afterlife's opt-in PENDING-owner index (shared/db/migrations/optin/), the configuration
- * the README recommends, so both methods run with it; `--no-index` leaves DBOS's own indexes only.
+ * docs/reaper.md#recommended-index recommends, so both methods run with it; `--no-index` leaves DBOS's own indexes only.
  *
  * `reps` is one count per size (the last one repeats): a 1M run costs about two minutes on the 2-core machine.
  */
