@@ -74,7 +74,16 @@ export async function createPubSubPublisher(
 ): Promise<Publisher> {
   if (bridgeUrl) return new HttpBridgePublisher(bridgeUrl, projectId ?? 'afterlife-local');
   const { PubSub } = await import('@google-cloud/pubsub');
-  return new PubSubPublisher(new PubSub(projectId ? { projectId } : {}));
+  return new PubSubPublisher(new PubSub({ ...(projectId ? { projectId } : {}), ...emulatorOptions(process.env.PUBSUB_EMULATOR_HOST) }));
+}
+
+/**
+ * The emulator needs no credentials, but the client still asked the metadata server which universe it is
+ * in: outside Google Cloud that printed a MetadataLookupWarning on every kit's first publish (its SIGTERM
+ * notice). Naming the universe (and the emulator) leaves nothing to look up.
+ */
+export function emulatorOptions(host: string | undefined): { emulatorMode?: boolean; universeDomain?: string } {
+  return host ? { emulatorMode: true, universeDomain: 'googleapis.com' } : {};
 }
 
 export async function publishDeathNotice(publisher: Publisher, topic: string, notice: DeathNotice): Promise<string> {
