@@ -17,6 +17,7 @@ import { type CommandResult, UsageError } from './commands/types.js';
 import { drain } from './commands/drain.js';
 import { fork } from './commands/fork.js';
 import { reap } from './commands/reap.js';
+import { retention } from './commands/retention.js';
 import type { ErrorOutput } from './schemas.js';
 
 const USAGE = `usage: afterlife <command> [options]
@@ -36,6 +37,9 @@ commands:
   fork <workflowId> [--from-step N]     fork a workflow (default: from its first divergent step)
   drain --version V [--wait] [--timeout-s S]
                                         drain every executor of version V; --wait follows until drained
+  retention [--dry-run] [--budget-s S]  one retention pass with the configured policy (RETENTION_MAX_COMPLETED,
+                                        RETENTION_MAX_AGE_MS, WORKFLOW_GLOBAL_TIMEOUT_MS; off unless set);
+                                        --dry-run lists what would be deleted or cancelled
   migrate [--dbos] [--indexes]          apply afterlife's migrations (--dbos: DBOS's system schema first;
                                         --indexes: build the opt-in indexes on DBOS's tables, CONCURRENTLY)
 
@@ -65,6 +69,7 @@ const COMMANDS = {
   fork: { 'from-step': { type: 'string' } },
   drain: { version: { type: 'string' }, wait: { type: 'boolean', default: false }, 'timeout-s': { type: 'string' } },
   migrate: { dbos: { type: 'boolean', default: false }, indexes: { type: 'boolean', default: false } },
+  retention: { 'dry-run': { type: 'boolean', default: false }, 'budget-s': { type: 'string' } },
 } as const;
 type CommandName = keyof typeof COMMANDS;
 
@@ -167,6 +172,14 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
         throw new UsageError(`--ticks must be an integer from 1 to 100 (got "${String(raw)}")`);
       }
       return (ctx) => reap(ctx, { dryRun: values['dry-run'] === true, ticks: raw === undefined ? 2 : Number(raw) });
+    }
+    case 'retention': {
+      noPositionals();
+      const raw = values['budget-s'];
+      if (raw !== undefined && (typeof raw !== 'string' || !/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 86_400)) {
+        throw new UsageError(`--budget-s must be an integer from 1 to 86400 (got "${String(raw)}")`);
+      }
+      return (ctx) => retention(ctx, { dryRun: values['dry-run'] === true, budgetS: raw === undefined ? 900 : Number(raw) });
     }
     case 'fork': {
       const [workflowId, ...extra] = positionals;

@@ -24,6 +24,13 @@ export const ExecutorStatus = z.strictObject({
   reason: z.string().nullable(),
 });
 
+/** RETENTION_MAX_COMPLETED, RETENTION_MAX_AGE_MS, WORKFLOW_GLOBAL_TIMEOUT_MS; null = off. */
+export const RetentionPolicyOutput = z.strictObject({
+  maxCompleted: z.number().int().positive().nullable(),
+  maxAgeMs: z.number().int().positive().nullable(),
+  globalTimeoutMs: z.number().int().positive().nullable(),
+});
+
 export const StatusOutput = z.strictObject({
   command: z.literal('status'),
   applicationName: z.string(),
@@ -53,8 +60,43 @@ export const StatusOutput = z.strictObject({
       durationMs: z.number().int().nonnegative().nullable(),
     }),
   ),
+  /** The retention policy in force (off unless configured) and what the last pass did. */
+  retention: z.strictObject({
+    policy: RetentionPolicyOutput,
+    summary: z.string(),
+    lastPassAt: iso.nullable(),
+    lastPass: z.strictObject({ deleted: z.number().int().nonnegative(), timedOut: z.number().int().nonnegative(), batches: z.number().int().nonnegative(), longestBatchMs: z.number().nonnegative(), stoppedBecause: z.string(), roundFinished: z.boolean() }).nullable(),
+    roundInProgress: z.boolean(),
+    totalDeleted: z.number().int().nonnegative(),
+    totalTimedOut: z.number().int().nonnegative(),
+  }),
 });
 export type StatusOutput = z.infer<typeof StatusOutput>;
+
+/** `afterlife retention [--dry-run]`: one pass with the configured policy. */
+export const RetentionOutput = z.strictObject({
+  command: z.literal('retention'),
+  applicationName: z.string(),
+  dryRun: z.boolean(),
+  policy: RetentionPolicyOutput,
+  summary: z.string(),
+  deleted: z.number().int().nonnegative(),
+  steps: z.number().int().nonnegative(),
+  inputs: z.number().int().nonnegative(),
+  outputs: z.number().int().nonnegative(),
+  batches: z.number().int().nonnegative(),
+  longestBatchMs: z.number().nonnegative(),
+  timedOut: z.number().int().nonnegative(),
+  timedOutWorkflows: z.array(z.string()),
+  /** --dry-run: the workflows that would go (the first 1,000). */
+  wouldDelete: z.array(z.string()),
+  cutoffAt: iso.nullable(),
+  roundFinished: z.boolean(),
+  stoppedBecause: z.enum(['off', 'done', 'slice', 'budget']),
+  own: z.strictObject({ executors: z.number().int(), observations: z.number().int(), recoveries: z.number().int(), drainRequests: z.number().int(), stuck: z.number().int(), lineages: z.number().int() }).nullable(),
+  durationMs: z.number().int().nonnegative(),
+});
+export type RetentionOutput = z.infer<typeof RetentionOutput>;
 
 export const RecoverOutput = z.strictObject({
   command: z.literal('recover'),
@@ -150,8 +192,8 @@ export const ReapOutput = z.strictObject({
   /** --dry-run: what it would have done. */
   planned: z.array(
     z.strictObject({
-      pass: z.enum(['dead', 'stuck', 'diverged', 'orphaned']),
-      action: z.enum(['declare-dead', 'recover-inline', 'report', 'cancel', 'fork']),
+      pass: z.enum(['dead', 'stuck', 'diverged', 'orphaned', 'retention']),
+      action: z.enum(['declare-dead', 'recover-inline', 'report', 'cancel', 'fork', 'delete']),
       executorId: z.string().nullable(),
       workflowId: z.string().nullable(),
     }),

@@ -40,6 +40,9 @@ locals {
     runtime_start_failed             = "a function instance could not build its runtime (config, database, schema, grants); it answers 503 / nacks and retries with backoff"
     death_notice_refused             = "a manual/sigterm/drained notice named an executor whose heartbeat says alive; acked without effect (force: true overrides)"
     drain_failed                     = "a drain request failed with an unexpected error (500)"
+    retention_batch                  = "one retention batch deleted completed workflows (the line carries deleted and durationMs)"
+    retention_pass                   = "one retention pass finished (policy, deleted, timed out, why it stopped)"
+    workflow_timed_out               = "WORKFLOW_GLOBAL_TIMEOUT_MS cancelled a workflow (its children with it)"
   }
 
   # Only afterlife's own services; the executors' kit logs in the app's services.
@@ -92,6 +95,35 @@ resource "google_logging_metric" "recovery_latency" {
       num_finite_buckets = 20
       growth_factor      = 2
       scale              = 10
+    }
+  }
+
+  depends_on = [google_project_service.this]
+}
+
+# Retention (docs/retention.md): workflows deleted per batch, and how long each batch statement held its
+# row locks (the `deleted` and `durationMs` of `event: retention_batch` lines).
+resource "google_logging_metric" "retention" {
+  for_each = { retention_deleted = { field = "deleted", unit = "1", scale = 1 }, retention_batch_ms = { field = "durationMs", unit = "ms", scale = 1 } }
+
+  project     = var.project_id
+  name        = "${var.name_prefix}/${each.key}"
+  description = "retention_batch lines: ${each.value.field}"
+  filter      = "${local.log_scope} AND jsonPayload.event=\"retention_batch\""
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "DISTRIBUTION"
+    unit        = each.value.unit
+  }
+
+  value_extractor = "EXTRACT(jsonPayload.${each.value.field})"
+
+  bucket_options {
+    exponential_buckets {
+      num_finite_buckets = 20
+      growth_factor      = 2
+      scale              = each.value.scale
     }
   }
 

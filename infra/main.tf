@@ -67,6 +67,10 @@ locals {
       REAPER_RECOVERY             = var.afterlife.reaper_recovery
       REAPER_LIVENESS_EVIDENCE    = var.afterlife.reaper_liveness_evidence
       REAPER_LIVENESS_SETTLE_MS   = tostring(var.afterlife.reaper_liveness_settle_ms)
+      # Retention and the global timeout run in the reaper's ticks (docs/retention.md); 0 = off.
+      RETENTION_MAX_COMPLETED    = tostring(var.afterlife.retention_max_completed)
+      RETENTION_MAX_AGE_MS       = tostring(var.afterlife.retention_max_age_ms)
+      WORKFLOW_GLOBAL_TIMEOUT_MS = tostring(var.afterlife.workflow_global_timeout_ms)
     }
     drain = {
       DB_USER = local.db_users.drain

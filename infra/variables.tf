@@ -100,6 +100,10 @@ variable "afterlife" {
     repair_mode                 = optional(string, "rewind")
     datasource_schemas          = optional(string, "dbos")
     dbos_schema_max_version     = optional(number, 123)
+    # Retention (docs/retention.md): OFF by default (0). Deleting workflow history cannot be undone.
+    retention_max_completed    = optional(number, 0)
+    retention_max_age_ms       = optional(number, 0)
+    workflow_global_timeout_ms = optional(number, 0)
     log_level                   = optional(string, "INFO")
   })
 
@@ -141,6 +145,10 @@ variable "afterlife" {
   validation {
     condition     = var.afterlife.drain_budget_ms >= 1000 && var.afterlife.drain_budget_ms <= 86400000
     error_message = "drain_budget_ms must be between 1000 and 86400000 (24 h)."
+  }
+  validation {
+    condition     = alltrue([for v in [var.afterlife.retention_max_completed, var.afterlife.retention_max_age_ms, var.afterlife.workflow_global_timeout_ms] : v >= 0 && floor(v) == v])
+    error_message = "retention_max_completed, retention_max_age_ms and workflow_global_timeout_ms must be whole numbers >= 0 (0 = off)."
   }
   validation {
     condition     = var.afterlife.orphaned_version_grace_ms >= 0

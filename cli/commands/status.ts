@@ -1,5 +1,7 @@
 import { listExecutors } from '../../shared/db/queries/executors.js';
 import { recentRecoveries } from '../../shared/db/queries/recentRecoveries.js';
+import { readRetentionState } from '../../shared/db/queries/retentionState.js';
+import { describePolicy, policyOf } from '../../shared/retention/policy.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
 import { findDiverged } from '../../shared/dbos/diverged.js';
 import { countByStatus, pendingSummaryByExecutor } from '../../shared/dbos/status.js';
@@ -33,6 +35,8 @@ export async function status(ctx: CliContext): Promise<CommandResult<StatusOutpu
     await findDiverged(db, app, DIVERGED_LIMIT),
     await recentRecoveries(db, app, 10),
   ];
+  const retention = await readRetentionState(db, app);
+  const policy = policyOf(config);
 
   let redisState: StatusOutput['redis'] = config.redis ? 'ok' : 'not-configured';
   const beats = new Map<string, { value: HeartbeatValue | undefined; ttlMs: number | undefined }>();
@@ -97,8 +101,31 @@ export async function status(ctx: CliContext): Promise<CommandResult<StatusOutpu
       byStatus,
     },
     recentRecoveries: recoveries.map((r) => ({ ...r, startedAt: r.startedAt.toISOString() })),
+    retention: {
+      policy: { maxCompleted: policy.maxCompleted ?? null, maxAgeMs: policy.maxAgeMs ?? null, globalTimeoutMs: policy.globalTimeoutMs ?? null },
+      summary: describePolicy(policy, duration),
+      lastPassAt: retention.lastPassAt?.toISOString() ?? null,
+      lastPass: lastPassOf(retention.lastPass),
+      roundInProgress: retention.round !== undefined,
+      totalDeleted: retention.totalDeleted,
+      totalTimedOut: retention.totalTimedOut,
+    },
   };
   return { json: out, text: render(out), exitCode: 0 };
+}
+
+/** The recorded summary (jsonb, written by shared/retention/pass.ts), reduced to what status shows. */
+function lastPassOf(p: Record<string, unknown> | undefined): StatusOutput['retention']['lastPass'] {
+  if (!p) return null;
+  const n = (k: string) => (typeof p[k] === 'number' ? p[k] : 0);
+  return {
+    deleted: n('deleted'),
+    timedOut: n('timedOut'),
+    batches: n('batches'),
+    longestBatchMs: n('longestBatchMs'),
+    stoppedBecause: typeof p.stoppedBecause === 'string' ? p.stoppedBecause : 'unknown',
+    roundFinished: p.roundFinished === true,
+  };
 }
 
 function render(s: StatusOutput): string {
@@ -128,6 +155,15 @@ function render(s: StatusOutput): string {
     `workflows: ${byStatus || 'none'}`,
     `stuck: ${s.totals.stuck} (PENDING with no activity for ${duration(s.stuckAfterMs)})   diverged: ${s.totals.diverged >= DIVERGED_LIMIT ? `${DIVERGED_LIMIT}+` : s.totals.diverged} (ERROR with DBOSUnexpectedStepError, not forked or dead-lettered yet)`,
   );
+  const r = s.retention;
+  lines.push('', r.summary);
+  if (r.lastPass && r.lastPassAt) {
+    lines.push(
+      `last retention pass ${ago(Date.parse(s.generatedAt) - Date.parse(r.lastPassAt))}: deleted ${r.lastPass.deleted}, timed out ${r.lastPass.timedOut}, ` +
+        `${r.lastPass.batches} batch(es), longest ${duration(r.lastPass.longestBatchMs)}, ${r.lastPass.roundFinished ? 'round finished' : `stopped (${r.lastPass.stoppedBecause}), round in progress`}` +
+        ` — since the start: ${r.totalDeleted} deleted, ${r.totalTimedOut} timed out`,
+    );
+  } else if (r.policy.maxCompleted !== null || r.policy.maxAgeMs !== null || r.policy.globalTimeoutMs !== null) lines.push('no retention pass has run yet');
   if (s.recentRecoveries.length) {
     lines.push('', 'recent recoveries:');
     lines.push(

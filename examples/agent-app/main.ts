@@ -57,6 +57,7 @@ export async function startAgent(workflowId: string, spec: AgentSpec, queueName?
 // Test-only workflows that replay differently (the fork suites); imports are hoisted, so they register before launch.
 import './divergent.js';
 import './transactional.js';
+import './family.js';
 
 type Command = { id: number; cmd: 'start'; workflowId: string; spec: AgentSpec; queueName?: string };
 

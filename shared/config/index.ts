@@ -114,6 +114,11 @@ const EnvSchema = z
     // The newest DBOS system-schema migration afterlife may run against (tested: 123); raise only after checking.
     DBOS_SCHEMA_MAX_VERSION: int(123, 123, 1_000_000),
 
+    // Retention (shared/retention, docs/retention.md): OFF unless set. 0 = off. Deleting history cannot be undone.
+    RETENTION_MAX_COMPLETED: int(0, 0, 1_000_000_000_000),
+    RETENTION_MAX_AGE_MS: int(0, 0),
+    WORKFLOW_GLOBAL_TIMEOUT_MS: int(0, 0),
+
     LOG_LEVEL: z.enum(['DEBUG', 'INFO', 'NOTICE', 'WARNING', 'ERROR']).default('INFO'),
   });
 
@@ -183,6 +188,18 @@ export interface Config {
     repairMode: 'rewind' | 'fork';
     /** Schemas whose `transaction_completion` tables hold DBOS data-source checkpoints afterlife can read. */
     dataSourceSchemas: string[];
+  };
+  /**
+   * Retention of completed workflows and the global timeout (shared/retention); undefined = off (the
+   * default: nothing is deleted or cancelled unless asked for).
+   */
+  retention: {
+    /** Keep at most this many completed workflows (the newest by completion); older ones go. */
+    maxCompleted: number | undefined;
+    /** Delete completed workflows that completed longer ago than this. */
+    maxAgeMs: number | undefined;
+    /** Cancel workflows (and their children) not completed this long after creation. */
+    globalTimeoutMs: number | undefined;
   };
   /** The newest DBOS schema version (dbos_migrations) afterlife accepts at start. */
   dbosSchemaMaxVersion: number;
@@ -284,6 +301,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       targetVersion: e.FORK_TARGET_VERSION,
       repairMode: e.REPAIR_MODE,
       dataSourceSchemas: e.DATASOURCE_SCHEMAS.split(',').map((x) => x.trim()),
+    },
+    retention: {
+      maxCompleted: e.RETENTION_MAX_COMPLETED || undefined,
+      maxAgeMs: e.RETENTION_MAX_AGE_MS || undefined,
+      globalTimeoutMs: e.WORKFLOW_GLOBAL_TIMEOUT_MS || undefined,
     },
     dbosSchemaMaxVersion: e.DBOS_SCHEMA_MAX_VERSION,
     logLevel: e.LOG_LEVEL,

@@ -4,7 +4,7 @@ import { type Divergence, parseDivergence } from '../fork/detect.js';
 import { appScope } from './sql.js';
 
 /** The regex prefilter for a code-26 error, as an SQL literal; parseDivergence decides. */
-const DIVERGENCE_PREFILTER = `'"dbosErrorCode":\\s*26\\M|was recorded when .* was expected'`;
+export const DIVERGENCE_PREFILTER = `'"dbosErrorCode":\\s*26\\M|was recorded when .* was expected'`;
 
 /**
  * The ID plan.ts gives a child forked afresh for a parent's fork (`<root>-fork-<n>-child-<step>`). Such a

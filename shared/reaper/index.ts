@@ -50,7 +50,7 @@ export type ReaperSummary =
       ticks: number;
       durationMs: number;
       stoppedBecause: 'budget' | 'max-ticks' | 'lease-lost' | 'shutting-down';
-      passes: { dead: PassTotals; stuck: PassTotals; diverged: PassTotals; orphaned: PassTotals };
+      passes: { dead: PassTotals; stuck: PassTotals; diverged: PassTotals; orphaned: PassTotals; retention: PassTotals };
       declaredDead: string[];
       stuckWorkflows: string[];
       /** Why heartbeat evidence was skipped, per distinct reason (e.g. redis unreachable). */
@@ -95,7 +95,7 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   if (taken.sinceLastTickMs !== undefined && taken.sinceLastTickMs > gapWorthLogging) {
     log.warn('no reaper ticked for a while before this one took the lease', { gapMs: taken.sinceLastTickMs, event: 'reaper_tick_gap' });
   }
-  const totals = { dead: emptyTotals(), stuck: emptyTotals(), diverged: emptyTotals(), orphaned: emptyTotals() };
+  const totals = { dead: emptyTotals(), stuck: emptyTotals(), diverged: emptyTotals(), orphaned: emptyTotals(), retention: emptyTotals() };
   const declaredDead: string[] = [];
   const stuck = new Set<string>();
   const heartbeatSkipped = new Set<string>();
@@ -196,14 +196,15 @@ function emptyTotals(): PassTotals {
   return { runs: 0, errors: 0, durationMs: 0, maxDurationMs: 0 };
 }
 
-type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned';
-const PASSES: readonly Pass[] = ['dead', 'stuck', 'diverged', 'orphaned'];
+type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned' | 'retention';
+const PASSES: readonly Pass[] = ['dead', 'stuck', 'diverged', 'orphaned', 'retention'];
 
 const COUNTS: Record<Pass, string[]> = {
   dead: ['candidates', 'alive', 'absent', 'published', 'recoveredInline', 'reenqueued', 'reappeared', 'activityResumed'],
   stuck: ['examined', 'found', 'reported', 'cancelled', 'forked', 'raced'],
   diverged: ['found', 'handed', 'failed'],
   orphaned: ['found', 'reported', 'forked', 'failed', 'notForked'],
+  retention: ['deleted', 'steps', 'batches', 'timedOut'],
 };
 
 function accumulate(totals: Record<Pass, PassTotals>, r: TickResult, errors: Array<{ tick: number; pass: string; error: string }>): void {

@@ -2,6 +2,7 @@ import type { Budget } from '../lifecycle/deadline.js';
 import { deadExecutorsPass } from './deadExecutors.js';
 import { divergedPass } from './diverged.js';
 import { NOT_DUE, orphanedVersionsPass } from './orphanedVersions.js';
+import { retentionTick } from './retention.js';
 import { stuckPass } from './stuck.js';
 import type { ReaperDeps, ReaperState, TickContext, TickResult } from './types.js';
 
@@ -55,7 +56,7 @@ export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Bu
   const now = deps.clock();
   if (state.sweptAt !== undefined && now - state.sweptAt < SWEEP_EVERY_MS) {
     const notDue = { skipped: NOT_DUE, durationMs: 0 };
-    return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck: notDue, diverged: notDue, orphaned: notDue };
+    return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck: notDue, diverged: notDue, orphaned: notDue, retention: notDue };
   }
   state.sweptAt = now;
   const stuck: TickResult['stuck'] =
@@ -64,7 +65,9 @@ export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Bu
       : await timed(() => stuckPass(deps, ctx, stuckSlice(dead.liveOwners, deps.clock(), stuckAfterMs, Math.max(tickMs, SWEEP_EVERY_MS))));
   const diverged = await timed(() => divergedPass(deps, ctx, state));
   const orphaned = await timed(() => orphanedVersionsPass(deps, ctx, state));
-  return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck, diverged, orphaned };
+  // Retention (shared/retention) last: history can wait for live work's passes.
+  const retention = await timed(() => retentionTick(deps, ctx, state));
+  return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck, diverged, orphaned, retention };
 }
 
 function round(ms: number): number {

@@ -26,7 +26,7 @@ export const IDLE_LINES_PER_MINUTE = 4;
 /** While every tick fails (the database is down), one tick line in this many, not four a second. */
 const TICK_LOG_EVERY_FAILED = 20;
 
-type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned';
+type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned' | 'retention';
 
 /** Counts that mean the pass did or found something worth a line of its own. */
 const ACTIONS: Record<Pass, string[]> = {
@@ -34,8 +34,9 @@ const ACTIONS: Record<Pass, string[]> = {
   stuck: ['found', 'reported', 'cancelled', 'forked', 'raced'],
   diverged: ['found', 'handed', 'failed'],
   orphaned: ['found', 'reported', 'forked', 'failed'],
+  retention: ['deleted', 'timedOut'],
 };
-const FAILURES: Record<Pass, string[]> = { dead: [], stuck: ['raced'], diverged: ['failed'], orphaned: ['failed'] };
+const FAILURES: Record<Pass, string[]> = { dead: [], stuck: ['raced'], diverged: ['failed'], orphaned: ['failed'], retention: [] };
 
 export type TickKind = 'quiet' | 'eventful' | 'failed';
 
@@ -138,5 +139,5 @@ export class TickLog {
 /** An eventful tick's line: durations and counts, no long lists. */
 function tickLine(r: TickResult): Record<string, unknown> {
   const strip = (p: object) => Object.fromEntries(Object.entries(p).filter(([, v]) => !Array.isArray(v) || v.length <= 10));
-  return { tick: r.tick, durationMs: r.durationMs, dead: strip(r.dead), stuck: strip(r.stuck), diverged: strip(r.diverged), orphaned: strip(r.orphaned) };
+  return { tick: r.tick, durationMs: r.durationMs, dead: strip(r.dead), stuck: strip(r.stuck), diverged: strip(r.diverged), orphaned: strip(r.orphaned), retention: strip(r.retention) };
 }

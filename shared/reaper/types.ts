@@ -1,6 +1,8 @@
 import type { Budget } from '../lifecycle/deadline.js';
 import type { OrphanInfo, OrphanOutcome } from '../fork/orphans.js';
 import type { Runtime } from '../runtime.js';
+import type { RetentionTuning } from '../retention/pass.js';
+import type { RetentionTickResult } from './retention.js';
 
 /**
  * What the reaper needs, passed in. The two fork functions are dependencies rather than imports because
@@ -22,8 +24,8 @@ export interface ReaperDeps extends Pick<Runtime, 'config' | 'db' | 'redis' | 'l
 
 /** One planned action, listed in dry-run summaries instead of being carried out. */
 export interface PlannedAction {
-  pass: 'dead' | 'stuck' | 'diverged' | 'orphaned';
-  action: 'declare-dead' | 'recover-inline' | 'report' | 'cancel' | 'fork';
+  pass: 'dead' | 'stuck' | 'diverged' | 'orphaned' | 'retention';
+  action: 'declare-dead' | 'recover-inline' | 'report' | 'cancel' | 'fork' | 'delete';
   executorId?: string;
   workflowId?: string;
   detail?: Record<string, unknown>;
@@ -56,6 +58,9 @@ export interface ReaperState {
   orphanedScannedAt?: number;
   /** Workflows an inline recovery left because another transaction holds them, by dead executor (lockedRows.ts). */
   lockedRows?: Map<string, string[]>;
+  /** When the retention pass is next due (epoch ms), and its adapted batch size. */
+  retentionDueAt?: number;
+  retentionTuning?: RetentionTuning;
 }
 
 export interface DeadPassResult {
@@ -118,4 +123,5 @@ export interface TickResult {
   stuck: (StuckPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
   diverged: (DivergedPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
   orphaned: (OrphanedPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
+  retention: (RetentionTickResult & { durationMs: number }) | { error: string; durationMs: number };
 }

@@ -11,7 +11,7 @@ const all = Object.entries(schemas as Record<string, unknown>).filter((e): e is 
 describe('cli/schemas', () => {
   it('exports the output schema of every command', () => {
     expect(all.map(([name]) => name).sort()).toEqual(
-      ['DrainOutput', 'ErrorOutput', 'ExecutorStatus', 'ForkOutput', 'MigrateOutput', 'ReapOutput', 'RecoverOutput', 'StatusOutput'].sort(),
+      ['DrainOutput', 'ErrorOutput', 'ExecutorStatus', 'ForkOutput', 'MigrateOutput', 'ReapOutput', 'RecoverOutput', 'RetentionOutput', 'RetentionPolicyOutput', 'StatusOutput'].sort(),
     );
   });
 
