@@ -104,7 +104,7 @@ variable "afterlife" {
     retention_max_completed    = optional(number, 0)
     retention_max_age_ms       = optional(number, 0)
     workflow_global_timeout_ms = optional(number, 0)
-    log_level                   = optional(string, "INFO")
+    log_level                  = optional(string, "INFO")
   })
 
   validation {

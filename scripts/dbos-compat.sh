@@ -44,7 +44,8 @@ if [ "$#" -eq 0 ]; then
     test/integration/fork/rewind.test.ts \
     test/integration/fork/dataSource.test.ts \
     test/integration/fork/unrecordedTransaction.test.ts \
-    test/integration/fork/divergence.test.ts
+    test/integration/fork/divergence.test.ts \
+    test/integration/retention/retention.test.ts
 fi
 [ -f dist/cli/index.js ] || npm run build
 # test/globalSetup.ts builds a fresh template database per run, migrated by this SDK itself.

@@ -1,5 +1,6 @@
 import type { Db } from '../db/pool.js';
 import { ident } from '../db/pool.js';
+import { retentionQuery } from './sql.js';
 import { appScope, NOW_MS } from '../dbos/sql.js';
 import { COMPLETED, held } from './predicates.js';
 
@@ -38,7 +39,8 @@ export interface Candidate {
  */
 export async function rowsCutoff(db: Db, applicationName: string, keep: number): Promise<number | undefined> {
   const s = ident(db.dbosSchema);
-  const r = await db.query<{ completed_at: string }>(
+  const r = await retentionQuery<{ completed_at: string }>(
+    db,
     `SELECT ws.completed_at::text AS completed_at FROM ${s}.workflow_status ws
       WHERE ws.completed_at IS NOT NULL AND ws.status IN ${COMPLETED} AND ${appScope('ws.application_name', '$1')}
       ORDER BY ws.completed_at DESC
@@ -68,7 +70,8 @@ export async function readCandidates(
 ): Promise<Candidate[]> {
   const s = ident(db.dbosSchema);
   const a = ident(db.afterlifeSchema);
-  const r = await db.query<{ workflow_uuid: string; completed_at: string }>(
+  const r = await retentionQuery<{ workflow_uuid: string; completed_at: string }>(
+    db,
     `SELECT ws.workflow_uuid, ws.completed_at::text AS completed_at FROM ${s}.workflow_status ws
       WHERE ws.completed_at IS NOT NULL AND ${beforeCutoff('$2', '$3')}
         AND ($4::bigint IS NULL OR ws.completed_at > $4::bigint OR (ws.completed_at = $4::bigint AND ws.workflow_uuid > $5::text))
@@ -89,6 +92,8 @@ export interface Deleted {
   outputs: number;
   /** The IDs deleted (the tests' and the dry run's evidence; a batch is at most a few thousand). */
   workflowIds: string[];
+  /** How long the statement held its row locks (sent → committed), ms. */
+  heldMs: number;
 }
 
 /**
@@ -102,7 +107,8 @@ export interface Deleted {
 export async function deleteBatch(db: Db, applicationName: string, t: Thresholds, ids: string[]): Promise<Deleted> {
   const s = ident(db.dbosSchema);
   const a = ident(db.afterlifeSchema);
-  const r = await db.query<{ ids: string[] | null; steps: number; inputs: number; outputs: number }>(
+  const r = await retentionQuery<{ ids: string[] | null; steps: number; inputs: number; outputs: number }>(
+    db,
     `WITH victims AS (
        SELECT ws.workflow_uuid FROM ${s}.workflow_status ws
         WHERE ws.workflow_uuid = ANY($4::text[])
@@ -126,5 +132,5 @@ export async function deleteBatch(db: Db, applicationName: string, t: Thresholds
   );
   const row = r.rows[0];
   const workflowIds = row?.ids ?? [];
-  return { workflows: workflowIds.length, steps: row?.steps ?? 0, inputs: row?.inputs ?? 0, outputs: row?.outputs ?? 0, workflowIds };
+  return { workflows: workflowIds.length, steps: row?.steps ?? 0, inputs: row?.inputs ?? 0, outputs: row?.outputs ?? 0, workflowIds, heldMs: r.heldMs };
 }

@@ -1,5 +1,6 @@
 import type { Db } from '../db/pool.js';
 import { ident } from '../db/pool.js';
+import { retentionQuery } from './sql.js';
 
 /**
  * Retention of afterlife's own tables. Each rule keeps what an invariant still needs; docs/retention.md
@@ -40,7 +41,7 @@ export async function pruneOwnTables(db: Db, applicationName: string, keepMs: nu
   const p = [applicationName, keep, limit];
   const older = (col: string) => `${col} < now() - make_interval(secs => $2::bigint / 1000.0)`;
   const noPending = (col: string) => `NOT EXISTS (SELECT 1 FROM ${s}.workflow_status ws WHERE ws.status = 'PENDING' AND ws.executor_id = ${col})`;
-  const count = async (sql: string, tag: string) => Number((await db.query<{ n: number }>(sql, p, tag)).rows[0]?.n ?? 0);
+  const count = async (sql: string, tag: string) => Number((await retentionQuery<{ n: number }>(db, sql, p, tag)).rows[0]?.n ?? 0);
 
   const executors = await count(
     `WITH gone AS (

@@ -27,7 +27,12 @@ export interface RetentionDeps {
 export interface RetentionTuning {
   /** Workflows per delete statement: adapted so a statement holds its row locks ~TARGET_BATCH_MS. */
   batchSize?: number;
+  /** The rows cutoff and when it was read: the reaper's once-a-second slices reuse it for a minute. */
+  rowsCutoff?: { value: number | undefined; readAt: number; keep: number };
 }
+
+/** How long a slice reuses the rows cutoff (reading it walks RETENTION_MAX_COMPLETED index entries). */
+export const ROWS_CUTOFF_REUSE_MS = 60_000;
 
 export interface RetentionPassOptions {
   budget: Budget;
@@ -50,7 +55,7 @@ export interface RetentionPassResult {
   inputs: number;
   outputs: number;
   batches: number;
-  /** The longest delete statement (row locks are held for exactly that long). */
+  /** The longest delete statement, sent → committed (its row locks are held no longer). */
   longestBatchMs: number;
   /** Workflows the global timeout cancelled (roots and descendants); dry run: roots it would. */
   timedOut: number;
@@ -135,10 +140,16 @@ export async function runRetentionPass(deps: RetentionDeps, o: RetentionPassOpti
   }
 
   if (deletes(policy)) {
-    const t: Thresholds = {
-      rowsCutoffMs: policy.maxCompleted !== undefined ? await rowsCutoff(db, app, policy.maxCompleted) : undefined,
-      maxAgeMs: policy.maxAgeMs,
-    };
+    let rows: number | undefined;
+    if (policy.maxCompleted !== undefined) {
+      const cached = tuning.rowsCutoff;
+      if (cached && cached.keep === policy.maxCompleted && deps.clock() - cached.readAt < ROWS_CUTOFF_REUSE_MS) rows = cached.value;
+      else {
+        rows = await rowsCutoff(db, app, policy.maxCompleted);
+        tuning.rowsCutoff = { value: rows, readAt: deps.clock(), keep: policy.maxCompleted };
+      }
+    }
+    const t: Thresholds = { rowsCutoffMs: rows, maxAgeMs: policy.maxAgeMs };
     const ageCutoff = policy.maxAgeMs !== undefined ? deps.clock() - policy.maxAgeMs : undefined;
     const cutoff = Math.max(t.rowsCutoffMs ?? Number.NEGATIVE_INFINITY, ageCutoff ?? Number.NEGATIVE_INFINITY);
     result.cutoffMs = Number.isFinite(cutoff) ? cutoff : null;
@@ -161,9 +172,8 @@ export async function runRetentionPass(deps: RetentionDeps, o: RetentionPassOpti
         for (const c of candidates) if (would.length < listLimit) would.push(c.workflowId);
       } else if (candidates.length) {
         if (deps.faults.enabled) await deps.faults.hit('retention.beforeDelete', { workflowIds: candidates.map((c) => c.workflowId) });
-        const t0 = performance.now();
         const d = await deleteBatch(db, app, t, candidates.map((c) => c.workflowId));
-        const ms = Math.round((performance.now() - t0) * 100) / 100;
+        const ms = d.heldMs;
         result.batches += 1;
         result.deleted += d.workflows;
         result.steps += d.steps;

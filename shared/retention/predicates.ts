@@ -18,9 +18,10 @@ export const COMPLETED = `('SUCCESS', 'ERROR', 'CANCELLED', 'MAX_RECOVERY_ATTEMP
  * getResultWithRepair may still act on is ever deleted.
  */
 export function unsettled(s: string, a: string, x: string): string {
-  return `(${x}.status NOT IN ${COMPLETED}
+  // COALESCEs: a NULL here must mean "settled" or "unsettled", never NULL (NOT NULL would drop the row).
+  return `(COALESCE(${x}.status, '') NOT IN ${COMPLETED}
         OR (${x}.status = 'ERROR' AND NOT ${x}.was_forked_from
-            AND COALESCE((SELECT xo.error FROM ${s}.workflow_output xo WHERE xo.workflow_uuid = ${x}.workflow_uuid), ${x}.error) ~ ${DIVERGENCE_PREFILTER}
+            AND COALESCE((SELECT xo.error FROM ${s}.workflow_output xo WHERE xo.workflow_uuid = ${x}.workflow_uuid), ${x}.error, '') ~ ${DIVERGENCE_PREFILTER}
             AND NOT EXISTS (SELECT 1 FROM ${a}.dead_letters d WHERE d.workflow_id = ${x}.workflow_uuid AND d.published_at IS NOT NULL)))`;
 }
 

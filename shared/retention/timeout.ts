@@ -1,5 +1,6 @@
 import type { Db } from '../db/pool.js';
 import { ident } from '../db/pool.js';
+import { retentionQuery } from './sql.js';
 import { appScope, NOW_MS } from '../dbos/sql.js';
 
 /**
@@ -26,7 +27,8 @@ export interface TimedOut {
 
 export async function cancelTimedOut(db: Db, applicationName: string, timeoutMs: number, limit: number): Promise<TimedOut[]> {
   const s = ident(db.dbosSchema);
-  const r = await db.query<{ workflow_uuid: string; root: string; created_at: string }>(
+  const r = await retentionQuery<{ workflow_uuid: string; root: string; created_at: string }>(
+    db,
     `WITH RECURSIVE roots AS (
        SELECT ws.workflow_uuid FROM ${s}.workflow_status ws
         WHERE ws.status IN ('PENDING', 'ENQUEUED', 'DELAYED') AND ws.created_at <= ${NOW_MS} - $2::bigint
@@ -57,7 +59,8 @@ export async function cancelTimedOut(db: Db, applicationName: string, timeoutMs:
 /** The dry run: which roots the timeout would cancel now (their descendants go with them). */
 export async function findTimedOut(db: Db, applicationName: string, timeoutMs: number, limit: number): Promise<string[]> {
   const s = ident(db.dbosSchema);
-  const r = await db.query<{ workflow_uuid: string }>(
+  const r = await retentionQuery<{ workflow_uuid: string }>(
+    db,
     `SELECT ws.workflow_uuid FROM ${s}.workflow_status ws
       WHERE ws.status IN ('PENDING', 'ENQUEUED', 'DELAYED') AND ws.created_at <= ${NOW_MS} - $2::bigint
         AND ${appScope('ws.application_name', '$1')}

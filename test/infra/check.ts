@@ -498,6 +498,7 @@ const SAMPLES: Record<string, string> = {
   REPAIR_MODE: 'rewind',
   DATASOURCE_SCHEMAS: 'dbos',
   DBOS_SCHEMA_MAX_VERSION: '123',
+  RETENTION_MAX_COMPLETED: '0',
   REAPER_SESSION_EVIDENCE: 'pg_stat_activity',
   REAPER_RECOVERY: 'inline',
   REAPER_LIVENESS_EVIDENCE: 'pg_locks',
