@@ -34,6 +34,8 @@ GRANT INSERT, UPDATE, DELETE ON "${afterlife_schema}".executors, "${afterlife_sc
   "${afterlife_schema}".forks, "${afterlife_schema}".dead_letters, "${afterlife_schema}".rewinds TO "${reaper_role}";
 -- The reaper may prune drain requests (retention); it never writes one.
 GRANT DELETE ON "${afterlife_schema}".drain_requests TO "${reaper_role}";
+-- Retention's round and last pass (docs/retention.md): the reaper runs the pass.
+GRANT INSERT, UPDATE ON "${afterlife_schema}".retention_state TO "${reaper_role}";
 -- Tables a later migration adds: readable by all three; who writes them is decided here, per table.
 ALTER DEFAULT PRIVILEGES IN SCHEMA "${afterlife_schema}" GRANT SELECT ON TABLES TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
 ALTER DEFAULT PRIVILEGES IN SCHEMA "${afterlife_schema}" GRANT USAGE, SELECT ON SEQUENCES TO "${executor_death_role}", "${reaper_role}", "${drain_role}";

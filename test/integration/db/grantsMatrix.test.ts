@@ -44,6 +44,8 @@ const AFTERLIFE: Record<string, Record<Role, Op[]>> = {
   forks: { executor_death: w('IUD'), reaper: w('IUD'), drain: [] },
   dead_letters: { executor_death: w('IU'), reaper: w('IUD'), drain: [] },
   rewinds: { executor_death: w('IU'), reaper: w('IUD'), drain: [] },
+  // Retention's round and last pass: only the reaper runs retention.
+  retention_state: { executor_death: [], reaper: w('IU'), drain: [] },
   // Only the schema owner migrates.
   migrations: { executor_death: [], reaper: [], drain: [] },
 };
