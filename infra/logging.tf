@@ -40,6 +40,7 @@ locals {
     runtime_start_failed             = "a function instance could not build its runtime (config, database, schema, grants); it answers 503 / nacks and retries with backoff"
     death_notice_refused             = "a manual/sigterm/drained notice named an executor whose heartbeat says alive; acked without effect (force: true overrides)"
     drain_failed                     = "a drain request failed with an unexpected error (500)"
+    recovery_rows_locked             = "a recovery left PENDING rows another transaction holds; it is audited partial and retried once they are free"
     retention_batch                  = "one retention batch deleted completed workflows (the line carries deleted and durationMs)"
     retention_pass                   = "one retention pass finished (policy, deleted, timed out, why it stopped)"
     workflow_timed_out               = "WORKFLOW_GLOBAL_TIMEOUT_MS cancelled a workflow (its children with it)"
