@@ -44,6 +44,7 @@ locals {
     retention_batch                  = "one retention batch deleted completed workflows (the line carries deleted and durationMs)"
     retention_pass                   = "one retention pass finished (policy, deleted, timed out, why it stopped)"
     workflow_timed_out               = "WORKFLOW_GLOBAL_TIMEOUT_MS cancelled a workflow (its children with it)"
+    liveness_lock_squatted           = "an executor's liveness key is held by a session that is not the kit's registered one; read as free and reported"
   }
 
   # Only afterlife's own services; the executors' kit logs in the app's services.
