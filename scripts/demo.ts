@@ -20,6 +20,7 @@ import { deathNotice, type DeathReason } from '../shared/events/deathNotice.js';
 import { deathNoticeAttributes } from '../shared/events/deathNotice.js';
 import { makeLogger } from '../shared/log.js';
 import { type AgentExecutor, startAgentExecutor } from './stack/executor.js';
+import { dbosSystemUrl } from './stack/dbosUrl.js';
 import { type Stack, startStack } from './stack/index.js';
 
 const env = { ...process.env };
@@ -122,7 +123,7 @@ async function main(): Promise<boolean> {
 
   const spawn = async (executorId: string) => {
     const start = startAgentExecutor({
-      databaseUrl: s.postgres.url,
+      databaseUrl: dbosSystemUrl(s.postgres.url),
       applicationName: app,
       applicationVersion: VERSION,
       executorId,

@@ -1,4 +1,5 @@
 import { maskSecrets } from '../../shared/log.js';
+import { dbosSystemUrl } from './dbosUrl.js';
 import type { Stack } from './index.js';
 
 /** What `npm start` prints: the summary, and the URLs in it and in its `--json` line. */
@@ -54,7 +55,7 @@ export function exportLine(st: Stack): string {
   const env = st.env ?? {};
   const vars: Array<[string, string | undefined]> = [
     ['DATABASE_URL', shownPostgres(st)],
-    ['DBOS_SYSTEM_DATABASE_URL', shownPostgres(st)],
+    ['DBOS_SYSTEM_DATABASE_URL', dbosSystemUrl(shownPostgres(st))],
     ['DBOS_APPLICATION_NAME', st.applicationName],
     ['REDIS_URL', st.redis.url ? shownRedis(st.redis.url, st.redis.kind) : undefined],
     ['REDIS_KEY_PREFIX', st.redis.url ? env.REDIS_KEY_PREFIX : undefined],
