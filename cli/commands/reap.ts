@@ -1,4 +1,4 @@
-import { reaperDeps } from '../../functions/reaper/handle.js';
+import { reaperDeps } from '../../shared/reaper/deps.js';
 import { runReaper, type ReaperSummary } from '../../shared/reaper/index.js';
 import type { CliContext } from '../context.js';
 import { duration, inline, table } from '../format.js';

@@ -1,11 +1,10 @@
-import { hostname } from 'node:os';
 import { z } from 'zod';
 import { pgText } from '../../shared/text.js';
 import { classify } from '../../shared/errors.js';
 import { runReaper, type ReaperDeps, type ReaperSummary } from '../../shared/reaper/index.js';
-import { httpTraceFields, type Logger, maskSecrets } from '../../shared/log.js';
+import { httpTraceFields, maskSecrets } from '../../shared/log.js';
 import type { Runtime } from '../../shared/runtime.js';
-import { forkHooks } from './fork.js';
+import { reaperDeps } from '../../shared/reaper/deps.js';
 
 /**
  * Cloud Scheduler → POST → one reaper invocation → 200 with the JSON summary. `skipped` (another reaper
@@ -25,21 +24,6 @@ export type ReaperRequest = z.infer<typeof ReaperRequest>;
 export interface HttpAnswer {
   status: number;
   body: ReaperSummary | { error: string; code: string; issues?: string[] };
-}
-
-export function reaperDeps(rt: Runtime, logger: Logger = rt.logger): ReaperDeps {
-  return {
-    config: rt.config,
-    db: rt.db,
-    redis: rt.redis,
-    lock: rt.lock,
-    publisher: rt.publisher,
-    logger,
-    faults: rt.faults,
-    clock: rt.clock,
-    detectedBy: `reaper@${hostname()}:${process.pid}`,
-    ...forkHooks(rt),
-  };
 }
 
 export async function handleReaperRequest(

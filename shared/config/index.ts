@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { KeyPrefix } from '../heartbeat/index.js';
-import { RedisCaCert, redisTlsProblem } from '../lock/redis.js';
+import { RedisCaCert, redisTlsProblem } from './redisTls.js';
 
 /**
  * One `loadConfig(env)` for every function, the CLI and the local stack. Env is a parameter so tests

@@ -1,6 +1,6 @@
 import type { Db } from '../db/pool.js';
 import { ident } from '../db/pool.js';
-import { type Divergence, parseDivergence } from '../fork/detect.js';
+import { type Divergence, parseDivergence } from './divergence.js';
 import { appScope } from './sql.js';
 
 /** The regex prefilter for a code-26 error, as an SQL literal; parseDivergence decides. */

@@ -1,5 +1,5 @@
 import type { DBOSClient, WorkflowStatus } from '@dbos-inc/dbos-sdk';
-import { divergenceOf } from './detect.js';
+import { divergenceOf } from '../dbos/divergence.js';
 import { executePlan, type ForkClient, forkId, lineageOf, planDivergenceFork, type TargetVersion } from './plan.js';
 
 /**

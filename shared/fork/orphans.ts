@@ -3,6 +3,7 @@ import { dropAbandonedForkIntent, markOriginalCancelled, type UncancelledOrigina
 import type { Logger } from '../log.js';
 import { deadLetter, type ForkDeps, ledger, underRootLock } from './autoFork.js';
 import { type ForkClient, forkId, forkOnce, type ForkPlan, lineageOf, queueOf } from './plan.js';
+import type { OrphanInfo, OrphanOutcome } from './orphanOutcome.js';
 import { rewindOrphansToLatest } from './rewindOrphans.js';
 
 /**
@@ -17,19 +18,10 @@ import { rewindOrphansToLatest } from './rewindOrphans.js';
  * cancels. Cancelling first could lose the workflow. Children re-enqueued in the same batch are forked
  * before their parents, and a parent's copied child-start row is remapped to the child's fork so the
  * parent awaits the lineage that runs.
+ *
+ * Under REPAIR_MODE=rewind (the default) the rows are rewound in place instead (shared/fork/rewindOrphans.ts);
+ * `forkOnly` for its fallbacks.
  */
-export interface OrphanInfo {
-  applicationName: string;
-  executorId: string;
-  applicationVersion: string | null;
-  workflowIds: string[];
-}
-
-export type OrphanOutcome =
-  | { workflowId: string; outcome: 'forked' | 'already-forked'; newWorkflowId: string; cancelled: boolean }
-  | { workflowId: string; outcome: 'dead-lettered' | 'busy' | 'skipped' | 'failed' | 'rewound'; why?: string };
-
-/** Under REPAIR_MODE=rewind (the default) the rows are rewound in place instead (shared/fork/rewindOrphans.ts); `forkOnly` for its fallbacks. */
 export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo, opts: { forkOnly?: boolean } = {}): Promise<OrphanOutcome[]> {
   const client = await deps.dbos();
   const log = deps.logger.child({ component: 'fork', policy: 'fork-to-latest', executorId: info.executorId });

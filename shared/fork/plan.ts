@@ -1,6 +1,6 @@
 import type { DBOSClient } from '@dbos-inc/dbos-sdk';
 import { AfterlifeError } from '../errors.js';
-import { type Divergence, divergenceOf } from './detect.js';
+import { type Divergence, divergenceOf } from '../dbos/divergence.js';
 
 /**
  * Planning a fork from what DBOS itself reports through `DBOSClient` (status, error, lineage, steps).

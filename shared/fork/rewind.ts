@@ -4,7 +4,7 @@ import { outsideRewindCheck } from '../dbos/dataSourceCheckpoints.js';
 import type { Logger } from '../log.js';
 import { noFaults } from '../testing/faults.js';
 import { autoFork, type AutoForkResult, deadLetter, type ForkDeps, underRootLock } from './autoFork.js';
-import { divergenceOf } from './detect.js';
+import { divergenceOf } from '../dbos/divergence.js';
 import { type ForkClient, lineageOf, queueOf, type QueueTarget, targetVersionOf } from './plan.js';
 
 /**

@@ -3,7 +3,7 @@ import { claimRewind, markRewound, rewindsOf, staleOrphanRewinds } from '../db/q
 import type { Logger } from '../log.js';
 import { noFaults } from '../testing/faults.js';
 import { deadLetter, type ForkDeps, underRootLock } from './autoFork.js';
-import type { OrphanInfo, OrphanOutcome } from './orphans.js';
+import type { OrphanInfo, OrphanOutcome } from './orphanOutcome.js';
 import { type ForkClient, lineageOf, queueOf, type QueueTarget } from './plan.js';
 import { dataSourceRewindCheck, DEFAULT_REWIND_CLAIM_MS } from './rewind.js';
 

@@ -64,7 +64,5 @@ export function takeLivenessSql(afterlifeSchema: string): string {
           SELECT (SELECT ok FROM l) AS ok, EXISTS (SELECT 1 FROM r) AS recorded`;
 }
 
-/** The channel on which a declaration of death is announced, so the executor (if alive after all) asks its records. */
-export function fenceChannel(afterlifeSchema: string): string {
-  return `${afterlifeSchema}_fence`.slice(0, 63);
-}
+// Kept here for the kit's import; it lives in db/ because the registry's statement sends on it.
+export { fenceChannel } from '../db/fenceChannel.js';

@@ -1,21 +1,8 @@
 import { Redis } from 'ioredis';
-import { z } from 'zod';
+import { redisTlsProblem } from '../config/redisTls.js';
 
-/**
- * REDIS_CA_CERT: the PEM certificates (one or more, as Memorystore's server_ca_certs during a rotation)
- * that sign the server's certificate; only with a rediss:// URL.
- */
-export const RedisCaCert = z
-  .string()
-  .refine((v) => /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/.test(v), 'must hold PEM certificates (-----BEGIN CERTIFICATE-----)');
-
-/** A CA without TLS is a misconfiguration, not something to ignore: the operator meant encryption. */
-export function redisTlsProblem(url: string | undefined, ca: string | undefined): string | undefined {
-  if (ca === undefined) return undefined;
-  if (url === undefined) return 'REDIS_CA_CERT: is set but REDIS_URL is not';
-  if (!url.startsWith('rediss://')) return 'REDIS_CA_CERT: is set but REDIS_URL is not a rediss:// (TLS) URL';
-  return undefined;
-}
+// Kept for the kit's import (shared/executor/env.ts); the schema lives in config/.
+export { RedisCaCert, redisTlsProblem } from '../config/redisTls.js';
 
 export interface RedisOptions {
   commandTimeoutMs?: number;

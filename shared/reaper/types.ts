@@ -1,5 +1,5 @@
 import type { Budget } from '../lifecycle/deadline.js';
-import type { OrphanInfo, OrphanOutcome } from '../fork/orphans.js';
+import type { OrphanInfo, OrphanOutcome } from '../fork/orphanOutcome.js';
 import type { Runtime } from '../runtime.js';
 import type { RetentionTuning } from '../retention/pass.js';
 import type { RetentionTickResult } from './retention.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
-import { reaperDeps } from '../../functions/reaper/handle.js';
+import { reaperDeps } from '../../shared/reaper/deps.js';
 import { sentinelKey } from '../../shared/reaper/evidence.js';
 import type { ReaperDeps } from '../../shared/reaper/types.js';
 import type { Runtime } from '../../shared/runtime.js';

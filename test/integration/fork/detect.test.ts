@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findDiverged } from '../../../shared/dbos/diverged.js';
-import { parseDivergence } from '../../../shared/fork/detect.js';
+import { parseDivergence } from '../../../shared/dbos/divergence.js';
 import { cancelForkedOriginals, forkDepsFromRuntime } from '../../../shared/fork/index.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase } from '../../helpers/db.js';
 import { testRuntime } from '../../helpers/runtime.js';

@@ -25,7 +25,7 @@ import {
  * a child fails with the child's error. An ordinary failing step ends ERROR too, and must never be forked.
  *
  * Acceptance A (autoFork, and separately the real reaper: runReaper and its tick, whose diverged pass hands
- * workflows to functions/reaper/fork.ts), C (nested) and F (ordinary ERROR).
+ * workflows to shared/reaper/deps.ts), C (nested) and F (ordinary ERROR).
  */
 describe('auto-fork of real replay divergence', () => {
   const spec = (key: string) => ({ key, lastStepMs: 3_000 });

@@ -52,7 +52,7 @@ export async function forksOf(sql: pg.Pool, source: string): Promise<string[]> {
 export type CompletedReap = Extract<ReaperSummary, { outcome: 'completed' }>;
 
 /**
- * One invocation of the real reaper (lease, ticks, its diverged pass, functions/reaper/fork.ts's autoFork),
+ * One invocation of the real reaper (lease, ticks, its diverged pass, shared/reaper/deps.ts's autoFork),
  * as Scheduler would start it. Throws if another invocation holds the lease.
  */
 export async function reap(rt: Runtime, o: { maxTicks?: number; signal?: AbortSignal } = { maxTicks: 1 }): Promise<CompletedReap> {

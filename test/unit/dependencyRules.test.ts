@@ -1,0 +1,104 @@
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+/**
+ * The layer rules `npm run lint` runs (.dependency-cruiser.cjs), applied by the real dependency-cruiser to
+ * a small tree in a temp directory: clean, it passes; with one wrong import planted per rule, each rule
+ * names exactly the import it forbids. So a rule that silently stopped matching (a path pattern gone stale
+ * after a move) fails here, not in a review.
+ */
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const bin = join(repo, 'node_modules/dependency-cruiser/bin/dependency-cruise.mjs');
+const config = join(repo, '.dependency-cruiser.cjs');
+const roots: string[] = [];
+
+interface Violation {
+  type: string;
+  from: string;
+  to: string;
+  rule: { name: string };
+}
+
+function tree(files: Record<string, string>): string {
+  const root = mkdtempSync(join(tmpdir(), 'afterlife-depcruise-'));
+  roots.push(root);
+  const tsconfig = { compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, rootDir: '.' }, include: ['**/*.ts'] };
+  writeFileSync(join(root, 'tsconfig.json'), JSON.stringify(tsconfig));
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, path)), { recursive: true });
+    writeFileSync(join(root, path), text);
+  }
+  return root;
+}
+
+async function cruise(root: string): Promise<Violation[]> {
+  const stdout = await new Promise<string>((done, fail) => {
+    execFile(
+      process.execPath,
+      [bin, '--config', config, '--output-type', 'json', 'shared', 'functions', 'cli', 'packages'],
+      { cwd: root, maxBuffer: 32 * 1024 * 1024 },
+      // A violation exits non-zero; the JSON on stdout is still the answer. No JSON is a failure.
+      (err, out, errOut) => (out.trim().startsWith('{') ? done(out) : fail(err ?? new Error(errOut))),
+    );
+  });
+  return (JSON.parse(stdout) as { summary: { violations: Violation[] } }).summary.violations;
+}
+
+/** A tree that respects every direction: entry points on top, the kit on the common layers only. */
+const CLEAN: Record<string, string> = {
+  'shared/errors.ts': 'export class AfterlifeError extends Error {}\n',
+  'shared/db/pool.ts': "import { AfterlifeError } from '../errors.js';\nexport const pool = AfterlifeError;\n",
+  'shared/reaper/tick.ts': "import { pool } from '../db/pool.js';\nexport const tick = pool;\n",
+  'shared/reaper/types.ts': "import type { tick } from './tick.js';\nexport type Tick = typeof tick;\n",
+  'shared/reaper/loop.ts': "import type { Tick } from './types.js';\nexport type Loop = Tick;\n",
+  'shared/executor/core.ts': "import { pool } from '../db/pool.js';\nexport const core = pool;\n",
+  'packages/kit/src/index.ts': "import { pool } from '../../../shared/db/pool.js';\nexport const kit = pool;\n",
+  'functions/index.ts': "import { tick } from '../shared/reaper/tick.js';\nexport const fn = tick;\n",
+  'cli/index.ts': "import { tick } from '../shared/reaper/tick.js';\nexport const cli = tick;\n",
+};
+
+/** One wrong import per rule, each in a file of its own so the expected violation is exact. */
+const PLANTED: Record<string, string> = {
+  'shared/db/usesCli.ts': "import { cli } from '../../cli/index.js';\nexport const x = cli;\n",
+  'cli/usesFunction.ts': "import { fn } from '../functions/index.js';\nexport const x = fn;\n",
+  'functions/usesCli.ts': "import { cli } from '../cli/index.js';\nexport const x = cli;\n",
+  'shared/executor/usesReaper.ts': "import { tick } from '../reaper/tick.js';\nexport const x = tick;\n",
+  'packages/kit/src/usesReaper.ts': "import { tick } from '../../../shared/reaper/tick.js';\nexport const x = tick;\n",
+  // db → reaper while reaper → db: a cycle between folders, none between modules.
+  'shared/db/usesReaper.ts': "import { tick } from '../reaper/tick.js';\nexport const x = tick;\n",
+  'shared/lock/a.ts': "import { b } from './b.js';\nexport const a = (): unknown => b;\n",
+  'shared/lock/b.ts': "import { a } from './a.js';\nexport const b = (): unknown => a;\n",
+};
+
+afterAll(() => {
+  for (const root of roots) rmSync(root, { recursive: true, force: true });
+});
+
+describe('layer rules (npm run lint)', () => {
+  it('pass a tree whose imports follow the layers, type-only cycles included', async () => {
+    expect(await cruise(tree(CLEAN))).toEqual([]);
+  });
+
+  it('fail each planted wrong import, naming its rule', async () => {
+    const found = (await cruise(tree({ ...CLEAN, ...PLANTED }))).map((v) => `${v.rule.name}: ${v.from} -> ${v.to}`).sort();
+    expect(found).toEqual(
+      [
+        'shared-imports-entry-point: shared/db/usesCli.ts -> cli/index.ts',
+        'cli-imports-function: cli/usesFunction.ts -> functions/index.ts',
+        'function-imports-cli: functions/usesCli.ts -> cli/index.ts',
+        'kit-imports-plane: shared/executor/usesReaper.ts -> shared/reaper/tick.ts',
+        'kit-imports-plane: packages/kit/src/usesReaper.ts -> shared/reaper/tick.ts',
+        'folder-cycle: shared/db -> shared/reaper',
+        'folder-cycle: shared/reaper -> shared/db',
+        // The entry point shared/db reaches imports shared/ again: that planted import closes folder cycles too.
+        'folder-cycle: shared/db -> cli',
+        'folder-cycle: shared/db -> shared',
+        'module-cycle: shared/lock/a.ts -> shared/lock/b.ts',
+      ].sort(),
+    );
+  });
+});
