@@ -3,13 +3,16 @@ import { ident } from '../db/pool.js';
 import { retentionQuery } from './sql.js';
 
 /**
- * Retention of afterlife's own tables. Each rule keeps what an invariant still needs; docs/retention.md
+ * Retention of afterlife's own tables. The fence (shared/liveness/fenceCheck.ts) reads the executor's
+ * registry row (dead, or a newer incarnation) and its recoveries since the kit started: both are kept at
+ * least OWN_KEEP_MIN_MS, so only a process frozen longer than that could wake unfenced by afterlife (DBOS's
+ * own owner_xid fencing, 5.2+, still rejects its checkpoints). Each rule keeps what an invariant still needs; docs/retention.md
  * has the table. Rows go only when older than `keepMs` (at least OWN_KEEP_MIN_MS), at most `limit` per
  * table per call, each table in one conditional statement.
  *
  * - executors + executor_observations: an executor dead or drained for keepMs and owning no PENDING row.
  *   The fence (shared/executor/fence.ts) must find a dead executor that comes back from a freeze, so the
- *   row outlives any plausible zombie (30 days by default), and never goes while DBOS rows still name it
+ *   row outlives any plausible zombie (90 days at least), and never goes while DBOS rows still name it
  *   PENDING (recovery must still be able to re-enqueue them as its).
  * - observations without a registry row (executors without the kit): last seen or judged keepMs ago and
  *   owning no PENDING row.
@@ -23,7 +26,7 @@ import { retentionQuery } from './sql.js';
  *   Unpublished dead letters stay (their message must still go out).
  * - leases and retention_state: one row per name/app; never pruned.
  */
-export const OWN_KEEP_MIN_MS = 30 * 24 * 3_600_000;
+export const OWN_KEEP_MIN_MS = 90 * 24 * 3_600_000;
 
 export interface OwnPruned {
   executors: number;

@@ -297,10 +297,10 @@ describe('retention and the global timeout (real executors)', () => {
     try {
       await tdb.sql.query(
         `INSERT INTO afterlife.executors (application_name, executor_id, state, state_changed_at) VALUES
-           ($1, 'old-dead', 'dead', now() - interval '40 days'),
-           ($1, 'old-dead-owner', 'dead', now() - interval '40 days'),
+           ($1, 'old-dead', 'dead', now() - interval '100 days'),
+           ($1, 'old-dead-owner', 'dead', now() - interval '100 days'),
            ($1, 'new-dead', 'dead', now() - interval '1 day'),
-           ($1, 'old-alive', 'alive', now() - interval '40 days')`,
+           ($1, 'old-alive', 'alive', now() - interval '100 days')`,
         [app],
       );
       // A dead executor that still owns a PENDING row keeps its registry row (recovery needs it).
@@ -308,8 +308,8 @@ describe('retention and the global timeout (real executors)', () => {
       // A lineage whose members are gone, and one whose root still exists.
       await tdb.sql.query(
         `INSERT INTO afterlife.forks (root_workflow_id, n, application_name, source_workflow_id, from_step, new_workflow_id, reason, forked_by, created_at) VALUES
-           ('gone-root', 1, $1, 'gone-root', 1, 'gone-root-fork-1', 'diverged', 't', now() - interval '40 days'),
-           ('div-1', 1, $1, 'div-1', 1, 'div-1-fork-1', 'diverged', 't', now() - interval '40 days')`,
+           ('gone-root', 1, $1, 'gone-root', 1, 'gone-root-fork-1', 'diverged', 't', now() - interval '100 days'),
+           ('div-1', 1, $1, 'div-1', 1, 'div-1-fork-1', 'diverged', 't', now() - interval '100 days')`,
         [app],
       );
       await seedCompleted(tdb.sql, app, 'own', 1, 2 * HOUR);
