@@ -14,8 +14,10 @@
  *
  *   DEMO_WORKFLOWS (20)  DEMO_STEPS (5)  DEMO_STEP_MS (4000)  DEMO_TIMEOUT_S (240)
  *   HEARTBEAT_TTL_MS (3000 here)  plus everything `npm start` reads
+ *   LOG_FORMAT=json (or `-- --json`): the timeline and every log line as JSON lines (docs/logging.md)
  */
 import pg from 'pg';
+import { logFormat, render } from '../cli/logLines.js';
 import { deathNotice, type DeathReason } from '../shared/events/deathNotice.js';
 import { deathNoticeAttributes } from '../shared/events/deathNotice.js';
 import { makeLogger } from '../shared/log.js';
@@ -40,7 +42,13 @@ const VERSION = 'v1';
 
 const t0 = Date.now();
 const stamp = () => `+${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s`;
-const say = (line: string) => process.stdout.write(`${stamp()}  ${line}\n`);
+// LOG_FORMAT=json or --json: the timeline and every log line of the functions and executors as JSON lines
+// (severity, event, function); otherwise the readable timeline below.
+const format = process.argv.includes('--json') ? 'json' : logFormat({ env, isTTY: true });
+const say = (line: string) =>
+  process.stdout.write(
+    format === 'json' ? `${JSON.stringify({ severity: 'INFO', event: 'demo', function: 'demo', elapsedMs: Date.now() - t0, message: line })}\n` : `${stamp()}  ${line}\n`,
+  );
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Log events worth a timeline line, from the functions and from the executors' kits. */
@@ -55,6 +63,11 @@ const INTERESTING = new Set([
 ]);
 
 function onLogLine(source: string, line: string): void {
+  if (format === 'json') {
+    const out = render(line, source, { format, colour: false });
+    if (out !== undefined) process.stdout.write(`${out}\n`);
+    return;
+  }
   if (!line.startsWith('{')) return;
   let parsed: Record<string, unknown>;
   try {
