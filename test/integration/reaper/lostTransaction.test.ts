@@ -1,9 +1,11 @@
 import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, createPool } from '../../../shared/db/pool.js';
+import { cancelIfStillQuiet } from '../../../shared/dbos/reaper.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
 import { judgedAlive, startReaper, waitForLock } from '../../helpers/detection.js';
 import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
+import { type PrivateRedis, startPrivateRedis } from '../../helpers/redisServer.js';
 
 /**
  * Issue 19, item 4: a host lost while one of DBOS's pool connections is inside a transaction. Its session
@@ -16,14 +18,26 @@ import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
  * What must hold: the reaper keeps ticking (a second executor killed meanwhile is declared and recovered
  * within the same bound), every other workflow of the victim runs on the survivor within the normal bound,
  * the locked one stays where it is — and is recovered within a few ticks of the transaction ending (here,
- * as `idle_in_transaction_session_timeout` would end it: the server terminates the session).
+ * as `idle_in_transaction_session_timeout` would end it: the server terminates the session). And the stuck
+ * pass's cancel does not wait on such a row either (the tests' pool has no statement timeout: a wait would hang).
  */
 const TICK_MS = 250;
 /** Lock free → declared on two ticks → re-enqueued → claimed (DBOS polls every second): generous for a loaded machine. */
 const RECOVERED_MS = 8_000;
 
 describe('reaper: a lost host holding a row lock inside a transaction', () => {
-  const fx = reaperFixture('app-losttx', { env: { REAPER_TICK_MS: String(TICK_MS), FUNCTION_TIMEOUT_S: '600', BUDGET_MARGIN_MS: '1000' } });
+  // A Redis of its own: another suite flushing the shared one would make every missing key no evidence.
+  let priv: PrivateRedis | undefined;
+  beforeAll(async () => {
+    priv = await startPrivateRedis();
+  });
+  afterAll(async () => {
+    await priv?.stop();
+  });
+  const fx = reaperFixture('app-losttx', {
+    redisUrl: () => priv?.url ?? 'redis://127.0.0.1:1',
+    env: { REAPER_TICK_MS: String(TICK_MS), FUNCTION_TIMEOUT_S: '600', BUDGET_MARGIN_MS: '1000' },
+  });
   let holder: pg.Client | undefined;
   let closePool: (() => Promise<void>) | undefined;
   afterAll(async () => {
@@ -118,5 +132,28 @@ describe('reaper: a lost host holding a row lock inside a transaction', () => {
     expect(audit.rows.at(-1)).toMatchObject({ outcome: 'completed', reenqueued: 1 });
     expect(audit.rows.slice(0, -1).every((r) => r.outcome === 'partial' && /locked/.test(r.error ?? ''))).toBe(true);
     expect(audit.rows.reduce((n, r) => n + r.reenqueued, 0)).toBe(5);
+  });
+
+  it("the stuck pass's cancel passes over a row another transaction holds at once, and cancels it once the lock is gone", async () => {
+    const { tdb, app, rt } = fx;
+    const live = fx.executors.find((e) => e.executorId === 'survivor') ?? (await fx.executor('survivor', { beat: true }));
+    await live.start('quiet-0', { steps: 1, stepMs: 60_000 });
+    await waitFor('quiet-0 PENDING on the survivor', async () => (await workflowRows(tdb.sql, ['quiet-0']))[0]?.status === 'PENDING');
+    const lost = new pg.Client({ connectionString: tdb.url, application_name: 'dbos_transact_survivor_v1' });
+    await lost.connect();
+    try {
+      await lost.query('BEGIN');
+      await lost.query(`SELECT owner_xid FROM dbos.workflow_status WHERE workflow_uuid = 'quiet-0' FOR NO KEY UPDATE`);
+      // Quiet since an hour from now: only the lock can stop the cancel.
+      const target = { applicationName: app, workflowId: 'quiet-0', executorId: 'survivor', cutoffMs: Date.now() + 3_600_000 };
+      const t0 = Date.now();
+      expect(await cancelIfStillQuiet(rt.db, target)).toBe(false);
+      expect(Date.now() - t0).toBeLessThan(2_000);
+      await lost.query('ROLLBACK');
+      expect(await cancelIfStillQuiet(rt.db, target)).toBe(true);
+      expect((await workflowRows(tdb.sql, ['quiet-0']))[0]?.status).toBe('CANCELLED');
+    } finally {
+      await lost.end();
+    }
   });
 });
