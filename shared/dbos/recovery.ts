@@ -75,6 +75,14 @@ export interface BatchResult {
  *   executor again; the notice was never acknowledged, and its redelivery moves them.
  */
 
+/** How long a batch waits for a row another transaction holds before the recovery passes such rows over. */
+export const LOCK_WAIT_MS = 1_000;
+
+/** Postgres's `lock_not_available`: the batch gave up waiting for a held row (LOCK_WAIT_MS). */
+export function isRowLockWait(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '55P03';
+}
+
 /** The recovery's premise on a row (alias prefix `t`), with $1 executor, $2 version, $3 application name. */
 function scopePremise(scope: BatchScope, t: string): string {
   // Equality (or IS NULL) rather than IS NOT DISTINCT FROM, which no index can take: with the opt-in owner
@@ -102,6 +110,12 @@ export async function reenqueueBatch(
     unscanned?: number | undefined;
     /** Return the moved IDs (the audit records them either way). */
     returnIds?: boolean;
+    /**
+     * Pass over rows another transaction holds (`SKIP LOCKED`) instead of waiting up to `LOCK_WAIT_MS` for
+     * them. The lock clause costs a WAL record per row (bench/skipLocked.ts), so a recovery takes it only
+     * after a batch found a held row (RowLockWaitError).
+     */
+    skipLocked?: boolean;
   },
 ): Promise<BatchResult> {
   const ws = `${ident(db.dbosSchema)}.workflow_status`;
@@ -123,6 +137,12 @@ export async function reenqueueBatch(
     values.push(v);
     return `$${values.length}::${type}`;
   };
+  // A row another transaction holds (a lost host's session, possibly for as long as a proxy keeps it) is
+  // never waited on for long: the batch gives up after LOCK_WAIT_MS (55P03, set once per statement by an
+  // init plan that runs before the UPDATE takes any lock) and the recovery re-runs it passing such rows over,
+  // moving the rest now and reporting what it left (lockedLeft) instead of recording itself finished.
+  const waitBound = opts.skipLocked ? '' : `AND (SELECT set_config('lock_timeout', ${param(String(LOCK_WAIT_MS), 'text')}, true)) IS NOT NULL`;
+  const skipHeld = opts.skipLocked ? 'FOR NO KEY UPDATE SKIP LOCKED' : '';
   // Only the evidence this death rests on is written into the statement: a new session plans the
   // pg_stat_activity and pg_locks views (a few ms) only when a batch re-checks them.
   const guard = opts.guard ?? {};
@@ -141,21 +161,19 @@ export async function reenqueueBatch(
           -- executor's newest row (see CreatedRange); the row comparison alone would be a filter, rescanning
           -- moved rows on every batch. No parameter is ever NULL, so a generic plan keeps the index range.
           AND created_at >= $5::bigint AND created_at <= $9::bigint AND (created_at, workflow_uuid) > ($5::bigint, $6::text)
+          ${waitBound}
         ORDER BY created_at, workflow_uuid
         LIMIT $4
-        -- A row another transaction holds (a lost host's session, possibly for as long as a proxy keeps it) is
-        -- passed over instead of waited on: the rest of the executor's work moves now, and the recovery
-        -- reports what it left (lockedLeft) instead of recording itself finished.
-        FOR NO KEY UPDATE SKIP LOCKED
+        ${skipHeld}
      ),
      moved AS (
        UPDATE ${ws} w
           SET started_at_epoch_ms = NULL, status = 'ENQUEUED', owner_xid = NULL,
               updated_at = ${NOW_MS}, queue_name = COALESCE(w.queue_name, '_dbos_internal_queue')
         -- The batch is fetched by tuple ID (a join would hash every PENDING row of the executor on every
-        -- batch, turning a large recovery quadratic). The scan locked each row's newest version (READ
-        -- COMMITTED follows a row changed since the snapshot and re-checks the scan's premise), so the tuple
-        -- IDs are current; the premise is re-checked here with the evidence all the same.
+        -- batch, turning a large recovery quadratic). If a row changed since the candidate scan, READ
+        -- COMMITTED follows it to its newest version and re-evaluates the premise below, so a row a live
+        -- executor claimed meanwhile is skipped.
         WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM candidates)) AND ${premise('w.')}
           ${evidence.join('\n          ')}
         RETURNING w.workflow_uuid

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Db } from '../db/pool.js';
 import { setState } from '../db/queries/executors.js';
 import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
-import { type BatchCursor, lockedLeft, pendingByVersion, reenqueueBatch, type RecoveryGuard } from '../dbos/recovery.js';
+import { type BatchCursor, isRowLockWait, LOCK_WAIT_MS, lockedLeft, pendingByVersion, reenqueueBatch, type RecoveryGuard } from '../dbos/recovery.js';
 import { BudgetExhaustedError, HeartbeatUnknownError, RowsLockedError } from '../errors.js';
 import type { DeathNotice } from '../events/deathNotice.js';
 import { beatEvidence } from '../heartbeat/bounds.js';
@@ -166,8 +166,10 @@ async function run(
   const orphanedIds = new Map<string | null, string[]>();
   let reenqueued = 0;
   let batches = 0;
-  // Rows the batches passed over because another transaction holds them (see lockedLeft).
+  // Rows the batches passed over because another transaction holds them (see lockedLeft), and whether
+  // they pass such rows over at all: only once a batch found one (the lock clause has a cost per row).
   const locked: string[] = [];
+  let skipLocked = false;
   const finish = (outcome: 'completed' | 'partial' | 'failed', versionsWithoutExecutor: string[], error?: string) =>
     finishRecovery(db, recoveryId, { outcome, reenqueued, batches, versions, versionsWithoutExecutor, ...(error ? { error } : {}) });
 
@@ -213,21 +215,34 @@ async function run(
           log.notice('heartbeat returned mid-recovery: stopped, the rest stays with the executor', { reenqueued, batches, event: 'recovery_false_alarm' });
           return falseAlarm(notice, 'heartbeat', back.ttlMs, { recoveryId, reenqueued, batches });
         }
-        const batch = await reenqueueBatch(
-          db,
-          { applicationName: app, executorId: notice.executorId, applicationVersion },
-          {
-            limit: deps.batchSize,
-            range: created,
-            after,
-            recoveryId,
-            batchNo: batches + 1,
-            unscanned,
-            // Only the orphaned-version hook needs the IDs themselves.
-            returnIds: noExecutor,
-            ...(guard ? { guard } : {}),
-          },
-        );
+        const runBatch = () =>
+          reenqueueBatch(
+            db,
+            { applicationName: app, executorId: notice.executorId, applicationVersion },
+            {
+              limit: deps.batchSize,
+              range: created,
+              after,
+              recoveryId,
+              batchNo: batches + 1,
+              unscanned,
+              // Only the orphaned-version hook needs the IDs themselves.
+              returnIds: noExecutor,
+              ...(guard ? { guard } : {}),
+              skipLocked,
+            },
+          );
+        let batch: Awaited<ReturnType<typeof reenqueueBatch>>;
+        try {
+          batch = await runBatch();
+        } catch (err) {
+          // A held row (a host lost inside a transaction?): the batch rolled back after LOCK_WAIT_MS; it and
+          // every later batch of this attempt pass held rows over, and what they leave is reported below.
+          if (skipLocked || !isRowLockWait(err)) throw err;
+          skipLocked = true;
+          log.info('a batch waited on a row another transaction holds: passing held rows over', { waitedMs: LOCK_WAIT_MS, batchNo: batches + 1 });
+          batch = await runBatch();
+        }
         batches += 1;
         if (unscanned !== undefined) unscanned -= batch.candidates;
         reenqueued += batch.moved;
@@ -242,9 +257,9 @@ async function run(
         opts.onBatch?.({ batchNo: batches, reenqueued: batch.moved });
         shortfall ||= batch.moved < batch.candidates;
         if (!batch.next) {
-          // A candidate the UPDATE's re-check refused (the evidence guard) is passed by the cursor. The scan
-          // locks its rows, so one can no longer change under the batch; the sweep from the start stays as
-          // the cheap net it was: rows another writer claimed or finished no longer match and cost nothing.
+          // A row updated while its batch ran (still PENDING, still this executor's) has a new tuple ID,
+          // so the batch's re-check skips it and the cursor moves past it. One sweep from the start picks
+          // such rows up; rows another writer claimed or finished no longer match and cost nothing.
           if (!shortfall || swept) break;
           swept = true;
           after = undefined;
@@ -253,8 +268,8 @@ async function run(
         }
         after = batch.next;
       }
-      // Fewer moved than counted: some rows may be held by another transaction. Only then is it asked.
-      if ((versions[label] ?? 0) < count) {
+      // Held rows were passed over and fewer moved than counted: which are still held. Only then is it asked.
+      if (skipLocked && (versions[label] ?? 0) < count) {
         locked.push(...(await lockedLeft(db, { applicationName: app, executorId: notice.executorId, applicationVersion }, created)));
       }
     }

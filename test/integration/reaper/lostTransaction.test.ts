@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, createPool } from '../../../shared/db/pool.js';
 import { cancelIfStillQuiet } from '../../../shared/dbos/reaper.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
-import { judgedAlive, startReaper, waitForLock } from '../../helpers/detection.js';
+import { judgedAlive, type TickSeen, waitForLock } from '../../helpers/detection.js';
+import { runReaper } from '../../../shared/reaper/index.js';
 import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 import { type PrivateRedis, startPrivateRedis } from '../../helpers/redisServer.js';
 
@@ -74,7 +75,19 @@ describe('reaper: a lost host holding a row lock inside a transaction', () => {
     const { pool, close } = await createPool(rt.config, rt.logger, 'afterlife-reaper');
     closePool = close;
     const db = createDb(pool, rt.config.database.poolMax, { dbosSchema: rt.config.dbosSchema, afterlifeSchema: rt.config.afterlifeSchema, logger: rt.logger });
-    const reaper = startReaper(testReaperDeps(rt, { db }));
+    // As the Scheduler runs it (standby): a first lease attempt that fails on a loaded machine is retried.
+    const ticks: TickSeen[] = [];
+    const stop = new AbortController();
+    const running = runReaper(testReaperDeps(rt, { db }), { signal: stop.signal, standby: true, onTick: (r) => ticks.push({ at: Date.now(), r }) });
+    const reaper = {
+      ticks,
+      stop: async () => {
+        stop.abort();
+        const s = await running;
+        if (s.outcome !== 'completed') throw new Error(`reaper skipped: ${s.reason}`);
+        return s;
+      },
+    };
     try {
       await waitFor('the reaper judges both alive', async () => reaper.ticks.some((t) => judgedAlive(t, ['victim', 'other'])));
       victim.kill('SIGKILL');
