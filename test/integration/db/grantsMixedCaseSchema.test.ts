@@ -15,10 +15,13 @@ describe('grants SQL with mixed-case schema names', () => {
   const roles = { executor_death_role: `Afterlife_Death_${tag}`, reaper_role: `Afterlife_Reaper_${tag}`, drain_role: `Afterlife_Drain_${tag}` };
   const users = { executor_death_user: `afterlife-death-${tag}@p.iam`, reaper_user: `afterlife-reaper-${tag}@p.iam`, drain_user: `afterlife-drain-${tag}@p.iam` };
 
+  function grantsTemplate(): string {
+    return readFileSync(new URL('../../../infra/grants.sql', import.meta.url), 'utf8');
+  }
+
   function rendered(dbosSchema: string, afterlifeSchema: string): string {
     const vars: Record<string, string> = { dbos_schema: dbosSchema, afterlife_schema: afterlifeSchema, ...roles, ...users };
-    const template = readFileSync(new URL('../../../infra/grants.sql', import.meta.url), 'utf8');
-    return template.replace(/\$\{([a-z_]+)\}/g, (_, k: string) => {
+    return grantsTemplate().replace(/\$\{([a-z_]+)\}/g, (_, k: string) => {
       const v = vars[k];
       if (v === undefined) throw new Error(`grants.sql uses \${${k}}, which the test does not render`);
       return v;
@@ -28,7 +31,14 @@ describe('grants SQL with mixed-case schema names', () => {
   beforeAll(async () => {
     tdb = await createTestDatabase();
     for (const u of Object.values(users)) await tdb.sql.query(`CREATE ROLE "${u}" LOGIN`);
-    await tdb.sql.query(`CREATE SCHEMA "MyDbos"; CREATE TABLE "MyDbos".workflow_status (id int); CREATE SCHEMA "MyAfterlife"; CREATE TABLE "MyAfterlife".recoveries (id int)`);
+    // grants.sql names afterlife's tables one by one (each role gets exactly its writes), so every table it
+    // names must exist in the mixed-case schema too.
+    const afterlifeTables = [...new Set([...grantsTemplate().matchAll(/"\$\{afterlife_schema\}"\.([a-z_]+)/g)].map((m) => m[1]))];
+    expect(afterlifeTables).toContain('recoveries');
+    await tdb.sql.query(
+      `CREATE SCHEMA "MyDbos"; CREATE TABLE "MyDbos".workflow_status (id int); CREATE SCHEMA "MyAfterlife"; ` +
+        afterlifeTables.map((t) => `CREATE TABLE "MyAfterlife".${t} (id int);`).join(' '),
+    );
   });
   afterAll(async () => {
     const all = [...Object.values(roles), ...Object.values(users)].map((r) => `"${r}"`).join(', ');
@@ -45,7 +55,7 @@ describe('grants SQL with mixed-case schema names', () => {
     const r = await tdb.sql.query<{ dbos: boolean; table: boolean; mine: boolean; member: boolean; drainReads: boolean; drainWrites: boolean }>(
       `SELECT has_schema_privilege($1, 'MyDbos', 'USAGE') AS dbos,
               has_table_privilege($1, '"MyDbos".workflow_status', 'UPDATE') AS table,
-              has_table_privilege($1, '"MyAfterlife".recoveries', 'DELETE') AS mine,
+              has_table_privilege($1, '"MyAfterlife".recoveries', 'UPDATE') AS mine,
               pg_has_role($2, $1, 'MEMBER') AS member,
               has_table_privilege($3, '"MyDbos".workflow_status', 'SELECT') AS "drainReads",
               has_table_privilege($3, '"MyDbos".workflow_status', 'UPDATE') AS "drainWrites"`,
