@@ -283,7 +283,7 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
       // Taken over by an invocation that was already waiting: Scheduler had not called again yet.
       expect(after[0]?.calls[fns.indexOf(survivor)]).toBe(callsAtKill);
       // The take-over logged the stretch (the first gap line after the kill; hand-overs may log short ones).
-      const taken = survivor.lines.find((l) => l.event === 'reaper_tick_gap' && Date.parse(String(l.time)) >= killedAt);
+      const taken = survivor.lines.find((l) => l.event === 'reaper_tick_gap' && lineTimeMs(l) >= killedAt);
       expect(Number(taken?.gapMs)).toBeGreaterThanOrEqual(2_000);
       expect(Number(taken?.gapMs)).toBeLessThanOrEqual(MAX_BLIND_MS);
       const allGaps = fns.flatMap((f) => f.lines.filter((l) => l.event === 'reaper_tick_gap').map((l) => Number(l.gapMs)));
@@ -351,4 +351,11 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   } catch {
     /* already gone */
   }
+}
+
+/** When a served function wrote a line: Cloud Logging's `timestamp` {seconds, nanos} (pino's lines), or an ISO `time`. */
+function lineTimeMs(l: Record<string, unknown>): number {
+  const ts = l.timestamp as { seconds?: unknown; nanos?: unknown } | undefined;
+  if (ts && typeof ts.seconds === 'number') return ts.seconds * 1000 + Math.floor(Number(ts.nanos ?? 0) / 1e6);
+  return Date.parse(String(l.time));
 }
