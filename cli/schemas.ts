@@ -47,6 +47,25 @@ export const StatusOutput = z.strictObject({
     diverged: z.number().int().nonnegative(),
     byStatus: z.record(z.string(), z.number().int().nonnegative()),
   }),
+  /**
+   * ENQUEUED work pinned to a version no live executor runs: nothing claims it until an executor of that
+   * version starts, or the reaper's orphaned-version pass applies the policy once the oldest row has been
+   * untouched for the grace. `known: false` when live versions cannot be read (no Redis).
+   */
+  stranded: z.strictObject({
+    known: z.boolean(),
+    policy: z.enum(['leave', 'fork-to-latest']),
+    graceMs: z.number().int().nonnegative(),
+    versions: z.array(
+      z.strictObject({
+        applicationVersion: z.string(),
+        count: z.number().int().positive(),
+        oldestAgeMs: z.number().int().nonnegative(),
+        /** Until the reaper's orphaned-version pass may act on the oldest row (0: due now; it runs at most every minute). */
+        policyActsInMs: z.number().int().nonnegative(),
+      }),
+    ),
+  }),
   recentRecoveries: z.array(
     z.strictObject({
       id: z.number().int(),

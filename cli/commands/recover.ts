@@ -72,6 +72,7 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
       logger: ctx.logger,
       batchSize: config.recovery.batchSize,
       lockTtlMs: config.recovery.lockTtlMs,
+      orphanedVersions: { policy: config.recovery.orphanedVersionPolicy, graceMs: config.reaper.orphanedVersionGraceMs },
       recoveredBy: `cli:${safeUser()}@${hostname()}`,
       ...(config.redis ? { keyPrefix: config.redis.keyPrefix } : {}),
     },

@@ -4,6 +4,7 @@ import { readRetentionState } from '../../shared/db/queries/retentionState.js';
 import { describePolicy, policyOf } from '../../shared/retention/policy.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
 import { findDiverged } from '../../shared/dbos/diverged.js';
+import { countStrandedEnqueued } from '../../shared/dbos/orphaned.js';
 import { countByStatus, pendingSummaryByExecutor } from '../../shared/dbos/status.js';
 import { heartbeatKey, readAllHeartbeats, readHeartbeat, type HeartbeatValue } from '../../shared/heartbeat/index.js';
 import type { CliContext } from '../context.js';
@@ -84,6 +85,21 @@ export async function status(ctx: CliContext): Promise<CommandResult<StatusOutpu
       };
     });
 
+  // Live versions as the orphaned-version pass reads them, less executors the registry already calls dead
+  // (a SIGKILLed kit's last beat stays readable until its TTL).
+  const deadIds = new Set(registry.filter((r) => r.state === 'dead').map((r) => r.executor_id));
+  const liveVersions = [...beats].flatMap(([id, b]) => (b.value?.state === 'alive' && !deadIds.has(id) ? [b.value.applicationVersion] : []));
+  const graceMs = config.reaper.orphanedVersionGraceMs;
+  const stranded: StatusOutput['stranded'] = {
+    known: redisState === 'ok',
+    policy: config.recovery.orphanedVersionPolicy,
+    graceMs,
+    versions:
+      redisState === 'ok'
+        ? (await countStrandedEnqueued(db, app, liveVersions)).map((v) => ({ ...v, policyActsInMs: Math.max(0, graceMs - v.oldestAgeMs) }))
+        : [],
+  };
+
   const out: StatusOutput = {
     command: 'status',
     applicationName: app,
@@ -100,6 +116,7 @@ export async function status(ctx: CliContext): Promise<CommandResult<StatusOutpu
       diverged: diverged.length,
       byStatus,
     },
+    stranded,
     recentRecoveries: recoveries.map((r) => ({ ...r, startedAt: r.startedAt.toISOString() })),
     retention: {
       policy: { maxCompleted: policy.maxCompleted ?? null, maxAgeMs: policy.maxAgeMs ?? null, globalTimeoutMs: policy.globalTimeoutMs ?? null },
@@ -155,6 +172,19 @@ function render(s: StatusOutput): string {
     `workflows: ${byStatus || 'none'}`,
     `stuck: ${s.totals.stuck} (PENDING with no activity for ${duration(s.stuckAfterMs)})   diverged: ${s.totals.diverged >= DIVERGED_LIMIT ? `${DIVERGED_LIMIT}+` : s.totals.diverged} (ERROR with DBOSUnexpectedStepError, not forked or dead-lettered yet)`,
   );
+  if (!s.stranded.known) lines.push('stranded: unknown (live versions come from heartbeats; Redis is not available)');
+  else if (s.stranded.versions.length === 0) lines.push('stranded: none (every ENQUEUED version has a live executor)');
+  else {
+    const then = s.stranded.policy === 'fork-to-latest' ? 'forks them to the latest live version' : 'reports them and leaves them ENQUEUED';
+    lines.push('', `STRANDED: ENQUEUED work of versions no live executor runs — nothing claims it until an executor of that version starts`);
+    lines.push(
+      table(
+        ['VERSION', 'ENQUEUED', 'OLDEST', 'POLICY', 'ACTS'],
+        s.stranded.versions.map((v) => [v.applicationVersion, String(v.count), ago(v.oldestAgeMs), s.stranded.policy, v.policyActsInMs === 0 ? 'due now' : `in ${duration(v.policyActsInMs)}`]),
+      ),
+    );
+    lines.push(`ORPHANED_VERSION_POLICY=${s.stranded.policy}: after ORPHANED_VERSION_GRACE_MS (${duration(s.stranded.graceMs)}) untouched the reaper ${then}`);
+  }
   const r = s.retention;
   lines.push('', r.summary);
   if (r.lastPass && r.lastPassAt) {

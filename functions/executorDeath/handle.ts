@@ -98,6 +98,7 @@ export async function handleDecodedDeath(rt: Runtime, decoded: DecodedMessage<De
         batchSize: rt.config.recovery.batchSize,
         lockTtlMs: rt.config.recovery.lockTtlMs,
         heartbeatIntervalMs: rt.config.heartbeatIntervalMs,
+        orphanedVersions: { policy: rt.config.recovery.orphanedVersionPolicy, graceMs: rt.config.reaper.orphanedVersionGraceMs },
         ...(rt.config.redis ? { keyPrefix: rt.config.redis.keyPrefix } : {}),
         ...(rt.config.recovery.orphanedVersionPolicy === 'fork-to-latest'
           ? { onOrphanedVersion: async (info) => void (await forkOrphansToLatest(forkDepsFromRuntime(rt, { logger: log }), info)) }

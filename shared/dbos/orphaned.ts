@@ -45,3 +45,35 @@ export async function findOrphanedEnqueued(
   );
   return res.rows.map((r) => ({ workflowId: r.workflow_uuid, executorId: r.executor_id, applicationVersion: r.application_version }));
 }
+
+/**
+ * `afterlife status`'s view of the same rows, without the grace: ENQUEUED work pinned to a version no live
+ * executor runs, per version, with the oldest row's age on the database clock (from which the orphaned-version
+ * pass's grace is counted). Stranded now, orphaned once the grace has passed.
+ */
+export interface StrandedVersion {
+  applicationVersion: string;
+  count: number;
+  /** Milliseconds since the oldest of these rows was last touched (database clock). */
+  oldestAgeMs: number;
+}
+
+export async function countStrandedEnqueued(db: Db, applicationName: string, liveVersions: string[]): Promise<StrandedVersion[]> {
+  const res = await db.query<{ application_version: string; n: number; oldest_age_ms: string }>(
+    `WITH sessions AS MATERIALIZED (
+       SELECT a.application_name FROM pg_stat_activity a
+        WHERE a.datname = current_database() AND starts_with(a.application_name, 'dbos_transact_'))
+     SELECT w.application_version, count(*)::int AS n, (${NOW_MS} - min(w.updated_at))::bigint AS oldest_age_ms
+       FROM ${ident(db.dbosSchema)}.workflow_status w
+      WHERE w.status = 'ENQUEUED' AND w.application_version IS NOT NULL
+        AND ${appScope('w.application_name', '$1')}
+        AND w.application_version <> ALL ($2::text[])
+        AND NOT EXISTS (SELECT 1 FROM sessions s
+                         WHERE right(s.application_name, length(w.application_version) + 1) = '_' || w.application_version)
+      GROUP BY w.application_version
+      ORDER BY w.application_version`,
+    [applicationName, liveVersions],
+    'dbos.countStrandedEnqueued',
+  );
+  return res.rows.map((r) => ({ applicationVersion: r.application_version, count: r.n, oldestAgeMs: Math.max(0, Number(r.oldest_age_ms)) }));
+}

@@ -270,6 +270,7 @@ async function act(
         faults: deps.faults,
         batchSize: config.recovery.batchSize,
         lockTtlMs: config.recovery.lockTtlMs,
+        orphanedVersions: { policy: config.recovery.orphanedVersionPolicy, graceMs: config.reaper.orphanedVersionGraceMs },
         recoveredBy: deps.detectedBy,
         ...(config.redis ? { keyPrefix: config.redis.keyPrefix } : {}),
       },

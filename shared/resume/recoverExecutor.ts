@@ -7,7 +7,7 @@ import { type BatchCursor, isRowLockWait, LOCK_WAIT_MS, lockedLeft, pendingByVer
 import { BudgetExhaustedError, HeartbeatUnknownError, RowsLockedError } from '../errors.js';
 import type { DeathNotice } from '../events/deathNotice.js';
 import { beatEvidence } from '../heartbeat/bounds.js';
-import { type HeartbeatReading, heartbeatKey, readHeartbeat, readLiveVersions } from '../heartbeat/index.js';
+import { type HeartbeatReading, heartbeatKey, readAllHeartbeats, readHeartbeat } from '../heartbeat/index.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import { unlimitedBudget } from '../lifecycle/deadline.js';
 import { LockUnavailableError } from '../lock/errors.js';
@@ -35,6 +35,11 @@ export interface RecoveryDeps {
   heartbeatIntervalMs?: number;
   /** Who runs this recovery, for the audit. */
   recoveredBy?: string;
+  /**
+   * What happens to re-enqueued work no live executor can claim (ORPHANED_VERSION_POLICY and its grace), so
+   * the WARNING that reports it says so.
+   */
+  orphanedVersions?: { policy: 'leave' | 'fork-to-latest'; graceMs: number };
   /** The orphaned-version policy hook: called for versions no live executor runs, after re-enqueueing. */
   onOrphanedVersion?: (info: { applicationName: string; executorId: string; applicationVersion: string | null; workflowIds: string[] }) => Promise<void>;
 }
@@ -179,7 +184,7 @@ async function run(
     const pending = (await pendingByVersion(db, app, notice.executorId)).filter(
       (p) => !named || (p.applicationVersion !== null && named.has(p.applicationVersion)),
     );
-    const live = await liveVersions(deps, app, log);
+    const live = await liveVersions(deps, app, notice.executorId, log);
     const stopReason = () =>
       lockSignal?.aborted ? 'lock lost' : opts.signal?.aborted ? 'shutting down' : budget.expired() ? 'work budget' : undefined;
 
@@ -291,10 +296,20 @@ async function run(
     const lockedError = locked.length > 0 ? new RowsLockedError(notice.executorId, locked, reenqueued) : undefined;
     await finish(lockedError ? 'partial' : 'completed', versionsWithoutExecutor, lockedError?.message);
     for (const [applicationVersion, workflowIds] of orphanedIds) {
-      log.warn('re-enqueued workflows of a version no live executor runs: they wait until one appears', {
+      const o = deps.orphanedVersions;
+      // One line per version, at once: the work is ENQUEUED and nothing will claim it until an executor of
+      // that version starts, or the orphaned-version pass acts after its grace.
+      log.warn('recovered work has nowhere to go: re-enqueued workflows of a version no live executor runs wait until one appears', {
         applicationVersion,
         count: workflowIds.length,
         event: 'orphaned_version',
+        ...(o
+          ? {
+              policy: o.policy,
+              policyActsAfterMs: o.graceMs,
+              then: o.policy === 'fork-to-latest' ? 'forked to the latest live version' : 'reported again, left ENQUEUED (ORPHANED_VERSION_POLICY=leave)',
+            }
+          : {}),
       });
       await deps.onOrphanedVersion?.({ applicationName: app, executorId: notice.executorId, applicationVersion, workflowIds });
     }
@@ -365,11 +380,19 @@ async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<H
   return Date.parse(e.value.beatAt) > Date.parse(notice.staleBeatAt) ? hb : undefined;
 }
 
-/** Versions run by live (not draining) executors, from their heartbeats; undefined when Redis can't say. */
-async function liveVersions(deps: RecoveryDeps, app: string, log: Logger): Promise<Set<string> | undefined> {
+/**
+ * Versions run by live (not draining) executors, from their heartbeats; undefined when Redis can't say. The
+ * executor being recovered does not count: a SIGKILLed kit's last beat stays readable until its TTL (15 s),
+ * long after the liveness lock showed it dead, and would make its own version look served.
+ */
+async function liveVersions(deps: RecoveryDeps, app: string, dead: string, log: Logger): Promise<Set<string> | undefined> {
   if (!deps.redis) return undefined;
   try {
-    return (await readLiveVersions(deps.redis, app, deps.keyPrefix)).versions;
+    const versions = new Set<string>();
+    for (const [executorId, v] of await readAllHeartbeats(deps.redis, app, deps.keyPrefix)) {
+      if (executorId !== dead && v?.state === 'alive') versions.add(v.applicationVersion);
+    }
+    return versions;
   } catch (err) {
     log.warn('could not read heartbeats: live versions unknown', { err });
     return undefined;

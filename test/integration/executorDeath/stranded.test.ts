@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StatusOutput } from '../../../cli/schemas.js';
+import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
+import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { heartbeatKey, readHeartbeat } from '../../../shared/heartbeat/index.js';
+import { beat, makeOrphans } from '../../helpers/agents.js';
+import { parseJson, runCli } from '../../helpers/cli.js';
+import { pubsubCloudEvent } from '../../helpers/cloudEvents.js';
+import { createTestDatabase, type TestDatabase, uniqueName, workflowRows } from '../../helpers/db.js';
+import { testRuntime } from '../../helpers/runtime.js';
+import { TEST_REDIS_URL } from '../../helpers/services.js';
+
+/**
+ * Issue 24: recovered work with nowhere to go is said at once. exec-A (v1) dies; only exec-B (v2) is alive;
+ * A's own last beat is still in Redis (a SIGKILLed kit's key outlives it by its TTL) and must not make v1
+ * look served. The recovery logs one WARNING naming v1 and the count, with the policy and when it acts, and
+ * `afterlife status` shows the work as stranded.
+ */
+const body = (n: ReturnType<typeof deathNotice>) => JSON.parse(pubsubCloudEvent(JSON.stringify(n)).body) as unknown;
+
+describe('stranded recovery', () => {
+  let tdb: TestDatabase;
+  let rt: ReturnType<typeof testRuntime>;
+  const app = uniqueName('stranded');
+  const ids = ['s-a-0', 's-a-1', 's-a-2'];
+
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { ORPHANED_VERSION_GRACE_MS: '600000' } });
+    await makeOrphans({ databaseUrl: tdb.url, sql: tdb.sql, applicationName: app, executorId: 'exec-A', applicationVersion: 'v1', ids });
+  });
+  afterAll(async () => {
+    await rt?.close();
+    await tdb?.drop();
+  });
+
+  it('one WARNING with the version and the count; status shows it stranded with the policy and when it acts', async () => {
+    if (!rt.redis) throw new Error('Redis required');
+    await beat(rt.redis, app, 'exec-A', 'v1'); // the dead kit's lingering key, as the reaper saw it
+    const stale = await readHeartbeat(rt.redis, heartbeatKey(app, 'exec-A'));
+    if (!stale?.value) throw new Error('no beat');
+    await beat(rt.redis, app, 'exec-B', 'v2');
+
+    const out = await handleDeathEvent(rt, body(deathNotice({ executorId: 'exec-A', applicationName: app, reason: 'heartbeat-lapsed', evidence: 'liveness', staleBeatAt: stale.value.beatAt, detectedBy: 'test' })));
+    if (out.kind !== 'recovered' || out.summary.outcome === 'false-alarm') throw new Error(`unexpected ${JSON.stringify(out)}`);
+    expect(out.summary.reenqueued).toBe(3);
+    expect(out.summary.versionsWithoutExecutor).toEqual(['v1']);
+    const warnings = rt.logger.lines.filter((l) => l.event === 'orphaned_version');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ severity: 'WARNING', applicationVersion: 'v1', count: 3, policy: 'leave', policyActsAfterMs: 600_000 });
+    expect(String(warnings[0]?.message)).toMatch(/nowhere to go/);
+    expect((await workflowRows(tdb.sql, ids)).every((r) => r.status === 'ENQUEUED' && r.application_version === 'v1')).toBe(true);
+
+    const env = { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: app, REDIS_URL: TEST_REDIS_URL, ORPHANED_VERSION_GRACE_MS: '600000' };
+    const s = parseJson(await runCli(['status', '--json'], env), StatusOutput);
+    expect(s.stranded.known).toBe(true);
+    expect(s.stranded.policy).toBe('leave');
+    expect(s.stranded.graceMs).toBe(600_000);
+    expect(s.stranded.versions).toHaveLength(1);
+    expect(s.stranded.versions[0]).toMatchObject({ applicationVersion: 'v1', count: 3 });
+    expect(s.stranded.versions[0]?.policyActsInMs).toBeGreaterThan(500_000);
+    expect(s.stranded.versions[0]?.policyActsInMs).toBeLessThanOrEqual(600_000);
+
+    const text = await runCli(['status'], env);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toMatch(/STRANDED/);
+    expect(text.stdout.split('\n').some((l) => /^v1\s+3\s+\S+ ago\s+leave\s+in \S+/.test(l))).toBe(true);
+    expect(text.stdout).toMatch(/ORPHANED_VERSION_POLICY=leave: after ORPHANED_VERSION_GRACE_MS \(10m\S*\) untouched the reaper reports them/);
+
+    // Once an executor of v1 beats, the same work is no longer stranded.
+    await beat(rt.redis, app, 'exec-C', 'v1');
+    const served = parseJson(await runCli(['status', '--json'], env), StatusOutput);
+    expect(served.stranded.versions).toEqual([]);
+  });
+});
