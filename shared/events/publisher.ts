@@ -1,15 +1,12 @@
 import type { PubSub, Topic } from '@google-cloud/pubsub';
-import { type DeathNotice, DeathNotice as DeathNoticeSchema, deathNoticeAttributes } from './deathNotice.js';
+import { HttpBridgePublisher, type Publisher } from './publish.js';
 
 /**
- * What publishes messages. The Pub/Sub implementation is the real client (the emulator locally and in
- * tests, via PUBSUB_EMULATOR_HOST); `publishDeathNotice` validates before sending so nothing we emit is
- * poison to our own consumer.
+ * The recovery plane's publisher: the real client (the emulator locally and in tests, via
+ * PUBSUB_EMULATOR_HOST). The interface, the REST publisher and `publishDeathNotice` (which validates before
+ * sending, so nothing we emit is poison to our own consumer) live in publish.ts, the kit's lighter path.
  */
-export interface Publisher {
-  publish(topic: string, json: unknown, attributes: Record<string, string>, orderingKey?: string): Promise<string>;
-  close(): Promise<void>;
-}
+export { HttpBridgePublisher, type Publisher, publishDeathNotice, RestPublisher } from './publish.js';
 
 export class PubSubPublisher implements Publisher {
   private readonly topics = new Map<string, Topic>();
@@ -41,33 +38,6 @@ export class PubSubPublisher implements Publisher {
   }
 }
 
-/**
- * Local only: `npm start` without an installed emulator runs an in-process bridge that takes the Pub/Sub
- * REST publish shape; `PUBSUB_BRIDGE_URL` (set by the stack for its functions) points publishers at it.
- */
-export class HttpBridgePublisher implements Publisher {
-  constructor(
-    private readonly baseUrl: string,
-    private readonly projectId: string,
-  ) {}
-
-  async publish(topic: string, json: unknown, attributes: Record<string, string>, orderingKey?: string): Promise<string> {
-    const res = await fetch(`${this.baseUrl}/v1/projects/${encodeURIComponent(this.projectId)}/topics/${encodeURIComponent(topic)}:publish`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ messages: [{ data: Buffer.from(JSON.stringify(json)).toString('base64'), attributes, ...(orderingKey ? { orderingKey } : {}) }] }),
-      signal: AbortSignal.timeout(10_000),
-    });
-    if (!res.ok) throw new Error(`local bridge publish failed: HTTP ${res.status} ${await res.text()}`);
-    const body = (await res.json()) as { messageIds?: string[] };
-    const id = body.messageIds?.[0];
-    if (!id) throw new Error('local bridge publish returned no message ID');
-    return id;
-  }
-
-  async close(): Promise<void> {}
-}
-
 export async function createPubSubPublisher(
   projectId: string | undefined,
   bridgeUrl: string | undefined = process.env.PUBSUB_BRIDGE_URL,
@@ -84,9 +54,4 @@ export async function createPubSubPublisher(
  */
 export function emulatorOptions(host: string | undefined): { emulatorMode?: boolean; universeDomain?: string } {
   return host ? { emulatorMode: true, universeDomain: 'googleapis.com' } : {};
-}
-
-export async function publishDeathNotice(publisher: Publisher, topic: string, notice: DeathNotice): Promise<string> {
-  const valid = DeathNoticeSchema.parse(notice);
-  return publisher.publish(topic, valid, deathNoticeAttributes(valid), valid.executorId);
 }

@@ -4,10 +4,10 @@ import pg from 'pg';
 import { registerAlive, setState, type ExecutorState } from '../db/queries/executors.js';
 import { createDb, type Db } from '../db/pool.js';
 import { AfterlifeError, ConfigError } from '../errors.js';
-import { createPubSubPublisher, type Publisher } from '../events/publisher.js';
+import type { Publisher } from '../events/publish.js';
 import { type HeartbeatValue, KEY_PREFIX_RE } from '../heartbeat/index.js';
 import type { Fence, FenceVerdict } from '../liveness/fenceCheck.js';
-import { withTimeout } from '../lifecycle/shutdown.js';
+import { holdExit, withTimeout } from '../lifecycle/shutdown.js';
 import { createRedis } from '../lock/redis.js';
 import { consoleLogger, type Logger } from '../log.js';
 import type { KitCore, Left } from './core.js';
@@ -19,7 +19,10 @@ import { guarded } from './guarded.js';
 import { checkIdleTransactionLimit } from './idleTransactions.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TTL_MS, Heartbeat } from './heartbeat.js';
 import { LivenessLock } from './liveness.js';
+import { createKitPublisher, type PublishPath } from './publishPath.js';
+import { executorOptionsFromEnv } from './env.js';
 import type { ExecutorKitOptions, KitState } from './options.js';
+import { type ResolvedKitOptions, resolveKitOptions } from './resolve.js';
 import { terminate } from './shutdown.js';
 import { KitTrouble } from './throttle.js';
 
@@ -68,22 +71,52 @@ export interface ExecutorKit {
   close(): Promise<void>;
 }
 
-export async function attachExecutor(options: ExecutorKitOptions): Promise<ExecutorKit> {
+/** The exit code of a fatal failed attach (EX_CONFIG): the platform restarts the instance, and says why. */
+export const ATTACH_FAILED_EXIT_CODE = 78;
+
+/**
+ * Attaches the kit to the launched DBOS app. With no options it reads what DBOS already knows (system
+ * database, schema, application name, executor ID, version) and the environment (`executorOptionsFromEnv`);
+ * explicit options win over both. A failed attach is fatal by default (see `fatal`).
+ */
+export async function attachExecutor(options: ExecutorKitOptions = {}): Promise<ExecutorKit> {
+  try {
+    return await attach(options);
+  } catch (err) {
+    if (options.fatal === false) throw err;
+    const log = options.logger ?? consoleLogger({ component: 'afterlife-executor' });
+    log.error('executor kit NOT attached: exiting, so the app never runs on without crash recovery unnoticed (fatal: false to handle it instead)', {
+      err,
+      exitCode: ATTACH_FAILED_EXIT_CODE,
+      event: 'kit_attach_failed',
+    });
+    holdExit()(ATTACH_FAILED_EXIT_CODE);
+    // Only reached where process.exit is stubbed (tests): the attach still failed.
+    throw err;
+  }
+}
+
+async function attach(options: ExecutorKitOptions): Promise<ExecutorKit> {
   // Checked as the functions check REDIS_KEY_PREFIX: a kit and the plane must agree on where heartbeats live.
   if (options.keyPrefix !== undefined && !KEY_PREFIX_RE.test(options.keyPrefix)) {
     throw new ConfigError([`keyPrefix: must be 1-64 letters, digits, "_", "." or "-" (it is part of every Redis key); got ${JSON.stringify(options.keyPrefix)}`]);
   }
   const app = await dbosApp();
-  if (!app.executorId || (app.executorId === 'local' && !options.allowLocalExecutorId)) {
+  if (!app.executorId || (app.executorId === 'local' && !(options.allowLocalExecutorId ?? executorOptionsFromEnv(options.env ?? process.env).allowLocalExecutorId))) {
     throw new ExecutorIdError(
       `executor ID "${app.executorId}" is DBOS's shared default: set DBOSConfig.executorID or DBOS__VMID to a unique ` +
-        `value per process (e.g. the Cloud Run instance ID), or pass allowLocalExecutorId for a single-process dev setup`,
+        `value per process (e.g. cloudRunExecutorId() on Cloud Run), or pass allowLocalExecutorId for a single-process dev setup`,
     );
   }
-  const applicationName = options.applicationName ?? app.applicationName;
-  if (!applicationName) throw new ExecutorIdError('attachExecutor: applicationName is unknown; pass it explicitly');
-  const kit = new Kit(app, applicationName, options);
-  await kit.start();
+  const { options: resolved, databaseUrlFrom } = resolveKitOptions(app, options, options.env ?? process.env);
+  const kit = new Kit(app, resolved.applicationName, resolved);
+  try {
+    await kit.checkDatabase();
+    await kit.start(databaseUrlFrom);
+  } catch (err) {
+    await kit.close().catch(() => undefined);
+    throw err;
+  }
   return kit;
 }
 
@@ -97,6 +130,7 @@ class Kit implements ExecutorKit, KitCore {
   readonly log: Logger;
   readonly db: Db;
   publisher: Publisher | undefined;
+  private publishPath: PublishPath | undefined;
   private readonly pool: pg.Pool;
   private readonly redis: Redis | undefined;
   private readonly ownsRedis: boolean;
@@ -119,7 +153,7 @@ class Kit implements ExecutorKit, KitCore {
   constructor(
     readonly app: DbosApp,
     readonly applicationName: string,
-    readonly options: ExecutorKitOptions,
+    readonly options: ResolvedKitOptions,
   ) {
     const o = options;
     this.executorId = app.executorId;
@@ -182,7 +216,27 @@ class Kit implements ExecutorKit, KitCore {
     return this.heartbeat?.lostCount ?? 0;
   }
 
-  async start(): Promise<void> {
+  /**
+   * Before anything starts: the database answers and holds afterlife's schema. Without it every registry
+   * write and drain poll would fail for the life of the process, each one a warning nobody reads.
+   */
+  async checkDatabase(): Promise<void> {
+    const table = `${this.db.afterlifeSchema}.drain_requests`;
+    let found: string | null | undefined;
+    try {
+      const r = await withTimeout(this.pool.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [table]), 5_000);
+      found = r.rows[0]?.t;
+    } catch (err) {
+      throw new ConfigError([`databaseUrl: cannot query ${maskUrl(this.options.databaseUrl)}: ${err instanceof Error ? err.message : String(err)}`]);
+    }
+    if (!found) {
+      throw new ConfigError([
+        `afterlife's schema "${this.db.afterlifeSchema}" is not in ${maskUrl(this.options.databaseUrl)}: run \`npx afterlife migrate\` against this database once (or set AFTERLIFE_SCHEMA / AFTERLIFE_DATABASE_URL to where it is)`,
+      ]);
+    }
+  }
+
+  async start(databaseUrlFrom?: string): Promise<void> {
     const o = this.options;
     if (o.handleSignals !== false) {
       // Prepended: functions-framework's listener calls process.exit() synchronously, so ours must run
@@ -190,7 +244,11 @@ class Kit implements ExecutorKit, KitCore {
       process.prependListener('SIGTERM', this.onSignal);
       process.prependListener('SIGINT', this.onSignal);
     }
-    if (o.publisher === 'pubsub') this.publisher = await createPubSubPublisher(o.project);
+    if (o.publisher === 'pubsub') {
+      const { publisher, path } = await createKitPublisher({ ...(o.project ? { project: o.project } : {}), ...(o.pubsubEndpoint ? { endpoint: o.pubsubEndpoint } : {}), logger: this.log });
+      this.publisher = publisher;
+      this.publishPath = path;
+    }
     else if (o.publisher && o.publisher !== 'none') this.publisher = o.publisher;
     if (!this.redis) this.log.warn('no Redis: no heartbeat; a crash of this executor is found only by the reaper without heartbeat evidence');
     if (!this.publisher) this.log.warn('no publisher: death notices are not sent; leftovers wait for the reaper');
@@ -210,6 +268,8 @@ class Kit implements ExecutorKit, KitCore {
       liveness: this.liveness ? (this.liveness.held ? 'held' : 'pending') : 'off',
       livenessLeaseMs: this.liveness?.leaseMs,
       idleInTransactionTimeoutMs: idleTransactions?.ms,
+      deathNotices: this.publisher ? (this.publishPath ?? 'custom') : 'off',
+      databaseUrlFrom,
     });
   }
 
@@ -289,5 +349,15 @@ class Kit implements ExecutorKit, KitCore {
       this.ownsRedis && redis ? withTimeout(redis.quit(), left(300)).catch(() => redis.disconnect()) : undefined,
       withTimeout(this.pool.end(), left(500)),
     ]);
+  }
+}
+
+function maskUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable URL)';
   }
 }

@@ -1,6 +1,6 @@
 import type { Db } from '../db/pool.js';
 import type { ExecutorState } from '../db/queries/executors.js';
-import type { Publisher } from '../events/publisher.js';
+import type { Publisher } from '../events/publish.js';
 import type { Logger } from '../log.js';
 import type { DbosApp } from './dbosInternals.js';
 import type { ExecutorKitOptions, KitState } from './options.js';

@@ -6,7 +6,7 @@ import { RedisCaCert, redisTlsProblem } from '../lock/redis.js';
 import type { ExecutorKitOptions } from './options.js';
 
 /**
- * The kit's options from the environment, validated like afterlife's own config (same variable names
+ * The kit's options from the environment (attachExecutor reads them itself; explicit options win), validated like afterlife's own config (same variable names
  * where they mean the same thing), so an app on Cloud Run configures it with env vars alone.
  */
 const int = (min: number) => z.coerce.number().int().min(min).optional();
@@ -28,6 +28,7 @@ const EnvSchema = z.object({
   AFTERLIFE_LIVENESS_DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
   GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
   EXECUTOR_DEATH_TOPIC: z.string().min(1).optional(),
+  AFTERLIFE_PUBSUB_ENDPOINT: z.string().regex(/^https?:\/\/[^/\s]+\/?$/, 'must be an http(s):// origin').optional(),
   AFTERLIFE_PUBLISH: z.enum(['pubsub', 'none']).default('pubsub'),
   AFTERLIFE_SHUTDOWN_GRACE_MS: int(1_000),
   AFTERLIFE_SHUTDOWN_MARGIN_MS: int(0),
@@ -43,10 +44,10 @@ export function executorOptionsFromEnv(env: Record<string, string | undefined> =
   const e = parsed.data;
   const tls = redisTlsProblem(e.REDIS_URL, e.REDIS_CA_CERT);
   if (tls) throw new ConfigError([tls]);
+  // Optional here: attachExecutor reads DBOS's own URL when neither is set (resolve.ts).
   const databaseUrl = e.AFTERLIFE_DATABASE_URL ?? e.DBOS_SYSTEM_DATABASE_URL;
-  if (!databaseUrl) throw new ConfigError(['AFTERLIFE_DATABASE_URL: set it, or DBOS_SYSTEM_DATABASE_URL']);
   return {
-    databaseUrl,
+    ...(databaseUrl ? { databaseUrl } : {}),
     publisher: e.AFTERLIFE_PUBLISH,
     ...(e.DBOS_SYSTEM_SCHEMA ? { dbosSchema: e.DBOS_SYSTEM_SCHEMA } : {}),
     ...(e.AFTERLIFE_SCHEMA ? { afterlifeSchema: e.AFTERLIFE_SCHEMA } : {}),
@@ -60,6 +61,7 @@ export function executorOptionsFromEnv(env: Record<string, string | undefined> =
     ...(e.AFTERLIFE_LIVENESS_DATABASE_URL ? { livenessDatabaseUrl: e.AFTERLIFE_LIVENESS_DATABASE_URL } : {}),
     ...(e.GOOGLE_CLOUD_PROJECT ? { project: e.GOOGLE_CLOUD_PROJECT } : {}),
     ...(e.EXECUTOR_DEATH_TOPIC ? { topic: e.EXECUTOR_DEATH_TOPIC } : {}),
+    ...(e.AFTERLIFE_PUBSUB_ENDPOINT ? { pubsubEndpoint: e.AFTERLIFE_PUBSUB_ENDPOINT } : {}),
     ...(e.AFTERLIFE_SHUTDOWN_GRACE_MS ? { shutdownGraceMs: e.AFTERLIFE_SHUTDOWN_GRACE_MS } : {}),
     ...(e.AFTERLIFE_SHUTDOWN_MARGIN_MS !== undefined ? { shutdownMarginMs: e.AFTERLIFE_SHUTDOWN_MARGIN_MS } : {}),
     ...(e.AFTERLIFE_EXIT_AFTER_DRAIN ? { exitAfterPlannedDrain: e.AFTERLIFE_EXIT_AFTER_DRAIN === 'true' } : {}),

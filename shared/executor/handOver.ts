@@ -1,6 +1,6 @@
 import { pendingByVersion } from '../dbos/recovery.js';
 import { deathNotice, type DeathReason } from '../events/deathNotice.js';
-import { publishDeathNotice } from '../events/publisher.js';
+import { publishDeathNotice } from '../events/publish.js';
 import { withTimeout } from '../lifecycle/shutdown.js';
 import { type KitCore, type Left, noDeadline } from './core.js';
 

@@ -1,12 +1,15 @@
 import type { Redis } from 'ioredis';
-import type { Publisher } from '../events/publisher.js';
+import type { Publisher } from '../events/publish.js';
 import type { Logger } from '../log.js';
 
 export type KitState = 'alive' | 'draining' | 'drained' | 'exiting';
 
 export interface ExecutorKitOptions {
-  /** Where afterlife's schema and DBOS's system tables live (usually the DBOS system database). */
-  databaseUrl: string;
+  /**
+   * Where afterlife's schema and DBOS's system tables live: the DBOS system database. Default:
+   * AFTERLIFE_DATABASE_URL, else the URL DBOS launched with, else DBOS_SYSTEM_DATABASE_URL.
+   */
+  databaseUrl?: string;
   /** Defaults to the DBOS app's `name`. */
   applicationName?: string;
   dbosSchema?: string;
@@ -34,9 +37,15 @@ export interface ExecutorKitOptions {
   livenessLeaseMs?: number;
   /** Where the liveness connection goes, if not `databaseUrl` (a direct route past a pooler). */
   livenessDatabaseUrl?: string;
-  /** `pubsub`: the real client (PUBSUB_EMULATOR_HOST is honoured); `none`: no death notices (the reaper finds them). */
+  /**
+   * `pubsub`: Pub/Sub, by the lightest path available (publishPath.ts: the emulator's or the service's REST
+   * API with the metadata server's token, or `@google-cloud/pubsub` when the app has it); `none`: no death
+   * notices (the reaper finds leftovers).
+   */
   publisher?: Publisher | 'pubsub' | 'none';
   project?: string;
+  /** Pub/Sub REST endpoint for the metadata-token path (a regional or private endpoint); default the global one. */
+  pubsubEndpoint?: string;
   topic?: string;
   publishTimeoutMs?: number;
   /** DBOS's default executor ID `local` is refused unless this is set: a shared ID recovers live siblings' work. */
@@ -55,6 +64,14 @@ export interface ExecutorKitOptions {
    */
   exitAfterPlannedDrain?: boolean;
   logger?: Logger;
+  /**
+   * A failed attach (bad configuration, afterlife's schema missing, the database unreachable, DBOS not
+   * launched) logs one ERROR and exits the process with ATTACH_FAILED_EXIT_CODE (default true), so an app
+   * never runs on without the kit unnoticed. `false`: attachExecutor rejects and the app decides.
+   */
+  fatal?: boolean;
+  /** Where options are read from besides these (default process.env); explicit options win. */
+  env?: Record<string, string | undefined>;
   /**
    * What a fenced kit does (declared dead by someone else, or its workflows moved): by default it exits
    * with FENCED_EXIT_CODE at once. Tests and embedders may take the exit themselves.
