@@ -10,7 +10,7 @@
  */
 // --- README: installing the executor kit (begin) ---
 import { DBOS } from '@dbos-inc/dbos-sdk';
-import { attachExecutor, cloudRunExecutorId, executorOptionsFromEnv, type ExecutorKit } from 'afterlife/executor';
+import { attachExecutor, cloudRunExecutorId, type ExecutorKit } from 'afterlife/executor';
 import { agentWorkflow, ensureStepTable, useAppDatabase, type AgentSpec } from './workflows.js';
 
 function required(key: string): string {
@@ -42,10 +42,10 @@ await DBOS.launch();
 const queues = JSON.parse(process.env.AGENT_QUEUES ?? '{}') as Record<string, { concurrency?: number; workerConcurrency?: number }>;
 for (const [queueName, opts] of Object.entries(queues)) await DBOS.registerQueue(queueName, opts);
 
-// After launch: heartbeat, SIGTERM drain, drain requests, death notice. Options come from the environment
-// (REDIS_URL, HEARTBEAT_TTL_MS, GOOGLE_CLOUD_PROJECT, EXECUTOR_DEATH_TOPIC, AFTERLIFE_SHUTDOWN_GRACE_MS, …).
-// The app's name is passed too: on DBOS 5.2 the kit cannot read it from DBOS.
-export const kit: ExecutorKit | undefined = kitEnabled ? await attachExecutor({ ...executorOptionsFromEnv(process.env), applicationName: name }) : undefined;
+// After launch: heartbeat, SIGTERM drain, drain requests, death notice. The database, the app's name, the
+// executor ID and the version come from DBOS's configuration; the rest from the environment (REDIS_URL,
+// GOOGLE_CLOUD_PROJECT, EXECUTOR_DEATH_TOPIC, …). A failed attach exits the process (pass fatal: false to handle it).
+export const kit: ExecutorKit | undefined = kitEnabled ? await attachExecutor() : undefined;
 
 /** Intake goes through here: once the kit is draining, new work belongs to another executor. */
 export async function startAgent(workflowId: string, spec: AgentSpec, queueName?: string): Promise<void> {

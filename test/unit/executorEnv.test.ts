@@ -53,6 +53,7 @@ describe('executorOptionsFromEnv', () => {
     expect(issues).toMatch(/REDIS_URL/);
     expect(issues).toMatch(/HEARTBEAT_TTL_MS/);
     expect(issues).toMatch(/AFTERLIFE_PUBLISH/);
-    expect(() => executorOptionsFromEnv({})).toThrow(/AFTERLIFE_DATABASE_URL/);
+    // No URL is no error here: attachExecutor takes the one DBOS launched with (test/integration/executor/zeroConfig.test.ts).
+    expect(executorOptionsFromEnv({})).toEqual({ publisher: 'pubsub' });
   });
 });
