@@ -1,7 +1,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'build/**', 'node_modules/**', 'infra/**', 'coverage/**'] },
+  { ignores: ['dist/**', '**/dist/**', 'build/**', 'node_modules/**', 'examples/*/node_modules/**', 'infra/**', 'coverage/**'] },
   ...tseslint.configs.recommended,
   {
     rules: {

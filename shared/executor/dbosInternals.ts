@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { DBOS } from '@dbos-inc/dbos-sdk';
+import type { DBOS as DBOSClass } from '@dbos-inc/dbos-sdk';
 
 /**
  * The little the kit needs from a launched DBOS app. Identity and shutdown use the public API. The launched
@@ -10,6 +10,11 @@ import { DBOS } from '@dbos-inc/dbos-sdk';
  * export; a CommonJS module is one instance per file path, so this is the instance the app launched). All of
  * it guarded: if a DBOS release moves it, the kit falls back to counting PENDING rows in Postgres and asks
  * for the configuration it could not read.
+ *
+ * Which DBOS: the copy the app launched, found among the loaded ones — not whatever `@dbos-inc/dbos-sdk`
+ * resolves to from the kit's own directory. Installed from a tarball or the registry they are the same
+ * (a peer dependency); linked from a checkout (`npm install <dir>`) the kit would otherwise load the
+ * checkout's copy, never launched, and refuse with "call DBOS.launch() first".
  */
 export interface DbosApp {
   executorId: string;
@@ -30,22 +35,40 @@ interface ExecutorLike {
 
 type ExecutorModule = { DBOSExecutor?: { globalInstance?: ExecutorLike } };
 
-async function dbosExecutorModule(): Promise<ExecutorModule | undefined> {
+type Dbos = typeof DBOSClass;
+const require = createRequire(import.meta.url);
+const SDK_ENTRY = /[\\/]@dbos-inc[\\/]dbos-sdk[\\/]dist[\\/]src[\\/]index\.js$/;
+
+/** The loaded SDK copies (ESM imports of this CommonJS package land in the same cache), launched first. */
+export function loadedDbos(): { entry: string; DBOS: Dbos }[] {
+  const found: { entry: string; DBOS: Dbos }[] = [];
+  for (const [entry, mod] of Object.entries(require.cache)) {
+    const DBOS = (mod?.exports as { DBOS?: Dbos } | undefined)?.DBOS;
+    if (SDK_ENTRY.test(entry) && typeof DBOS?.isInitialized === 'function') found.push({ entry, DBOS });
+  }
+  return found.sort((a, b) => Number(b.DBOS.isInitialized()) - Number(a.DBOS.isInitialized()));
+}
+
+function launchedDbos(): { entry: string; DBOS: Dbos } {
+  const launched = loadedDbos().find((c) => c.DBOS.isInitialized());
+  if (launched) return launched;
+  // Nothing launched yet (or loaded outside the cache): the kit's own resolution, for the error below.
+  const entry = require.resolve('@dbos-inc/dbos-sdk');
+  return { entry, DBOS: (require(entry) as { DBOS: Dbos }).DBOS };
+}
+
+function dbosExecutorModule(entry: string): ExecutorModule | undefined {
   try {
-    const require = createRequire(import.meta.url);
-    return require(join(dirname(require.resolve('@dbos-inc/dbos-sdk')), 'dbos-executor.js')) as ExecutorModule;
+    return require(join(dirname(entry), 'dbos-executor.js')) as ExecutorModule;
   } catch {
-    try {
-      return (await import('@dbos-inc/dbos-sdk/internal/dbos-executor')) as ExecutorModule;
-    } catch {
-      return undefined;
-    }
+    return undefined;
   }
 }
 
 export async function dbosApp(): Promise<DbosApp> {
+  const { entry, DBOS } = launchedDbos();
   if (!DBOS.isInitialized()) throw new Error('attachExecutor: call DBOS.launch() first');
-  const executor = (await dbosExecutorModule())?.DBOSExecutor?.globalInstance;
+  const executor = dbosExecutorModule(entry)?.DBOSExecutor?.globalInstance;
   const cfg = executor?.config;
   // Captured now: DBOS.shutdown() clears the global, and the in-flight count is wanted during the drain.
   const running = executor?.systemDatabase?.runningWorkflowMap;
