@@ -13,4 +13,10 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // The CommonJS example app: written as a CommonJS user writes it.
+    files: ['examples/queue-worker/**/*.js'],
+    languageOptions: { sourceType: 'commonjs' },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
 );

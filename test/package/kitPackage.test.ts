@@ -1,0 +1,298 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useRuntime } from '../../functions/runtime.js';
+import '../../functions/index.js';
+import { runCli } from '../helpers/cli.js';
+import { serve } from '../helpers/cloudEvents.js';
+import { uniqueName, waitFor } from '../helpers/db.js';
+import { FAST_REAPER_ENV } from '../helpers/reaper.js';
+import { testRuntime } from '../helpers/runtime.js';
+import { ADMIN_DATABASE_URL, databaseUrl, TEST_REDIS_URL } from '../helpers/services.js';
+
+/**
+ * Issue 24, acceptance: the kit as a user gets it. `npm pack` of packages/executor, installed into fresh
+ * CommonJS and ESM apps (the CommonJS one is examples/queue-worker: a DBOSClient producer process, a queue,
+ * worker processes) next to @dbos-inc/dbos-sdk 5.2.11 and 5.3.0, from the npm cache (nothing else is
+ * fetched). Each app: one copy of the SDK in its tree; the install-size budget; both workers attach with no
+ * kit configuration beyond REDIS_URL; a SIGKILLed worker's workflows are recovered by the served reaper
+ * (functions-framework, invoked as Cloud Scheduler does) and finish on the other; a SIGTERM drains (exit 0,
+ * nothing ERROR or CANCELLED). Installing from the directory (a symlink) works too: the kit uses the DBOS
+ * the app launched, not the checkout's.
+ */
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const KIT_DIR = join(ROOT, 'packages/executor');
+const EXAMPLE = join(ROOT, 'examples/queue-worker');
+/** Issue 24's budget: packages the kit may add to an app that already has @dbos-inc/dbos-sdk. */
+const MAX_PACKAGES_ADDED = 100;
+const SDK_VERSIONS = ['5.2.11', '5.3.0'] as const;
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function run(cmd: string, args: string[], cwd: string, env: Record<string, string> = {}, timeoutMs = 120_000): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { cwd, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+async function npm(args: string[], cwd: string): Promise<string> {
+  const r = await run('npm', [...args, '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], cwd);
+  if (r.code !== 0) throw new Error(`npm ${args.join(' ')} in ${cwd} failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
+function lockPackages(dir: string): number {
+  const lock = JSON.parse(readFileSync(join(dir, 'package-lock.json'), 'utf8')) as { packages: Record<string, unknown> };
+  return Object.keys(lock.packages).filter((k) => k !== '').length;
+}
+
+function bytes(dir: string): number {
+  let n = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) n += bytes(p);
+    else if (e.isFile()) n += statSync(p).size;
+  }
+  return n;
+}
+
+/** Every installed copy of the SDK in the app's tree (nested ones included). */
+function sdkCopies(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (nm: string) => {
+    let entries: string[];
+    try {
+      entries = readdirSync(nm);
+    } catch {
+      return;
+    }
+    for (const name of entries) {
+      if (name === '@dbos-inc') {
+        for (const sub of readdirSync(join(nm, name))) {
+          if (sub === 'dbos-sdk') out.push(join(nm, name, sub));
+          walk(join(nm, name, sub, 'node_modules'));
+        }
+      } else if (name.startsWith('@')) {
+        for (const sub of readdirSync(join(nm, name))) walk(join(nm, name, sub, 'node_modules'));
+      } else if (!name.startsWith('.')) walk(join(nm, name, 'node_modules'));
+    }
+  };
+  walk(join(dir, 'node_modules'));
+  return out;
+}
+
+/** The ESM app: the same worker, producer and migration as examples/queue-worker, as ES modules. */
+const ESM_FILES: Record<string, string> = {
+  'tasks.js': `import { DBOS } from '@dbos-inc/dbos-sdk';
+export const QUEUE = 'tasks';
+export const WORKFLOW = 'taskWorkflow';
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export function registerTasks() {
+  return DBOS.registerWorkflow(async function taskWorkflow(spec) {
+    const done = [];
+    for (let i = 1; i <= spec.steps; i++) done.push(await DBOS.runStep(async () => { await sleep(spec.stepMs); return DBOS.executorID + ':' + i; }, { name: 'step-' + i }));
+    return done;
+  }, { name: WORKFLOW });
+}
+`,
+  'worker.js': `import { DBOS } from '@dbos-inc/dbos-sdk';
+import { attachExecutor } from 'afterlife-executor';
+import { QUEUE, registerTasks } from './tasks.js';
+DBOS.setConfig({ name: process.env.APP_NAME, systemDatabaseUrl: process.env.DBOS_SYSTEM_DATABASE_URL, runMigrations: false, logLevel: 'warn' });
+registerTasks();
+await DBOS.launch();
+await DBOS.registerQueue(QUEUE, { workerConcurrency: 4 });
+const kit = await attachExecutor();
+console.log(JSON.stringify({ event: 'worker_ready', executorId: kit.executorId, applicationVersion: kit.applicationVersion }));
+`,
+  'producer.js': `import { DBOSClient } from '@dbos-inc/dbos-sdk';
+import { QUEUE, WORKFLOW } from './tasks.js';
+const [count = '1', prefix = 'task', steps = '3', stepMs = '500'] = process.argv.slice(2);
+const client = await DBOSClient.create({ systemDatabaseUrl: process.env.DBOS_SYSTEM_DATABASE_URL, applicationName: process.env.APP_NAME });
+const ids = [];
+for (let i = 0; i < Number(count); i++) { await client.enqueue({ workflowName: WORKFLOW, queueName: QUEUE, workflowID: prefix + '-' + i }, { steps: Number(steps), stepMs: Number(stepMs) }); ids.push(prefix + '-' + i); }
+await client.destroy();
+console.log(JSON.stringify({ event: 'enqueued', ids }));
+`,
+  'migrate.js': `import { DBOS } from '@dbos-inc/dbos-sdk';
+await DBOS.migrate(process.env.DBOS_SYSTEM_DATABASE_URL);
+`,
+};
+
+interface Worker {
+  child: ChildProcess;
+  output: string[];
+  exited: Promise<number | null>;
+}
+
+describe('the kit package, installed as a user installs it', () => {
+  let work: string;
+  let tarball: string;
+  const workers: Worker[] = [];
+  const databases: string[] = [];
+  const budget: string[] = [];
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), 'afterlife-kit-pkg-'));
+    const packed = JSON.parse(await npm(['pack', '--json', '--pack-destination', work], KIT_DIR)) as { filename: string; files: { path: string }[] }[];
+    const info = packed[0];
+    if (!info) throw new Error('npm pack printed nothing');
+    tarball = join(work, info.filename);
+    // Only the kit: no tests, no infra, no benches, no plane.
+    expect(info.files.every((f) => /^(dist\/.+\.(js|d\.ts)|package\.json|README\.md)$/.test(f.path))).toBe(true);
+  }, 180_000);
+  afterAll(async () => {
+    for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill('SIGKILL');
+    await Promise.all(workers.map((w) => w.exited));
+    const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+    await admin.connect();
+    for (const d of databases) await admin.query(`DROP DATABASE IF EXISTS ${d} WITH (FORCE)`);
+    await admin.end();
+    if (budget.length) console.log(`[kit package] install budget (≤ ${MAX_PACKAGES_ADDED} packages added):\n${budget.join('\n')}`);
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  /** A fresh app with the SDK, then the kit from `kitSpec` (the tarball or the directory); the budget measured. */
+  async function freshApp(kind: 'cjs' | 'esm', sdk: string, kitSpec: string): Promise<string> {
+    const dir = join(work, `${kind}-${sdk}-${uniqueName('app')}`);
+    mkdirSync(dir);
+    if (kind === 'cjs') {
+      cpSync(EXAMPLE, dir, { recursive: true, filter: (src) => !src.includes('node_modules') });
+      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+      delete pkg.dependencies['@dbos-inc/dbos-sdk'];
+      writeFileSync(join(dir, 'package.json'), JSON.stringify(pkg, null, 2));
+    } else {
+      writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'esm-app', version: '0.0.0', private: true, type: 'module' }, null, 2));
+      for (const [f, text] of Object.entries(ESM_FILES)) writeFileSync(join(dir, f), text);
+    }
+    await npm(['install', '--save-exact', `@dbos-inc/dbos-sdk@${sdk}`], dir);
+    const before = { packages: lockPackages(dir), bytes: bytes(join(dir, 'node_modules')) };
+    await npm(['install', kitSpec], dir);
+    const after = { packages: lockPackages(dir), bytes: bytes(join(dir, 'node_modules')) };
+    const added = after.packages - before.packages;
+    if (kitSpec === tarball) {
+      budget.push(`  ${kind} app, @dbos-inc/dbos-sdk ${sdk}: ${before.packages} → ${after.packages} packages (+${added}), +${((after.bytes - before.bytes) / 1e6).toFixed(1)} MB`);
+      expect(added).toBeLessThanOrEqual(MAX_PACKAGES_ADDED);
+    }
+    expect(sdkCopies(dir)).toEqual([join(dir, 'node_modules/@dbos-inc/dbos-sdk')]);
+    return dir;
+  }
+
+  /** A fresh, empty database migrated as the app's own operator would: DBOS by the app's SDK, then afterlife. */
+  async function freshDatabase(dir: string, app: string): Promise<{ url: string; sql: pg.Pool }> {
+    const name = `afterlife_pkg_${process.pid}_${databases.length}_${Date.now() % 100_000}`;
+    const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.end();
+    databases.push(name);
+    const url = databaseUrl(name);
+    const m = await run(process.execPath, ['migrate.js'], dir, { DBOS_SYSTEM_DATABASE_URL: url });
+    expect(m.code, m.stderr).toBe(0);
+    const a = await runCli(['migrate'], { DATABASE_URL: url, DBOS_APPLICATION_NAME: app });
+    expect(a.code, a.stderr).toBe(0);
+    const sql = new pg.Pool({ connectionString: url, max: 2 });
+    sql.on('error', () => undefined);
+    return { url, sql };
+  }
+
+  function startWorker(dir: string, env: Record<string, string>): Promise<Worker> {
+    const child = spawn(process.execPath, ['worker.js'], { cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const output: string[] = [];
+    child.stdout.on('data', (b: Buffer) => output.push(b.toString()));
+    child.stderr.on('data', (b: Buffer) => output.push(b.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    const w = { child, output, exited };
+    workers.push(w);
+    return waitFor(`worker ${env.DBOS__VMID} ready`, async () => {
+      if (child.exitCode !== null) throw new Error(`worker ${env.DBOS__VMID} exited ${child.exitCode}:\n${output.join('')}`);
+      return output.join('').includes('"worker_ready"') ? w : undefined;
+    }, { timeoutMs: 45_000, intervalMs: 50 });
+  }
+
+  async function statuses(sql: pg.Pool, ids: string[]): Promise<{ status: string; executor_id: string | null }[]> {
+    return (await sql.query<{ status: string; executor_id: string | null }>(`SELECT status, executor_id FROM dbos.workflow_status WHERE workflow_uuid = ANY($1)`, [ids])).rows;
+  }
+
+  async function produce(dir: string, env: Record<string, string>, count: number, prefix: string, stepMs: number): Promise<string[]> {
+    const p = await run(process.execPath, ['producer.js', String(count), prefix, '3', String(stepMs)], dir, env);
+    expect(p.code, p.stderr).toBe(0);
+    return (JSON.parse(p.stdout.trim().split('\n').pop() ?? '{}') as { ids: string[] }).ids;
+  }
+
+  for (const kind of ['cjs', 'esm'] as const) {
+    for (const sdk of SDK_VERSIONS) {
+      it(`${kind} app, DBOS ${sdk}: one SDK copy; attach; SIGKILL recovered by the served reaper; SIGTERM drains`, async () => {
+        const dir = await freshApp(kind, sdk, tarball);
+        const app = uniqueName(`pkg-${kind}`);
+        const { url, sql } = await freshDatabase(dir, app);
+        const rt = testRuntime({ databaseUrl: url, applicationName: app, env: FAST_REAPER_ENV });
+        useRuntime(rt);
+        const reaper = await serve('reaper');
+        try {
+          const env = { DBOS_SYSTEM_DATABASE_URL: url, APP_NAME: app, DBOS__APPVERSION: 'v1', REDIS_URL: TEST_REDIS_URL, HEARTBEAT_TTL_MS: '3000', AFTERLIFE_PUBLISH: 'none' };
+          const a = await startWorker(dir, { ...env, DBOS__VMID: `${kind}-a` });
+          const b = await startWorker(dir, { ...env, DBOS__VMID: `${kind}-b` });
+          for (const w of [a, b]) expect(w.output.join('')).toMatch(/"databaseUrlFrom":"dbos-config".*"message":"executor kit attached"/);
+
+          const ids = await produce(dir, env, 6, `${kind}-${sdk}-k`, 700);
+          await waitFor('a checkpoint of a workflow on worker A', async () => {
+            const r = await sql.query(`SELECT 1 FROM dbos.operation_outputs o JOIN dbos.workflow_status w USING (workflow_uuid) WHERE w.executor_id = $1 AND w.status = 'PENDING' LIMIT 1`, [`${kind}-a`]);
+            return r.rowCount === 1;
+          }, { timeoutMs: 20_000, intervalMs: 50 });
+          a.child.kill('SIGKILL');
+          await a.exited;
+          // Cloud Scheduler's part: the served reaper, invoked again until A's work is done elsewhere.
+          await waitFor('every workflow SUCCESS after the served reaper recovered worker A', async () => {
+            const res = await fetch(reaper.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ maxTicks: 1 }) });
+            expect(res.status).toBe(200);
+            const rows = await statuses(sql, ids);
+            return rows.length === ids.length && rows.every((r) => r.status === 'SUCCESS') ? true : undefined;
+          }, { timeoutMs: 60_000, intervalMs: 200 });
+          const recovered = await sql.query(`SELECT reenqueued FROM afterlife.recoveries WHERE executor_id = $1 AND outcome = 'completed'`, [`${kind}-a`]);
+          expect(recovered.rows.reduce((n, r: { reenqueued: number }) => n + r.reenqueued, 0)).toBeGreaterThan(0);
+          expect((await statuses(sql, ids)).every((r) => r.executor_id === `${kind}-b`)).toBe(true);
+
+          const more = await produce(dir, env, 3, `${kind}-${sdk}-t`, 700);
+          await waitFor('worker B runs the new workflows', async () => (await statuses(sql, more)).every((r) => r.status === 'PENDING'), { timeoutMs: 20_000, intervalMs: 50 });
+          const t0 = Date.now();
+          b.child.kill('SIGTERM');
+          expect(await b.exited).toBe(0);
+          expect(Date.now() - t0).toBeLessThan(8_000);
+          expect(b.output.join('')).toMatch(/nothing left PENDING: no death notice needed/);
+          expect((await statuses(sql, more)).map((r) => r.status)).toEqual(['SUCCESS', 'SUCCESS', 'SUCCESS']);
+        } finally {
+          await reaper.close();
+          await rt.close();
+          await sql.end();
+        }
+      }, 150_000);
+    }
+  }
+
+  it('installed from the directory (a symlink to the checkout): attach uses the app’s DBOS, not the checkout’s', async () => {
+    const dir = await freshApp('cjs', '5.2.11', KIT_DIR);
+    const app = uniqueName('pkg-link');
+    const { url, sql } = await freshDatabase(dir, app);
+    try {
+      const w = await startWorker(dir, { DBOS_SYSTEM_DATABASE_URL: url, APP_NAME: app, DBOS__VMID: 'link-a', REDIS_URL: TEST_REDIS_URL, AFTERLIFE_PUBLISH: 'none' });
+      expect(w.output.join('')).toMatch(/executor kit attached/);
+      const r = await sql.query(`SELECT state FROM afterlife.executors WHERE executor_id = 'link-a'`);
+      expect(r.rows).toEqual([{ state: 'alive' }]);
+      w.child.kill('SIGTERM');
+      expect(await w.exited).toBe(0);
+    } finally {
+      await sql.end();
+    }
+  }, 120_000);
+});

@@ -1,0 +1,70 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { builtinModules } from 'node:module';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * The kit package (packages/executor) is compiled from shared/executor and what it imports. That graph must
+ * stay the kit's: never the recovery plane (functions, CLI, reaper, recovery, repair), and at run time only
+ * the package's own dependencies and peers — anything else would be missing in an app, or weigh on it.
+ */
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const pkg = JSON.parse(readFileSync(join(ROOT, 'packages/executor/package.json'), 'utf8')) as {
+  dependencies: Record<string, string>;
+  peerDependencies: Record<string, string>;
+  peerDependenciesMeta: Record<string, { optional?: boolean }>;
+};
+const rootPkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; workspaces: string[] };
+
+/** Loaded lazily by plane-only code paths the kit never takes (db/pool.ts's Cloud SQL connector pool). */
+const PLANE_ONLY_DYNAMIC = new Set(['@google-cloud/cloud-sql-connector']);
+
+function graph(entry: string): { files: string[]; statics: Set<string>; dynamics: Set<string> } {
+  const files = new Set<string>();
+  const statics = new Set<string>();
+  const dynamics = new Set<string>();
+  const visit = (file: string) => {
+    if (files.has(file)) return;
+    files.add(file);
+    const src = readFileSync(file, 'utf8');
+    for (const m of src.matchAll(/^(?:import|export)\s+(type\s+)?[^'"]*?from\s+'([^']+)'|import\(\s*'([^']+)'\s*\)/gm)) {
+      const spec = m[2] ?? m[3];
+      if (!spec) continue;
+      if (spec.startsWith('.')) {
+        let target = resolve(dirname(file), spec).replace(/\.js$/, '.ts');
+        if (!existsSync(target)) target = join(target.replace(/\.ts$/, ''), 'index.ts');
+        visit(target);
+      } else if (!m[1]) {
+        const name = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : (spec.split('/')[0] ?? spec);
+        (m[3] ? dynamics : statics).add(name);
+      }
+    }
+  };
+  visit(entry);
+  return { files: [...files].map((f) => relative(ROOT, f)).sort(), statics, dynamics };
+}
+
+describe('the kit package’s module graph', () => {
+  const g = graph(join(ROOT, 'shared/executor/index.ts'));
+
+  it('never reaches the recovery plane', () => {
+    const plane = g.files.filter((f) => !f.startsWith('shared/') || /^shared\/(reaper|resume|fork|drain|runtime|config\/load)/.test(f));
+    expect(plane).toEqual([]);
+  });
+
+  it('imports at run time only its dependencies, its peers and Node built-ins', () => {
+    const allowed = new Set([...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies)]);
+    const builtin = (n: string) => n.startsWith('node:') || builtinModules.includes(n);
+    expect([...g.statics].filter((n) => !builtin(n) && !allowed.has(n))).toEqual([]);
+    expect([...g.dynamics].filter((n) => !builtin(n) && !allowed.has(n) && !PLANE_ONLY_DYNAMIC.has(n))).toEqual([]);
+    // The Pub/Sub client library is an optional peer, never a dependency.
+    expect(pkg.dependencies['@google-cloud/pubsub']).toBeUndefined();
+    expect(pkg.peerDependenciesMeta['@google-cloud/pubsub']?.optional).toBe(true);
+  });
+
+  it('pins the same versions as the plane, and is one of the workspaces', () => {
+    for (const [name, version] of Object.entries(pkg.dependencies)) expect(`${name}@${rootPkg.dependencies[name]}`).toBe(`${name}@${version}`);
+    expect(rootPkg.workspaces).toContain('packages/executor');
+  });
+});
