@@ -9,6 +9,8 @@ import { type DeathNotice, DeathNotice as DeathNoticeSchema, deathNoticeAttribut
 export interface Publisher {
   publish(topic: string, json: unknown, attributes: Record<string, string>, orderingKey?: string): Promise<string>;
   close(): Promise<void>;
+  /** Optional: one cheap request ahead of the first publish (connection, TLS, token, a cold emulator). */
+  warm?(topic: string): Promise<void>;
 }
 
 export const PUBSUB_REST_ENDPOINT = 'https://pubsub.googleapis.com';
@@ -48,6 +50,25 @@ export class RestPublisher implements Publisher {
   }
 
   async close(): Promise<void> {}
+
+  /**
+   * A GET of the topic, its answer ignored (a publisher-only account gets 403, which warms just as well):
+   * the notice at shutdown has a second at most, and the first request to an endpoint — DNS, TLS, the token,
+   * the emulator's REST layer still cold — can take most of it.
+   */
+  async warm(topic: string): Promise<void> {
+    try {
+      const headers: Record<string, string> = {};
+      if (this.token) headers.authorization = `Bearer ${await this.token()}`;
+      const res = await fetch(`${this.endpoint.replace(/\/+$/, '')}/v1/projects/${encodeURIComponent(this.projectId)}/topics/${encodeURIComponent(topic)}`, {
+        headers,
+        signal: AbortSignal.timeout(5_000),
+      });
+      await res.arrayBuffer();
+    } catch {
+      // Only a warm-up: the publish itself reports its own failure.
+    }
+  }
 }
 
 /**

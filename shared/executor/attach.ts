@@ -80,10 +80,12 @@ export const ATTACH_FAILED_EXIT_CODE = 78;
  * explicit options win over both. A failed attach is fatal by default (see `fatal`).
  */
 export async function attachExecutor(options: ExecutorKitOptions = {}): Promise<ExecutorKit> {
+  // Read raw here, before anything can fail: a malformed AFTERLIFE_ATTACH_FATAL is itself a failed attach (fatal).
+  const fatal = options.fatal ?? (options.env ?? process.env).AFTERLIFE_ATTACH_FATAL !== 'false';
   try {
-    return await attach(options);
+    return await attach(options, fatal);
   } catch (err) {
-    if (options.fatal === false) throw err;
+    if (!fatal) throw err;
     const log = options.logger ?? consoleLogger({ component: 'afterlife-executor' });
     log.error('executor kit NOT attached: exiting, so the app never runs on without crash recovery unnoticed (fatal: false to handle it instead)', {
       err,
@@ -96,7 +98,7 @@ export async function attachExecutor(options: ExecutorKitOptions = {}): Promise<
   }
 }
 
-async function attach(options: ExecutorKitOptions): Promise<ExecutorKit> {
+async function attach(options: ExecutorKitOptions, fatal: boolean): Promise<ExecutorKit> {
   // Checked as the functions check REDIS_KEY_PREFIX: a kit and the plane must agree on where heartbeats live.
   if (options.keyPrefix !== undefined && !KEY_PREFIX_RE.test(options.keyPrefix)) {
     throw new ConfigError([`keyPrefix: must be 1-64 letters, digits, "_", "." or "-" (it is part of every Redis key); got ${JSON.stringify(options.keyPrefix)}`]);
@@ -111,7 +113,8 @@ async function attach(options: ExecutorKitOptions): Promise<ExecutorKit> {
   const { options: resolved, databaseUrlFrom } = resolveKitOptions(app, options, options.env ?? process.env);
   const kit = new Kit(app, resolved.applicationName, resolved);
   try {
-    await kit.checkDatabase();
+    // Non-fatal kits start anyway: database trouble is then logged once a minute and heals by itself (throttle.ts).
+    if (fatal) await kit.checkDatabase();
     await kit.start(databaseUrlFrom);
   } catch (err) {
     await kit.close().catch(() => undefined);
@@ -248,6 +251,7 @@ class Kit implements ExecutorKit, KitCore {
       const { publisher, path } = await createKitPublisher({ ...(o.project ? { project: o.project } : {}), ...(o.pubsubEndpoint ? { endpoint: o.pubsubEndpoint } : {}), logger: this.log });
       this.publisher = publisher;
       this.publishPath = path;
+      void publisher.warm?.(o.topic ?? 'executor-deaths');
     }
     else if (o.publisher && o.publisher !== 'none') this.publisher = o.publisher;
     if (!this.redis) this.log.warn('no Redis: no heartbeat; a crash of this executor is found only by the reaper without heartbeat evidence');

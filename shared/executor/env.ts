@@ -35,6 +35,8 @@ const EnvSchema = z.object({
   AFTERLIFE_EXIT_AFTER_DRAIN: z.enum(['true', 'false']).optional(),
   /** Single-process dev setups only: with DBOS's shared default ID, every launch recovers its siblings' work. */
   AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID: z.enum(['true', 'false']).optional(),
+  /** `false`: a failed attach rejects instead of exiting, and database trouble leaves the kit running degraded. */
+  AFTERLIFE_ATTACH_FATAL: z.enum(['true', 'false']).optional(),
 });
 
 export function executorOptionsFromEnv(env: Record<string, string | undefined> = process.env): ExecutorKitOptions {
@@ -66,5 +68,6 @@ export function executorOptionsFromEnv(env: Record<string, string | undefined> =
     ...(e.AFTERLIFE_SHUTDOWN_MARGIN_MS !== undefined ? { shutdownMarginMs: e.AFTERLIFE_SHUTDOWN_MARGIN_MS } : {}),
     ...(e.AFTERLIFE_EXIT_AFTER_DRAIN ? { exitAfterPlannedDrain: e.AFTERLIFE_EXIT_AFTER_DRAIN === 'true' } : {}),
     ...(e.AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID ? { allowLocalExecutorId: e.AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID === 'true' } : {}),
+    ...(e.AFTERLIFE_ATTACH_FATAL ? { fatal: e.AFTERLIFE_ATTACH_FATAL === 'true' } : {}),
   };
 }

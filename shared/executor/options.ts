@@ -67,7 +67,9 @@ export interface ExecutorKitOptions {
   /**
    * A failed attach (bad configuration, afterlife's schema missing, the database unreachable, DBOS not
    * launched) logs one ERROR and exits the process with ATTACH_FAILED_EXIT_CODE (default true), so an app
-   * never runs on without the kit unnoticed. `false`: attachExecutor rejects and the app decides.
+   * never runs on without the kit unnoticed. `false` (or AFTERLIFE_ATTACH_FATAL=false): a configuration error
+   * rejects and the app decides; database trouble (unreachable, schema missing) does not stop the attach —
+   * the kit starts unprotected, says so at ERROR once a minute, and recovers by itself once it is fixed.
    */
   fatal?: boolean;
   /** Where options are read from besides these (default process.env); explicit options win. */

@@ -10,7 +10,8 @@ import { kitEnv } from '../../helpers/kit.js';
  * database where afterlife's schema was never migrated, says once what is wrong and what to run — and that
  * the process is not protected — instead of a WARNING per attempt (446 lines in 28 s before), and never has
  * more than one liveness connection (pg_stat_activity sampled throughout). Once the schema exists, it picks
- * it up by itself: registered, lease held.
+ * it up by itself: registered, lease held. (With AFTERLIFE_ATTACH_FATAL=false: by default a missing schema
+ * fails the attach and exits the process, zeroConfig.test.ts.)
  */
 const WATCH_MS = 25_000;
 
@@ -28,7 +29,7 @@ describe('kit: afterlife schema missing', () => {
   });
 
   it(`at most one log line per minute, saying what to run; one liveness connection at most; recovers once migrated`, { timeout: 90_000 }, async () => {
-    e = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'bare', env: kitEnv({ env: { DBOS_LOG_LEVEL: 'error' } }) });
+    e = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'bare', env: kitEnv({ env: { DBOS_LOG_LEVEL: 'error', AFTERLIFE_ATTACH_FATAL: 'false' } }) });
     const kitLines = () =>
       e!.output
         .join('')
