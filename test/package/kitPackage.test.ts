@@ -141,6 +141,12 @@ describe('the kit package, installed as a user installs it', () => {
   const workers: Worker[] = [];
   const databases: string[] = [];
   const budget: string[] = [];
+  const apps = new Map<string, string>();
+  const appDir = (key: string) => {
+    const dir = apps.get(key);
+    if (!dir) throw new Error(`no app ${key}`);
+    return dir;
+  };
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), 'afterlife-kit-pkg-'));
@@ -150,7 +156,13 @@ describe('the kit package, installed as a user installs it', () => {
     tarball = join(work, info.filename);
     // Only the kit: no tests, no infra, no benches, no plane.
     expect(info.files.every((f) => /^(dist\/.+\.(js|d\.ts)|package\.json|README\.md)$/.test(f.path))).toBe(true);
-  }, 180_000);
+    // The apps install side by side (one npm cache): the scenarios below are what takes time.
+    const made = await Promise.all([
+      ...(['cjs', 'esm'] as const).flatMap((kind) => SDK_VERSIONS.map(async (sdk) => [`${kind}-${sdk}`, await freshApp(kind, sdk, tarball)] as const)),
+      freshApp('cjs', '5.2.11', KIT_DIR).then((dir) => ['link', dir] as const),
+    ]);
+    for (const [key, dir] of made) apps.set(key, dir);
+  }, 300_000);
   afterAll(async () => {
     for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill('SIGKILL');
     await Promise.all(workers.map((w) => w.exited));
@@ -233,7 +245,7 @@ describe('the kit package, installed as a user installs it', () => {
   for (const kind of ['cjs', 'esm'] as const) {
     for (const sdk of SDK_VERSIONS) {
       it(`${kind} app, DBOS ${sdk}: one SDK copy; attach; SIGKILL recovered by the served reaper; SIGTERM drains`, async () => {
-        const dir = await freshApp(kind, sdk, tarball);
+        const dir = appDir(`${kind}-${sdk}`);
         const app = uniqueName(`pkg-${kind}`);
         const { url, sql } = await freshDatabase(dir, app);
         const rt = testRuntime({ databaseUrl: url, applicationName: app, env: FAST_REAPER_ENV });
@@ -281,7 +293,7 @@ describe('the kit package, installed as a user installs it', () => {
   }
 
   it('installed from the directory (a symlink to the checkout): attach uses the app’s DBOS, not the checkout’s', async () => {
-    const dir = await freshApp('cjs', '5.2.11', KIT_DIR);
+    const dir = appDir('link');
     const app = uniqueName('pkg-link');
     const { url, sql } = await freshDatabase(dir, app);
     try {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StatusOutput } from '../../../cli/schemas.js';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { heartbeatKey, readHeartbeat } from '../../../shared/heartbeat/index.js';
+import { heartbeatKey, readHeartbeat, writeHeartbeat } from '../../../shared/heartbeat/index.js';
 import { beat, makeOrphans } from '../../helpers/agents.js';
 import { parseJson, runCli } from '../../helpers/cli.js';
 import { pubsubCloudEvent } from '../../helpers/cloudEvents.js';
@@ -36,7 +36,10 @@ describe('stranded recovery', () => {
 
   it('one WARNING with the version and the count; status shows it stranded with the policy and when it acts', async () => {
     if (!rt.redis) throw new Error('Redis required');
-    await beat(rt.redis, app, 'exec-A', 'v1'); // the dead kit's lingering key, as the reaper saw it
+    // The dead kit's lingering key: its last beat 5 s ago (stale after two 250 ms intervals), the key alive
+    // for its 15 s TTL.
+    const lastBeat = new Date(Date.now() - 5_000).toISOString();
+    await writeHeartbeat(rt.redis, { executorId: 'exec-A', applicationName: app, applicationVersion: 'v1', state: 'alive', startedAt: lastBeat, beatAt: lastBeat, inFlight: 3, beatEveryMs: 250 }, 15_000);
     const stale = await readHeartbeat(rt.redis, heartbeatKey(app, 'exec-A'));
     if (!stale?.value) throw new Error('no beat');
     await beat(rt.redis, app, 'exec-B', 'v2');
