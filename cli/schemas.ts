@@ -12,6 +12,8 @@ export const ExecutorStatus = z.strictObject({
   executorId: z.string().nullable(),
   /** From the heartbeat when there is one, else the registry; `lapsed` = registry says alive, no heartbeat; `unknown` = only seen in DBOS's rows. */
   state: z.enum(['alive', 'draining', 'drained', 'dead', 'lapsed', 'unknown']),
+  /** The kit's liveness lock in Postgres (pg_locks): `held` while its session lives; null for rows with no executor. */
+  livenessLock: z.enum(['held', 'free']).nullable(),
   applicationVersions: z.array(z.string()),
   heartbeatAgeMs: z.number().int().nonnegative().nullable(),
   heartbeatTtlMs: z.number().int().nonnegative().nullable(),

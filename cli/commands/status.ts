@@ -5,6 +5,7 @@ import { describePolicy, policyOf } from '../../shared/retention/policy.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
 import { findDiverged } from '../../shared/dbos/diverged.js';
 import { countStrandedEnqueued } from '../../shared/dbos/orphaned.js';
+import { readLiveness } from '../../shared/liveness/held.js';
 import { countByStatus, pendingSummaryByExecutor } from '../../shared/dbos/status.js';
 import { heartbeatKey, readAllHeartbeats, readHeartbeat, type HeartbeatValue } from '../../shared/heartbeat/index.js';
 import type { CliContext } from '../context.js';
@@ -55,6 +56,7 @@ export async function status(ctx: CliContext): Promise<CommandResult<StatusOutpu
   }
 
   const ids = new Set<string | null>([...registry.map((r) => r.executor_id), ...beats.keys(), ...pending.map((p) => p.executorId)]);
+  const locks = await readLiveness(db, app, [...ids].filter((id): id is string => id !== null));
   const executors: Executor[] = [...ids]
     .sort((a, b) => (a ?? '').localeCompare(b ?? ''))
     .map((id) => {
@@ -72,6 +74,7 @@ export async function status(ctx: CliContext): Promise<CommandResult<StatusOutpu
       return {
         executorId: id,
         state,
+        livenessLock: id === null ? null : locks.held.has(id) ? 'held' : 'free',
         applicationVersions: [...versions].sort(),
         heartbeatAgeMs: beatAt === undefined || Number.isNaN(beatAt) ? null : Math.max(0, now - beatAt),
         heartbeatTtlMs: beat?.ttlMs ?? null,
@@ -151,10 +154,11 @@ function render(s: StatusOutput): string {
   else
     lines.push(
       table(
-        ['EXECUTOR', 'STATE', 'VERSION', 'HEARTBEAT', 'IN-FLIGHT', 'PENDING', 'STUCK', 'OLDEST ACTIVITY'],
+        ['EXECUTOR', 'STATE', 'LOCK', 'VERSION', 'HEARTBEAT', 'IN-FLIGHT', 'PENDING', 'STUCK', 'OLDEST ACTIVITY'],
         s.executors.map((e) => [
           e.executorId ?? '(none)',
           e.state,
+          e.livenessLock ?? '-',
           e.applicationVersions.join(',') || '-',
           ago(e.heartbeatAgeMs),
           e.inFlight === null ? '-' : String(e.inFlight),

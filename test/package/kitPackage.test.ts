@@ -7,7 +7,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useRuntime } from '../../functions/runtime.js';
 import '../../functions/index.js';
-import { runCli } from '../helpers/cli.js';
+import { StatusOutput } from '../../cli/schemas.js';
+import { parseJson, runCli } from '../helpers/cli.js';
 import { serve } from '../helpers/cloudEvents.js';
 import { uniqueName, waitFor } from '../helpers/db.js';
 import { FAST_REAPER_ENV } from '../helpers/reaper.js';
@@ -256,6 +257,9 @@ describe('the kit package, installed as a user installs it', () => {
           const a = await startWorker(dir, { ...env, DBOS__VMID: `${kind}-a` });
           const b = await startWorker(dir, { ...env, DBOS__VMID: `${kind}-b` });
           for (const w of [a, b]) expect(w.output.join('')).toMatch(/"databaseUrlFrom":"dbos-config".*"message":"executor kit attached"/);
+          // What the docs tell a user to check: both alive, their liveness locks held.
+          const st = parseJson(await runCli(['status', '--json'], { DATABASE_URL: url, DBOS_APPLICATION_NAME: app, REDIS_URL: TEST_REDIS_URL }), StatusOutput);
+          for (const id of [`${kind}-a`, `${kind}-b`]) expect(st.executors.find((e) => e.executorId === id)).toMatchObject({ state: 'alive', livenessLock: 'held' });
 
           const ids = await produce(dir, env, 6, `${kind}-${sdk}-k`, 700);
           await waitFor('a checkpoint of a workflow on worker A', async () => {

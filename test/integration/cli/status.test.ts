@@ -68,7 +68,7 @@ describe('afterlife status', () => {
     expect(byId['exec-live']).toMatchObject({ state: 'alive', applicationVersions: ['v1'], pending: 2, stuck: 0, inFlight: 0 });
     expect(byId['exec-live']?.heartbeatAgeMs).toBeLessThan(60_000);
     expect(byId['exec-live']?.heartbeatTtlMs).toBeGreaterThan(0);
-    expect(byId['exec-gone']).toMatchObject({ state: 'unknown', applicationVersions: ['v0'], pending: 3, stuck: 2, heartbeatAgeMs: null });
+    expect(byId['exec-gone']).toMatchObject({ state: 'unknown', livenessLock: 'free', applicationVersions: ['v0'], pending: 3, stuck: 2, heartbeatAgeMs: null });
     expect(byId['exec-gone']?.oldestActivityAgeMs).toBeGreaterThanOrEqual(2 * 3_600_000 - 60_000);
     expect(byId['exec-dead']).toMatchObject({ state: 'dead', pending: 0, reason: 'heartbeat-lapsed' });
     expect(s.totals).toMatchObject({ pending: 5, stuck: 2, diverged: 1, alive: 1, executors: 3 });
@@ -79,9 +79,9 @@ describe('afterlife status', () => {
     const run = await runCli(['status'], env);
     expect(run.code, run.stderr).toBe(0);
     const lines = run.stdout.split('\n');
-    expect(lines.some((l) => /^EXECUTOR\s+STATE\s+VERSION\s+HEARTBEAT\s+IN-FLIGHT\s+PENDING\s+STUCK\s+OLDEST ACTIVITY$/.test(l))).toBe(true);
-    expect(lines.some((l) => /^exec-live\s+alive\s+v1\s+\S+ ago\s+0\s+2\s+0\s+/.test(l))).toBe(true);
-    expect(lines.some((l) => /^exec-gone\s+unknown\s+v0\s+-\s+-\s+3\s+2\s+2h0\dm ago$/.test(l))).toBe(true);
+    expect(lines.some((l) => /^EXECUTOR\s+STATE\s+LOCK\s+VERSION\s+HEARTBEAT\s+IN-FLIGHT\s+PENDING\s+STUCK\s+OLDEST ACTIVITY$/.test(l))).toBe(true);
+    expect(lines.some((l) => /^exec-live\s+alive\s+free\s+v1\s+\S+ ago\s+0\s+2\s+0\s+/.test(l))).toBe(true);
+    expect(lines.some((l) => /^exec-gone\s+unknown\s+free\s+v0\s+-\s+-\s+3\s+2\s+2h0\dm ago$/.test(l))).toBe(true);
     expect(run.stdout).toMatch(/stuck: 2 .*diverged: 1/);
   });
 
