@@ -65,6 +65,12 @@ function dbosExecutorModule(entry: string): ExecutorModule | undefined {
   }
 }
 
+/** DBOS's executor instance in the copy the app launched (undefined when none is, or a release moved it). */
+export function launchedDbosExecutor(): unknown {
+  const launched = loadedDbos().find((c) => c.DBOS.isInitialized());
+  return launched ? dbosExecutorModule(launched.entry)?.DBOSExecutor?.globalInstance : undefined;
+}
+
 export async function dbosApp(): Promise<DbosApp> {
   const { entry, DBOS } = launchedDbos();
   if (!DBOS.isInitialized()) throw new Error('attachExecutor: call DBOS.launch() first');

@@ -1,5 +1,6 @@
 import { withTimeout } from '../lifecycle/shutdown.js';
 import type { Logger } from '../log.js';
+import { launchedDbosExecutor } from './dbosInternals.js';
 
 /**
  * A host lost while one of DBOS's connections is inside a transaction keeps that transaction's row locks
@@ -19,15 +20,11 @@ interface PoolLike {
   query(text: string): Promise<{ rows: Array<Record<string, unknown>> }>;
 }
 
-/** DBOS's system-database pool, reached through its internal export; undefined when a release moves it. */
+/** DBOS's system-database pool in the copy the app launched (dbosInternals.ts); undefined when a release moves it. */
 async function dbosPool(): Promise<PoolLike | undefined> {
-  try {
-    const mod = (await import('@dbos-inc/dbos-sdk/internal/dbos-executor')) as { DBOSExecutor?: { globalInstance?: { systemDatabase?: { pool?: unknown } } } };
-    const pool = mod.DBOSExecutor?.globalInstance?.systemDatabase?.pool as { query?: unknown } | undefined;
-    return typeof pool?.query === 'function' ? (pool as PoolLike) : undefined;
-  } catch {
-    return undefined;
-  }
+  const executor = launchedDbosExecutor() as { systemDatabase?: { pool?: unknown } } | undefined;
+  const pool = executor?.systemDatabase?.pool as { query?: unknown } | undefined;
+  return typeof pool?.query === 'function' ? (pool as PoolLike) : undefined;
 }
 
 export async function readIdleTransactionLimit(pool: PoolLike | undefined, timeoutMs = 2_000): Promise<IdleTransactionLimit> {
