@@ -42,7 +42,7 @@ locals {
     RECOVERY_BATCH_SIZE      = tostring(var.afterlife.recovery_batch_size)
     LOCK_TTL_MS              = tostring(var.afterlife.lock_ttl_ms)
     ORPHANED_VERSION_POLICY  = var.afterlife.orphaned_version_policy
-    MAX_FORKS                = tostring(var.afterlife.max_forks)
+    MAX_REPAIRS              = tostring(var.afterlife.max_forks)
     FORK_TARGET_VERSION      = var.afterlife.fork_target_version
     REPAIR_MODE              = var.afterlife.repair_mode
     DATASOURCE_SCHEMAS       = var.afterlife.datasource_schemas

@@ -228,7 +228,7 @@ resource "google_monitoring_alert_policy" "dead_letters" {
       Something afterlife could not finish on its own is waiting for a person.
 
       - **A workflow dead-lettered** (`dead_letter`, and a message on `${google_pubsub_topic.workflow_dead_letters.name}`):
-        it diverged (`DBOSUnexpectedStepError`) again after MAX_FORKS repairs. Its lineage is in
+        it diverged (`DBOSUnexpectedStepError`) again after MAX_REPAIRS repairs. Its lineage is in
         `afterlife.dead_letters` and the fork ledger. Fix the code path that replays differently, then
         `afterlife fork <workflowId>` by hand, or cancel it.
       - **A death notice dead-lettered** (`${google_pubsub_subscription.hold["executor_deaths_dead_letter"].name}`):

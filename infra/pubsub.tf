@@ -22,7 +22,7 @@ resource "google_pubsub_topic" "executor_deaths_dead_letter" {
   depends_on = [google_project_service.this]
 }
 
-# DEAD_LETTER_TOPIC: workflows that diverged more than MAX_FORKS times (also recorded in afterlife's schema).
+# DEAD_LETTER_TOPIC: workflows that diverged more than MAX_REPAIRS times (also recorded in afterlife's schema).
 resource "google_pubsub_topic" "workflow_dead_letters" {
   project                    = var.project_id
   name                       = var.topics.workflow_dead_letters

@@ -7,7 +7,7 @@ import type { CommandResult } from './types.js';
 
 /**
  * `afterlife fork <workflowId> [--from-step N]`: the same bounded, deterministic fork the reaper makes of
- * a diverged workflow (ID `<root>-fork-<n>`, at most MAX_FORKS per lineage, then a dead letter), from the
+ * a diverged workflow (ID `<root>-fork-<n>`, at most MAX_REPAIRS per lineage, then a dead letter), from the
  * first divergent step or from an earlier step N. A workflow that did not diverge is refused: afterlife
  * never forks an ordinary ERROR.
  */
@@ -17,7 +17,7 @@ export async function fork(ctx: CliContext, workflowId: string, o: { fromStep?: 
   ctx.progress(`forking ${inline(workflowId)}${o.fromStep === undefined ? ' from its first divergent step' : ` from step ${o.fromStep}`}…`);
   const r = await autoFork(deps, workflowId, o.fromStep === undefined ? {} : { fromStep: o.fromStep });
   const out = toOutput(config.applicationName, r);
-  return { json: out, text: `${describe(r, config.fork.maxForks)}\n`, exitCode: r.outcome === 'forked' || r.outcome === 'already-forked' ? 0 : 1 };
+  return { json: out, text: `${describe(r, config.repair.maxRepairs)}\n`, exitCode: r.outcome === 'forked' || r.outcome === 'already-forked' ? 0 : 1 };
 }
 
 function toOutput(applicationName: string, r: AutoForkResult): ForkOutput {

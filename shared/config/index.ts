@@ -102,7 +102,8 @@ const EnvSchema = z
     REAPER_SESSION_EVIDENCE: z.enum(['pg_stat_activity', 'none']).default('pg_stat_activity'),
     REAPER_DIVERGED_LOOKBACK_MS: int(3_600_000, 60_000),
 
-    MAX_FORKS: int(3, 1, 100),
+    // Repairs (rewinds and forks together) per lineage before a dead letter; MAX_FORKS is its deprecated name.
+    MAX_REPAIRS: int(3, 1, 100),
     FORK_TARGET_VERSION: z.enum(['latest', 'original']).default('latest'),
     // Repair (shared/fork): rewind in place under the workflow's own ID, or fork to <root>-fork-<n>.
     REPAIR_MODE: z.enum(['rewind', 'fork']).default('rewind'),
@@ -181,11 +182,13 @@ export interface Config {
      */
     sessionEvidence: 'pg_stat_activity' | 'none';
   };
-  fork: {
-    maxForks: number;
-    targetVersion: 'latest' | 'original';
+  /** Repair (shared/fork): putting a diverged, stuck or orphaned workflow back on a path that can finish. */
+  repair: {
     /** How a diverged, stuck or orphaned workflow is repaired: in place (same ID), or by a fork. */
-    repairMode: 'rewind' | 'fork';
+    mode: 'rewind' | 'fork';
+    /** Repairs (rewinds and forks together) per lineage before a dead letter. */
+    maxRepairs: number;
+    targetVersion: 'latest' | 'original';
     /** Schemas whose `transaction_completion` tables hold DBOS data-source checkpoints afterlife can read. */
     dataSourceSchemas: string[];
   };
@@ -224,6 +227,13 @@ const KEYS = Object.keys(EnvSchema.shape) as Array<keyof Parsed>;
 export const CONFIG_KEYS: readonly string[] = KEYS;
 
 /**
+ * Names a variable had before the vocabulary settled ("repair" for rewind-or-fork), still read so that no
+ * deployment breaks: old name → current name (docs/configuration.md, "Deprecated names"). Setting both to
+ * different values is an error, not a silent pick.
+ */
+export const DEPRECATED_CONFIG_NAMES: Readonly<Record<string, keyof Parsed>> = { MAX_FORKS: 'MAX_REPAIRS' };
+
+/**
  * Each variable's default as the schema applies it (undefined: none, or required). Read from the schema
  * itself so the README table and Terraform's optional() defaults can be checked against the code.
  */
@@ -241,10 +251,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     // An empty variable is how Terraform and shells spell "unset".
     if (value !== undefined && value !== '') picked[key] = value;
   }
+  const renamed: string[] = [];
+  for (const [old, key] of Object.entries(DEPRECATED_CONFIG_NAMES)) {
+    const value = env[old];
+    if (value === undefined || value === '') continue;
+    if (picked[key] === undefined) picked[key] = value;
+    else if (picked[key] !== value) renamed.push(`${old}: deprecated name of ${key}, which is set to another value (${key}=${picked[key]}, ${old}=${value}); unset ${old}`);
+  }
   const parsed = EnvSchema.safeParse(picked);
   // Cross-field rules are checked on the raw values so they are reported together with field errors.
   const tls = redisTlsProblem(picked.REDIS_URL, picked.REDIS_CA_CERT);
-  const problems = [...(parsed.success ? [] : describe(parsed.error.issues)), ...databaseTargetProblems(picked), ...(tls ? [tls] : [])];
+  const problems = [...(parsed.success ? [] : describe(parsed.error.issues)), ...databaseTargetProblems(picked), ...(tls ? [tls] : []), ...renamed];
   if (!parsed.success || problems.length) throw new ConfigError(problems);
   const e = parsed.data;
   const pool = {
@@ -296,10 +313,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       divergedLookbackMs: e.REAPER_DIVERGED_LOOKBACK_MS,
       sessionEvidence: e.REAPER_SESSION_EVIDENCE,
     },
-    fork: {
-      maxForks: e.MAX_FORKS,
+    repair: {
+      mode: e.REPAIR_MODE,
+      maxRepairs: e.MAX_REPAIRS,
       targetVersion: e.FORK_TARGET_VERSION,
-      repairMode: e.REPAIR_MODE,
       dataSourceSchemas: e.DATASOURCE_SCHEMAS.split(',').map((x) => x.trim()),
     },
     retention: {

@@ -20,7 +20,7 @@ import { type ForkClient, lineageOf, queueOf, type QueueTarget, targetVersionOf 
  * `rewindWorkflow` (older than the supported 5.2.11); data-source checkpoints at or past a cut (see shared/dbos/dataSourceCheckpoints.ts:
  * only the app's in-process rewind removes them); a lineage whose shape a rewind cannot follow.
  *
- * Bounds and fences: rewinds and forks share MAX_FORKS per lineage, then the existing dead letter. The
+ * Bounds and fences: rewinds and forks share MAX_REPAIRS per lineage, then the existing dead letter. The
  * ledger row (root, n, ending) is written first and claimed by one repairer; each workflow is rewound
  * only while it still shows the ending the plan was made from (status and completed_at re-read just
  * before, and DBOS's rewind re-checks the status in its own transaction), so a retry after a crash

@@ -10,17 +10,17 @@ import type { Runtime } from '../runtime.js';
 import type { ReaperDeps } from './types.js';
 
 /**
- * Where the fork module plugs into the reaper: diverged workflows go to `autoFork`, and stuck workflows
- * the reaper cancelled under `cancel-and-fork` go to `forkStuck`, and rows of a version no live executor
- * runs go to `forkOrphansToLatest` under ORPHANED_VERSION_POLICY=fork-to-latest (all bounded,
- * deterministic, ledgered).
+ * Where the repair module plugs into the reaper: diverged workflows go to `repairDiverged`, stuck workflows
+ * the reaper cancelled go to `repairStuck` (rewind-or-fork under `cancel-and-repair`, a fork under
+ * `cancel-and-fork`), and rows of a version no live executor runs go to `repairOrphaned` under
+ * ORPHANED_VERSION_POLICY=fork-to-latest (all bounded, deterministic, ledgered).
  */
-export function forkHooks(rt: Runtime): Pick<ReaperDeps, 'autoFork' | 'forkStuck' | 'forkOrphans' | 'finishInterruptedForks'> {
+export function repairHooks(rt: Runtime): Pick<ReaperDeps, 'repairDiverged' | 'repairStuck' | 'repairOrphaned' | 'finishInterruptedForks'> {
   return {
-    autoFork: (workflowId) => repairDiverged(forkDepsFromRuntime(rt), workflowId),
-    forkStuck: (workflowId) =>
+    repairDiverged: (workflowId) => repairDiverged(forkDepsFromRuntime(rt), workflowId),
+    repairStuck: (workflowId) =>
       rt.config.reaper.stuckPolicy === 'cancel-and-repair' ? repairStuck(forkDepsFromRuntime(rt), workflowId) : forkStuck(forkDepsFromRuntime(rt), workflowId),
-    forkOrphans: (info) => forkOrphansToLatest(forkDepsFromRuntime(rt), info),
+    repairOrphaned: (info) => forkOrphansToLatest(forkDepsFromRuntime(rt), info),
     finishInterruptedForks: async () => [...(await cancelForkedOriginals(forkDepsFromRuntime(rt))), ...(await finishOrphanRewinds(forkDepsFromRuntime(rt)))],
   };
 }
@@ -40,6 +40,6 @@ export function reaperDeps(rt: Runtime, logger: Logger = rt.logger): ReaperDeps 
     faults: rt.faults,
     clock: rt.clock,
     detectedBy: `reaper@${hostname()}:${process.pid}`,
-    ...forkHooks(rt),
+    ...repairHooks(rt),
   };
 }

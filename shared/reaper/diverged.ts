@@ -36,7 +36,7 @@ export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: Re
     for (const id of ids) ctx.planned.push({ pass: 'diverged', action: 'fork', workflowId: id });
     return result;
   }
-  if (!deps.autoFork) {
+  if (!deps.repairDiverged) {
     if (ids.length) deps.logger.warn('diverged workflows found; no fork module wired', { event: 'diverged_not_forked', workflowIds: ids });
     return { ...result, skipped: 'no fork module wired' };
   }
@@ -46,7 +46,7 @@ export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: Re
     // Once per invocation and ending: a failure is logged, and the next invocation's first tick offers it again.
     handed.add(ending(row));
     try {
-      await deps.autoFork(id);
+      await deps.repairDiverged(id);
       result.handed += 1;
     } catch (err) {
       result.failed += 1;

@@ -79,7 +79,7 @@ export async function orphanedVersionsPass(deps: ReaperDeps, ctx: TickContext, s
     ctx.planned.push(...rows.map((r) => plan('fork', r)));
     return result;
   }
-  if (!deps.forkOrphans) {
+  if (!deps.repairOrphaned) {
     log.warn('orphaned-version workflows found; no fork module wired', { event: 'orphaned_version_fork_failed', count: rows.length });
     return { ...result, notForked: rows.length, skipped: 'no fork module wired' };
   }
@@ -100,7 +100,7 @@ export async function orphanedVersionsPass(deps: ReaperDeps, ctx: TickContext, s
     // forkOrphansToLatest takes one executor's rows (its log names it); children and their parents share one.
     for (const [executorId, group] of groupBy(rs, (r) => r.executorId ?? '(none)')) {
       try {
-        const outcomes = await deps.forkOrphans({ applicationName: app, executorId, applicationVersion, workflowIds: group.map((r) => r.workflowId) });
+        const outcomes = await deps.repairOrphaned({ applicationName: app, executorId, applicationVersion, workflowIds: group.map((r) => r.workflowId) });
         for (const o of outcomes) {
           if (o.outcome === 'forked' || o.outcome === 'already-forked' || o.outcome === 'rewound') result.forked += 1;
           else if (o.outcome === 'failed') result.failed += 1;

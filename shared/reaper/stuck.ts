@@ -7,7 +7,7 @@ import { shouldStop, type ReaperDeps, type StuckPassResult, type TickContext } f
  * Stuck workflows: PENDING on an executor judged alive this tick, with no activity for STUCK_AFTER_MS —
  * typically claimed by a process that lacks the workflow function, or wedged in a step. Reported by
  * default; with `cancel-and-fork` or `cancel-and-repair` cancelled by a statement that re-checks status,
- * owner and the activity clock, then handed to the fork module (`forkStuck`: a fork, or with
+ * owner and the activity clock, then handed to the repair module (`repairStuck`: a fork, or with
  * cancel-and-repair a rewind in place).
  */
 
@@ -28,7 +28,7 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
   const cutoffMs = deps.clock() - config.reaper.stuckAfterMs;
   const found = await findQuietPending(db, app, liveOwners, cutoffMs, STUCK_BATCH);
   const result: StuckPassResult = { examined: liveOwners.length, found: found.length, reported: 0, cancelled: 0, forked: 0, raced: 0, workflowIds: found.map((f) => f.workflowId) };
-  if (cancels(config.reaper.stuckPolicy) && !ctx.dryRun && deps.forkStuck) result.forked += await forkLeftovers(deps, ctx, log);
+  if (cancels(config.reaper.stuckPolicy) && !ctx.dryRun && deps.repairStuck) result.forked += await forkLeftovers(deps, ctx, log);
   if (found.length === 0) return result;
 
   for (const f of found) {
@@ -90,7 +90,7 @@ async function forkLeftovers(deps: ReaperDeps, ctx: TickContext, log: Logger): P
 
 /** The fork of a workflow the reaper cancelled; the report says 'forked' once there is one. */
 async function forkCancelled(deps: ReaperDeps, workflowId: string): Promise<string | undefined> {
-  const forkedTo = await forkStuckHook(deps, workflowId);
+  const forkedTo = await repairStuckHook(deps, workflowId);
   // A rewind goes on under the workflow's own ID.
   if (forkedTo !== undefined) await markStuckAction(deps.db, deps.config.applicationName, workflowId, forkedTo === workflowId ? 'rewound' : 'forked', forkedTo);
   return forkedTo;
@@ -100,13 +100,13 @@ async function forkCancelled(deps: ReaperDeps, workflowId: string): Promise<stri
  * The "fork" half of cancel-and-fork. Until the fork module is wired into ReaperDeps, a cancelled stuck
  * workflow stays cancelled (reported in the afterlife table) and an operator decides.
  */
-async function forkStuckHook(deps: ReaperDeps, workflowId: string): Promise<string | undefined> {
-  if (!deps.forkStuck) {
+async function repairStuckHook(deps: ReaperDeps, workflowId: string): Promise<string | undefined> {
+  if (!deps.repairStuck) {
     deps.logger.warn('stuck workflow cancelled; no fork module wired, so it is not forked', { workflowId, event: 'stuck_not_forked' });
     return undefined;
   }
   try {
-    return await deps.forkStuck(workflowId);
+    return await deps.repairStuck(workflowId);
   } catch (err) {
     deps.logger.error('forking a cancelled stuck workflow failed', { workflowId, err });
     return undefined;

@@ -5,19 +5,19 @@ import type { RetentionTuning } from '../retention/pass.js';
 import type { RetentionTickResult } from './retention.js';
 
 /**
- * What the reaper needs, passed in. The two fork functions are dependencies rather than imports because
- * the fork module (shared/fork, issue #5) is built separately: until it is wired, diverged workflows are
- * only reported and stuck ones are only cancelled.
+ * What the reaper needs, passed in. The repair hooks are dependencies rather than imports so that the
+ * reaper's passes run (and are tested) without the repair module: without them, diverged workflows are
+ * only reported and stuck ones only cancelled. shared/reaper/deps.ts wires them for both entry points.
  */
 export interface ReaperDeps extends Pick<Runtime, 'config' | 'db' | 'redis' | 'lock' | 'publisher' | 'logger' | 'faults' | 'clock'> {
   /** Who detects, for death notices and the recovery audit. */
   detectedBy: string;
-  /** Hands one diverged workflow to the fork module (`autoFork(deps, workflowId)` of shared/fork). */
-  autoFork?: (workflowId: string) => Promise<unknown>;
-  /** Forks a stuck workflow the reaper just cancelled (`cancel-and-fork`); returns the new workflow ID. */
-  forkStuck?: (workflowId: string) => Promise<string | undefined>;
-  /** Forks one version's orphaned rows onto the latest version (`forkOrphansToLatest` of shared/fork). */
-  forkOrphans?: (info: OrphanInfo & { applicationVersion: string }) => Promise<OrphanOutcome[]>;
+  /** Repairs one diverged workflow (rewind, or fork under REPAIR_MODE=fork: `repairDiverged` of shared/fork). */
+  repairDiverged?: (workflowId: string) => Promise<unknown>;
+  /** Repairs a stuck workflow the reaper just cancelled (`cancel-and-repair` / `cancel-and-fork`); returns the ID its work goes on under. */
+  repairStuck?: (workflowId: string) => Promise<string | undefined>;
+  /** Repairs one version's orphaned rows onto the latest version (rewind, or `forkOrphansToLatest` of shared/fork). */
+  repairOrphaned?: (info: OrphanInfo & { applicationVersion: string }) => Promise<OrphanOutcome[]>;
   /** Cancels originals of fork-to-latest forks interrupted before their cancel (`cancelForkedOriginals`). */
   finishInterruptedForks?: () => Promise<string[]>;
 }

@@ -21,7 +21,7 @@ import { retentionQuery } from './sql.js';
  * - stuck_workflows: once DBOS's row of the workflow is gone (retention deleted it).
  * - forks, rewinds and published dead letters: per lineage root, once no member of the lineage (the
  *   root, its forks, its rewound workflows) is left in DBOS's tables. The ledger bounds a lineage's
- *   repairs (MAX_FORKS): while any member exists a repair may still count on it; DBOS retention keeps
+ *   repairs (MAX_REPAIRS): while any member exists a repair may still count on it; DBOS retention keeps
  *   every member of a lineage while one is unsettled (predicates.ts), so the ledger goes last.
  *   Unpublished dead letters stay (their message must still go out).
  * - leases and retention_state: one row per name/app; never pruned.

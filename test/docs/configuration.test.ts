@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_DEFAULTS, CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
+import { CONFIG_DEFAULTS, CONFIG_KEYS, DEPRECATED_CONFIG_NAMES, loadConfig } from '../../shared/config/index.js';
 import { ConfigError } from '../../shared/errors.js';
 
 /**
@@ -48,6 +48,11 @@ function required(key: string): boolean {
 
 describe('docs/configuration.md: the configuration table', () => {
   const table = configTable(page);
+
+  it('lists every deprecated name with the variable it stands for', () => {
+    const section = page.slice(page.indexOf('\n## Deprecated names\n'));
+    for (const [old, key] of Object.entries(DEPRECATED_CONFIG_NAMES)) expect(section).toContain(`| \`${old}\` | \`${key}\` |`);
+  });
 
   it('lists every variable shared/config reads, and only those', () => {
     expect([...table.keys()].sort()).toEqual([...CONFIG_KEYS].sort());

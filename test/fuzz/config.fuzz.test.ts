@@ -11,7 +11,7 @@ import { nasty, runs } from './arbitraries.js';
  * else, and never a default in place of a value it did not understand.
  */
 const base = { DATABASE_URL: 'postgres://h/db', DBOS_APPLICATION_NAME: 'app', REDIS_URL: 'redis://h' };
-const intKeys = ['RECOVERY_BATCH_SIZE', 'DB_POOL_MAX', 'HEARTBEAT_TTL_MS', 'FUNCTION_TIMEOUT_S', 'REAPER_TICK_MS', 'MAX_FORKS'] as const;
+const intKeys = ['RECOVERY_BATCH_SIZE', 'DB_POOL_MAX', 'HEARTBEAT_TTL_MS', 'FUNCTION_TIMEOUT_S', 'REAPER_TICK_MS', 'MAX_REPAIRS'] as const;
 const numeric = fc.oneof(fc.integer({ min: -10, max: 200_000 }).map(String), fc.constantFrom('0x10', '1e3', ' 16', '16.0', '+5', '08', '1_000', 'Infinity', 'NaN', ''), nasty);
 
 function load(env: Record<string, string>) {
@@ -35,7 +35,7 @@ describe('fuzz: configuration values', () => {
         }
         if (out.ok) {
           const c = out.config;
-          const read = { RECOVERY_BATCH_SIZE: c.recovery.batchSize, DB_POOL_MAX: c.database.poolMax, HEARTBEAT_TTL_MS: c.heartbeatTtlMs, FUNCTION_TIMEOUT_S: c.functionTimeoutS, REAPER_TICK_MS: c.reaper.tickMs, MAX_FORKS: c.fork.maxForks }[key];
+          const read = { RECOVERY_BATCH_SIZE: c.recovery.batchSize, DB_POOL_MAX: c.database.poolMax, HEARTBEAT_TTL_MS: c.heartbeatTtlMs, FUNCTION_TIMEOUT_S: c.functionTimeoutS, REAPER_TICK_MS: c.reaper.tickMs, MAX_REPAIRS: c.repair.maxRepairs }[key];
           expect(read).toBe(Number(value));
         }
       }),

@@ -506,7 +506,7 @@ const SAMPLES: Record<string, string> = {
   DBOS_SYSTEM_SCHEMA: 'dbos',
   AFTERLIFE_SCHEMA: 'afterlife',
 };
-const sampleFor = (key: string) => SAMPLES[key] ?? (/_MS$/.test(key) ? '60000' : /_S$/.test(key) ? '60' : /(_MAX|_SIZE|FORKS)$/.test(key) ? '3' : 'sample');
+const sampleFor = (key: string) => SAMPLES[key] ?? (/_MS$/.test(key) ? '60000' : /_S$/.test(key) ? '60' : /(_MAX|_SIZE|REPAIRS)$/.test(key) ? '3' : 'sample');
 
 /** Beyond what loadConfig insists on, what each deployed target needs to do its job. */
 const DEPLOY_REQUIRES: Record<string, readonly string[]> = {

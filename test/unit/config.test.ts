@@ -17,8 +17,22 @@ describe('loadConfig', () => {
       recovery: { batchSize: 1_000, orphanedVersionPolicy: 'leave' },
       heartbeatIntervalMs: 250,
       reaper: { tickMs: 250, leaseMs: 3_000, recovery: 'inline', livenessEvidence: 'pg_locks', livenessSettleMs: 10_000, stuckAfterMs: 3_600_000, unknownExecutorGraceMs: 600_000 },
-      fork: { maxForks: 3 },
+      repair: { mode: 'rewind', maxRepairs: 3 },
     });
+  });
+
+  it('still reads the deprecated MAX_FORKS as MAX_REPAIRS, and refuses the two set to different values', () => {
+    expect(loadConfig({ ...base, MAX_FORKS: '5' }).repair.maxRepairs).toBe(5);
+    expect(loadConfig({ ...base, MAX_REPAIRS: '4' }).repair.maxRepairs).toBe(4);
+    expect(loadConfig({ ...base, MAX_REPAIRS: '4', MAX_FORKS: '4' }).repair.maxRepairs).toBe(4);
+    expect(() => loadConfig({ ...base, MAX_FORKS: 'many' })).toThrow(/MAX_REPAIRS/);
+    try {
+      loadConfig({ ...base, MAX_REPAIRS: '4', MAX_FORKS: '2' });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as ConfigError).issues).toEqual([expect.stringMatching(/^MAX_FORKS: deprecated name of MAX_REPAIRS/)]);
+    }
   });
 
   it('reports every problem at once, naming the variables', () => {

@@ -3,7 +3,7 @@
 
 -- The rewind ledger: one row per rewind afterlife made (or is making). A rewind's n is the lineage's
 -- repairs before it (its forks, counted by DBOS's forked_from chain, plus its rewinds here) + 1, so
--- MAX_FORKS bounds forks and rewinds together; forks keep their chain-depth n, which their IDs carry.
+-- MAX_REPAIRS bounds forks and rewinds together; forks keep their chain-depth n, which their IDs carry.
 -- A rewind leaves no trace in DBOS's tables (same ID, recovery_attempts reset): this row is its only count.
 --
 -- incarnation_ms is the completed_at of the terminal state being repaired: a rewind clears completed_at

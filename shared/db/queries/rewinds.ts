@@ -89,7 +89,7 @@ export async function markRewound(db: Db, workflowId: string, incarnationMs: num
 }
 
 /**
- * Rewinds recorded for a lineage: with its forks, what MAX_FORKS bounds. `except` leaves out the row of
+ * Rewinds recorded for a lineage: with its forks, what MAX_REPAIRS bounds. `except` leaves out the row of
  * the ending being repaired, so a claim taken over after a crash is finished rather than counted.
  */
 export async function rewindsOf(db: Db, root: string, except?: { workflowId: string; incarnationMs: number }): Promise<number> {

@@ -25,6 +25,7 @@ describe('afterlife fork', () => {
 
   beforeAll(async () => {
     tdb = await createTestDatabase();
+    // MAX_FORKS, the deprecated name of MAX_REPAIRS, on purpose: the CLI driven from outside still honours it.
     env = { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: app, REDIS_URL: TEST_REDIS_URL, MAX_FORKS: '2', FORK_TARGET_VERSION: 'original' };
     executor = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-1', queues: { forks: {} } });
     client = await DBOSClient.create({ systemDatabaseUrl: tdb.url, applicationName: app, systemDatabasePoolSize: 2 });

@@ -316,12 +316,12 @@ describe('fork budget, dead letters, the ledger and races', () => {
     expect((await f.client.getLatestApplicationVersion()).versionName).toBe('v2');
     const original = testRuntime({ databaseUrl: f.tdb.url, applicationName: f.app, env: { FORK_TARGET_VERSION: 'original', REPAIR_MODE: 'fork' } });
     try {
-      expect(original.config.fork.targetVersion).toBe('original');
+      expect(original.config.repair.targetVersion).toBe('original');
       expect(await autoFork(forkDepsFromRuntime(original), 'tv-original')).toMatchObject({ outcome: 'forked', newWorkflowId: 'tv-original-fork-1' });
     } finally {
       await original.close();
     }
-    expect(rt.config.fork.targetVersion).toBe('latest');
+    expect(rt.config.repair.targetVersion).toBe('latest');
     expect(await autoFork(forkDepsFromRuntime(rt), 'tv-latest')).toMatchObject({ outcome: 'forked', newWorkflowId: 'tv-latest-fork-1' });
     // Each fork diverges again, but only after an executor of its version claimed and ran it.
     await waitStatus(f.tdb.sql, 'tv-original-fork-1', 'ERROR');

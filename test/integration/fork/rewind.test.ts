@@ -144,7 +144,7 @@ describe('repair by rewind of real replay divergence', () => {
     expect(await allForks(f.tdb.sql)).toEqual([]);
   });
 
-  it('a workflow that diverges on every replay is rewound MAX_FORKS times, then dead-lettered once', async () => {
+  it('a workflow that diverges on every replay is rewound MAX_REPAIRS times, then dead-lettered once', async () => {
     await enqueue(f.client, 'alwaysDivergentWorkflow', 'always', 'v1');
     const seen: string[] = [];
     for (let n = 1; n <= 3; n++) {
@@ -168,7 +168,7 @@ describe('repair by rewind of real replay divergence', () => {
     expect(await stepStarts(f.tdb.sql, 'always', 0)).toBe(1);
   });
 
-  it('the real reaper alone: rewinds a workflow diverging on every replay MAX_FORKS times, then one dead letter', { timeout: 120_000 }, async () => {
+  it('the real reaper alone: rewinds a workflow diverging on every replay MAX_REPAIRS times, then one dead letter', { timeout: 120_000 }, async () => {
     await enqueue(f.client, 'alwaysDivergentWorkflow', 'always-reaped', 'v1');
     await waitStatus(f.tdb.sql, 'always-reaped', 'ERROR');
     const deadLetter = async () => (await f.tdb.sql.query(`SELECT workflow_id, forks FROM afterlife.dead_letters WHERE root_workflow_id = 'always-reaped'`)).rows;

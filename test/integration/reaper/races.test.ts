@@ -224,7 +224,7 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
     const dry = await tick({ dryRun: true });
     expect(dry.planned).toEqual(expect.arrayContaining([expect.objectContaining({ pass: 'diverged', action: 'fork', workflowId: 'diverged-1' })]));
     const handed: string[] = [];
-    const s = await runReaper(testReaperDeps(rt, { autoFork: async (id) => void handed.push(id) }), { maxTicks: 2 });
+    const s = await runReaper(testReaperDeps(rt, { repairDiverged: async (id) => void handed.push(id) }), { maxTicks: 2 });
     expect(s.outcome === 'completed' && s.passes.diverged.handed).toBe(1);
     // The second tick looked only since the first: not handed again.
     expect(handed).toEqual(['diverged-1']);
