@@ -58,6 +58,8 @@ const beforeCutoff = (rowsParam: string, ageParam: string) =>
 
 /**
  * The next `limit` workflows past the watermark that qualify now (lock-free; the dry run lists these).
+ * The `>=` bound is the index range's start: without it the keyset OR is only a filter, and every read
+ * walks the index from the oldest entry through the ones this round already deleted (dead until vacuum).
  * Held rows are skipped here as well, so the watermark moves past them and a batch is never full of rows
  * that stay.
  */
@@ -74,6 +76,7 @@ export async function readCandidates(
     db,
     `SELECT ws.workflow_uuid, ws.completed_at::text AS completed_at FROM ${s}.workflow_status ws
       WHERE ws.completed_at IS NOT NULL AND ${beforeCutoff('$2', '$3')}
+        AND ws.completed_at >= COALESCE($4::bigint, -9223372036854775808)
         AND ($4::bigint IS NULL OR ws.completed_at > $4::bigint OR (ws.completed_at = $4::bigint AND ws.workflow_uuid > $5::text))
         AND ws.status IN ${COMPLETED} AND ${appScope('ws.application_name', '$1')}
         AND NOT ${held(s, a)}
