@@ -21,7 +21,7 @@ import { readAllHeartbeats, writeHeartbeat } from '../shared/heartbeat/index.js'
 import { RedisLock } from '../shared/lock/lock.js';
 import { createRedis, waitReady } from '../shared/lock/redis.js';
 import { silentLogger } from '../shared/log.js';
-import { recoverExecutor } from '../shared/resume/recoverExecutor.js';
+import { recoverExecutor } from '../shared/recovery/recoverExecutor.js';
 import { afterlifeDb, createDbosDatabase, dropDatabase, median, ms } from './lib.js';
 
 const args = process.argv.slice(2);

@@ -20,7 +20,7 @@ import { drainProgress } from '../shared/drain/index.js';
 import { heartbeatIndexKey, writeHeartbeat } from '../shared/heartbeat/index.js';
 import { createRedis, waitReady } from '../shared/lock/redis.js';
 import { silentLogger } from '../shared/log.js';
-import { recoverExecutor } from '../shared/resume/recoverExecutor.js';
+import { recoverExecutor } from '../shared/recovery/recoverExecutor.js';
 import { afterlifeDb, createDbosDatabase, dropDatabase, median } from './lib.js';
 
 const args = process.argv.slice(2);

@@ -34,7 +34,7 @@ import { deathNotice } from '../shared/events/deathNotice.js';
 import { RedisLock } from '../shared/lock/lock.js';
 import { createRedis, waitReady } from '../shared/lock/redis.js';
 import { silentLogger } from '../shared/log.js';
-import { recoverExecutor } from '../shared/resume/recoverExecutor.js';
+import { recoverExecutor } from '../shared/recovery/recoverExecutor.js';
 import { admin, afterlifeDb, cloneDatabase, createDbosDatabase, dropDatabase, median, ms } from './lib.js';
 
 const withIndex = !process.argv.includes('--no-index');

@@ -4,7 +4,7 @@ import { checkDbosSchema } from '../../shared/dbos/schema.js';
 import { deathNotice } from '../../shared/events/deathNotice.js';
 import { heartbeatKey, readHeartbeat } from '../../shared/heartbeat/index.js';
 import { readLiveness } from '../../shared/liveness/held.js';
-import { recoverExecutor } from '../../shared/resume/recoverExecutor.js';
+import { recoverExecutor } from '../../shared/recovery/recoverExecutor.js';
 import type { CliContext } from '../context.js';
 import { duration, inline } from '../format.js';
 import type { RecoverOutput } from '../schemas.js';

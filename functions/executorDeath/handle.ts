@@ -6,8 +6,8 @@ import { forkDepsFromRuntime } from '../../shared/fork/deps.js';
 import { forkOrphansToLatest } from '../../shared/fork/orphans.js';
 import { type DecodedMessage, decodePubSubJson } from '../../shared/events/pubsub.js';
 import { budgetFrom } from '../../shared/lifecycle/deadline.js';
-import { recoverExecutor, type RecoverySummary } from '../../shared/resume/recoverExecutor.js';
-import { verifyNotice } from '../../shared/resume/verifyNotice.js';
+import { recoverExecutor, type RecoverySummary } from '../../shared/recovery/recoverExecutor.js';
+import { verifyNotice } from '../../shared/recovery/verifyNotice.js';
 import { type Logger, traceFields } from '../../shared/log.js';
 import type { Runtime } from '../../shared/runtime.js';
 
@@ -77,7 +77,7 @@ export async function handleDecodedDeath(rt: Runtime, decoded: DecodedMessage<De
   }
   try {
     // After admission: its read is a database statement too, and must not take a slot an admitted delivery needs.
-    // The notice is a claim (shared/resume/verifyNotice.ts): held against the plane's own records first.
+    // The notice is a claim (shared/recovery/verifyNotice.ts): held against the plane's own records first.
     const verdict = await verifyNotice(
       { db: rt.db, redis: rt.redis, heartbeatIntervalMs: rt.config.heartbeatIntervalMs, clock: rt.clock, ...(rt.config.redis ? { keyPrefix: rt.config.redis.keyPrefix } : {}) },
       notice,

@@ -6,7 +6,7 @@ import { BudgetExhaustedError, RowsLockedError } from '../errors.js';
 import { deathNotice, type DeathNotice } from '../events/deathNotice.js';
 import { publishDeathNotice } from '../events/publisher.js';
 import { budgetUntil, type Budget } from '../lifecycle/deadline.js';
-import { recoverExecutor } from '../resume/recoverExecutor.js';
+import { recoverExecutor } from '../recovery/recoverExecutor.js';
 import { type Beat, judgeKit, type RuleSettings, streakIsDeath } from './deathRule.js';
 import { readBeats, readLocks } from './evidence.js';
 import { forgetLocked, lockedRowsFreed, rememberLocked } from './lockedRows.js';

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { deathNotice } from '../../shared/events/deathNotice.js';
-import { recoverExecutor, type RecoverySummary } from '../../shared/resume/recoverExecutor.js';
+import { recoverExecutor, type RecoverySummary } from '../../shared/recovery/recoverExecutor.js';
 import type { Runtime } from '../../shared/runtime.js';
 import { heartbeatKey, writeHeartbeat } from '../../shared/heartbeat/index.js';
 import { waitReady } from '../../shared/lock/redis.js';

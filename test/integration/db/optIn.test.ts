@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyOptInIndexes, listOptInIndexes } from '../../../shared/db/optIn.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { silentLogger } from '../../../shared/log.js';
-import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
+import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase } from '../../helpers/db.js';
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
+import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
 import { startReaper, waitForLock } from '../../helpers/detection.js';
 import type { ExecutorHandle } from '../../helpers/executor.js';

@@ -2,7 +2,7 @@ import { DBOSClient } from '@dbos-inc/dbos-sdk';
 import type pg from 'pg';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { budgetFrom } from '../../../shared/lifecycle/deadline.js';
-import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
+import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
 import { runTick } from '../../../shared/reaper/tick.js';
 import type { ReaperState, TickResult } from '../../../shared/reaper/types.js';

@@ -8,7 +8,7 @@ import { Lifecycle } from '../../../shared/lifecycle/shutdown.js';
 import { RedisLock } from '../../../shared/lock/lock.js';
 import { createRedis } from '../../../shared/lock/redis.js';
 import { silentLogger } from '../../../shared/log.js';
-import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
+import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { FUNCTIONS_FRAMEWORK_MAIN } from '../../helpers/kit.js';

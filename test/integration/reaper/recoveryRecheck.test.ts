@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { heartbeatKey } from '../../../shared/heartbeat/index.js';
-import { recoverExecutor, type RecoveryDeps } from '../../../shared/resume/recoverExecutor.js';
+import { recoverExecutor, type RecoveryDeps } from '../../../shared/recovery/recoverExecutor.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { auditedIds, beat, makeOrphans, pendingIds } from '../../helpers/agents.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { silentLogger } from '../../../shared/log.js';
-import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
+import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { afterlifeDb } from '../../helpers/db.js';
 import { type PrivatePostgres, startPrivatePostgres } from '../../helpers/postgresServer.js';
 

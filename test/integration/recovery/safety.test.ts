@@ -2,7 +2,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { recoverExecutor } from '../../../shared/resume/recoverExecutor.js';
+import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { BudgetExhaustedError, RowsLockedError } from '../../../shared/errors.js';
 import { RedisLock } from '../../../shared/lock/lock.js';
 import { createRedis } from '../../../shared/lock/redis.js';
