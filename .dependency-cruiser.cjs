@@ -5,7 +5,7 @@
  * plants each wrong import and shows the rule fails.
  */
 const KIT = '^(shared/executor|packages)/';
-const PLANE_ONLY = '^(shared/(reaper|recovery|fork|retention|drain|config)/|shared/runtime\\.ts$|functions/|cli/)';
+const PLANE_ONLY = '^(shared/(reaper|recovery|repair|retention|drain|config)/|shared/runtime\\.ts$|functions/|cli/)';
 
 module.exports = {
   forbidden: [

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { autoFork, type AutoForkResult, forkDepsFromRuntime } from '../../shared/fork/index.js';
+import { autoFork, type AutoForkResult, forkDepsFromRuntime } from '../../shared/repair/index.js';
 import type { CliContext } from '../context.js';
 import { inline } from '../format.js';
 import type { ForkOutput } from '../schemas.js';

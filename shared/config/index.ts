@@ -105,7 +105,7 @@ const EnvSchema = z
     // Repairs (rewinds and forks together) per lineage before a dead letter; MAX_FORKS is its deprecated name.
     MAX_REPAIRS: int(3, 1, 100),
     FORK_TARGET_VERSION: z.enum(['latest', 'original']).default('latest'),
-    // Repair (shared/fork): rewind in place under the workflow's own ID, or fork to <root>-fork-<n>.
+    // Repair (shared/repair): rewind in place under the workflow's own ID, or fork to <root>-fork-<n>.
     REPAIR_MODE: z.enum(['rewind', 'fork']).default('rewind'),
     // Schemas, in the database afterlife connects to, holding DBOS data-source checkpoints (transaction_completion).
     DATASOURCE_SCHEMAS: z
@@ -182,7 +182,7 @@ export interface Config {
      */
     sessionEvidence: 'pg_stat_activity' | 'none';
   };
-  /** Repair (shared/fork): putting a diverged, stuck or orphaned workflow back on a path that can finish. */
+  /** Repair (shared/repair): putting a diverged, stuck or orphaned workflow back on a path that can finish. */
   repair: {
     /** How a diverged, stuck or orphaned workflow is repaired: in place (same ID), or by a fork. */
     mode: 'rewind' | 'fork';

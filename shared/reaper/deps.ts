@@ -1,10 +1,10 @@
 import { hostname } from 'node:os';
-import { forkDepsFromRuntime } from '../fork/deps.js';
-import { cancelForkedOriginals, forkOrphansToLatest } from '../fork/orphans.js';
-import { repairDiverged } from '../fork/rewind.js';
-import { finishOrphanRewinds } from '../fork/rewindOrphans.js';
-import { repairStuck } from '../fork/rewindStuck.js';
-import { forkStuck } from '../fork/stuck.js';
+import { forkDepsFromRuntime } from '../repair/deps.js';
+import { cancelForkedOriginals, forkOrphansToLatest } from '../repair/orphans.js';
+import { repairDiverged } from '../repair/rewind.js';
+import { finishOrphanRewinds } from '../repair/rewindOrphans.js';
+import { repairStuck } from '../repair/rewindStuck.js';
+import { forkStuck } from '../repair/stuck.js';
 import type { Logger } from '../log.js';
 import type { Runtime } from '../runtime.js';
 import type { ReaperDeps } from './types.js';

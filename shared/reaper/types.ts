@@ -1,5 +1,5 @@
 import type { Budget } from '../lifecycle/deadline.js';
-import type { OrphanInfo, OrphanOutcome } from '../fork/orphanOutcome.js';
+import type { OrphanInfo, OrphanOutcome } from '../repair/orphanOutcome.js';
 import type { Runtime } from '../runtime.js';
 import type { RetentionTuning } from '../retention/pass.js';
 import type { RetentionTickResult } from './retention.js';
@@ -12,11 +12,11 @@ import type { RetentionTickResult } from './retention.js';
 export interface ReaperDeps extends Pick<Runtime, 'config' | 'db' | 'redis' | 'lock' | 'publisher' | 'logger' | 'faults' | 'clock'> {
   /** Who detects, for death notices and the recovery audit. */
   detectedBy: string;
-  /** Repairs one diverged workflow (rewind, or fork under REPAIR_MODE=fork: `repairDiverged` of shared/fork). */
+  /** Repairs one diverged workflow (rewind, or fork under REPAIR_MODE=fork: `repairDiverged` of shared/repair). */
   repairDiverged?: (workflowId: string) => Promise<unknown>;
   /** Repairs a stuck workflow the reaper just cancelled (`cancel-and-repair` / `cancel-and-fork`); returns the ID its work goes on under. */
   repairStuck?: (workflowId: string) => Promise<string | undefined>;
-  /** Repairs one version's orphaned rows onto the latest version (rewind, or `forkOrphansToLatest` of shared/fork). */
+  /** Repairs one version's orphaned rows onto the latest version (rewind, or `forkOrphansToLatest` of shared/repair). */
   repairOrphaned?: (info: OrphanInfo & { applicationVersion: string }) => Promise<OrphanOutcome[]>;
   /** Cancels originals of fork-to-latest forks interrupted before their cancel (`cancelForkedOriginals`). */
   finishInterruptedForks?: () => Promise<string[]>;

@@ -19,7 +19,7 @@ import { rewindOrphansToLatest } from './rewindOrphans.js';
  * before their parents, and a parent's copied child-start row is remapped to the child's fork so the
  * parent awaits the lineage that runs.
  *
- * Under REPAIR_MODE=rewind (the default) the rows are rewound in place instead (shared/fork/rewindOrphans.ts);
+ * Under REPAIR_MODE=rewind (the default) the rows are rewound in place instead (shared/repair/rewindOrphans.ts);
  * `forkOnly` for its fallbacks.
  */
 export async function forkOrphansToLatest(deps: ForkDeps, info: OrphanInfo, opts: { forkOnly?: boolean } = {}): Promise<OrphanOutcome[]> {

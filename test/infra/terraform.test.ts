@@ -60,7 +60,7 @@ describe('infra/ as committed', () => {
     const iam = (await parse('iam.tf', await readFile(join(infra, 'iam.tf'), 'utf8'))) as { locals?: Array<Record<string, unknown>> };
     const publishers = iam.locals?.find((l) => 'publishers' in l)?.publishers as Record<string, Record<string, string>> | undefined;
     const grants = Object.fromEntries(Object.entries(publishers ?? {}).map(([topic, who]) => [topic, Object.keys(who).sort()]));
-    // The reaper publishes death notices; reaper and executorDeath (through shared/fork) dead letters.
+    // The reaper publishes death notices; reaper and executorDeath (through shared/repair) dead letters.
     expect(grants).toEqual({ executor_deaths: ['reaper'], workflow_dead_letters: ['executor_death', 'reaper'] });
     // drain has no grant because its code publishes nothing: if it ever does, the grant must come back.
     for (const dir of ['functions/drain', 'shared/drain']) {

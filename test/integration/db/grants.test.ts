@@ -131,7 +131,7 @@ describe('per-function database roles (infra/grants.sql)', () => {
     try {
       expect(await client.forkWorkflow('g-0', 0, { newWorkflowID: 'g-0-fork-1' })).toBe('g-0-fork-1');
       await client.cancelWorkflow('g-0-fork-1');
-      // DBOS 5.3's rewind (shared/fork's repair in place) deletes recorded history from the cut on.
+      // DBOS 5.3's rewind (shared/repair's repair in place) deletes recorded history from the cut on.
       await client.rewindWorkflow('g-0-fork-1', { startStep: 0 });
     } finally {
       await client.destroy();

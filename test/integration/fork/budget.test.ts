@@ -1,8 +1,8 @@
 import type { Message, PubSub } from '@google-cloud/pubsub';
 import { describe, expect, inject, it } from 'vitest';
 import { type Publisher, PubSubPublisher } from '../../../shared/events/publisher.js';
-import { autoFork, ForkBudgetExhaustedError, type ForkDeps, forkDepsFromRuntime, getResultWithAutoFork } from '../../../shared/fork/index.js';
-import { RECONCILED_BY } from '../../../shared/fork/reconcile.js';
+import { autoFork, ForkBudgetExhaustedError, type ForkDeps, forkDepsFromRuntime, getResultWithAutoFork } from '../../../shared/repair/index.js';
+import { RECONCILED_BY } from '../../../shared/repair/reconcile.js';
 import type { ReaperState } from '../../../shared/reaper/types.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { uniqueName, waitFor } from '../../helpers/db.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { forkDepsFromRuntime, repairDiverged } from '../../../shared/fork/index.js';
+import { forkDepsFromRuntime, repairDiverged } from '../../../shared/repair/index.js';
 import { waitFor } from '../../helpers/db.js';
 import { startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';

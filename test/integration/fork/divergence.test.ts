@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { autoFork, type ForkDeps, forkDepsFromRuntime, parseDivergence } from '../../../shared/fork/index.js';
+import { autoFork, type ForkDeps, forkDepsFromRuntime, parseDivergence } from '../../../shared/repair/index.js';
 import { waitFor } from '../../helpers/db.js';
 import { startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';

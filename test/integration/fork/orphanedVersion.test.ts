@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { forkDepsFromRuntime, forkOrphansToLatest, getResultWithAutoFork } from '../../../shared/fork/index.js';
+import { forkDepsFromRuntime, forkOrphansToLatest, getResultWithAutoFork } from '../../../shared/repair/index.js';
 import { heartbeatKey } from '../../../shared/heartbeat/index.js';
 import { postEvent, pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { waitFor } from '../../helpers/db.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type ForkDeps, forkDepsFromRuntime, getResultWithRepair, readStreamWithRepair, repairDiverged } from '../../../shared/fork/index.js';
+import { type ForkDeps, forkDepsFromRuntime, getResultWithRepair, readStreamWithRepair, repairDiverged } from '../../../shared/repair/index.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { waitFor } from '../../helpers/db.js';
 import { startExecutor } from '../../helpers/executor.js';

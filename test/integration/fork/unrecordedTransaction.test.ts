@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { forkDepsFromRuntime, forkOrphansToLatest } from '../../../shared/fork/index.js';
+import { forkDepsFromRuntime, forkOrphansToLatest } from '../../../shared/repair/index.js';
 import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { waitFor } from '../../helpers/db.js';
 import { startExecutor } from '../../helpers/executor.js';
