@@ -62,7 +62,8 @@ const lines = (s: string) =>
     .filter((l) => l.trim() !== '');
 
 describe('npm start in a terminal', () => {
-  const env = { ...process.env, LOCAL_PUBSUB: 'bridge', TERM: 'xterm-256color', NO_COLOR: undefined, FORCE_COLOR: undefined, LOG_FORMAT: undefined };
+  // A person's terminal: Node's colour detection (tty hasColors) answers "no colour" when CI is set, as it is in CI.
+  const env = { ...process.env, LOCAL_PUBSUB: 'bridge', TERM: 'xterm-256color', NO_COLOR: undefined, FORCE_COLOR: undefined, LOG_FORMAT: undefined, CI: undefined };
 
   it(`idle for a minute: at most ${IDLE_TERMINAL_LINES} lines, each one readable event line`, { timeout: 150_000 }, async () => {
     const pty = inPty(env);
