@@ -59,7 +59,8 @@ describe('afterlife status --watch', () => {
 
   it('redraws the table in place on a terminal until Ctrl-C', { timeout: 60_000 }, async () => {
     const env = { ...process.env, DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: uniqueName('watch') };
-    const child = spawn('script', ['-qfec', `${process.execPath} ${CLI} status --watch --interval-s 1`, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    // `exec`: without SHELL (as under CI) script runs dash, which stays as the parent and dies of the Ctrl-C itself (130).
+    const child = spawn('script', ['-qfec', `exec ${process.execPath} ${CLI} status --watch --interval-s 1`, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));

@@ -26,7 +26,8 @@ interface Pty {
 }
 
 function inPty(env: NodeJS.ProcessEnv): Pty {
-  const child = spawn('script', ['-qfec', `${process.execPath} ${START_SCRIPT}`, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  // `exec`: without SHELL (as under CI) script runs dash, which would stay between the pty and npm start.
+  const child = spawn('script', ['-qfec', `exec ${process.execPath} ${START_SCRIPT}`, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
   let out = '';
   child.stdout?.on('data', (b: Buffer) => (out += b.toString()));
   child.stderr?.on('data', (b: Buffer) => (out += b.toString()));
