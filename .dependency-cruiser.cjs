@@ -5,7 +5,8 @@
  * plants each wrong import and shows the rule fails.
  */
 const KIT = '^(shared/executor|packages)/';
-const PLANE_ONLY = '^(shared/(reaper|recovery|repair|retention|drain|config)/|shared/runtime\\.ts$|functions/|cli/)';
+// config/redisTls.ts is the one piece of config/ both configurations validate with (the kit's REDIS_CA_CERT).
+const PLANE_ONLY = '^(shared/(reaper|recovery|repair|retention|drain)/|shared/config/(?!redisTls\\.ts$)|shared/runtime\\.ts$|functions/|cli/)';
 
 module.exports = {
   forbidden: [
@@ -32,10 +33,19 @@ module.exports = {
     },
     {
       name: 'kit-imports-plane',
-      comment: "The executor kit runs inside the user's app: it must not pull in the reaper, recovery, repair, retention, drain, the plane's config or runtime, the functions or the CLI.",
+      comment:
+        "The executor kit runs inside the user's app: it must not pull in the reaper, recovery, repair, retention, drain, the plane's config or runtime, the functions or the CLI, not even through a common module (reachable), type-only imports included.",
       severity: 'error',
       from: { path: KIT },
-      to: { path: PLANE_ONLY },
+      to: { path: PLANE_ONLY, reachable: true },
+    },
+    {
+      name: 'repair-primitive-imports-situation',
+      comment:
+        'Repair is built from primitives (rewind, fork, the ledger and its budget) that the situations (diverged, stuck, orphaned version) combine, each choosing rewind or fork: a primitive never depends on a situation.',
+      severity: 'error',
+      from: { path: '^shared/repair/primitives/' },
+      to: { path: '^shared/repair/situations/', reachable: true },
     },
     {
       name: 'folder-cycle',

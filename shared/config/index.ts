@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { KeyPrefix } from '../heartbeat/index.js';
+import type { PoolTarget } from '../db/target.js';
 import { RedisCaCert, redisTlsProblem } from './redisTls.js';
 
 /**
@@ -133,20 +134,8 @@ function databaseTargetProblems(env: Record<string, string>): string[] {
 export type Env = z.input<typeof EnvSchema>;
 type Parsed = z.output<typeof EnvSchema>;
 
-export type DatabaseTarget =
-  | { kind: 'url'; url: string }
-  | {
-      kind: 'connector';
-      instanceConnectionName: string;
-      user: string;
-      database: string;
-      password: string | undefined;
-      ipType: 'PUBLIC' | 'PRIVATE' | 'PSC';
-      iamAuth: boolean;
-    };
-
 export interface Config {
-  database: DatabaseTarget & { poolMax: number; connectTimeoutMs: number; statementTimeoutMs: number };
+  database: PoolTarget;
   applicationName: string;
   dbosSchema: string;
   afterlifeSchema: string;

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
 import { noFaults, type Faults } from '../testing/faults.js';
 import { DbBudget } from './budget.js';
+import type { PoolTarget } from './target.js';
 
 /**
  * The only way afterlife talks to Postgres. Each call takes a connection and gives it back before it
@@ -105,7 +105,7 @@ function isConnectionError(err: Error): boolean {
  * `application_name` marks our sessions so tests and operators can count them in pg_stat_activity.
  */
 export async function createPool(
-  config: Config,
+  config: { database: PoolTarget },
   logger: Logger,
   applicationName = 'afterlife',
 ): Promise<{ pool: pg.Pool; close: () => Promise<void> }> {

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { KeyPrefix } from '../heartbeat/index.js';
 import { LivenessLeaseMs } from '../liveness/lease.js';
-import { RedisCaCert, redisTlsProblem } from '../lock/redis.js';
+import { RedisCaCert, redisTlsProblem } from '../config/redisTls.js';
 import type { ExecutorKitOptions } from './options.js';
 
 /**

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { Fence, fenceCheckQuery, type FenceVerdict } from '../liveness/fenceCheck.js';
-import { fenceChannel, takeLivenessSql } from '../liveness/key.js';
+import { fenceChannel } from '../db/fenceChannel.js';
+import { takeLivenessSql } from '../liveness/key.js';
 import { effectiveLease, livenessLeaseMs, MIN_LIVENESS_LEASE_MS } from '../liveness/lease.js';
 import type { Logger } from '../log.js';
 import { KitTrouble } from './throttle.js';

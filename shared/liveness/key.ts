@@ -63,6 +63,3 @@ export function takeLivenessSql(afterlifeSchema: string): string {
                       RETURNING 1)
           SELECT (SELECT ok FROM l) AS ok, EXISTS (SELECT 1 FROM r) AS recorded`;
 }
-
-// Kept here for the kit's import; it lives in db/ because the registry's statement sends on it.
-export { fenceChannel } from '../db/fenceChannel.js';

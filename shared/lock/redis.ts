@@ -1,9 +1,6 @@
 import { Redis } from 'ioredis';
 import { redisTlsProblem } from '../config/redisTls.js';
 
-// Kept for the kit's import (shared/executor/env.ts); the schema lives in config/.
-export { RedisCaCert, redisTlsProblem } from '../config/redisTls.js';
-
 export interface RedisOptions {
   commandTimeoutMs?: number;
   /** PEM CA bundle for a rediss:// URL; without it the system's CAs verify the server. */

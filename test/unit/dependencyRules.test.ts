@@ -56,6 +56,12 @@ const CLEAN: Record<string, string> = {
   'shared/reaper/types.ts': "import type { tick } from './tick.js';\nexport type Tick = typeof tick;\n",
   'shared/reaper/loop.ts': "import type { Tick } from './types.js';\nexport type Loop = Tick;\n",
   'shared/executor/core.ts': "import { pool } from '../db/pool.js';\nexport const core = pool;\n",
+  'shared/config/redisTls.ts': 'export const ca = 1;\n',
+  'shared/config/index.ts': "import { ca } from './redisTls.js';\nexport const config = ca;\n",
+  // The one piece of config/ the kit may use: both configurations validate REDIS_CA_CERT with it.
+  'shared/executor/env.ts': "import { ca } from '../config/redisTls.js';\nexport const env = ca;\n",
+  'shared/repair/primitives/fork.ts': "import { pool } from '../../db/pool.js';\nexport const fork = pool;\n",
+  'shared/repair/situations/stuck.ts': "import { fork } from '../primitives/fork.js';\nexport const stuck = fork;\n",
   'packages/kit/src/index.ts': "import { pool } from '../../../shared/db/pool.js';\nexport const kit = pool;\n",
   'functions/index.ts': "import { tick } from '../shared/reaper/tick.js';\nexport const fn = tick;\n",
   'cli/index.ts': "import { tick } from '../shared/reaper/tick.js';\nexport const cli = tick;\n",
@@ -70,6 +76,11 @@ const PLANTED: Record<string, string> = {
   'packages/kit/src/usesReaper.ts': "import { tick } from '../../../shared/reaper/tick.js';\nexport const x = tick;\n",
   // db → reaper while reaper → db: a cycle between folders, none between modules.
   'shared/db/usesReaper.ts': "import { tick } from '../reaper/tick.js';\nexport const x = tick;\n",
+  // The kit reaches the plane's config through a common module, by a type-only import at that.
+  'shared/db/settings.ts': "import type { config } from '../config/index.js';\nexport type Settings = typeof config;\n",
+  'shared/executor/usesSettings.ts': "import type { Settings } from '../db/settings.js';\nexport const x: Settings = 1;\n",
+  // A repair primitive importing a situation (and so a cycle between the two folders).
+  'shared/repair/primitives/usesSituation.ts': "import { stuck } from '../situations/stuck.js';\nexport const x = stuck;\n",
   'shared/lock/a.ts': "import { b } from './b.js';\nexport const a = (): unknown => b;\n",
   'shared/lock/b.ts': "import { a } from './a.js';\nexport const b = (): unknown => a;\n",
 };
@@ -92,6 +103,10 @@ describe('layer rules (npm run lint)', () => {
         'function-imports-cli: functions/usesCli.ts -> cli/index.ts',
         'kit-imports-plane: shared/executor/usesReaper.ts -> shared/reaper/tick.ts',
         'kit-imports-plane: packages/kit/src/usesReaper.ts -> shared/reaper/tick.ts',
+        'kit-imports-plane: shared/executor/usesSettings.ts -> shared/config/index.ts',
+        'repair-primitive-imports-situation: shared/repair/primitives/usesSituation.ts -> shared/repair/situations/stuck.ts',
+        'folder-cycle: shared/repair/primitives -> shared/repair/situations',
+        'folder-cycle: shared/repair/situations -> shared/repair/primitives',
         'folder-cycle: shared/db -> shared/reaper',
         'folder-cycle: shared/reaper -> shared/db',
         // The entry point shared/db reaches imports shared/ again: that planted import closes folder cycles too.

@@ -49,7 +49,7 @@ describe('the kit package’s module graph', () => {
   const g = graph(join(ROOT, 'shared/executor/index.ts'));
 
   it('never reaches the recovery plane', () => {
-    const plane = g.files.filter((f) => !f.startsWith('shared/') || /^shared\/(reaper|resume|fork|drain|runtime|config\/load)/.test(f));
+    const plane = g.files.filter((f) => !f.startsWith('shared/') || /^shared\/(reaper|recovery|repair|retention|drain|runtime|config\/index)/.test(f));
     expect(plane).toEqual([]);
   });
 
