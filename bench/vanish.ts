@@ -1,7 +1,7 @@
 /**
  * bench/vanish — a victim's host vanishes behind a proxy: how long until its work runs elsewhere? (issue 19)
  *
- *   npm run bench:vanish -- [--trials 10] [--before-trials 2] [--bound-ms 60000] [--workflows 10] [--schedule-ms 60000]
+ *   npm run bench:vanish -- [--trials 10] [--before-trials 2] [--direct-trials 10] [--bound-ms 60000] [--workflows 10] [--schedule-ms 60000]
  *
  * The local stack as `npm start` runs it (the reaper and executorDeath served by functions-framework, the
  * Pub/Sub emulator when installed, a Scheduler stand-in calling the reaper every 60 s with Terraform's
@@ -17,10 +17,11 @@
  *   all done    the last of the victim's workflows SUCCESS
  * Side by side in the same run, `before`: the lock as it was before the lease — the victim's lease set to the
  * longest one allowed (300 s), which within the bound is the old lock's behaviour — watched for `--bound-ms`;
- * "never" means not within that bound. The direct path (iptables or `ip netns`) is measured only where the
- * tools and root exist; otherwise it is skipped, loudly.
+ * "never" means not within that bound. `direct` (`--direct-trials`, default `--trials`): no proxy, and at the
+ * vanish iptables drops every packet of the victim's own connections both ways (test/helpers/dropper.ts),
+ * so Postgres sees what a lost host directly connected leaves behind. Measured only where root and iptables
+ * exist; otherwise skipped, loudly.
  */
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import pg from 'pg';
@@ -29,6 +30,7 @@ import { DEFAULT_LIVENESS_LEASE_MS, MAX_LIVENESS_LEASE_MS } from '../shared/live
 import { consoleLogger } from '../shared/log.js';
 import { type AgentExecutor, startAgentExecutor } from '../scripts/stack/executor.js';
 import { startStack } from '../scripts/stack/index.js';
+import { dropConnectionsOf, unavailable } from '../test/helpers/dropper.js';
 import { type Forwarder, startForwarder } from '../test/helpers/forwarder.js';
 import { createDbosDatabase, dropDatabase, median } from './lib.js';
 
@@ -36,6 +38,7 @@ const args = process.argv.slice(2);
 const arg = (name: string, def: string) => (args.includes(`--${name}`) ? String(args[args.indexOf(`--${name}`) + 1]) : def);
 const TRIALS = Number(arg('trials', '10'));
 const BEFORE_TRIALS = Number(arg('before-trials', '2'));
+const DIRECT_TRIALS = Number(arg('direct-trials', String(TRIALS)));
 const BOUND_MS = Number(arg('bound-ms', '60000'));
 const WORKFLOWS = Number(arg('workflows', '10'));
 const SCHEDULE_MS = Number(arg('schedule-ms', '60000'));
@@ -45,7 +48,8 @@ const STEPS = 3;
 /** The acceptance bound (issue 19): p95 vanish → first step elsewhere. */
 const GOAL_P95_MS = 12_000;
 
-type Mode = 'lease' | 'before';
+/** `direct`: no proxy, the victim's own packets dropped by iptables (test/helpers/dropper.ts). */
+type Mode = 'lease' | 'before' | 'direct';
 interface Trial {
   mode: Mode;
   declaredMs: number | undefined;
@@ -95,14 +99,15 @@ async function main(): Promise<void> {
   const target = new URL(url);
   const start = async (executorId: string, mode: Mode | 'survivor') => {
     let databaseUrl = url;
-    if (mode !== 'survivor') {
-      const f = await startForwarder({ host: target.hostname, port: Number(target.port || 5432) });
-      forwarders.push(f);
-      databaseUrl = f.via(url);
+    let forwarder: Forwarder | undefined;
+    if (mode === 'lease' || mode === 'before') {
+      forwarder = await startForwarder({ host: target.hostname, port: Number(target.port || 5432) });
+      forwarders.push(forwarder);
+      databaseUrl = forwarder.via(url);
     }
     const e = await startAgentExecutor({ databaseUrl, applicationName: app, applicationVersion: 'v1', executorId, env: kitEnv(mode) });
     executors.push(e);
-    return { e, forwarder: forwarders.at(-1) };
+    return { e, forwarder };
   };
   const trials: Trial[] = [];
   try {
@@ -111,11 +116,12 @@ async function main(): Promise<void> {
     // Steady state: Redis has kept its keys for a TTL, as in production (a missing key is evidence only then).
     await new Promise((r) => setTimeout(r, 16_000));
     console.log(`stack: pub/sub ${stack.pubsub.kind}; reaper called every ${SCHEDULE_MS} ms (FUNCTION_TIMEOUT_S 150); lease ${DEFAULT_LIVENESS_LEASE_MS} ms; load ${load0.map((l) => l.toFixed(2)).join(' ')}`);
-    directPath();
-    // Interleaved, so both modes see the same machine: the `before` trials spread among the lease trials.
+    const direct = DIRECT_TRIALS > 0 ? await directPath() : 0;
+    // Interleaved, so every mode sees the same machine: `before` and `direct` trials spread among the lease trials.
     const plan: Mode[] = [];
-    for (let k = 0, b = 0; k < TRIALS || b < BEFORE_TRIALS; k++) {
+    for (let k = 0, b = 0; k < TRIALS || b < BEFORE_TRIALS || k < direct; k++) {
       if (k < TRIALS) plan.push('lease');
+      if (k < direct) plan.push('direct');
       if (b < BEFORE_TRIALS && (k + 1) * (BEFORE_TRIALS + 1) >= (b + 1) * TRIALS) {
         plan.push('before');
         b++;
@@ -144,8 +150,20 @@ async function trial(
   sql: pg.Pool,
 ): Promise<Trial> {
   const victimId = `victim-${mode}-${k}`;
-  const { e: victim, forwarder } = await start(victimId, mode);
-  if (!forwarder) throw new Error('victim without a forwarder');
+  const { e: victim, forwarder: proxy } = await start(victimId, mode);
+  if (mode !== 'direct' && !proxy) throw new Error('victim without a forwarder');
+  // What cuts the victim off, and what lets its connections go: the proxy, or iptables on the direct path.
+  let release = async () => proxy?.close();
+  const vanish = async () => {
+    if (proxy) return proxy.vanish();
+    const pid = victim.child.pid;
+    if (pid === undefined) throw new Error(`${victimId} has no pid`);
+    const dropper = await dropConnectionsOf(pid);
+    release = () => dropper.release();
+    if (dropper.connections === 0) throw new Error(`${victimId} holds no TCP connection to cut`);
+    console.log(`${victimId}: iptables drops every packet of its ${dropper.connections} TCP connections`);
+  };
+  const forwarder = { close: () => release() };
   const ids = Array.from({ length: WORKFLOWS }, (_, i) => `${victimId}-wf-${i}`);
   for (const id of ids) await victim.start(id, { steps: STEPS, stepMs: STEP_MS });
   await until(`${WORKFLOWS} steps started on ${victimId}`, 30_000, async () => {
@@ -155,7 +173,7 @@ async function trial(
   // A random moment against the fence-query, beat and tick grids, inside the first step.
   await new Promise((r) => setTimeout(r, 200 + Math.random() * 1_500));
   const vanishedAt = Date.now();
-  forwarder.vanish();
+  await vanish();
   victim.kill('SIGKILL');
   await victim.exited;
   const bound = mode === 'before' ? BOUND_MS : 90_000;
@@ -209,31 +227,19 @@ async function trial(
 }
 
 /**
- * The direct path needs the victim's packets to Postgres dropped while everyone else's flow: iptables (or
- * nft) can match one process's connections; a network namespace needs Postgres reachable on an address
- * other than loopback. Without either, the variant is skipped, loudly — never approximated with `tc` on
- * `lo`, which would drop every other client's packets too.
+ * The direct path needs the victim's packets dropped while everyone else's flow: iptables rules matching
+ * exactly its connections (test/helpers/dropper.ts), removed after each trial. Without root or iptables the
+ * variant is skipped, loudly — never approximated with `tc` on `lo`, which would drop every other client's
+ * packets too. Returns how many direct trials to run.
  */
-function directPath(): void {
-  const have = (cmd: string) => {
-    try {
-      execFileSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' });
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  const root = process.getuid?.() === 0;
-  const filter = have('iptables') ? 'iptables' : have('nft') ? 'nft' : undefined;
-  const why = !root
-    ? 'it needs root'
-    : filter
-      ? `${filter} is here, but this bench does not change the host's firewall rules on a shared machine`
-      : `neither iptables nor nft is installed${have('ip') ? ", and `ip netns` cannot reach a Postgres that listens on loopback only" : ''}`;
+async function directPath(): Promise<number> {
+  const why = await unavailable();
+  if (why === undefined) return DIRECT_TRIALS;
   console.log(
     `\n*** SKIPPED: the direct-path variant (no proxy): ${why}. On a direct path the kit's server-side keepalives ` +
       `(~${VANISHED_HOST_S} s) end the session too; the lease bounds it either way. Only the proxy path is measured. ***\n`,
   );
+  return 0;
 }
 
 function report(trials: Trial[], load0: number[]): void {
@@ -244,8 +250,8 @@ function report(trials: Trial[], load0: number[]): void {
   const fmt = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
   console.log(`\n| path | lease | trials | vanish → declared (median / p95 / max) | vanish → first step elsewhere (median / p95 / max) | vanish → all done (median / p95 / max) | stranded by a lost transaction | checkpointed twice |`);
   console.log(`|---|---|---|---|---|---|---|---|`);
-  let goal: boolean | undefined;
-  for (const mode of ['lease', 'before'] as const) {
+  const goals: string[] = [];
+  for (const mode of ['lease', 'direct', 'before'] as const) {
     const ts = trials.filter((t) => t.mode === mode);
     if (!ts.length) continue;
     const col = (f: (t: Trial) => number | undefined, of: Trial[] = ts) => {
@@ -254,20 +260,20 @@ function report(trials: Trial[], load0: number[]): void {
       const ok = xs as number[];
       return `${fmt(median(ok))} / ${fmt(p95(ok))} / ${fmt(Math.max(...ok))}`;
     };
-    const lease = mode === 'lease' ? `${DEFAULT_LIVENESS_LEASE_MS / 1000} s (default)` : `${MAX_LIVENESS_LEASE_MS / 1000} s (the lock as before, within the bound)`;
+    const lease = mode !== 'before' ? `${DEFAULT_LIVENESS_LEASE_MS / 1000} s (default)` : `${MAX_LIVENESS_LEASE_MS / 1000} s (the lock as before, within the bound)`;
     const clean = ts.filter((t) => t.stranded === 0);
     const strandedTrials = ts.filter((t) => t.stranded > 0);
     const done = clean.length ? col((t) => t.finishedMs, clean) : '—';
     console.log(
-      `| through the forwarder | ${lease} | ${ts.length} | ${col((t) => t.declaredMs)} | ${col((t) => t.firstStepMs)} | ${done}${strandedTrials.length ? ` (${clean.length} trials)` : ''} | ` +
+      `| ${mode === 'direct' ? 'direct (iptables drops its packets)' : 'through the forwarder'} | ${lease} | ${ts.length} | ${col((t) => t.declaredMs)} | ${col((t) => t.firstStepMs)} | ${done}${strandedTrials.length ? ` (${clean.length} trials)` : ''} | ` +
         `${strandedTrials.length ? `${strandedTrials.reduce((n, t) => n + t.stranded, 0)} workflow(s) in ${strandedTrials.length} trial(s)` : '0'} | ${ts.reduce((n, t) => n + t.twice, 0)} |`,
     );
-    if (mode === 'lease') {
+    if (mode !== 'before') {
       const firsts = ts.map((t) => t.firstStepMs).filter((x): x is number => x !== undefined);
-      goal = firsts.length === ts.length && p95(firsts) <= GOAL_P95_MS;
+      goals.push(`${mode === 'lease' ? 'through the forwarder' : 'direct'}: ${firsts.length === ts.length && p95(firsts) <= GOAL_P95_MS ? 'MET' : 'NOT MET'}`);
     }
   }
-  console.log(`\np95 vanish → first step elsewhere ≤ ${fmt(GOAL_P95_MS)}: ${goal === undefined ? 'not measured' : goal ? 'MET' : 'NOT MET'}`);
+  console.log(`\np95 vanish → first step elsewhere ≤ ${fmt(GOAL_P95_MS)}: ${goals.length ? goals.join('; ') : 'not measured'}`);
   console.log(`load average before ${load0.map((l) => l.toFixed(2)).join(' ')}, after ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
 }
 
