@@ -2,8 +2,7 @@ import { hostname, userInfo } from 'node:os';
 import { pendingByVersion } from '../../shared/dbos/recovery.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
 import { deathNotice } from '../../shared/events/deathNotice.js';
-import { heartbeatKey, readHeartbeat } from '../../shared/heartbeat/index.js';
-import { readLiveness } from '../../shared/liveness/held.js';
+import { isAlive } from '../../shared/recovery/alive.js';
 import { recoverExecutor } from '../../shared/recovery/recoverExecutor.js';
 import type { CliContext } from '../context.js';
 import { duration, inline } from '../format.js';
@@ -40,27 +39,7 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
     return { json: out, text, exitCode: 0 };
   }
 
-  if (!o.force && (await readLiveness(db, app, [executorId])).held.has(executorId)) {
-    // Postgres's word, Redis or not: the process still has its session.
-    throw new Error(
-      `${executorId} holds its liveness lock (its process still has a Postgres session): it is alive, and recovering its workflows would run their steps twice. Use --force if you are sure it is gone (a live executor fences itself and exits).`,
-    );
-  }
-  if (!o.force && !(ctx.redis && ctx.redisReady)) {
-    // Without the heartbeat there is no evidence the executor is gone (Memorystore is VPC-only, so a laptop
-    // often cannot see it): recovering a live executor would run its steps twice.
-    throw new Error(
-      `cannot read ${executorId}'s heartbeat (Redis ${config.redis ? 'unreachable' : 'not configured'}), so there is no evidence it is gone. Use --force if you are sure it is.`,
-    );
-  }
-  if (ctx.redis && ctx.redisReady && !o.force) {
-    const beat = await readHeartbeat(ctx.redis, heartbeatKey(app, executorId, config.redis?.keyPrefix)).catch(() => undefined);
-    if (beat && beat.value?.state !== 'drained') {
-      throw new Error(
-        `${executorId} has a fresh heartbeat (state ${beat.value?.state ?? 'unknown'}): it is alive, and recovering its workflows would run their steps twice. Use --force if you are sure it is gone.`,
-      );
-    }
-  }
+  await refuseIfAlive(ctx, executorId, o.force);
 
   ctx.progress(`recovering ${inline(executorId)}: ${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}…`);
   let moved = 0;
@@ -109,6 +88,33 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
     lines.push(`warning: no live executor runs version(s) ${summary.versionsWithoutExecutor.join(', ')}: those workflows wait until one does.`);
   }
   return { json: out, text: `${lines.join('\n')}\n`, exitCode: 0 };
+}
+
+/**
+ * The operator's side of the shared rule (shared/recovery/alive.ts): only evidence of death goes ahead
+ * without --force, so no heartbeat to read is a refusal too.
+ */
+async function refuseIfAlive(ctx: CliContext, executorId: string, force: boolean): Promise<void> {
+  const { db, config } = ctx;
+  const life = await isAlive(
+    { db, redis: ctx.redisReady ? ctx.redis : undefined, heartbeatIntervalMs: config.heartbeatIntervalMs, clock: Date.now, ...(config.redis ? { keyPrefix: config.redis.keyPrefix } : {}) },
+    { applicationName: config.applicationName, executorId, reason: 'manual', force, doubt: 'refuse' },
+  );
+  if (life.alive === false) return;
+  if (life.witness === 'liveness-lock') {
+    // Postgres's word, Redis or not: the process still has its session.
+    throw new Error(
+      `${executorId} holds its liveness lock (its process still has a Postgres session): it is alive, and recovering its workflows would run their steps twice. Use --force if you are sure it is gone (a live executor fences itself and exits).`,
+    );
+  }
+  if (life.alive === 'unknown') {
+    throw new Error(
+      `cannot read ${executorId}'s heartbeat (Redis ${config.redis ? 'unreachable' : 'not configured'}), so there is no evidence it is gone. Use --force if you are sure it is.`,
+    );
+  }
+  throw new Error(
+    `${executorId} has a fresh heartbeat (state ${life.state ?? 'unknown'}): it is alive, and recovering its workflows would run their steps twice. Use --force if you are sure it is gone.`,
+  );
 }
 
 function describe(byVersion: Record<string, number>): string {

@@ -1,12 +1,8 @@
-import type { Redis } from 'ioredis';
 import type { Db } from '../db/pool.js';
 import { ident } from '../db/pool.js';
 import { appScope } from '../dbos/sql.js';
 import type { DeathNotice } from '../events/deathNotice.js';
-import { beatEvidence } from '../heartbeat/bounds.js';
-import { heartbeatKey, readHeartbeat } from '../heartbeat/index.js';
-import { readLiveness } from '../liveness/held.js';
-import { waitReady } from '../lock/redis.js';
+import { type AliveDeps, isAlive } from './alive.js';
 
 /**
  * A death notice is a claim: anyone who may publish on `executor-deaths` (every executor's service account)
@@ -14,46 +10,28 @@ import { waitReady } from '../lock/redis.js';
  * it against its own records and its own reading of the evidence (issue 23):
  *
  * - an executor with no registry row and no PENDING workflow is unknown: a lookup, acked, nothing written;
- * - `force: true` skips the evidence of life (the operator's override; the topic's publisher list bounds who can say it);
- * - a held liveness lock (Postgres's word) refuses `heartbeat-lapsed` and `manual` notices, and the
- *   executor's own `sigterm`/`drained` notice unless the registry or its key says it is draining or drained
- *   (it publishes while it still holds the lock, after recording that);
- * - a heartbeat inside the bounds a kit writes, saying `alive`, refuses `manual`/`sigterm`/`drained`
- *   notices; for `heartbeat-lapsed` the recovery re-reads it (a false alarm) with the plane's thresholds.
+ * - otherwise evidence of life refuses it, by the rule `afterlife recover` shares (alive.ts), with a
+ *   notice's benefit of the doubt: `force: true` skips it (the operator's override; the topic's publisher
+ *   list bounds who can say it), a held liveness lock refuses (bar the executor's own leaving notice), a
+ *   beat inside the bounds saying `alive` refuses all but `heartbeat-lapsed` (the recovery re-reads that).
  *
  * `livenessTracked` is the registry's word on whether the executor's kit holds a liveness lock: only then
  * is a free lock evidence of death (the sender's `evidence: "liveness"` is not taken on trust).
  */
 export type Verdict = { refused: string; unknown?: true } | { refused?: undefined; livenessTracked: boolean };
 
-export interface VerifyDeps {
-  db: Db;
-  redis: Redis | undefined;
-  keyPrefix?: string;
-  heartbeatIntervalMs: number;
-  clock: () => number;
-}
-
-export async function verifyNotice(deps: VerifyDeps, notice: DeathNotice): Promise<Verdict> {
+export async function verifyNotice(deps: AliveDeps, notice: DeathNotice): Promise<Verdict> {
   const { applicationName: app, executorId: id } = notice;
   const known = await lookup(deps.db, app, id);
   if (!known.registered && !known.pending) {
     return { refused: `unknown executor ${JSON.stringify(id)}: no registry row and no PENDING workflow; nothing to recover`, unknown: true };
   }
   const livenessTracked = known.liveness === true;
-  if (notice.force === true) return { livenessTracked };
-
-  const own = notice.reason === 'sigterm' || notice.reason === 'drained';
-  const beat = await readBeat(deps, notice);
-  const leaving = known.state === 'draining' || known.state === 'drained' || known.state === 'dead' || beat.state === 'draining' || beat.state === 'drained';
-  if (!own || !leaving) {
-    if ((await readLiveness(deps.db, app, [id])).held.has(id)) {
-      return { refused: `${id} holds its liveness lock (its process still has a Postgres session): a ${notice.reason} notice about a live executor needs "force": true` };
-    }
+  const life = await isAlive(deps, { applicationName: app, executorId: id, reason: notice.reason, registryState: known.state, force: notice.force === true, doubt: 'proceed' });
+  if (life.alive === true && life.witness === 'liveness-lock') {
+    return { refused: `${id} holds its liveness lock (its process still has a Postgres session): a ${notice.reason} notice about a live executor needs "force": true` };
   }
-  if (notice.reason !== 'heartbeat-lapsed' && beat.state === 'alive') {
-    return { refused: `${id}'s heartbeat says alive: a ${notice.reason} notice about a live executor needs "force": true` };
-  }
+  if (life.alive === true) return { refused: `${id}'s heartbeat says alive: a ${notice.reason} notice about a live executor needs "force": true` };
   return { livenessTracked };
 }
 
@@ -73,14 +51,4 @@ async function lookup(db: Db, app: string, id: string): Promise<{ registered: bo
   );
   const row = res.rows[0];
   return { registered: row?.state != null, state: row?.state ?? undefined, liveness: row?.liveness ?? undefined, pending: row?.pending === true };
-}
-
-/** The heartbeat's state when it is evidence (inside the bounds); `undefined` when absent, out of bounds or Redis can't say. */
-async function readBeat(deps: VerifyDeps, notice: DeathNotice): Promise<{ state: string | undefined }> {
-  if (!deps.redis) return { state: undefined };
-  if (deps.redis.status !== 'ready') await waitReady(deps.redis, 500);
-  if (deps.redis.status !== 'ready') return { state: undefined };
-  const r = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => undefined);
-  const e = beatEvidence(r, deps.clock(), deps.heartbeatIntervalMs);
-  return { state: e.kind === 'beat' ? e.value.state : undefined };
 }
