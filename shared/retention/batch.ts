@@ -1,6 +1,6 @@
 import type { Db } from '../db/pool.js';
 import { ident } from '../db/pool.js';
-import { retentionQuery } from './sql.js';
+import { literal, lockBoundedStatement, QUERY_CANCELED, retentionQuery } from './sql.js';
 import { appScope, NOW_MS } from '../dbos/sql.js';
 import { COMPLETED, held } from './predicates.js';
 
@@ -95,8 +95,10 @@ export interface Deleted {
   outputs: number;
   /** The IDs deleted (the tests' and the dry run's evidence; a batch is at most a few thousand). */
   workflowIds: string[];
-  /** How long the statement held its row locks (sent → committed), ms. */
+  /** How long the statement held its row locks at most (sent → committed, as seen from here), ms. */
   heldMs: number;
+  /** The statement ran into its lock bound and was cancelled: nothing was deleted, its locks are gone. */
+  overBound: boolean;
 }
 
 /**
@@ -105,18 +107,18 @@ export interface Deleted {
  * repair's. A workflow resumed or rewound since the read is no longer completed; one whose row another
  * statement holds locked (an executor's transition, a concurrent pass's delete) is skipped (SKIP LOCKED)
  * and looked at again by a later round — so two passes at once delete each workflow once, and a batch
- * never waits on live work. Row locks are held for this statement only (autocommit).
+ * never waits on live work. Row locks are held for this statement only, at most `boundMs` of server time
+ * (lockBoundedStatement); past that it is cancelled and reports `overBound` (undefined: no bound).
  */
-export async function deleteBatch(db: Db, applicationName: string, t: Thresholds, ids: string[]): Promise<Deleted> {
+export async function deleteBatch(db: Db, applicationName: string, t: Thresholds, ids: string[], boundMs: number | undefined): Promise<Deleted> {
   const s = ident(db.dbosSchema);
   const a = ident(db.afterlifeSchema);
-  const r = await retentionQuery<{ ids: string[] | null; steps: number; inputs: number; outputs: number }>(
-    db,
-    `WITH victims AS (
+  const app = literal(applicationName);
+  const text = `WITH victims AS (
        SELECT ws.workflow_uuid FROM ${s}.workflow_status ws
-        WHERE ws.workflow_uuid = ANY($4::text[])
-          AND ws.status IN ${COMPLETED} AND ${appScope('ws.application_name', '$1')}
-          AND ws.completed_at IS NOT NULL AND ${beforeCutoff('$2', '$3')}
+        WHERE ws.workflow_uuid = ANY(${literal(ids)})
+          AND ws.status IN ${COMPLETED} AND ${appScope('ws.application_name', app)}
+          AND ws.completed_at IS NOT NULL AND ${beforeCutoff(literal(t.rowsCutoffMs), literal(t.maxAgeMs))}
           AND NOT ${held(s, a)}
         FOR UPDATE OF ws SKIP LOCKED
      ),
@@ -129,11 +131,16 @@ export async function deleteBatch(db: Db, applicationName: string, t: Thresholds
      SELECT (SELECT array_agg(workflow_uuid) FROM gone) AS ids,
             (SELECT count(*) FROM steps)::int AS steps,
             (SELECT count(*) FROM inputs)::int AS inputs,
-            (SELECT count(*) FROM outputs)::int AS outputs`,
-    [applicationName, t.rowsCutoffMs ?? null, t.maxAgeMs ?? null, ids],
-    'retention.deleteBatch',
-  );
-  const row = r.rows[0];
-  const workflowIds = row?.ids ?? [];
-  return { workflows: workflowIds.length, steps: row?.steps ?? 0, inputs: row?.inputs ?? 0, outputs: row?.outputs ?? 0, workflowIds, heldMs: r.heldMs };
+            (SELECT count(*) FROM outputs)::int AS outputs`;
+  const t0 = performance.now();
+  try {
+    const r = await lockBoundedStatement<{ ids: string[] | null; steps: number; inputs: number; outputs: number }>(db, text, 'retention.deleteBatch', boundMs);
+    const row = r.rows[0];
+    const workflowIds = row?.ids ?? [];
+    return { workflows: workflowIds.length, steps: row?.steps ?? 0, inputs: row?.inputs ?? 0, outputs: row?.outputs ?? 0, workflowIds, heldMs: r.heldMs, overBound: false };
+  } catch (err) {
+    if ((err as { code?: unknown }).code !== QUERY_CANCELED) throw err;
+    const heldMs = Math.round((performance.now() - t0) * 100) / 100;
+    return { workflows: 0, steps: 0, inputs: 0, outputs: 0, workflowIds: [], heldMs, overBound: true };
+  }
 }

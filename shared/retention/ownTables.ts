@@ -38,20 +38,38 @@ export interface OwnPruned {
 }
 
 export async function pruneOwnTables(db: Db, applicationName: string, keepMs: number, limit: number): Promise<OwnPruned> {
-  const s = ident(db.dbosSchema);
-  const a = ident(db.afterlifeSchema);
-  const keep = Math.max(keepMs, OWN_KEEP_MIN_MS);
-  const p = [applicationName, keep, limit];
-  const older = (col: string) => `${col} < now() - make_interval(secs => $2::bigint / 1000.0)`;
-  const noPending = (col: string) => `NOT EXISTS (SELECT 1 FROM ${s}.workflow_status ws WHERE ws.status = 'PENDING' AND ws.executor_id = ${col})`;
-  const count = async (sql: string, tag: string) => Number((await retentionQuery<{ n: number }>(db, sql, p, tag)).rows[0]?.n ?? 0);
+  const q: Prune = { db, s: ident(db.dbosSchema), a: ident(db.afterlifeSchema), params: [applicationName, Math.max(keepMs, OWN_KEEP_MIN_MS), limit] };
+  return {
+    executors: await pruneExecutors(q),
+    observations: await pruneObservations(q),
+    recoveries: await pruneRecoveries(q),
+    drainRequests: await pruneDrainRequests(q),
+    stuck: await pruneStuck(q),
+    lineages: await pruneLineages(q),
+  };
+}
 
-  const executors = await count(
+/** One prune's statement context: $1 the application, $2 keepMs, $3 the limit per table. */
+interface Prune {
+  db: Db;
+  s: string;
+  a: string;
+  params: [string, number, number];
+}
+
+const older = (col: string) => `${col} < now() - make_interval(secs => $2::bigint / 1000.0)`;
+const noPending = (s: string, col: string) => `NOT EXISTS (SELECT 1 FROM ${s}.workflow_status ws WHERE ws.status = 'PENDING' AND ws.executor_id = ${col})`;
+const count = async (q: Prune, sql: string, tag: string) => Number((await retentionQuery<{ n: number }>(q.db, sql, q.params, tag)).rows[0]?.n ?? 0);
+
+function pruneExecutors(q: Prune): Promise<number> {
+  const { s, a } = q;
+  return count(
+    q,
     `WITH gone AS (
        DELETE FROM ${a}.executors e WHERE (e.application_name, e.executor_id) IN (
          SELECT x.application_name, x.executor_id FROM ${a}.executors x
           WHERE x.application_name = $1 AND x.state IN ('dead', 'drained') AND ${older('x.state_changed_at')}
-            AND ${noPending('x.executor_id')}
+            AND ${noPending(s, 'x.executor_id')}
           LIMIT $3 FOR UPDATE SKIP LOCKED)
          AND e.state IN ('dead', 'drained') AND ${older('e.state_changed_at')}
        RETURNING e.application_name, e.executor_id),
@@ -60,19 +78,29 @@ export async function pruneOwnTables(db: Db, applicationName: string, keepMs: nu
      SELECT count(*)::int AS n FROM gone`,
     'retention.pruneExecutors',
   );
-  const observations = await count(
+}
+
+function pruneObservations(q: Prune): Promise<number> {
+  const { s, a } = q;
+  return count(
+    q,
     `WITH gone AS (
        DELETE FROM ${a}.executor_observations o WHERE (o.application_name, o.executor_id) IN (
          SELECT x.application_name, x.executor_id FROM ${a}.executor_observations x
           WHERE x.application_name = $1 AND ${older('GREATEST(x.last_beat_seen_at, x.last_absent_at, x.declared_dead_at, x.first_absent_at)')}
             AND NOT EXISTS (SELECT 1 FROM ${a}.executors e WHERE e.application_name = x.application_name AND e.executor_id = x.executor_id)
-            AND ${noPending('x.executor_id')}
+            AND ${noPending(s, 'x.executor_id')}
           LIMIT $3 FOR UPDATE SKIP LOCKED)
        RETURNING 1)
      SELECT count(*)::int AS n FROM gone`,
     'retention.pruneObservations',
   );
-  const recoveries = await count(
+}
+
+function pruneRecoveries(q: Prune): Promise<number> {
+  const { a } = q;
+  return count(
+    q,
     `WITH gone AS (
        DELETE FROM ${a}.recoveries r WHERE r.id IN (
          SELECT x.id FROM ${a}.recoveries x
@@ -81,7 +109,12 @@ export async function pruneOwnTables(db: Db, applicationName: string, keepMs: nu
      SELECT count(*)::int AS n FROM gone`,
     'retention.pruneRecoveries',
   );
-  const drainRequests = await count(
+}
+
+function pruneDrainRequests(q: Prune): Promise<number> {
+  const { a } = q;
+  return count(
+    q,
     `WITH gone AS (
        DELETE FROM ${a}.drain_requests r WHERE r.id IN (
          SELECT x.id FROM ${a}.drain_requests x WHERE x.application_name = $1 AND ${older('x.requested_at')} LIMIT $3)
@@ -89,7 +122,12 @@ export async function pruneOwnTables(db: Db, applicationName: string, keepMs: nu
      SELECT count(*)::int AS n FROM gone`,
     'retention.pruneDrainRequests',
   );
-  const stuck = await count(
+}
+
+function pruneStuck(q: Prune): Promise<number> {
+  const { s, a } = q;
+  return count(
+    q,
     `WITH gone AS (
        DELETE FROM ${a}.stuck_workflows w WHERE (w.application_name, w.workflow_uuid) IN (
          SELECT x.application_name, x.workflow_uuid FROM ${a}.stuck_workflows x
@@ -100,8 +138,13 @@ export async function pruneOwnTables(db: Db, applicationName: string, keepMs: nu
      SELECT count(*)::int AS n FROM gone`,
     'retention.pruneStuck',
   );
-  // A lineage is over once none of its members is left in DBOS's tables; its ledger rows then go together.
-  const lineages = await count(
+}
+
+/** A lineage is over once none of its members is left in DBOS's tables; its ledger rows then go together. */
+function pruneLineages(q: Prune): Promise<number> {
+  const { s, a } = q;
+  return count(
+    q,
     `WITH roots AS (
        SELECT DISTINCT root_workflow_id AS root FROM (
          SELECT f.root_workflow_id FROM ${a}.forks f WHERE f.application_name = $1 AND ${older('f.created_at')}
@@ -124,5 +167,4 @@ export async function pruneOwnTables(db: Db, applicationName: string, keepMs: nu
      SELECT count(*)::int AS n FROM over`,
     'retention.pruneLineages',
   );
-  return { executors, observations, recoveries, drainRequests, stuck, lineages };
 }

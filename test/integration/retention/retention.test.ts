@@ -1,6 +1,7 @@
 import type { DBOSClient } from '@dbos-inc/dbos-sdk';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LOCK_BOUND_MS, OVER_BOUND_RETRIES } from '../../../shared/retention/batchSize.js';
 import { type RetentionPassResult, runRetentionPass } from '../../../shared/retention/pass.js';
 import { unlimitedBudget } from '../../../shared/lifecycle/deadline.js';
 import { runTick } from '../../../shared/reaper/tick.js';
@@ -290,6 +291,25 @@ describe('retention and the global timeout (real executors)', () => {
     // The five, and famE (its child was cancelled in the timeout test, so nothing holds it any more).
     expect(r.retention).toMatchObject({ deleted: 6 });
     expect(await exists(tdb.sql, ids)).toEqual([]);
+  });
+
+  it('a delete past its lock bound is cancelled and redone smaller; a lone workflow that keeps hitting it goes unbounded', async () => {
+    // Another transaction holds a row of the oldest workflow: its delete waits, and the bound cancels it.
+    const ids = await seedCompleted(tdb.sql, app, 'bound', 4, 3 * HOUR);
+    const blocker = await tdb.sql.connect();
+    await blocker.query('BEGIN');
+    await blocker.query(`SELECT 1 FROM dbos.operation_outputs WHERE workflow_uuid = $1 FOR UPDATE`, [ids[0]]);
+    const released = new Promise((r) => setTimeout(r, 1_500)).then(async () => {
+      await blocker.query('COMMIT');
+      blocker.release();
+    });
+    const r = await pass(byAge, { batchSize: 4 });
+    await released;
+    // Once at 4 workflows, then OVER_BOUND_RETRIES times alone; then alone without the bound (it waits).
+    expect(r.overBound).toBe(1 + OVER_BOUND_RETRIES);
+    expect(r.longestBatchMs).toBeGreaterThan(LOCK_BOUND_MS);
+    expect(await exists(tdb.sql, ids)).toEqual([]);
+    expect(await rowsOf(tdb.sql, ids)).toEqual(Object.fromEntries(TABLES.map(([t]) => [t, 0])));
   });
 
   it('prunes afterlife\'s own rows only once nothing needs them', async () => {
