@@ -970,9 +970,8 @@ const durationS = (d: string | undefined) => (d && /^\d+s$/.test(d) ? Number.par
 interface PolicyInstance {
   where: string;
   file: string;
+  /** The body as Terraform builds it for this instance: `each.*` filled in, dynamic blocks expanded. */
   body: Obj;
-  /** `each.value.<field>` of a for_each over a local map, as written. */
-  each?: Obj;
 }
 
 function policyInstances(mod: TfModule): PolicyInstance[] {
@@ -981,28 +980,90 @@ function policyInstances(mod: TfModule): PolicyInstance[] {
     if (!key.startsWith('google_monitoring_alert_policy.')) continue;
     const forEach = res.body.for_each;
     if (forEach === undefined) {
-      out.push({ where: `resource ${key}`, file: res.file, body: res.body });
+      out.push({ where: `resource ${key}`, file: res.file, body: instance(res.body, new Map()) });
       continue;
     }
-    // `cond ? local.map : {}`: the instances are the local map's entries.
+    // `cond ? local.map : {}` or `{ for k, v in local.map : k => v if cond }`: the local map's entries.
     const local = typeof forEach === 'string' ? /local\.([A-Za-z0-9_]+)/.exec(forEach)?.[1] : undefined;
     const map = local ? resolveValue({ module: mod }, `\${local.${local}}`)?.value : undefined;
     if (!isObj(map)) {
       out.push({ where: `resource ${key}`, file: res.file, body: res.body });
       continue;
     }
-    for (const [name, entry] of Object.entries(map)) out.push({ where: `resource ${key}["${name}"]`, file: res.file, body: res.body, each: isObj(entry) ? entry : {} });
+    for (const [name, entry] of Object.entries(map)) {
+      out.push({ where: `resource ${key}["${name}"]`, file: res.file, body: instance(res.body, new Map([['each', { key: name, value: entry }]])) });
+    }
   }
   return out;
 }
 
-/** A field of the instance with `${each.value.x}` replaced by what the entry holds. */
-function instanceText(p: PolicyInstance, value: Json | undefined): string | undefined {
-  if (typeof value !== 'string') return value === undefined ? undefined : JSON.stringify(value);
-  return value.replace(/\$\{each\.value\.([a-z_]+)\}/g, (whole, field: string) => {
-    const v = p.each?.[field];
-    return v === undefined ? whole : typeof v === 'string' ? v : JSON.stringify(v);
-  });
+type Iterators = ReadonlyMap<string, { key: Json; value: Json }>;
+const ITERATOR_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)\.(key|value)((?:\.[A-Za-z0-9_]+)*)\}/g;
+
+/** What `${<iterator>.key}` or `${<iterator>.value.a.b}` stands for, or undefined when it is no iterator's. */
+function iteratorValue(iterators: Iterators, name: string, which: string, path: string): Json | undefined {
+  const it = iterators.get(name);
+  if (!it) return undefined;
+  let v: Json | undefined = which === 'key' ? it.key : it.value;
+  for (const field of path.split('.').slice(1)) v = isObj(v) ? v[field] : undefined;
+  return v;
+}
+
+/**
+ * A body with its iterators' references filled in and its `dynamic` blocks expanded, as Terraform does:
+ * a string that is one reference becomes the value it names (a list, a number, null); a reference inside
+ * a template becomes its text. A dynamic block whose for_each does not resolve to a list or map is left as
+ * written, so the checks after this one see no block where they expect one.
+ */
+function instance(value: Json, iterators: Iterators): Obj {
+  const out = fill(value, iterators);
+  return isObj(out) ? out : {};
+}
+
+function fill(value: Json, iterators: Iterators): Json {
+  if (typeof value === 'string') {
+    const whole = new RegExp(`^${ITERATOR_REF.source}$`).exec(value);
+    if (whole) {
+      const v = iteratorValue(iterators, whole[1] ?? '', whole[2] ?? '', whole[3] ?? '');
+      if (v !== undefined) return v;
+    }
+    return value.replace(ITERATOR_REF, (ref, name: string, which: string, path: string) => {
+      const v = iteratorValue(iterators, name, which, path);
+      return v === undefined ? ref : typeof v === 'string' ? v : JSON.stringify(v);
+    });
+  }
+  if (Array.isArray(value)) return value.map((v) => fill(v, iterators));
+  if (!isObj(value)) return value;
+  const out: Obj = {};
+  const expanded: Obj = {};
+  for (const [key, v] of Object.entries(value)) {
+    if (key !== 'dynamic' || !isObj(v)) {
+      out[key] = fill(v, iterators);
+      continue;
+    }
+    const unexpanded: Obj = {};
+    for (const [label, bodies] of Object.entries(v)) {
+      for (const body of Array.isArray(bodies) ? bodies : [bodies]) {
+        const items = isObj(body) ? fill(body.for_each ?? null, iterators) : null;
+        const content = isObj(body) ? first(body.content) : undefined;
+        if (!isObj(body) || !content || !(Array.isArray(items) || isObj(items))) {
+          unexpanded[label] = [...(Array.isArray(unexpanded[label]) ? unexpanded[label] : []), body];
+          continue;
+        }
+        const iterator = typeof body.iterator === 'string' ? body.iterator.replace(/^\$\{(.*)\}$/, '$1') : label;
+        const made = Object.entries(items).map(([k, item]) =>
+          fill(content, new Map([...iterators, [iterator, { key: Array.isArray(items) ? Number(k) : k, value: item }]])),
+        );
+        expanded[label] = [...(Array.isArray(expanded[label]) ? expanded[label] : []), ...made];
+      }
+    }
+    if (Object.keys(unexpanded).length > 0) out.dynamic = unexpanded;
+  }
+  // Terraform puts a dynamic block's blocks after the static ones of the same type.
+  for (const [label, made] of Object.entries(expanded)) {
+    out[label] = [...(Array.isArray(out[label]) ? out[label] : out[label] === undefined ? [] : [out[label]]), ...(made as Json[])];
+  }
+  return out;
 }
 
 /**
@@ -1023,7 +1084,7 @@ async function checkMonitoring(mods: Map<string, TfModule>, problems: Problem[],
     for (const p of policies) {
       const problem = (message: string) => problems.push({ file: p.file, where: p.where, message });
       const docs = first(p.body.documentation);
-      const content = instanceText(p, docs?.content);
+      const content = typeof docs?.content === 'string' ? docs.content : undefined;
       if (!docs || !content || content.replace(/\$\{[^}]*\}/g, '').trim().length < 40) problem('has no documentation telling the on-call what to do');
       else if (docs.mime_type !== 'text/markdown') problem('documentation is not text/markdown');
       if (!/var\.alerts\.notification_channels/.test(String(p.body.notification_channels ?? ''))) problem('notification_channels is not var.alerts.notification_channels');
@@ -1039,7 +1100,7 @@ async function checkMonitoring(mods: Map<string, TfModule>, problems: Problem[],
           problem('a condition is neither condition_threshold nor condition_absent');
           continue;
         }
-        const filter = fillLiterals(scope, instanceText(p, c.filter) ?? '');
+        const filter = fillLiterals(scope, typeof c.filter === 'string' ? c.filter : '');
         const types = [...filter.matchAll(METRIC_TYPE)].map((m) => m[1] ?? '');
         if (types.length !== 1) {
           problem(`a condition's filter names ${types.length} metric types (one expected): ${filter}`);
@@ -1065,7 +1126,7 @@ async function checkMonitoring(mods: Map<string, TfModule>, problems: Problem[],
         if (absent && idleEvents && !idleEvents.has(metric)) {
           problem(`the absence alert counts ${metric}, which an idle reaper does not log (idle events: ${[...idleEvents].join(', ')})`);
         }
-        const duration = durationS(fillLiterals(scope, instanceText(p, c.duration) ?? ''));
+        const duration = durationS(fillLiterals(scope, typeof c.duration === 'string' ? c.duration : ''));
         const list = covered.get(metric) ?? [];
         list.push({ kind: absent ? 'absent' : 'threshold', durationS: duration });
         covered.set(metric, list);

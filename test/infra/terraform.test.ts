@@ -278,28 +278,28 @@ describe('planted breaks are reported', () => {
   });
 
   it('an alert policy on a metric the module does not create', async () => {
-    const r = await plant('monitoring.tf', 'metric    = google_logging_metric.event["stuck_workflow"].name', 'metric    = google_logging_metric.event["stuck_workflows"].name');
+    const r = await plant('monitoring.tf', '${google_logging_metric.event["stuck_workflow"].name}', '${google_logging_metric.event["stuck_workflows"].name}');
     expect(messages(r)).toEqual([
-      expect.stringMatching(/google_monitoring_alert_policy\.threshold\["stuck_workflow"\]: condition metric .*stuck_workflows.* is not a log-based metric this module creates/),
+      expect.stringMatching(/google_monitoring_alert_policy\.this\["stuck_workflow"\]: condition metric .*stuck_workflows.* is not a log-based metric this module creates/),
       expect.stringMatching(/alert policies: no threshold alert policy on stuck_workflow/),
     ]);
     const g = await plant('monitoring.tf', 'pubsub.googleapis.com/subscription/num_undelivered_messages', 'pubsub.googleapis.com/subscription/num_undelivered_messagez');
-    expect(messages(g)).toEqual([expect.stringMatching(/google_monitoring_alert_policy\.dead_letters: condition metric pubsub\.googleapis\.com\/subscription\/num_undelivered_messagez is neither/)]);
+    expect(messages(g)).toEqual([expect.stringMatching(/google_monitoring_alert_policy\.this\["dead_letters"\]: condition metric pubsub\.googleapis\.com\/subscription\/num_undelivered_messagez is neither/)]);
   });
 
   it('an alert policy without documentation or notification channels', async () => {
-    const r = await plant('monitoring.tf', '    content   = "${each.value.content}${local.alert_doc_footer}"\n', '');
-    expect(messages(r)).toHaveLength(6);
-    expect(messages(r)).toEqual(expect.arrayContaining([
-      expect.stringMatching(/threshold\["repair_refused"\]: has no documentation/),
-      expect.stringMatching(/threshold\["poison_message"\]: has no documentation/),
-      expect.stringMatching(/threshold\["orphaned_version"\]: has no documentation/),
-      expect.stringMatching(/threshold\["stuck_workflow"\]: has no documentation/),
-      expect.stringMatching(/threshold\["function_errors"\]: has no documentation/),
-      expect.stringMatching(/threshold\["recovery_retry"\]: has no documentation/),
-    ]));
-    const n = await plant('monitoring.tf', '  display_name          = "afterlife: dead letters"\n  combiner              = "OR"\n  severity              = "CRITICAL"\n  notification_channels = var.alerts.notification_channels\n', '  display_name          = "afterlife: dead letters"\n  combiner              = "OR"\n  severity              = "CRITICAL"\n');
-    expect(messages(n)).toEqual([expect.stringMatching(/dead_letters: notification_channels is not var\.alerts\.notification_channels/)]);
+    const policies = ['poison_message', 'orphaned_version', 'stuck_workflow', 'repair_refused', 'recovery_retry', 'function_errors', 'dead_letters', 'reaper_not_ticking'];
+    const r = await plant('monitoring.tf', '    content   = each.value.content\n', '');
+    expect(messages(r)).toHaveLength(policies.length);
+    expect(messages(r)).toEqual(expect.arrayContaining(policies.map((p) => expect.stringMatching(new RegExp(`this\\["${p}"\\]: has no documentation`)))));
+    // One entry's text gone, the others intact: each entry is checked, not only the resource.
+    const text = await readFile(join(infra, 'monitoring.tf'), 'utf8');
+    const reaperDoc = /^ {6}content = <<-EOT\n {8}No `reaper_ticks`[\s\S]*?^ {6}EOT\n/m.exec(text)?.[0] ?? 'reaper documentation';
+    const e = await plant('monitoring.tf', reaperDoc, '      content = ""\n');
+    expect(messages(e)).toEqual([expect.stringMatching(/this\["reaper_not_ticking"\]: has no documentation/)]);
+    const n = await plant('monitoring.tf', '  notification_channels = var.alerts.notification_channels\n', '');
+    expect(messages(n)).toHaveLength(policies.length);
+    expect(messages(n)).toContainEqual(expect.stringMatching(/this\["dead_letters"\]: notification_channels is not var\.alerts\.notification_channels/));
   });
 
   it('a required alert missing, or the reaper absence alert waiting too long', async () => {
@@ -317,7 +317,7 @@ describe('planted breaks are reported', () => {
     // reaper_tick is written only by ticks that acted or failed: an absence alert on it fires while all is quiet.
     const a = await plant('monitoring.tf', 'google_logging_metric.event["reaper_ticks"].name', 'google_logging_metric.event["reaper_tick"].name');
     expect(messages(a)).toEqual([
-      expect.stringMatching(/reaper_not_ticking: the absence alert counts reaper_tick, which an idle reaper does not log/),
+      expect.stringMatching(/this\["reaper_not_ticking"\]: the absence alert counts reaper_tick, which an idle reaper does not log/),
       expect.stringMatching(/alert policies: no metric-absence alert policy on reaper_ticks/),
     ]);
     const d = await plant('dashboard.json', '${metric_prefix}/reaper_ticks\\"', '${metric_prefix}/reaper_tick\\"');
@@ -325,7 +325,7 @@ describe('planted breaks are reported', () => {
     // The code side: were the per-minute summary dropped from what an idle reaper logs, both would break.
     const c = await plant('variables.tf', 'reaper_absent_seconds  = optional(number, 120)', 'reaper_absent_seconds  = optional(number, 120)', { idle: new Set(['reaper_summary']) });
     expect(messages(c)).toEqual([
-      expect.stringMatching(/reaper_not_ticking: the absence alert counts reaper_ticks, which an idle reaper does not log/),
+      expect.stringMatching(/this\["reaper_not_ticking"\]: the absence alert counts reaper_ticks, which an idle reaper does not log/),
       expect.stringMatching(/dashboard\.json: \(widgets\): the reaper panel charts reaper_ticks, which an idle reaper does not log/),
     ]);
   });
