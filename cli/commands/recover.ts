@@ -3,6 +3,7 @@ import { pendingByVersion } from '../../shared/dbos/recovery.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
 import { deathNotice } from '../../shared/events/deathNotice.js';
 import { isAlive } from '../../shared/recovery/alive.js';
+import { recoveryDeps } from '../../shared/recovery/deps.js';
 import { recoverExecutor } from '../../shared/recovery/recoverExecutor.js';
 import type { CliContext } from '../context.js';
 import { duration, inline } from '../format.js';
@@ -44,17 +45,10 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
   ctx.progress(`recovering ${inline(executorId)}: ${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}…`);
   let moved = 0;
   const summary = await recoverExecutor(
-    {
-      db,
-      redis: ctx.redisReady ? ctx.redis : undefined,
-      lock: ctx.redisReady ? ctx.lock : undefined,
-      logger: ctx.logger,
-      batchSize: config.recovery.batchSize,
-      lockTtlMs: config.recovery.lockTtlMs,
-      orphanedVersions: { policy: config.recovery.orphanedVersionPolicy, graceMs: config.reaper.orphanedVersionGraceMs },
-      recoveredBy: `cli:${safeUser()}@${hostname()}`,
-      ...(config.redis ? { keyPrefix: config.redis.keyPrefix } : {}),
-    },
+    recoveryDeps(
+      { config, db, redis: ctx.redisReady ? ctx.redis : undefined, lock: ctx.redisReady ? ctx.lock : undefined, logger: ctx.logger },
+      { via: 'cli', recoveredBy: `cli:${safeUser()}@${hostname()}` },
+    ),
     deathNotice({ executorId, applicationName: app, reason: 'manual', detectedBy: 'afterlife-cli' }),
     {
       onBatch: ({ batchNo, reenqueued }) => {

@@ -2,10 +2,9 @@ import { Admission } from '../../shared/db/admission.js';
 import { classify } from '../../shared/errors.js';
 import { InvalidInputError } from '../../shared/errors.js';
 import { DeathNotice } from '../../shared/events/deathNotice.js';
-import { forkDepsFromRuntime } from '../../shared/repair/deps.js';
-import { forkOrphansToLatest } from '../../shared/repair/orphans.js';
 import { type DecodedMessage, decodePubSubJson } from '../../shared/events/pubsub.js';
 import { budgetFrom } from '../../shared/lifecycle/deadline.js';
+import { recoveryDeps } from '../../shared/recovery/deps.js';
 import { recoverExecutor, type RecoverySummary } from '../../shared/recovery/recoverExecutor.js';
 import { verifyNotice } from '../../shared/recovery/verifyNotice.js';
 import { type Logger, traceFields } from '../../shared/log.js';
@@ -89,21 +88,7 @@ export async function handleDecodedDeath(rt: Runtime, decoded: DecodedMessage<De
     }
     // Tracked: on SIGTERM the loop stops at a batch boundary and releases its lock before Redis closes.
     const summary = await rt.lifecycle.track(recoverExecutor(
-      {
-        db: rt.db,
-        redis: rt.redis,
-        lock: rt.lock,
-        logger: log,
-        faults: rt.faults,
-        batchSize: rt.config.recovery.batchSize,
-        lockTtlMs: rt.config.recovery.lockTtlMs,
-        heartbeatIntervalMs: rt.config.heartbeatIntervalMs,
-        orphanedVersions: { policy: rt.config.recovery.orphanedVersionPolicy, graceMs: rt.config.reaper.orphanedVersionGraceMs },
-        ...(rt.config.redis ? { keyPrefix: rt.config.redis.keyPrefix } : {}),
-        ...(rt.config.recovery.orphanedVersionPolicy === 'fork-to-latest'
-          ? { onOrphanedVersion: async (info) => void (await forkOrphansToLatest(forkDepsFromRuntime(rt, { logger: log }), info)) }
-          : {}),
-      },
+      recoveryDeps({ ...rt, logger: log }, { via: 'executorDeath', runtime: rt }),
       notice,
       {
         ...(decoded.messageId ? { messageId: decoded.messageId } : {}),

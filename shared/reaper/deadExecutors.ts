@@ -6,6 +6,7 @@ import { BudgetExhaustedError, RowsLockedError } from '../errors.js';
 import { deathNotice, type DeathNotice } from '../events/deathNotice.js';
 import { publishDeathNotice } from '../events/publisher.js';
 import { budgetUntil, type Budget } from '../lifecycle/deadline.js';
+import { recoveryDeps } from '../recovery/deps.js';
 import { recoverExecutor } from '../recovery/recoverExecutor.js';
 import { type Beat, judgeKit, type RuleSettings, streakIsDeath } from './deathRule.js';
 import { readBeats, readLocks } from './evidence.js';
@@ -262,18 +263,7 @@ async function act(
   let summary: Awaited<ReturnType<typeof recoverExecutor>>;
   try {
     summary = await recoverExecutor(
-      {
-        db,
-        redis: deps.redis,
-        lock: deps.lock,
-        logger: log,
-        faults: deps.faults,
-        batchSize: config.recovery.batchSize,
-        lockTtlMs: config.recovery.lockTtlMs,
-        orphanedVersions: { policy: config.recovery.orphanedVersionPolicy, graceMs: config.reaper.orphanedVersionGraceMs },
-        recoveredBy: deps.detectedBy,
-        ...(config.redis ? { keyPrefix: config.redis.keyPrefix } : {}),
-      },
+      recoveryDeps({ ...deps, logger: log }, { via: 'reaper', recoveredBy: deps.detectedBy }),
       notice,
       { budget: inline, ...(ctx.signal ? { signal: ctx.signal } : {}), ...(guard ? { guard } : {}) },
     );
