@@ -134,75 +134,24 @@ async function main(): Promise<boolean> {
   sql.on('error', () => undefined);
   const db = sql;
 
-  const spawn = async (executorId: string) => {
-    const start = startAgentExecutor({
-      databaseUrl: dbosSystemUrl(s.postgres.url),
-      applicationName: app,
-      applicationVersion: VERSION,
-      executorId,
-      env: { ...s.env, AFTERLIFE_SHUTDOWN_GRACE_MS: env.AFTERLIFE_SHUTDOWN_GRACE_MS || '8000' },
-      signal: controller.signal,
-    });
-    executorStarts.push(start);
-    const e = await start;
-    e.child.stdout?.on('data', (b: Buffer) => b.toString().split('\n').forEach((l) => onLogLine(executorId, l)));
-    say(`${executorId} up (DBOS executor, version ${VERSION}${e.kit ? ', afterlife kit attached' : ', WITHOUT the afterlife kit'})`);
-    return e;
-  };
-
-  const [a, b] = [await spawn('exec-A'), await spawn('exec-B')];
+  const [a, b] = [await spawnExecutor(s, 'exec-A'), await spawnExecutor(s, 'exec-B')];
   const ids = Array.from({ length: WORKFLOWS }, (_, i) => `agent-${String(i + 1).padStart(2, '0')}`);
   for (const [i, id] of ids.entries()) await (i % 2 === 0 ? a : b).start(id, { steps: STEPS, stepMs: STEP_MS, tag: 'demo' });
   say(`started ${WORKFLOWS} workflows: ${Math.ceil(WORKFLOWS / 2)} on exec-A, ${Math.floor(WORKFLOWS / 2)} on exec-B`);
 
   const watcher = watch(db, app, ids);
   try {
-    // Kill A once its workflows are mid-run: some steps checkpointed, one in flight each.
-    await until(() => checkpointsOf(db, 'exec-A').then((n) => n >= Math.ceil(WORKFLOWS / 2)), TIMEOUT_MS, 'exec-A to checkpoint');
-    const pendingA = await pendingOn(db, 'exec-A');
-    a.child.kill('SIGKILL');
-    await a.exited;
-    say(`SIGKILL exec-A — ${pendingA} workflows left PENDING on it; no drain, no notice: only its heartbeat stops`);
-
+    await sigkill(db, a);
     // The scale-in lands right away, while exec-A's recovery is under way (the reaper declares a crash in
     // about a second), so exec-B is mid-work when it drains; the replacement starts meanwhile.
-    const pendingB = await pendingOn(db, 'exec-B');
-    b.child.kill('SIGTERM');
-    say(`SIGTERM exec-B (scale-in) with ${pendingB} workflows PENDING on it`);
+    await sigterm(db, b);
     const viaReaper = reaper && a.kit;
     if (!viaReaper) await publishNotice(s, app, 'exec-A', 'manual');
-    await spawn('exec-C');
+    await spawnExecutor(s, 'exec-C');
     say('exec-C is the replacement instance (Cloud Run starts one when capacity drops)');
-    const exit = await Promise.race([b.exited, sleep(15_000).then(() => undefined)]);
-    if (!exit) {
-      say('exec-B still running 15 s after SIGTERM: SIGKILL (Cloud Run would have killed it after 10 s)');
-      b.child.kill('SIGKILL');
-      await b.exited;
-    } else {
-      say(`exec-B exited (${exit.code ?? exit.signal})${b.kit ? '' : ' at once: no kit, so no drain'}`);
-    }
-    const leftB = await pendingOn(db, 'exec-B');
-    if (leftB > 0) {
-      const byKit = b.kit && (await until(() => recoveredOnce(db, app, 'exec-B'), 10_000, '', true));
-      if (!byKit) {
-        say(`${leftB} workflows still PENDING on exec-B with no notice from it: publishing one as \`afterlife recover\` would`);
-        await publishNotice(s, app, 'exec-B', 'sigterm');
-      }
-    } else if (await recoveredOnce(db, app, 'exec-B')) {
-      // Its kit's notice arrived before it exited: recovery already moved what it could not finish.
-      say("exec-B's kit handed what it could not finish to recovery before exiting: nothing left on it");
-    } else {
-      say('exec-B finished everything it held before exiting: nothing to recover');
-    }
-
-    if (viaReaper) {
-      const bound = 3 * TTL_MS + 15_000;
-      if (!(await until(() => recoveredOnce(db, app, 'exec-A'), bound, '', true))) {
-        say(`the reaper did not recover exec-A within ${bound / 1000} s: publishing the notice as \`afterlife recover\` would`);
-        await publishNotice(s, app, 'exec-A', 'manual');
-      }
-    }
-    await until(() => recoveredOnce(db, app, 'exec-A'), TIMEOUT_MS, 'the recovery of exec-A');
+    await drained(b);
+    await handedOver(db, s, app, b);
+    await recoveredA(db, s, app, viaReaper);
 
     const done = await until(() => allSuccess(db, ids), TIMEOUT_MS, '', true);
     await watcher.poll();
@@ -215,6 +164,80 @@ async function main(): Promise<boolean> {
   } finally {
     watcher.stop();
   }
+}
+
+/** A real executor of the example app, version VERSION, its kit's events in the timeline. */
+async function spawnExecutor(s: Stack, executorId: string): Promise<AgentExecutor> {
+  const start = startAgentExecutor({
+    databaseUrl: dbosSystemUrl(s.postgres.url),
+    applicationName: s.applicationName,
+    applicationVersion: VERSION,
+    executorId,
+    env: { ...s.env, AFTERLIFE_SHUTDOWN_GRACE_MS: env.AFTERLIFE_SHUTDOWN_GRACE_MS || '8000' },
+    signal: controller.signal,
+  });
+  executorStarts.push(start);
+  const e = await start;
+  e.child.stdout?.on('data', (b: Buffer) => b.toString().split('\n').forEach((l) => onLogLine(executorId, l)));
+  say(`${executorId} up (DBOS executor, version ${VERSION}${e.kit ? ', afterlife kit attached' : ', WITHOUT the afterlife kit'})`);
+  return e;
+}
+
+/** Kills exec-A once its workflows are mid-run: some steps checkpointed, one in flight each. */
+async function sigkill(db: pg.Pool, a: AgentExecutor): Promise<void> {
+  await until(() => checkpointsOf(db, 'exec-A').then((n) => n >= Math.ceil(WORKFLOWS / 2)), TIMEOUT_MS, 'exec-A to checkpoint');
+  const pendingA = await pendingOn(db, 'exec-A');
+  a.child.kill('SIGKILL');
+  await a.exited;
+  say(`SIGKILL exec-A — ${pendingA} workflows left PENDING on it; no drain, no notice: only its heartbeat stops`);
+}
+
+/** The scale-in: SIGTERM to exec-B while it holds work. */
+async function sigterm(db: pg.Pool, b: AgentExecutor): Promise<void> {
+  const pendingB = await pendingOn(db, 'exec-B');
+  b.child.kill('SIGTERM');
+  say(`SIGTERM exec-B (scale-in) with ${pendingB} workflows PENDING on it`);
+}
+
+/** Waits for exec-B's drain to end, killing it as Cloud Run would when it overstays. */
+async function drained(b: AgentExecutor): Promise<void> {
+  const exit = await Promise.race([b.exited, sleep(15_000).then(() => undefined)]);
+  if (!exit) {
+    say('exec-B still running 15 s after SIGTERM: SIGKILL (Cloud Run would have killed it after 10 s)');
+    b.child.kill('SIGKILL');
+    await b.exited;
+  } else {
+    say(`exec-B exited (${exit.code ?? exit.signal})${b.kit ? '' : ' at once: no kit, so no drain'}`);
+  }
+}
+
+/** What exec-B did not finish reaches recovery: through its kit's notice, or one published here. */
+async function handedOver(db: pg.Pool, s: Stack, app: string, b: AgentExecutor): Promise<void> {
+  const leftB = await pendingOn(db, 'exec-B');
+  if (leftB > 0) {
+    const byKit = b.kit && (await until(() => recoveredOnce(db, app, 'exec-B'), 10_000, '', true));
+    if (!byKit) {
+      say(`${leftB} workflows still PENDING on exec-B with no notice from it: publishing one as \`afterlife recover\` would`);
+      await publishNotice(s, app, 'exec-B', 'sigterm');
+    }
+  } else if (await recoveredOnce(db, app, 'exec-B')) {
+    // Its kit's notice arrived before it exited: recovery already moved what it could not finish.
+    say("exec-B's kit handed what it could not finish to recovery before exiting: nothing left on it");
+  } else {
+    say('exec-B finished everything it held before exiting: nothing to recover');
+  }
+}
+
+/** exec-A's recovery, by the reaper when it can (a notice published here past a bound), else by the notice. */
+async function recoveredA(db: pg.Pool, s: Stack, app: string, viaReaper: boolean): Promise<void> {
+  if (viaReaper) {
+    const bound = 3 * TTL_MS + 15_000;
+    if (!(await until(() => recoveredOnce(db, app, 'exec-A'), bound, '', true))) {
+      say(`the reaper did not recover exec-A within ${bound / 1000} s: publishing the notice as \`afterlife recover\` would`);
+      await publishNotice(s, app, 'exec-A', 'manual');
+    }
+  }
+  await until(() => recoveredOnce(db, app, 'exec-A'), TIMEOUT_MS, 'the recovery of exec-A');
 }
 
 /** Prints status changes, registry state changes and finished recoveries as they happen. */

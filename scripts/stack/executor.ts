@@ -39,8 +39,41 @@ export interface AgentExecutorOptions {
 
 export async function startAgentExecutor(o: AgentExecutorOptions): Promise<AgentExecutor> {
   o.signal?.throwIfAborted();
-  const output: string[] = [];
-  const child = fork(o.script ?? AGENT_APP, [], {
+  const child = forkAgent(o);
+  const output = keepOutput(child);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  let nextId = 1;
+  const pending: PendingCommands = new Map();
+  const kit = await ready(o, child, output, exited, pending);
+  return {
+    executorId: o.executorId,
+    kit,
+    child,
+    output,
+    exited,
+    start: (workflowId, spec, queueName) =>
+      new Promise<void>((resolve, reject) => {
+        const id = nextId++;
+        pending.set(id, { resolve, reject });
+        child.send({ id, cmd: 'start', workflowId, spec, ...(queueName ? { queueName } : {}) });
+      }),
+    kill: (signal) => {
+      child.kill(signal);
+    },
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+/** Commands sent over IPC and not answered yet, by id. */
+type PendingCommands = Map<number, { resolve: () => void; reject: (e: Error) => void }>;
+
+function forkAgent(o: AgentExecutorOptions): ChildProcess {
+  return fork(o.script ?? AGENT_APP, [], {
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     env: {
       ...process.env,
@@ -55,6 +88,10 @@ export async function startAgentExecutor(o: AgentExecutorOptions): Promise<Agent
       ...o.env,
     },
   });
+}
+
+function keepOutput(child: ChildProcess): string[] {
+  const output: string[] = [];
   const keep = (b: Buffer) => {
     output.push(b.toString());
     // Bounded for long demo runs; error messages show the tail.
@@ -62,11 +99,20 @@ export async function startAgentExecutor(o: AgentExecutorOptions): Promise<Agent
   };
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  let nextId = 1;
-  const pending = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
+  return output;
+}
+
+/**
+ * Resolves with whether the app attached the kit once it says it is ready; rejects when it exits first,
+ * is not ready in time or the start is aborted. Also routes the replies to commands, for the handle's life.
+ */
+async function ready(
+  o: AgentExecutorOptions,
+  child: ChildProcess,
+  output: string[],
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>,
+  pending: PendingCommands,
+): Promise<boolean> {
   const timeoutMs = o.readyTimeoutMs ?? 30_000;
   // Not ready (the bound, an abort): the caller gets no handle to stop it with, so it is killed here.
   const giveUp = (err: unknown) => {
@@ -74,7 +120,7 @@ export async function startAgentExecutor(o: AgentExecutorOptions): Promise<Agent
     return err;
   };
   let onAbort = () => {};
-  const kit = await new Promise<boolean>((resolve, reject) => {
+  return new Promise<boolean>((resolve, reject) => {
     const timer = setTimeout(() => reject(giveUp(new Error(`executor ${o.executorId} not ready in ${timeoutMs} ms:\n${output.join('')}`))), timeoutMs);
     onAbort = () => {
       clearTimeout(timer);
@@ -99,24 +145,4 @@ export async function startAgentExecutor(o: AgentExecutorOptions): Promise<Agent
       for (const p of pending.values()) p.reject(new Error('executor exited'));
     });
   }).finally(() => o.signal?.removeEventListener('abort', onAbort));
-  return {
-    executorId: o.executorId,
-    kit,
-    child,
-    output,
-    exited,
-    start: (workflowId, spec, queueName) =>
-      new Promise<void>((resolve, reject) => {
-        const id = nextId++;
-        pending.set(id, { resolve, reject });
-        child.send({ id, cmd: 'start', workflowId, spec, ...(queueName ? { queueName } : {}) });
-      }),
-    kill: (signal) => {
-      child.kill(signal);
-    },
-    stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await exited;
-    },
-  };
 }

@@ -57,151 +57,233 @@ export interface Stack {
 export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const env = o.env ?? process.env;
   const logger = o.logger ?? consoleLogger({ component: 'stack' });
-  const stoppers: Array<{ name: string; fn: () => Promise<void> }> = [];
-  // Once: a signal handler and a failing start can both ask, and a second pass must not run the
-  // stoppers again (or reverse the list under the first).
-  let stopped: Promise<void> | undefined;
-  const stop = () =>
-    (stopped ??= (async () => {
-      for (const s of stoppers.reverse()) {
-        await s.fn().catch((err: unknown) => logger.warn(`stopping ${s.name} failed`, { err }));
-      }
-      stoppers.length = 0;
-    })());
+  const stoppers = stopInReverse(logger);
   const signal = o.signal;
   const progress = o.onProgress ?? (() => {});
   // Between steps: each part is registered for stopping before this runs, so an abort stops it too.
   const checkpoint = () => signal?.throwIfAborted();
 
   try {
-    const applicationName = env.DBOS_APPLICATION_NAME || DEFAULT_LOCAL_APP;
-    const project = env.GOOGLE_CLOUD_PROJECT || LOCAL_PROJECT;
-    const deathTopic = env.EXECUTOR_DEATH_TOPIC || 'executor-deaths';
-    const deadLetterTopic = `${deathTopic}-dead-letter`;
-    const dbosSchema = env.DBOS_SYSTEM_SCHEMA || 'dbos';
-    const afterlifeSchema = env.AFTERLIFE_SCHEMA || 'afterlife';
+    const names = stackNames(env);
 
     checkpoint();
     if (env.DATABASE_URL) progress('postgres: DATABASE_URL, migrating');
     const postgres = await startPostgres({
       databaseUrl: env.DATABASE_URL || undefined,
-      dbosSchema,
-      afterlifeSchema,
+      dbosSchema: names.dbosSchema,
+      afterlifeSchema: names.afterlifeSchema,
       onProgress: progress,
       ...(signal ? { signal } : {}),
     });
-    stoppers.push({ name: 'postgres', fn: postgres.stop });
+    stoppers.push('postgres', postgres.stop);
     checkpoint();
     if (!env.REDIS_URL) progress('redis: starting a local redis-server if one is installed');
     const redis = await startRedis({ redisUrl: env.REDIS_URL || undefined, ...(signal ? { signal } : {}) });
-    stoppers.push({ name: 'redis', fn: redis.stop });
+    stoppers.push('redis', redis.stop);
     checkpoint();
     if (redis.kind === 'none') logger.warn(`${redis.reason}: running DEGRADED (no locks, no heartbeats, the reaper declares nothing dead)`);
 
     const bin = (o.forceBridge ?? env.LOCAL_PUBSUB === 'bridge') ? undefined : emulatorBinary(env);
-    let emulator: StackEmulator | undefined;
-    let memory: MemoryBridge | undefined;
-    if (bin) {
-      progress(`pub/sub: starting the emulator (${bin})`);
-      emulator = await startEmulator(bin, signal);
-      stoppers.push({ name: 'pubsub emulator', fn: emulator.stop });
-    } else {
-      memory = await startMemoryBridge({ project, logger });
-      stoppers.push({ name: 'in-process bridge', fn: memory.close });
-    }
+    const transport = await startTransport(bin, names.project, logger, stoppers, progress, signal);
     checkpoint();
 
-    const fnEnv: Record<string, string> = {
-      ...definedOnly(env),
-      DATABASE_URL: postgres.url,
-      DBOS_APPLICATION_NAME: applicationName,
-      DBOS_SYSTEM_SCHEMA: dbosSchema,
-      AFTERLIFE_SCHEMA: afterlifeSchema,
-      GOOGLE_CLOUD_PROJECT: project,
-      EXECUTOR_DEATH_TOPIC: deathTopic,
-      METADATA_SERVER_DETECTION: 'none',
-    };
-    if (redis.url) fnEnv.REDIS_URL = redis.url;
-    else delete fnEnv.REDIS_URL;
-    if (emulator) fnEnv.PUBSUB_EMULATOR_HOST = emulator.host;
-    if (memory) fnEnv.PUBSUB_BRIDGE_URL = memory.url;
-
-    const functions: ServedFunction[] = [];
-    for (const target of registeredTargets()) {
-      const served = await serveFunction(target, fnEnv, o.onFunctionLine ? (line) => o.onFunctionLine?.(target, line) : undefined, {
-        onSpawn: (port) => progress(`function ${target}: starting functions-framework on 127.0.0.1:${port}`),
-        ...(signal ? { signal } : {}),
-      });
-      stoppers.push({ name: `function ${target}`, fn: () => served.proc.stop() });
-      functions.push(served);
-      checkpoint();
-    }
+    const fnEnv = functionEnv(env, names, postgres, redis, transport);
+    const functions = await serveFunctions(fnEnv, o, stoppers, progress, checkpoint);
     const deathFn = functions.find((f) => f.target === 'executorDeath');
     if (!deathFn) throw new Error('the build registers no executorDeath target; run `npm run build`');
 
-    let publish: Stack['publish'];
-    if (emulator) {
-      // No credentials locally: without this google-auth-library probes the GCE metadata server and warns.
-      process.env.METADATA_SERVER_DETECTION ??= 'none';
-      const { PubSub } = await import('@google-cloud/pubsub');
-      const pubsub: PubSub = new PubSub({ projectId: project, apiEndpoint: emulator.host });
-      stoppers.push({ name: 'pubsub client', fn: () => pubsub.close() });
-      // As in production (infra/pubsub.tf): the emulator pushes raw push bodies to the function's
-      // /projects/<p>/topics/<t> path and dead-letters what keeps failing.
-      await ensurePushSubscription(pubsub, {
-        topic: deathTopic,
-        subscription: LOCAL_SUBSCRIPTION,
-        functionUrl: deathFn.url,
-        deadLetterTopic,
-        maxDeliveryAttempts: 5,
-      });
-      checkpoint();
-      publish = async (topic, json, attributes, orderingKey) =>
-        pubsub.topic(topic, { messageOrdering: true }).publishMessage({ json, attributes, ...(orderingKey ? { orderingKey } : {}) });
-    } else if (memory) {
-      const m = memory;
-      m.subscribe(deathTopic, LOCAL_SUBSCRIPTION, deathFn.url, { deadLetterTopic, maxDeliveryAttempts: 5 });
-      publish = async (topic, json, attributes, orderingKey) => m.publish(topic, json, attributes, orderingKey);
-    } else {
-      throw new Error('unreachable: no Pub/Sub');
-    }
+    const publish = await deliverDeathNotices(transport, names, deathFn.url, stoppers);
+    checkpoint();
 
-    const reaper = functions.find((f) => f.target === 'reaper');
-    let scheduler: Scheduler | undefined;
-    if (reaper) {
-      // As Terraform's attempt_deadline: the whole invocation (it ticks until its budget ends) plus slack.
-      const timeoutMs = (Number(env.FUNCTION_TIMEOUT_S || 60) + 30) * 1_000;
-      scheduler = startScheduler({ url: reaper.url, everyMs: o.scheduleMs ?? Number(env.LOCAL_SCHEDULE_MS || 10_000), logger, timeoutMs });
-      const s = scheduler;
-      stoppers.push({ name: 'scheduler', fn: () => s.stop() });
-    }
+    const scheduler = scheduleReaper(functions, env, o.scheduleMs, logger, stoppers);
     checkpoint();
 
     return {
-      applicationName,
+      applicationName: names.applicationName,
       applicationNameDefaulted: !env.DBOS_APPLICATION_NAME,
-      project,
-      deathTopic,
-      deadLetterTopic,
+      project: names.project,
+      deathTopic: names.deathTopic,
+      deadLetterTopic: names.deadLetterTopic,
       postgres,
       redis,
-      pubsub: emulator
-        ? { kind: 'emulator', host: emulator.host }
+      pubsub: transport.emulator
+        ? { kind: 'emulator', host: transport.emulator.host }
         : {
             kind: 'bridge',
-            url: memory?.url ?? '',
+            url: transport.memory?.url ?? '',
             reason: bin === undefined && env.LOCAL_PUBSUB === 'bridge' ? 'LOCAL_PUBSUB=bridge' : `no Pub/Sub emulator at ${env.PUBSUB_EMULATOR_BIN || DEFAULT_EMULATOR_BIN}`,
           },
       functions,
       scheduler,
       env: fnEnv,
       publish,
-      stop,
+      stop: stoppers.stop,
     };
   } catch (err) {
-    await stop();
+    await stoppers.stop();
     throw err;
   }
+}
+
+interface Stoppers {
+  push(name: string, fn: () => Promise<void>): void;
+  /** Everything pushed so far, last first. */
+  stop(): Promise<void>;
+}
+
+function stopInReverse(logger: Logger): Stoppers {
+  const stoppers: Array<{ name: string; fn: () => Promise<void> }> = [];
+  // Once: a signal handler and a failing start can both ask, and a second pass must not run the
+  // stoppers again (or reverse the list under the first).
+  let stopped: Promise<void> | undefined;
+  return {
+    push: (name, fn) => {
+      stoppers.push({ name, fn });
+    },
+    stop: () =>
+      (stopped ??= (async () => {
+        for (const s of stoppers.reverse()) {
+          await s.fn().catch((err: unknown) => logger.warn(`stopping ${s.name} failed`, { err }));
+        }
+        stoppers.length = 0;
+      })()),
+  };
+}
+
+interface StackNames {
+  applicationName: string;
+  project: string;
+  deathTopic: string;
+  deadLetterTopic: string;
+  dbosSchema: string;
+  afterlifeSchema: string;
+}
+
+function stackNames(env: Record<string, string | undefined>): StackNames {
+  const deathTopic = env.EXECUTOR_DEATH_TOPIC || 'executor-deaths';
+  return {
+    applicationName: env.DBOS_APPLICATION_NAME || DEFAULT_LOCAL_APP,
+    project: env.GOOGLE_CLOUD_PROJECT || LOCAL_PROJECT,
+    deathTopic,
+    deadLetterTopic: `${deathTopic}-dead-letter`,
+    dbosSchema: env.DBOS_SYSTEM_SCHEMA || 'dbos',
+    afterlifeSchema: env.AFTERLIFE_SCHEMA || 'afterlife',
+  };
+}
+
+/** Exactly one of the two: the emulator when its binary is there, else the in-process bridge. */
+interface Transport {
+  emulator?: StackEmulator;
+  memory?: MemoryBridge;
+}
+
+async function startTransport(
+  bin: string | undefined,
+  project: string,
+  logger: Logger,
+  stoppers: Stoppers,
+  progress: (line: string) => void,
+  signal: AbortSignal | undefined,
+): Promise<Transport> {
+  if (bin) {
+    progress(`pub/sub: starting the emulator (${bin})`);
+    const emulator = await startEmulator(bin, signal);
+    stoppers.push('pubsub emulator', emulator.stop);
+    return { emulator };
+  }
+  const memory = await startMemoryBridge({ project, logger });
+  stoppers.push('in-process bridge', memory.close);
+  return { memory };
+}
+
+/** The environment every function process runs with: the caller's, pointed at this stack's parts. */
+function functionEnv(
+  env: Record<string, string | undefined>,
+  names: StackNames,
+  postgres: StackPostgres,
+  redis: StackRedis,
+  transport: Transport,
+): Record<string, string> {
+  const fnEnv: Record<string, string> = {
+    ...definedOnly(env),
+    DATABASE_URL: postgres.url,
+    DBOS_APPLICATION_NAME: names.applicationName,
+    DBOS_SYSTEM_SCHEMA: names.dbosSchema,
+    AFTERLIFE_SCHEMA: names.afterlifeSchema,
+    GOOGLE_CLOUD_PROJECT: names.project,
+    EXECUTOR_DEATH_TOPIC: names.deathTopic,
+    METADATA_SERVER_DETECTION: 'none',
+  };
+  if (redis.url) fnEnv.REDIS_URL = redis.url;
+  else delete fnEnv.REDIS_URL;
+  if (transport.emulator) fnEnv.PUBSUB_EMULATOR_HOST = transport.emulator.host;
+  if (transport.memory) fnEnv.PUBSUB_BRIDGE_URL = transport.memory.url;
+  return fnEnv;
+}
+
+async function serveFunctions(
+  fnEnv: Record<string, string>,
+  o: StackOptions,
+  stoppers: Stoppers,
+  progress: (line: string) => void,
+  checkpoint: () => void,
+): Promise<ServedFunction[]> {
+  const functions: ServedFunction[] = [];
+  for (const target of registeredTargets()) {
+    const served = await serveFunction(target, fnEnv, o.onFunctionLine ? (line) => o.onFunctionLine?.(target, line) : undefined, {
+      onSpawn: (port) => progress(`function ${target}: starting functions-framework on 127.0.0.1:${port}`),
+      ...(o.signal ? { signal: o.signal } : {}),
+    });
+    stoppers.push(`function ${target}`, () => served.proc.stop());
+    functions.push(served);
+    checkpoint();
+  }
+  return functions;
+}
+
+/** Subscribes executorDeath to the death topic, and returns how the stack publishes on a topic. */
+async function deliverDeathNotices(transport: Transport, names: StackNames, deathFnUrl: string, stoppers: Stoppers): Promise<Stack['publish']> {
+  const { emulator, memory } = transport;
+  if (emulator) {
+    // No credentials locally: without this google-auth-library probes the GCE metadata server and warns.
+    process.env.METADATA_SERVER_DETECTION ??= 'none';
+    const { PubSub } = await import('@google-cloud/pubsub');
+    const pubsub: PubSub = new PubSub({ projectId: names.project, apiEndpoint: emulator.host });
+    stoppers.push('pubsub client', () => pubsub.close());
+    // As in production (infra/pubsub.tf): the emulator pushes raw push bodies to the function's
+    // /projects/<p>/topics/<t> path and dead-letters what keeps failing.
+    await ensurePushSubscription(pubsub, {
+      topic: names.deathTopic,
+      subscription: LOCAL_SUBSCRIPTION,
+      functionUrl: deathFnUrl,
+      deadLetterTopic: names.deadLetterTopic,
+      maxDeliveryAttempts: 5,
+    });
+    return async (topic, json, attributes, orderingKey) =>
+      pubsub.topic(topic, { messageOrdering: true }).publishMessage({ json, attributes, ...(orderingKey ? { orderingKey } : {}) });
+  }
+  if (memory) {
+    memory.subscribe(names.deathTopic, LOCAL_SUBSCRIPTION, deathFnUrl, { deadLetterTopic: names.deadLetterTopic, maxDeliveryAttempts: 5 });
+    return async (topic, json, attributes, orderingKey) => memory.publish(topic, json, attributes, orderingKey);
+  }
+  throw new Error('unreachable: no Pub/Sub');
+}
+
+/** Cloud Scheduler's stand-in calling the reaper, when the build has one. */
+function scheduleReaper(
+  functions: ServedFunction[],
+  env: Record<string, string | undefined>,
+  scheduleMs: number | undefined,
+  logger: Logger,
+  stoppers: Stoppers,
+): Scheduler | undefined {
+  const reaper = functions.find((f) => f.target === 'reaper');
+  if (!reaper) return undefined;
+  // As Terraform's attempt_deadline: the whole invocation (it ticks until its budget ends) plus slack.
+  const timeoutMs = (Number(env.FUNCTION_TIMEOUT_S || 60) + 30) * 1_000;
+  const scheduler = startScheduler({ url: reaper.url, everyMs: scheduleMs ?? Number(env.LOCAL_SCHEDULE_MS || 10_000), logger, timeoutMs });
+  stoppers.push('scheduler', () => scheduler.stop());
+  return scheduler;
 }
 
 function definedOnly(env: Record<string, string | undefined>): Record<string, string> {
