@@ -1,0 +1,134 @@
+import { hostname } from 'node:os';
+import { setState } from '../db/queries/executors.js';
+import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
+import type { RecoveryGuard } from '../dbos/recovery.js';
+import type { DeathNotice } from '../events/deathNotice.js';
+import { beatEvidence } from '../heartbeat/bounds.js';
+import { type HeartbeatReading, heartbeatKey, readHeartbeat } from '../heartbeat/index.js';
+import type { Budget } from '../lifecycle/deadline.js';
+import { unlimitedBudget } from '../lifecycle/deadline.js';
+import type { Logger } from '../log.js';
+import { noFaults, type Faults } from '../testing/faults.js';
+import type { RecoveryDeps, RecoveryOptions, RecoverySummary } from './recoverExecutor.js';
+
+/**
+ * One recovery's running state and the small steps every part of it shares (the audit row, marking the
+ * executor dead, the heartbeat re-read), so recoverExecutor.ts and versionBatches.ts read as their steps.
+ */
+export interface Run {
+  deps: RecoveryDeps;
+  notice: DeathNotice;
+  opts: RecoveryOptions;
+  log: Logger;
+  faults: Faults;
+  budget: Budget;
+  lockMode: 'locked' | 'degraded';
+  lockSignal: AbortSignal | undefined;
+  started: number;
+  /** A heartbeat-lapsed notice: the reaper's inference, which the recovery can still contradict. */
+  inferred: boolean;
+  guard: RecoveryGuard | undefined;
+  recoveryId: number;
+  markedDead: boolean;
+  versions: Record<string, number>;
+  /** IDs re-enqueued onto versions no live executor runs, for the orphaned-version report and hook. */
+  orphanedIds: Map<string | null, string[]>;
+  reenqueued: number;
+  batches: number;
+  /**
+   * Rows the batches passed over because another transaction holds them (see lockedLeft), and whether
+   * they pass such rows over at all: only once a batch found one (the lock clause has a cost per row).
+   */
+  locked: string[];
+  skipLocked: boolean;
+}
+
+export const NULL_VERSION = '(none)';
+/** The kit's default beat interval, for heartbeats that do not carry theirs. */
+const DEFAULT_INTERVAL_MS = 250;
+
+/** The registry and the audit row, before any batch. */
+export async function beginRun(
+  deps: RecoveryDeps,
+  notice: DeathNotice,
+  opts: RecoveryOptions,
+  lock: { lockMode: 'locked' | 'degraded'; lockSignal: AbortSignal | undefined; log: Logger },
+): Promise<Run> {
+  // A notice from the executor itself (or an operator) is the death: the registry says so at once. A
+  // heartbeat-lapsed notice is the reaper's inference, which the recovery can still contradict (the key
+  // comes back, or the guard rejects every row): the registry says dead only once rows actually moved on
+  // that evidence, or there was nothing to move, so a contradicted death never reads as one.
+  const inferred = notice.reason === 'heartbeat-lapsed';
+  // A death read off a free liveness lock holds only while the lock stays free: every batch re-checks it.
+  // An inferred death is re-checked against the lock whatever the notice says its evidence was: the
+  // sender's fields never decide what is re-checked (a lock nobody takes is free, so this costs nothing).
+  const guard = inferred || notice.evidence === 'liveness' ? { ...opts.guard, livenessFree: true } : opts.guard;
+  const partial = { deps, notice, opts, ...lock, faults: deps.faults ?? noFaults, budget: opts.budget ?? unlimitedBudget(), started: Date.now(), inferred, guard };
+  const r: Run = { ...partial, recoveryId: 0, markedDead: false, versions: {}, orphanedIds: new Map(), reenqueued: 0, batches: 0, locked: [], skipLocked: false };
+  if (!inferred) await markDead(r);
+  r.recoveryId = await startRecovery(deps.db, {
+    applicationName: notice.applicationName,
+    executorId: notice.executorId,
+    reason: notice.reason,
+    detectedBy: notice.detectedBy,
+    messageId: opts.messageId,
+    recoveredBy: deps.recoveredBy ?? `${hostname()}:${process.pid}`,
+    lockMode: lock.lockMode,
+    incarnation: notice.incarnation,
+  });
+  return r;
+}
+
+export async function markDead(r: Run): Promise<void> {
+  if (r.markedDead) return;
+  const n = r.notice;
+  await setState(r.deps.db, {
+    applicationName: n.applicationName,
+    executorId: n.executorId,
+    state: 'dead',
+    reason: n.reason,
+    detectedBy: n.detectedBy,
+    ...(n.incarnation ? { incarnation: n.incarnation } : {}),
+  });
+  r.markedDead = true;
+}
+
+export function finish(r: Run, outcome: 'completed' | 'partial' | 'failed', versionsWithoutExecutor: string[], error?: string): Promise<unknown> {
+  const { reenqueued, batches, versions } = r;
+  return finishRecovery(r.deps.db, r.recoveryId, { outcome, reenqueued, batches, versions, versionsWithoutExecutor, ...(error ? { error } : {}) });
+}
+
+/** Whether the death rests on evidence each batch re-checks in Postgres, so it stands while Redis is down. */
+export function rechecked(notice: DeathNotice, opts: RecoveryOptions): boolean {
+  return opts.guard !== undefined || (notice.evidence === 'liveness' && opts.livenessTracked !== false);
+}
+
+export function falseAlarm(
+  notice: DeathNotice,
+  contradictedBy: 'heartbeat' | 'guard',
+  heartbeatTtlMs: number | undefined,
+  moved: { recoveryId?: number; reenqueued: number; batches: number },
+): RecoverySummary {
+  return { outcome: 'false-alarm', executorId: notice.executorId, applicationName: notice.applicationName, heartbeatTtlMs, contradictedBy, ...moved };
+}
+
+/**
+ * The executor's heartbeat, if it shows life since the declaration, judged with the plane's own clock and
+ * thresholds (shared/heartbeat/bounds.ts): a key outside what a kit writes (no TTL, unreadable, absurd
+ * interval, a beat from the future) is no evidence. A beat inside the bounds is life when it is fresh, or —
+ * when the notice names the stale beat the declaration saw — newer than that one. The sender's
+ * `staleBeatAt` can only narrow a death this way (an old one makes more beats count as life), never widen
+ * it: a fresh beat is life whatever it says. Without `staleBeatAt` any beat inside the bounds is life.
+ * `unknown` when Redis is configured but does not answer: no evidence either way (callers whose death was
+ * inferred from the heartbeat fail closed on it). Without REDIS_URL there are no heartbeats to read at all.
+ */
+export async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<HeartbeatReading | undefined | 'unknown'> {
+  if (!deps.redis) return undefined;
+  if (deps.redis.status !== 'ready') return 'unknown';
+  const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => 'unknown' as const);
+  if (hb === 'unknown' || !hb) return hb;
+  const e = beatEvidence(hb, Date.now(), deps.heartbeatIntervalMs ?? DEFAULT_INTERVAL_MS);
+  if (e.kind === 'none') return undefined;
+  if (notice.staleBeatAt === undefined || e.fresh) return hb;
+  return Date.parse(e.value.beatAt) > Date.parse(notice.staleBeatAt) ? hb : undefined;
+}
