@@ -24,8 +24,9 @@
  * body is 5 ms plus the app's two bookkeeping inserts) and the gap between a step's completion and the
  * next step's start (DBOS's checkpoint write and the next dispatch, where lock contention would show); WAL
  * written per 100k workflows deleted (pg_current_wal_lsn before and after phase B, raw and net of the live
- * work's WAL, estimated as phase A's WAL per live step times the live steps of phase B). The load average
- * is printed at each phase.
+ * work's WAL, estimated as phase A's WAL per live step times the live steps of phase B; and, with
+ * --private, the delete statements' own wal_bytes from pg_stat_statements). The load average is printed
+ * at each phase.
  */
 import { DBOSClient } from '@dbos-inc/dbos-sdk';
 import { loadavg } from 'node:os';
@@ -212,7 +213,7 @@ async function retentionPhase(url: string, sql: pg.Pool): Promise<Phase & { batc
 }
 
 /** The delete statements' execution on the server (private server only: pg_stat_statements), or null. */
-async function serverSide(sql: pg.Pool, reset: boolean): Promise<{ calls: number; meanMs: number; longestMs: number } | null> {
+async function serverSide(sql: pg.Pool, reset: boolean): Promise<{ calls: number; meanMs: number; longestMs: number; walBytes: number } | null> {
   if (!PRIVATE) return null;
   if (reset) {
     await sql.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
@@ -220,13 +221,18 @@ async function serverSide(sql: pg.Pool, reset: boolean): Promise<{ calls: number
     return null;
   }
   // One entry per batch size (an inlined array of n IDs normalizes differently for each n, on PG 15).
-  const r = await sql.query<{ calls: string; total: number | null; longest: number | null }>(
-    `SELECT sum(calls)::text AS calls, sum(total_exec_time) AS total, max(max_exec_time) AS longest
+  const r = await sql.query<{ calls: string; total: number | null; longest: number | null; wal: string | null }>(
+    `SELECT sum(calls)::text AS calls, sum(total_exec_time) AS total, max(max_exec_time) AS longest, sum(wal_bytes)::text AS wal
        FROM pg_stat_statements WHERE query LIKE '%victims AS%DELETE FROM%workflow_status%'`,
   );
   const row = r.rows[0];
   const calls = Number(row?.calls ?? 0);
-  return { calls, meanMs: calls ? Number(((row?.total ?? 0) / calls).toFixed(2)) : 0, longestMs: Number((row?.longest ?? 0).toFixed(2)) };
+  return {
+    calls,
+    meanMs: calls ? Number(((row?.total ?? 0) / calls).toFixed(2)) : 0,
+    longestMs: Number((row?.longest ?? 0).toFixed(2)),
+    walBytes: Number(row?.wal ?? 0),
+  };
 }
 
 async function leftOver(sql: pg.Pool): Promise<number> {
@@ -311,6 +317,8 @@ function report(
     serverDeletes: server,
     walMBPer100k: per100k(b.wal),
     walNetMBPer100k: per100k(walNet),
+    /** The WAL the delete statements themselves wrote (pg_stat_statements; private server): no live work, no autovacuum. */
+    walDeletesMBPer100k: server ? per100k(server.walBytes) : null,
     stepsAloneBefore: a.steps,
     stepsDuringRetention: during,
     stepsAloneAfter: c.steps,
@@ -323,7 +331,8 @@ function report(
       `${out.workflowsPerSecond}/s (${out.rowsPerSecond} rows/s); ${out.batches} statements, lock hold p50 ${out.lockHoldP50Ms} ms, p99 ${out.lockHoldP99Ms} ms, ` +
       `longest ${out.lockHoldLongestMs} ms, ${out.statementsOver100Ms} over 100 ms, ${out.cancelledAtBound} cancelled at the bound; ` +
       (server ? `on the server: ${server.calls} completed, mean ${server.meanMs} ms, longest ${server.longestMs} ms; ` : '') +
-      `WAL ${out.walMBPer100k} MB per 100k deleted (${out.walNetMBPer100k} net of live work, ${out.server} server)`,
+      `WAL ${out.walMBPer100k} MB per 100k deleted (${out.walNetMBPer100k} net of live work, ${out.server} server` +
+      (out.walDeletesMBPer100k === null ? ')' : `; the delete statements' own: ${out.walDeletesMBPer100k} MB)`),
   );
   log(
     `live step p99: alone ${a.steps.durP99} ms (A) / ${c.steps.durP99} ms (C), during retention ${during.durP99} ms; ` +
