@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
-import { autoFork, type AutoForkResult, forkDepsFromRuntime } from '../../shared/repair/index.js';
+import { forkDepsFromRuntime } from '../../shared/repair/deps.js';
+import { autoFork, type AutoForkResult } from '../../shared/repair/situations/divergedFork.js';
 import type { CliContext } from '../context.js';
 import { inline } from '../format.js';
 import type { ForkOutput } from '../schemas.js';

@@ -7,7 +7,7 @@ import { appScope } from './sql.js';
 export const DIVERGENCE_PREFILTER = `'"dbosErrorCode":\\s*26\\M|was recorded when .* was expected'`;
 
 /**
- * The ID plan.ts gives a child forked afresh for a parent's fork (`<root>-fork-<n>-child-<step>`). Such a
+ * The ID the fork planner (shared/repair/situations/divergedPlan.ts) gives a child forked afresh for a parent's fork (`<root>-fork-<n>-child-<step>`). Such a
  * fork is always its parent fork's to await, never a lineage of its own; recognising it by its ID keeps it
  * out of the pass even when the ledger does not name it (the app helper forked, or the process died
  * between the child's fork and the parent's).
@@ -84,7 +84,7 @@ export interface UnledgeredFork {
  * (which has only a DBOSClient), or by an afterlife process that died between fork and ledger before the
  * ledger row went first. Found from the `forked_from` chains of `workflowIds` and of forks created since
  * `createdSince` (epoch ms, database clock; at most `limit` of those): root and n come from the chain,
- * exactly as plan.ts's lineageOf derives them, and a fork is ours only if its ID is `<root>-fork-<n>` and
+ * exactly as lineageOf (shared/repair/primitives/lineage.ts) derives them, and a fork is ours only if its ID is `<root>-fork-<n>` and
  * its source diverged. Chains are a handful of primary-key hops; forks are rare next to workflows, so
  * DBOS's partial index on forked_from keeps the recent scan short.
  */

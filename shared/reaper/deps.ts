@@ -1,10 +1,8 @@
 import { hostname } from 'node:os';
 import { forkDepsFromRuntime } from '../repair/deps.js';
-import { cancelForkedOriginals, forkOrphansToLatest } from '../repair/orphans.js';
-import { repairDiverged } from '../repair/rewind.js';
-import { finishOrphanRewinds } from '../repair/rewindOrphans.js';
-import { repairStuck } from '../repair/rewindStuck.js';
-import { forkStuck } from '../repair/stuck.js';
+import { repairDiverged } from '../repair/situations/diverged.js';
+import { finishInterruptedOrphanRepairs, repairOrphaned } from '../repair/situations/orphaned.js';
+import { repairStuck } from '../repair/situations/stuck.js';
 import type { Logger } from '../log.js';
 import type { Runtime } from '../runtime.js';
 import type { ReaperDeps } from './types.js';
@@ -18,10 +16,9 @@ import type { ReaperDeps } from './types.js';
 export function repairHooks(rt: Runtime): Pick<ReaperDeps, 'repairDiverged' | 'repairStuck' | 'repairOrphaned' | 'finishInterruptedForks'> {
   return {
     repairDiverged: (workflowId) => repairDiverged(forkDepsFromRuntime(rt), workflowId),
-    repairStuck: (workflowId) =>
-      rt.config.reaper.stuckPolicy === 'cancel-and-repair' ? repairStuck(forkDepsFromRuntime(rt), workflowId) : forkStuck(forkDepsFromRuntime(rt), workflowId),
-    repairOrphaned: (info) => forkOrphansToLatest(forkDepsFromRuntime(rt), info),
-    finishInterruptedForks: async () => [...(await cancelForkedOriginals(forkDepsFromRuntime(rt))), ...(await finishOrphanRewinds(forkDepsFromRuntime(rt)))],
+    repairStuck: (workflowId) => repairStuck(forkDepsFromRuntime(rt), workflowId, rt.config.reaper.stuckPolicy),
+    repairOrphaned: (info) => repairOrphaned(forkDepsFromRuntime(rt), info),
+    finishInterruptedForks: () => finishInterruptedOrphanRepairs(forkDepsFromRuntime(rt)),
   };
 }
 

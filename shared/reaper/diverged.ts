@@ -1,5 +1,5 @@
 import { findDiverged } from '../dbos/diverged.js';
-import { reconcileForkLedger } from '../repair/reconcile.js';
+import { reconcileForkLedger } from '../repair/primitives/reconcile.js';
 import { shouldStop, type DivergedPassResult, type ReaperDeps, type ReaperState, type TickContext } from './types.js';
 
 /**

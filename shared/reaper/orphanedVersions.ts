@@ -97,7 +97,7 @@ export async function orphanedVersionsPass(deps: ReaperDeps, ctx: TickContext, s
       });
       continue;
     }
-    // forkOrphansToLatest takes one executor's rows (its log names it); children and their parents share one.
+    // repairOrphaned takes one executor's rows (its log names it); children and their parents share one.
     for (const [executorId, group] of groupBy(rs, (r) => r.executorId ?? '(none)')) {
       try {
         const outcomes = await deps.repairOrphaned({ applicationName: app, executorId, applicationVersion, workflowIds: group.map((r) => r.workflowId) });

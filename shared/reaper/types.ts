@@ -1,5 +1,5 @@
 import type { Budget } from '../lifecycle/deadline.js';
-import type { OrphanInfo, OrphanOutcome } from '../repair/orphanOutcome.js';
+import type { OrphanInfo, OrphanOutcome } from '../repair/situations/orphanOutcome.js';
 import type { Runtime } from '../runtime.js';
 import type { RetentionTuning } from '../retention/pass.js';
 import type { RetentionTickResult } from './retention.js';
@@ -16,7 +16,7 @@ export interface ReaperDeps extends Pick<Runtime, 'config' | 'db' | 'redis' | 'l
   repairDiverged?: (workflowId: string) => Promise<unknown>;
   /** Repairs a stuck workflow the reaper just cancelled (`cancel-and-repair` / `cancel-and-fork`); returns the ID its work goes on under. */
   repairStuck?: (workflowId: string) => Promise<string | undefined>;
-  /** Repairs one version's orphaned rows onto the latest version (rewind, or `forkOrphansToLatest` of shared/repair). */
+  /** Repairs one version's orphaned rows onto the latest version (`repairOrphaned` of shared/repair/situations: rewind, or fork). */
   repairOrphaned?: (info: OrphanInfo & { applicationVersion: string }) => Promise<OrphanOutcome[]>;
   /** Cancels originals of fork-to-latest forks interrupted before their cancel (`cancelForkedOriginals`). */
   finishInterruptedForks?: () => Promise<string[]>;

@@ -4,7 +4,7 @@ import type { Db } from '../db/pool.js';
 import type { RedisLock } from '../lock/lock.js';
 import type { Logger } from '../log.js';
 import { forkDepsFromRuntime } from '../repair/deps.js';
-import { forkOrphansToLatest } from '../repair/orphans.js';
+import { repairOrphaned } from '../repair/situations/orphaned.js';
 import type { Runtime } from '../runtime.js';
 import type { Faults } from '../testing/faults.js';
 import type { RecoveryDeps } from './recoverExecutor.js';
@@ -62,5 +62,5 @@ export function recoveryDeps(src: RecoverySource, caller: RecoveryCaller): Recov
 function hooks(src: RecoverySource, caller: RecoveryCaller): Pick<RecoveryDeps, 'onOrphanedVersion'> {
   if (caller.via !== 'executorDeath' || src.config.recovery.orphanedVersionPolicy !== 'fork-to-latest') return {};
   const { runtime } = caller;
-  return { onOrphanedVersion: async (info) => void (await forkOrphansToLatest(forkDepsFromRuntime(runtime, { logger: src.logger }), info)) };
+  return { onOrphanedVersion: async (info) => void (await repairOrphaned(forkDepsFromRuntime(runtime, { logger: src.logger }), info)) };
 }

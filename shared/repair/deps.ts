@@ -1,5 +1,5 @@
 import type { Runtime } from '../runtime.js';
-import type { ForkDeps } from './autoFork.js';
+import type { ForkDeps } from './primitives/deps.js';
 import { lazyDbosClient } from './client.js';
 
 /**

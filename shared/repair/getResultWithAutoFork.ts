@@ -1,5 +1,5 @@
 import { getResultWithRepair, type RepairOptions } from './getResultWithRepair.js';
-import type { ForkClient } from './plan.js';
+import type { ForkClient } from './primitives/lineage.js';
 
 /**
  * The earlier name of getResultWithRepair, kept for apps that call it: it forks by itself on a divergence

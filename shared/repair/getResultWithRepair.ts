@@ -1,6 +1,8 @@
 import type { DBOSClient, WorkflowStatus } from '@dbos-inc/dbos-sdk';
 import { divergenceOf } from '../dbos/divergence.js';
-import { executePlan, type ForkClient, forkId, lineageOf, planDivergenceFork, type TargetVersion } from './plan.js';
+import { executePlan } from './primitives/fork.js';
+import { type ForkClient, forkId, lineageOf, type TargetVersion } from './primitives/lineage.js';
+import { planDivergenceFork } from './situations/divergedPlan.js';
 
 /**
  * For app code: a workflow's result, through afterlife's repairs. A plain `getResult()` on a diverged

@@ -22,7 +22,7 @@ export interface ForkRecord {
  * Records a fork; a repeat (same root and n) is a no-op, so retries and racing callers leave one row.
  * afterlife writes it before the fork (an intent: a crash between the two must not leave a fork the
  * ledger never heard of), so a row does not prove the fork exists: DBOS's workflow_status says that.
- * Forks made elsewhere (the app's getResultWithAutoFork) are added by reconciliation (shared/repair/reconcile.ts).
+ * Forks made elsewhere (the app's getResultWithAutoFork) are added by reconciliation (shared/repair/primitives/reconcile.ts).
  */
 export async function recordFork(db: Db, f: ForkRecord): Promise<void> {
   await db.query(

@@ -1,8 +1,11 @@
 import type { Message, PubSub } from '@google-cloud/pubsub';
 import { describe, expect, inject, it } from 'vitest';
 import { type Publisher, PubSubPublisher } from '../../../shared/events/publisher.js';
-import { autoFork, ForkBudgetExhaustedError, type ForkDeps, forkDepsFromRuntime, getResultWithAutoFork } from '../../../shared/repair/index.js';
-import { RECONCILED_BY } from '../../../shared/repair/reconcile.js';
+import { forkDepsFromRuntime } from '../../../shared/repair/deps.js';
+import { ForkBudgetExhaustedError, getResultWithAutoFork } from '../../../shared/repair/index.js';
+import type { ForkDeps } from '../../../shared/repair/primitives/deps.js';
+import { autoFork } from '../../../shared/repair/situations/divergedFork.js';
+import { RECONCILED_BY } from '../../../shared/repair/primitives/reconcile.js';
 import type { ReaperState } from '../../../shared/reaper/types.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { uniqueName, waitFor } from '../../helpers/db.js';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { forkDepsFromRuntime, repairDiverged } from '../../../shared/repair/index.js';
+import { forkDepsFromRuntime } from '../../../shared/repair/deps.js';
+import { repairDiverged } from '../../../shared/repair/situations/diverged.js';
 import { waitFor } from '../../helpers/db.js';
 import { startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';

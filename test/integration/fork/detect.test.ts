@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findDiverged } from '../../../shared/dbos/diverged.js';
 import { parseDivergence } from '../../../shared/dbos/divergence.js';
-import { cancelForkedOriginals, forkDepsFromRuntime } from '../../../shared/repair/index.js';
+import { forkDepsFromRuntime } from '../../../shared/repair/deps.js';
+import { cancelForkedOriginals } from '../../../shared/repair/situations/orphanedFork.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase } from '../../helpers/db.js';
 import { testRuntime } from '../../helpers/runtime.js';
 

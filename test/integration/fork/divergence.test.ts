@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { autoFork, type ForkDeps, forkDepsFromRuntime, parseDivergence } from '../../../shared/repair/index.js';
+import { parseDivergence } from '../../../shared/dbos/divergence.js';
+import { forkDepsFromRuntime } from '../../../shared/repair/deps.js';
+import type { ForkDeps } from '../../../shared/repair/primitives/deps.js';
+import { autoFork } from '../../../shared/repair/situations/divergedFork.js';
 import { waitFor } from '../../helpers/db.js';
 import { startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';

@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { type ForkDeps, forkDepsFromRuntime, getResultWithRepair, readStreamWithRepair, repairDiverged } from '../../../shared/repair/index.js';
+import { forkDepsFromRuntime } from '../../../shared/repair/deps.js';
+import { getResultWithRepair, readStreamWithRepair } from '../../../shared/repair/index.js';
+import type { ForkDeps } from '../../../shared/repair/primitives/deps.js';
+import { repairDiverged } from '../../../shared/repair/situations/diverged.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { waitFor } from '../../helpers/db.js';
 import { startExecutor } from '../../helpers/executor.js';

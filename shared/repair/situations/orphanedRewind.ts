@@ -1,16 +1,18 @@
 import { hostname } from 'node:os';
-import { claimRewind, markRewound, rewindsOf, staleOrphanRewinds } from '../db/queries/rewinds.js';
-import type { Logger } from '../log.js';
-import { noFaults } from '../testing/faults.js';
-import { deadLetter, type ForkDeps, underRootLock } from './autoFork.js';
+import { claimRewind, markRewound, rewindsOf, staleOrphanRewinds } from '../../db/queries/rewinds.js';
+import type { Logger } from '../../log.js';
+import { noFaults } from '../../testing/faults.js';
+import type { ForkDeps } from '../primitives/deps.js';
+import { deadLetter, underRootLock } from '../primitives/ledger.js';
+import { type ForkClient, lineageOf, queueOf, type QueueTarget, stepAfterLastCheckpoint } from '../primitives/lineage.js';
+import { dataSourceRewindCheck, DEFAULT_REWIND_CLAIM_MS } from '../primitives/rewind.js';
 import type { OrphanInfo, OrphanOutcome } from './orphanOutcome.js';
-import { type ForkClient, lineageOf, queueOf, type QueueTarget } from './plan.js';
-import { dataSourceRewindCheck, DEFAULT_REWIND_CLAIM_MS } from './rewind.js';
 
 /**
- * ORPHANED_VERSION_POLICY=fork-to-latest under REPAIR_MODE=rewind: each ENQUEUED row of a version no
- * live executor runs is cancelled (DBOS's statement) and rewound from after its last checkpoint with its
- * application_version restamped to the latest, so a live executor claims it and it finishes under its
+ * Orphaned-version rows repaired in place (REPAIR_MODE=rewind, the default; the choice is
+ * repairOrphaned's, orphaned.ts): each ENQUEUED row of a version no live executor runs is cancelled
+ * (DBOS's statement) and rewound from after its last checkpoint with its application_version restamped
+ * to the latest, so a live executor claims it and it finishes under its
  * own ID. Children and parents keep their IDs, so nothing needs remapping and the order does not matter.
  *
  * Ledger row first (claimed per workflow and its ENQUEUED updated_at), then the cancel, then the rewind.
@@ -18,7 +20,7 @@ import { dataSourceRewindCheck, DEFAULT_REWIND_CLAIM_MS } from './rewind.js';
  * (each orphaned-versions pass) rewinds it once the claim is stale. Rows with data-source checkpoints at
  * or past the cut, and a DBOS without rewind, are returned in `fallback` for the fork path.
  */
-export async function rewindOrphansToLatest(
+export async function rewindOrphans(
   deps: ForkDeps,
   client: ForkClient,
   info: OrphanInfo,
@@ -28,7 +30,7 @@ export async function rewindOrphansToLatest(
   const outcomes: OrphanOutcome[] = [];
   const fallback: string[] = [];
   for (const id of info.workflowIds) {
-    // One row's failure must not strand the rest (see forkOrphansToLatest).
+    // One row's failure must not strand the rest (see forkOrphan).
     const r = await rewindOrphan(deps, client, log, id, info.applicationVersion, latest).catch((err: unknown): OrphanOutcome => {
       log.error('rewind onto the latest version failed for a workflow; it stays ENQUEUED on its old version', { workflowId: id, err, event: 'orphaned_version_fork_failed' });
       return { workflowId: id, outcome: 'failed', why: err instanceof Error ? err.message : String(err) };
@@ -53,8 +55,7 @@ async function rewindOrphan(
   }
   if (status.updatedAt === undefined || typeof client.rewindWorkflow !== 'function') return 'fallback';
   const incarnationMs = status.updatedAt;
-  const steps = (await client.listWorkflowSteps(id)) ?? [];
-  const fromStep = steps.reduce((m, s) => Math.max(m, s.functionID + 1), 0);
+  const fromStep = await stepAfterLastCheckpoint(client, id);
   // The cut is right after the last recorded step, and the latest version is assumed to replay the steps
   // before it as the old one did (as a fork onto it assumes too): a same-path repair.
   const unsafe = await dataSourceRewindCheck(deps, log, [{ workflowId: id, fromStep }], true);

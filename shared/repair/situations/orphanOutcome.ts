@@ -1,6 +1,6 @@
 /**
- * What the orphaned-version repair is given and what it answers, apart from both of its ways (fork-to-latest
- * in orphans.ts, rewind in rewindOrphans.ts) so that neither imports the other for them.
+ * What the orphaned-version repair is given and what it answers, apart from repairOrphaned (orphaned.ts)
+ * and both of its ways (orphanedRewind.ts, orphanedFork.ts), which it imports.
  */
 export interface OrphanInfo {
   applicationName: string;

@@ -1,0 +1,85 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * The public surface, written down: every package entry and the names it exports at run time. Each entry
+ * is imported from the build (`npm run build`) through its package.json `exports`, so an export added by
+ * accident — an internal re-exported from an index, a new entry — fails here until it is listed on purpose
+ * (and documented). Types are not listed: they erase at run time.
+ */
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+const KIT = [
+  'ATTACH_FAILED_EXIT_CODE',
+  'CLOUD_RUN_GRACE_MS',
+  'CallBudgetExhaustedError',
+  'DEFAULT_HANDOVER_RESERVE_MS',
+  'DEFAULT_HEARTBEAT_INTERVAL_MS',
+  'DEFAULT_HEARTBEAT_TTL_MS',
+  'DEFAULT_SHUTDOWN_MARGIN_MS',
+  'EXECUTOR_ID_MAX',
+  'ExecutorIdError',
+  'ExecutorIdMetadataError',
+  'FENCED_EXIT_CODE',
+  'attachExecutor',
+  'cloudRunExecutorId',
+  'createKitPublisher',
+  'executorIdFor',
+  'executorOptionsFromEnv',
+  'limitCalls',
+];
+
+/** What app code needs around afterlife's repairs (docs/repair.md, "In app code"). */
+const REPAIR = ['ForkBudgetExhaustedError', 'getResultWithAutoFork', 'getResultWithRepair', 'readStreamWithRepair'];
+
+/** The root package `afterlife`: each entry of its `exports`, and what it exports. */
+const AFTERLIFE: Record<string, string[]> = {
+  // Registers the functions (executorDeath, reaper, drain) with the functions framework; exports nothing.
+  '.': [],
+  './executor': KIT,
+  './repair': REPAIR,
+  // The earlier name of ./repair, kept so apps that import it keep working.
+  './fork': REPAIR,
+  './package.json': [],
+};
+
+interface Pkg {
+  exports: Record<string, string | { default: string }>;
+}
+
+const readPkg = (dir: string): Pkg => JSON.parse(readFileSync(join(ROOT, dir, 'package.json'), 'utf8')) as Pkg;
+const target = (pkg: Pkg, entry: string): string => {
+  const t = pkg.exports[entry];
+  if (t === undefined) throw new Error(`no export ${entry}`);
+  return typeof t === 'string' ? t : t.default;
+};
+const keysOf = async (file: string): Promise<string[]> => Object.keys((await import(pathToFileURL(file).href)) as object).sort();
+
+describe('public API', () => {
+  const root = readPkg('.');
+
+  it('the afterlife package has exactly the listed entries', () => {
+    expect(Object.keys(root.exports).sort()).toEqual(Object.keys(AFTERLIFE).sort());
+  });
+
+  for (const [entry, names] of Object.entries(AFTERLIFE).filter(([e]) => e !== './package.json')) {
+    it(`afterlife${entry.slice(1)} exports exactly the listed names`, async () => {
+      expect(await keysOf(join(ROOT, target(root, entry)))).toEqual([...names].sort());
+    });
+  }
+
+  it('the kit package (afterlife-executor) has one entry, exporting exactly the listed names', async () => {
+    const kit = readPkg('packages/executor');
+    expect(Object.keys(kit.exports).sort()).toEqual(['.', './package.json']);
+    // Its entry is compiled from shared/executor/index.ts (packages/executor/tsconfig.json), the module the
+    // root build emits as dist/shared/executor/index.js; a packed kit's own build is checked too when present.
+    const tsconfig = JSON.parse(readFileSync(join(ROOT, 'packages/executor/tsconfig.json'), 'utf8')) as { files: string[] };
+    expect(tsconfig.files).toEqual(['../../shared/executor/index.ts']);
+    expect(target(kit, '.')).toBe('./dist/executor/index.js');
+    expect(await keysOf(join(ROOT, 'dist/shared/executor/index.js'))).toEqual([...KIT].sort());
+    const own = join(ROOT, 'packages/executor/dist/executor/index.js');
+    if (existsSync(own)) expect(await keysOf(own)).toEqual([...KIT].sort());
+  });
+});
