@@ -16,13 +16,12 @@
  * (AFTERLIFE_LIVENESS=off: the heartbeat-only rule). Times are the database clock (step_runs.at,
  * recoveries.started_at) against the kill's wall clock on the same machine.
  */
-import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
-import pg from 'pg';
+import type pg from 'pg';
 import { consoleLogger } from '../shared/log.js';
-import { type AgentExecutor, startAgentExecutor } from '../scripts/stack/executor.js';
-import { startStack } from '../scripts/stack/index.js';
-import { createDbosDatabase, dropDatabase, median } from './lib.js';
+import type { AgentExecutor } from '../scripts/stack/executor.js';
+import { startKillBench, until } from './killBench.js';
+import { median } from './lib.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => (args.includes(`--${name}`) ? String(args[args.indexOf(`--${name}`) + 1]) : def);
@@ -30,7 +29,6 @@ const KILLS = Number(arg('kills', '10'));
 const WORKFLOWS = Number(arg('workflows', '20'));
 const MODES = arg('modes', 'liveness,heartbeat').split(',') as Array<'liveness' | 'heartbeat'>;
 const SCHEDULE_MS = Number(arg('schedule-ms', '60000'));
-const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const STEP_MS = 3_000;
 
 interface Trial {
@@ -43,44 +41,13 @@ interface Trial {
 const log = consoleLogger({ component: 'bench-detection' }, 'WARNING');
 
 async function main(): Promise<void> {
-  const app = `bench-detect-${randomBytes(3).toString('hex')}`;
-  const dbName = `afterlife_bench_detect_${process.pid}`;
-  const url = await createDbosDatabase(dbName);
-  const sql = new pg.Pool({ connectionString: url, max: 2 });
-  const load0 = loadavg();
-  const stack = await startStack({
-    env: {
-      ...process.env,
-      DATABASE_URL: url,
-      REDIS_URL,
-      DBOS_APPLICATION_NAME: app,
-      REDIS_KEY_PREFIX: `afterlife-bench-${process.pid}`,
-      FUNCTION_TIMEOUT_S: '150',
-      LOG_LEVEL: 'WARNING',
-    },
-    scheduleMs: SCHEDULE_MS,
-    logger: log,
-  });
-  const executors: AgentExecutor[] = [];
-  const kitEnv = (liveness: boolean): Record<string, string> => ({
-    ...stack.env,
-    AFTERLIFE_KIT: 'on',
-    AFTERLIFE_LIVENESS: liveness ? 'on' : 'off',
-    DBOS_APP_NAME: app,
-    REDIS_KEY_PREFIX: stack.env.REDIS_KEY_PREFIX ?? 'afterlife',
-    ...(stack.pubsub.kind === 'emulator' ? {} : { AFTERLIFE_PUBLISH: 'none' }),
-  });
-  const start = async (executorId: string, liveness: boolean) => {
-    const e = await startAgentExecutor({ databaseUrl: url, applicationName: app, applicationVersion: 'v1', executorId, env: kitEnv(liveness) });
-    executors.push(e);
-    return e;
-  };
+  const bench = await startKillBench('detect', { scheduleMs: SCHEDULE_MS, logger: log });
+  const { stack, sql, load0 } = bench;
+  const start = (executorId: string, liveness: boolean) => bench.startExecutor(executorId, bench.kitEnv({ AFTERLIFE_LIVENESS: liveness ? 'on' : 'off' }));
   const trials: Trial[] = [];
   try {
-    await sql.query(`CREATE TABLE IF NOT EXISTS public.step_runs (workflow_id text NOT NULL, step integer NOT NULL, executor_id text NOT NULL, phase text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`);
     await start('survivor', true);
-    // Steady state: Redis has kept its keys for a TTL, as in production (a missing key is evidence only then).
-    await new Promise((r) => setTimeout(r, 16_000));
+    await bench.settle();
     console.log(`stack: pub/sub ${stack.pubsub.kind}; reaper called every ${SCHEDULE_MS} ms; load ${load0.map((l) => l.toFixed(2)).join(' ')}`);
     for (const mode of MODES) {
       for (let k = 0; k < KILLS; k++) {
@@ -90,10 +57,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
-    await Promise.all(executors.map((e) => e.stop()));
-    await stack.stop();
-    await sql.end();
-    await dropDatabase(dbName);
+    await bench.stop();
   }
   report(trials, load0);
 }
@@ -151,16 +115,6 @@ function report(trials: Trial[], load0: number[]): void {
     console.log(`\nheartbeat-only / liveness, median kill → first step: ${(rows.heartbeat.firstStep! / rows.liveness.firstStep!).toFixed(1)}×`);
   }
   console.log(`load average before ${load0.map((l) => l.toFixed(2)).join(' ')}, after ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
-}
-
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 await main();

@@ -22,17 +22,16 @@
  * so Postgres sees what a lost host directly connected leaves behind. Measured only where root and iptables
  * exist; otherwise skipped, loudly.
  */
-import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
-import pg from 'pg';
+import type pg from 'pg';
 import { VANISHED_HOST_S } from '../shared/executor/liveness.js';
 import { DEFAULT_LIVENESS_LEASE_MS, MAX_LIVENESS_LEASE_MS } from '../shared/liveness/lease.js';
 import { consoleLogger } from '../shared/log.js';
-import { type AgentExecutor, startAgentExecutor } from '../scripts/stack/executor.js';
-import { startStack } from '../scripts/stack/index.js';
+import type { AgentExecutor } from '../scripts/stack/executor.js';
 import { dropConnectionsOf, unavailable } from '../test/helpers/dropper.js';
 import { type Forwarder, startForwarder } from '../test/helpers/forwarder.js';
-import { createDbosDatabase, dropDatabase, median } from './lib.js';
+import { startKillBench, until } from './killBench.js';
+import { median } from './lib.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => (args.includes(`--${name}`) ? String(args[args.indexOf(`--${name}`) + 1]) : def);
@@ -42,7 +41,6 @@ const DIRECT_TRIALS = Number(arg('direct-trials', String(TRIALS)));
 const BOUND_MS = Number(arg('bound-ms', '60000'));
 const WORKFLOWS = Number(arg('workflows', '10'));
 const SCHEDULE_MS = Number(arg('schedule-ms', '60000'));
-const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const STEP_MS = 3_000;
 const STEPS = 3;
 /** The acceptance bound (issue 19): p95 vanish → first step elsewhere. */
@@ -68,34 +66,10 @@ interface Trial {
 const log = consoleLogger({ component: 'bench-vanish' }, 'WARNING');
 
 async function main(): Promise<void> {
-  const app = `bench-vanish-${randomBytes(3).toString('hex')}`;
-  const dbName = `afterlife_bench_vanish_${process.pid}`;
-  const url = await createDbosDatabase(dbName);
-  const sql = new pg.Pool({ connectionString: url, max: 2 });
-  const load0 = loadavg();
-  const stack = await startStack({
-    env: {
-      ...process.env,
-      DATABASE_URL: url,
-      REDIS_URL,
-      DBOS_APPLICATION_NAME: app,
-      REDIS_KEY_PREFIX: `afterlife-bench-${process.pid}`,
-      FUNCTION_TIMEOUT_S: '150',
-      LOG_LEVEL: 'WARNING',
-    },
-    scheduleMs: SCHEDULE_MS,
-    logger: log,
-  });
-  const executors: AgentExecutor[] = [];
+  const bench = await startKillBench('vanish', { scheduleMs: SCHEDULE_MS, logger: log });
+  const { stack, sql, load0, url } = bench;
   const forwarders: Forwarder[] = [];
-  const kitEnv = (mode: Mode | 'survivor'): Record<string, string> => ({
-    ...stack.env,
-    AFTERLIFE_KIT: 'on',
-    DBOS_APP_NAME: app,
-    REDIS_KEY_PREFIX: stack.env.REDIS_KEY_PREFIX ?? 'afterlife',
-    ...(mode === 'before' ? { AFTERLIFE_LIVENESS_LEASE_MS: String(MAX_LIVENESS_LEASE_MS) } : {}),
-    ...(stack.pubsub.kind === 'emulator' ? {} : { AFTERLIFE_PUBLISH: 'none' }),
-  });
+  const kitEnv = (mode: Mode | 'survivor') => bench.kitEnv(mode === 'before' ? { AFTERLIFE_LIVENESS_LEASE_MS: String(MAX_LIVENESS_LEASE_MS) } : {});
   const target = new URL(url);
   const start = async (executorId: string, mode: Mode | 'survivor') => {
     let databaseUrl = url;
@@ -105,16 +79,13 @@ async function main(): Promise<void> {
       forwarders.push(forwarder);
       databaseUrl = forwarder.via(url);
     }
-    const e = await startAgentExecutor({ databaseUrl, applicationName: app, applicationVersion: 'v1', executorId, env: kitEnv(mode) });
-    executors.push(e);
+    const e = await bench.startExecutor(executorId, kitEnv(mode), databaseUrl);
     return { e, forwarder };
   };
   const trials: Trial[] = [];
   try {
-    await sql.query(`CREATE TABLE IF NOT EXISTS public.step_runs (workflow_id text NOT NULL, step integer NOT NULL, executor_id text NOT NULL, phase text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`);
     await start('survivor', 'survivor');
-    // Steady state: Redis has kept its keys for a TTL, as in production (a missing key is evidence only then).
-    await new Promise((r) => setTimeout(r, 16_000));
+    await bench.settle();
     console.log(`stack: pub/sub ${stack.pubsub.kind}; reaper called every ${SCHEDULE_MS} ms (FUNCTION_TIMEOUT_S 150); lease ${DEFAULT_LIVENESS_LEASE_MS} ms; load ${load0.map((l) => l.toFixed(2)).join(' ')}`);
     const direct = DIRECT_TRIALS > 0 ? await directPath() : 0;
     // Interleaved, so every mode sees the same machine: `before` and `direct` trials spread among the lease trials.
@@ -134,11 +105,9 @@ async function main(): Promise<void> {
       console.log(`${mode} #${k + 1}: declared ${f(t.declaredMs)}, first step ${f(t.firstStepMs)}, all done ${t.stranded ? `— (${t.stranded} stranded)` : f(t.finishedMs)}, checkpointed twice ${t.twice}`);
     }
   } finally {
-    await Promise.all(executors.map((e) => e.stop()));
-    await Promise.all(forwarders.map((f) => f.close()));
-    await stack.stop();
-    await sql.end();
-    await dropDatabase(dbName);
+    await bench.stop(async () => {
+      await Promise.all(forwarders.map((f) => f.close()));
+    });
   }
   report(trials, load0);
 }
@@ -275,16 +244,6 @@ function report(trials: Trial[], load0: number[]): void {
   }
   console.log(`\np95 vanish → first step elsewhere ≤ ${fmt(GOAL_P95_MS)}: ${goals.length ? goals.join('; ') : 'not measured'}`);
   console.log(`load average before ${load0.map((l) => l.toFixed(2)).join(' ')}, after ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
-}
-
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 await main();
