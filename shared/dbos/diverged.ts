@@ -106,7 +106,29 @@ export async function findUnledgeredForks(
     child_fork_id: string | null;
     source_error: string | null;
   }>(
-    `WITH RECURSIVE
+    `${chainsSql(s, a)}${forkRowsSql(s, a)}`,
+    [applicationName, o.workflowIds, o.createdSince ?? null, o.limit],
+    'dbos.findUnledgeredForks',
+  );
+  return res.rows.map((r) => ({
+    workflowId: r.workflow_id,
+    source: r.source,
+    root: r.root,
+    n: r.n,
+    fromStep: r.from_step,
+    applicationVersion: r.application_version ?? undefined,
+    childForkId: r.child_fork_id ?? undefined,
+    sourceError: r.source_error,
+  }));
+}
+
+/**
+ * The chain walk of findUnledgeredForks: its seeds (the given workflows, plus forks created since that the
+ * ledger lacks), each seed's `forked_from` chain upwards, the root it reaches and every fork on the way with
+ * its number in the lineage. Params: $1 application name, $2 workflow IDs, $3 created since or NULL, $4 limit.
+ */
+function chainsSql(s: string, a: string): string {
+  return `WITH RECURSIVE
      seeds(id) AS (
        SELECT x FROM unnest($2::text[]) AS x
        UNION
@@ -137,7 +159,16 @@ export async function findUnledgeredForks(
          FROM chain c JOIN top t USING (seed)
         WHERE c.forked_from IS NOT NULL
      )
-     SELECT m.id AS workflow_id, m.source, m.root, m.n, ws.application_version,
+`;
+}
+
+/**
+ * The rows of findUnledgeredForks from the chain walk's members: the forks with afterlife's deterministic ID
+ * whose source diverged and that the ledger lacks, each with the step it was forked from (the first step
+ * whose copied checkpoint differs from the source's) and the fresh child fork it started, if any.
+ */
+function forkRowsSql(s: string, a: string): string {
+  return `     SELECT m.id AS workflow_id, m.source, m.root, m.n, ws.application_version,
             COALESCE(so.error, src.error) AS source_error,
             COALESCE(
               (SELECT min(fo.function_id) FROM ${s}.operation_outputs fo
@@ -160,18 +191,5 @@ export async function findUnledgeredForks(
         AND ${appScope('ws.application_name', '$1')}
         AND src.status = 'ERROR' AND COALESCE(so.error, src.error) ~ ${DIVERGENCE_PREFILTER}
         AND NOT EXISTS (SELECT 1 FROM ${a}.forks f WHERE f.new_workflow_id = m.id)
-      ORDER BY m.root, m.n`,
-    [applicationName, o.workflowIds, o.createdSince ?? null, o.limit],
-    'dbos.findUnledgeredForks',
-  );
-  return res.rows.map((r) => ({
-    workflowId: r.workflow_id,
-    source: r.source,
-    root: r.root,
-    n: r.n,
-    fromStep: r.from_step,
-    applicationVersion: r.application_version ?? undefined,
-    childForkId: r.child_fork_id ?? undefined,
-    sourceError: r.source_error,
-  }));
+      ORDER BY m.root, m.n`;
 }
