@@ -15,7 +15,7 @@ function tlsParagraphs(): string[] {
   return docs.flatMap((f) => readFileSync(join(root, f), 'utf8').split(/\n\s*\n/)).filter((p) => p.startsWith('**TLS.**'));
 }
 
-describe('the TLS paragraph matches infra/redis.tf (issue 23, observation 9)', () => {
+describe('the TLS paragraph matches infra/redis.tf', () => {
   it('Terraform defaults to SERVER_AUTHENTICATION, and the docs say so', () => {
     const vars = readFileSync(join(root, 'infra', 'variables.tf'), 'utf8');
     const redisTf = readFileSync(join(root, 'infra', 'redis.tf'), 'utf8');

@@ -33,7 +33,7 @@ const extremeDate = fc.oneof(
   controls,
 );
 
-describe('fuzz: trust boundaries (issue 23)', () => {
+describe('fuzz: trust boundaries', () => {
   let tdb: TestDatabase;
   let rt: ReturnType<typeof testRuntime>;
   let live: ExecutorHandle | undefined;

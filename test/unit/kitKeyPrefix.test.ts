@@ -12,7 +12,7 @@ import { attachExecutor } from '../../shared/executor/index.js';
  */
 const BAD = ['a:b', 'pre*', 'x y', 'a\u001b[31m', 'p?', '[ab]', 'x'.repeat(65)];
 
-describe('the kit validates REDIS_KEY_PREFIX as the functions do (issue 23, observation 9)', () => {
+describe('the kit validates REDIS_KEY_PREFIX as the functions do', () => {
   const base = { DBOS_SYSTEM_DATABASE_URL: 'postgres://h/db' };
 
   it.each(BAD)('the env prefix %j is refused by both', (prefix) => {

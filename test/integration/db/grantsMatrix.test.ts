@@ -96,7 +96,7 @@ function statement(op: Op, table: string, firstColumn: string): string {
   }
 }
 
-describe('grants exactly as documented (issue 23, observation 5)', () => {
+describe('grants exactly as documented', () => {
   let tdb: TestDatabase;
   const clients: Partial<Record<Role, pg.Client>> = {};
   let tables: Array<{ schema: string; name: string; firstColumn: string }>;

@@ -91,7 +91,7 @@ describe('auto-fork of real replay divergence', () => {
     expect(ledger.rows).toEqual([{ root_workflow_id: 'wf-a', n: 1, from_step: 1, new_workflow_id: 'wf-a-fork-1', reason: 'diverged' }]);
   });
 
-  it('A+C+F: the real reaper (an invocation, and a second reaper ticking past its lease) forks the diverged workflow and the parent from its child-start step, never the plain ERROR', async () => {
+  it('the real reaper (an invocation, and a second reaper ticking past its lease) forks the diverged workflow and the parent from its child-start step, never the plain ERROR', async () => {
     const rt2 = testRuntime({ databaseUrl: f.tdb.url, applicationName: f.app, env: { REPAIR_MODE: 'fork' } });
     const [first, tick2] = await Promise.all([reap(f.rt), reaperTick(rt2, {})]).finally(() => rt2.close());
     expect(first.errors).toEqual([]);

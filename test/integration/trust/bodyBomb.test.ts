@@ -46,7 +46,7 @@ function post(url: string, body: Buffer, headers: Record<string, string>, chunke
   });
 }
 
-describe('compressed request bodies are capped before they are inflated (issue 23, observation 8)', () => {
+describe('compressed request bodies are capped before they are inflated', () => {
   let tdb: TestDatabase;
   let rt: ReturnType<typeof testRuntime>;
   let drain: Awaited<ReturnType<typeof serve>>;

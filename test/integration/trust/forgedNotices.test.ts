@@ -16,7 +16,7 @@ import { testRuntime } from '../../helpers/runtime.js';
  * the sender supplies (`staleBeatAt`, `evidence`, `detectedBy`) widens what counts as death; and a notice
  * about an executor the plane has never heard of costs a lookup, not a recovery, and writes nothing.
  */
-describe('forged death notices (issue 23, observations 2 and 6)', () => {
+describe('forged death notices', () => {
   let tdb: TestDatabase;
   const app = uniqueName('trust-forged');
   let rt: ReturnType<typeof testRuntime>;

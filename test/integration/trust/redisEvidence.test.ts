@@ -17,7 +17,7 @@ import { TEST_REDIS_URL } from '../../helpers/services.js';
  * beatEveryMs 2^31-1, a beat from the future, a sentinel from the future; and 200k far-future members in
  * the heartbeat index must not make every reader slow.
  */
-describe('Redis evidence bounded by what a kit writes (issue 23, observation 4)', () => {
+describe('Redis evidence bounded by what a kit writes', () => {
   let tdb: TestDatabase;
   const app = uniqueName('trust-redis');
   let rt: ReturnType<typeof testRuntime>;

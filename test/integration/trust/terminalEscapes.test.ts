@@ -9,7 +9,7 @@ import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers
  */
 const EVIL = 'exec-evil\n{"level":"info","msg":"all good"}\n\u001b[31mRED\u001b[0m\r\u0007\u009b2J\u202eLTR';
 
-describe('terminal escapes in human output (issue 23, observation 7)', () => {
+describe('terminal escapes in human output', () => {
   let tdb: TestDatabase;
   const app = uniqueName('trust-tty');
   let env: Record<string, string>;
