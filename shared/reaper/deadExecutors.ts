@@ -1,16 +1,11 @@
 import { findExecutors, listExecutors, type ExecutorRow } from '../db/queries/executors.js';
-import { type Absence, executorsSeenBeating, recordAbsent, recordDeclaredDead, recordPresent, resetHeartbeatAbsences } from '../db/queries/observations.js';
-import { canSeeOtherSessions, executorsWithSessions, lastActivityByExecutor, pendingOwners, sessionPrefix } from '../dbos/reaper.js';
-import type { RecoveryGuard } from '../dbos/recovery.js';
-import { BudgetExhaustedError, RowsLockedError } from '../errors.js';
-import { deathNotice, type DeathNotice } from '../events/deathNotice.js';
-import { publishDeathNotice } from '../events/publisher.js';
-import { budgetUntil, type Budget } from '../lifecycle/deadline.js';
-import { recoveryDeps } from '../recovery/deps.js';
-import { recoverExecutor } from '../recovery/recoverExecutor.js';
+import { type Absence, executorsSeenBeating, recordAbsent, recordPresent, resetHeartbeatAbsences } from '../db/queries/observations.js';
+import { canSeeOtherSessions, executorsWithSessions, lastActivityByExecutor, pendingOwners } from '../dbos/reaper.js';
+import type { Budget } from '../lifecycle/deadline.js';
 import { type Beat, judgeKit, type RuleSettings, streakIsDeath } from './deathRule.js';
-import { readBeats, readLocks } from './evidence.js';
-import { forgetLocked, lockedRowsFreed, rememberLocked } from './lockedRows.js';
+import { type Acting, actOnDeaths, type Death } from './declareDead.js';
+import { type Beats, type LockEvidence, readBeats, readLocks } from './evidence.js';
+import { lockedRowsFreed } from './lockedRows.js';
 import type { DeadPassResult, ReaperDeps, ReaperState, TickContext } from './types.js';
 
 /**
@@ -24,35 +19,61 @@ import type { DeadPassResult, ReaperDeps, ReaperState, TickContext } from './typ
 
 /** A declared executor that still owns PENDING rows this much later is declared again (a lost notice). */
 export const REDECLARE_AFTER_MS = 60_000;
-/**
- * How long one tick may spend recovering a death inline before it hands the rest to executorDeath with a
- * notice: long enough for an executor's in-flight work (a few hundred rows take tens of ms), short enough
- * that other deaths are not kept waiting behind a large one.
- */
-export const INLINE_RECOVERY_BUDGET_MS = 2_000;
 
-type Evidence = 'liveness' | 'heartbeat' | 'sessions';
-interface Death {
-  executorId: string;
-  evidence: Evidence;
-  absence: Absence;
-  cutoffMs?: number;
-  staleBeatAt?: string;
-  /** The process start the evidence was about (the registry's, at the time of the tick). */
-  incarnation?: string;
+/** What the pass knows as it goes: the candidates, their registry rows, and the verdicts so far. */
+interface Pass extends Acting {
+  app: string;
+  /**
+   * An absence streak survives a gap of this long between observations (a reaper hand-over, a database
+   * blip); longer, and nobody knows whether the executor came back in between.
+   */
+  continuityMs: number;
+  candidates: string[];
+  registry: Map<string, ExecutorRow>;
+  alive: Set<string>;
+  dead: Death[];
+  /** Whether an absence may be acted on: not declared lately, or rows its recovery left locked are free. */
+  actionable: (a: Absence) => boolean;
+}
+
+/** The two witnesses as read this tick, and which candidates write heartbeats at all. */
+interface Witnesses {
+  beats: Beats | { skipped: string };
+  locks: LockEvidence;
+  beatOf: (id: string) => Beat | undefined;
+  kit: Set<string>;
+  settings: RuleSettings;
 }
 
 export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budget: Budget, state: ReaperState = {}): Promise<DeadPassResult> {
-  const { db, config } = deps;
-  const app = config.applicationName;
-  const ttl = config.heartbeatTtlMs;
-  // An absence streak survives a gap of this long between observations (a reaper hand-over, a database
-  // blip); longer, and nobody knows whether the executor came back in between.
-  const continuityMs = Math.max(3 * config.reaper.tickMs, ttl);
+  const { versions, live } = await ownersAndVersions(deps);
+  const candidates = [...versions.keys()];
+  const result = emptyResult(candidates.length);
+  if (candidates.length === 0) return result;
   const log = deps.logger.child({ pass: 'dead', tick: ctx.tick });
+  const p: Pass = {
+    deps, ctx, budget, state, log, result, versions, candidates,
+    app: deps.config.applicationName,
+    continuityMs: Math.max(3 * deps.config.reaper.tickMs, deps.config.heartbeatTtlMs),
+    registry: await registryOf(deps, live, candidates),
+    alive: new Set(),
+    dead: [],
+    actionable: () => false,
+  };
+  const w = await readWitnesses(p); // 1. the witnesses
+  await judgeKits(p, w); // 2. executors with the kit: the death rule
+  await judgeWithoutKit(p, w); // 3. executors that never heart-beat: sessions and the activity clock
+  result.alive = p.alive.size;
+  result.liveOwners = [...p.alive];
+  await actOnDeaths(p, p.dead, { intervalMs: w.settings.intervalMs, ttlMs: deps.config.heartbeatTtlMs }); // 4. act
+  return result;
+}
 
-  const owners = await pendingOwners(db, app);
-  const live = await listExecutors(db, app, ['alive', 'draining']);
+/** Candidates: owners of PENDING rows and registered live executors, with the versions each runs or owns. */
+async function ownersAndVersions(deps: ReaperDeps): Promise<{ versions: Map<string, Set<string>>; live: ExecutorRow[] }> {
+  const app = deps.config.applicationName;
+  const owners = await pendingOwners(deps.db, app);
+  const live = await listExecutors(deps.db, app, ['alive', 'draining']);
   const versions = new Map<string, Set<string>>();
   const addVersion = (id: string, v: string | null) => {
     const set = versions.get(id) ?? new Set<string>();
@@ -61,10 +82,12 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
   };
   for (const o of owners) addVersion(o.executorId, o.applicationVersion);
   for (const r of live) addVersion(r.executor_id, r.application_version);
-  const candidates = [...versions.keys()];
+  return { versions, live };
+}
 
-  const result: DeadPassResult = {
-    candidates: candidates.length,
+function emptyResult(candidates: number): DeadPassResult {
+  return {
+    candidates,
     alive: 0,
     absent: 0,
     declared: [],
@@ -78,14 +101,19 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
     sessions: 'not-needed',
     liveOwners: [],
   };
-  if (candidates.length === 0) return result;
+}
 
-  // Registry rows of every candidate (an owner of PENDING rows may be registered dead already).
+/** Registry rows of every candidate (an owner of PENDING rows may be registered dead already). */
+async function registryOf(deps: ReaperDeps, live: ExecutorRow[], candidates: string[]): Promise<Map<string, ExecutorRow>> {
   const registry = new Map<string, ExecutorRow>(live.map((r) => [r.executor_id, r]));
   const unregistered = candidates.filter((id) => !registry.has(id));
-  if (unregistered.length) for (const r of await findExecutors(db, app, { executorIds: unregistered })) registry.set(r.executor_id, r);
+  if (unregistered.length) for (const r of await findExecutors(deps.db, deps.config.applicationName, { executorIds: unregistered })) registry.set(r.executor_id, r);
+  return registry;
+}
 
-  // 1. The witnesses. A Redis failure means "no heartbeat evidence this tick", never "absent".
+/** Heartbeats and liveness locks. A Redis failure means "no heartbeat evidence this tick", never "absent". */
+async function readWitnesses(p: Pass): Promise<Witnesses> {
+  const { deps, registry, candidates, result, log } = p;
   const withLock = candidates.filter((id) => registry.get(id)?.liveness === true);
   const [beats, locks] = await Promise.all([readBeats(deps, candidates), readLocks(deps, withLock)]);
   if ('skipped' in beats) {
@@ -94,7 +122,7 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
   } else if (beats.lostKeys) {
     // Flushed or restarted since the last tick: every key vanished at once and the kits are rewriting them.
     // A missing key is no evidence for a TTL from now (deathRule.absenceMeans); heartbeat streaks restart.
-    await resetHeartbeatAbsences(db, app);
+    await resetHeartbeatAbsences(deps.db, p.app);
     result.heartbeat = { skipped: 'redis lost its keys since the last tick (flush or restart): absence counts from the next tick' };
     if (beats.firstSentinel) log.debug('first reaper sentinel in this redis: heartbeat absences count from the next tick');
     else log.warn('redis lost its keys (flush or restart): heartbeat absences restart', { event: 'redis_reset' });
@@ -108,223 +136,87 @@ export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budg
   const kit = new Set([
     ...[...registry.values()].filter((r) => r.heartbeats).map((r) => r.executor_id),
     ...candidates.filter((id) => beatOf(id)?.present),
-    ...(await executorsSeenBeating(db, app, candidates.filter((id) => !registry.get(id)?.heartbeats))),
+    ...(await executorsSeenBeating(deps.db, p.app, candidates.filter((id) => !registry.get(id)?.heartbeats))),
   ]);
-
-  // 2. Executors with the kit: the death rule.
   const settings: RuleSettings = {
     nowMs: deps.clock(),
-    intervalMs: config.heartbeatIntervalMs,
-    ttlMs: ttl,
+    intervalMs: deps.config.heartbeatIntervalMs,
+    ttlMs: deps.config.heartbeatTtlMs,
     redisKeptKeysMs: 'skipped' in beats ? undefined : beats.keptKeysMs,
   };
-  const alive = new Set<string>();
+  return { beats, locks, beatOf, kit, settings };
+}
+
+/** The death rule for each kit: alive recorded present, suspects' absence streaks recorded, deaths listed. */
+async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
+  const { deps, registry, alive } = p;
   const suspects: Record<'liveness' | 'heartbeat', string[]> = { liveness: [], heartbeat: [] };
-  for (const id of candidates) {
-    if (!kit.has(id)) continue;
-    const lock = locks.held.has(id) ? 'held' : registry.get(id)?.liveness && locks.freeIsEvidence ? 'free' : 'unavailable';
-    const j = judgeKit({ lock, beat: beatOf(id) }, settings);
+  for (const id of p.candidates) {
+    if (!w.kit.has(id)) continue;
+    const lock = w.locks.held.has(id) ? 'held' : registry.get(id)?.liveness && w.locks.freeIsEvidence ? 'free' : 'unavailable';
+    const j = judgeKit({ lock, beat: w.beatOf(id) }, w.settings);
     if (j === 'alive') alive.add(id);
     else if (j === 'suspect-liveness') suspects.liveness.push(id);
     else if (j === 'suspect-heartbeat') suspects.heartbeat.push(id);
   }
-  const keyed = [...alive].filter((id) => beatOf(id)?.present);
-  await recordPresent(db, app, keyed, 'heartbeat');
-  await recordPresent(db, app, [...alive].filter((id) => !beatOf(id)?.present), 'liveness');
+  const keyed = [...alive].filter((id) => w.beatOf(id)?.present);
+  await recordPresent(deps.db, p.app, keyed, 'heartbeat');
+  await recordPresent(deps.db, p.app, [...alive].filter((id) => !w.beatOf(id)?.present), 'liveness');
 
   // A death declared within REDECLARE_AFTER_MS is acted on again only when rows its recovery left locked are free.
-  const freed = await lockedRowsFreed(deps, state);
-  const actionable = (a: Absence) => redeclarable(a) || freed.has(a.executorId);
-  const dead: Death[] = [];
+  const freed = await lockedRowsFreed(deps, p.state);
+  p.actionable = (a: Absence) => redeclarable(a) || freed.has(a.executorId);
   for (const kind of ['liveness', 'heartbeat'] as const) {
-    const absences = await recordAbsent(db, app, suspects[kind], kind, continuityMs);
-    result.absent += absences.length;
+    const absences = await recordAbsent(deps.db, p.app, suspects[kind], kind, p.continuityMs);
+    p.result.absent += absences.length;
     for (const a of absences) {
-      if (!streakIsDeath(kind, a, config.heartbeatIntervalMs) || !actionable(a)) continue;
-      const beat = beatOf(a.executorId);
+      if (!streakIsDeath(kind, a, deps.config.heartbeatIntervalMs) || !p.actionable(a)) continue;
+      const beat = w.beatOf(a.executorId);
       const staleBeatAt = beat?.present && beat.beatAt !== undefined ? new Date(beat.beatAt).toISOString() : undefined;
       const incarnation = registry.get(a.executorId)?.incarnation;
-      dead.push({ executorId: a.executorId, evidence: kind, absence: a, ...(staleBeatAt ? { staleBeatAt } : {}), ...(incarnation ? { incarnation } : {}) });
+      p.dead.push({ executorId: a.executorId, evidence: kind, absence: a, ...(staleBeatAt ? { staleBeatAt } : {}), ...(incarnation ? { incarnation } : {}) });
     }
   }
-
-  // 3. Executors that never heart-beat (no kit, or a kit without Redis): sessions and the activity clock.
-  for (const id of candidates) if (!kit.has(id) && locks.held.has(id)) alive.add(id);
-  await recordPresent(db, app, candidates.filter((id) => !kit.has(id) && locks.held.has(id)), 'liveness');
-  const noKit = candidates.filter((id) => !kit.has(id) && !locks.held.has(id));
-  if (noKit.length > 0) {
-    if (config.reaper.sessionEvidence === 'none') {
-      // Behind a pooler the executors' sessions do not carry DBOS's application_name, so "no session"
-      // would read as absent for a live executor: the operator said not to trust it.
-      result.sessions = 'unknown';
-      log.warn('REAPER_SESSION_EVIDENCE=none: executors without the kit are not judged', { executors: noKit.length, event: 'sessions_unknown' });
-    } else if (!(await canSeeOtherSessions(db))) {
-      result.sessions = 'unknown';
-      log.warn(
-        "this database role cannot see other roles' sessions (needs pg_read_all_stats): executors without the kit are not judged",
-        { executors: noKit.length, event: 'sessions_unknown' },
-      );
-    } else {
-      result.sessions = 'visible';
-      const withSessions = await executorsWithSessions(db, noKit);
-      for (const id of withSessions) alive.add(id);
-      await recordPresent(db, app, [...withSessions], 'sessions');
-      const absences = await recordAbsent(db, app, noKit.filter((id) => !withSessions.has(id)), 'sessions', continuityMs);
-      result.absent += absences.length;
-      const quietCutoff = deps.clock() - config.reaper.unknownExecutorGraceMs;
-      const judged = absences.filter((a) => a.absentTicks >= 2 && actionable(a));
-      const last = await lastActivityByExecutor(db, app, judged.map((a) => a.executorId));
-      for (const a of judged) {
-        const at = last.get(a.executorId);
-        if (at !== undefined && at < quietCutoff) dead.push({ executorId: a.executorId, evidence: 'sessions', absence: a, cutoffMs: quietCutoff });
-      }
-    }
-  }
-  result.alive = alive.size;
-  result.liveOwners = [...alive];
-
-  // 4. Act on each death, re-checking first the evidence that can change fastest.
-  for (const d of dead) {
-    if (ctx.signal?.aborted || budget.expired()) break;
-    if (deps.faults.enabled) await deps.faults.hit('reaper.beforeDeclareDead', { executorId: d.executorId, evidence: d.evidence });
-    if (d.evidence !== 'sessions') {
-      const now = await recheck(deps, d, settings.intervalMs, ttl);
-      if (now === 'unknown') {
-        log.warn('redis stopped answering or lost its keys before the executor was declared dead: left for a later tick', { executorId: d.executorId });
-        continue;
-      }
-      if (now === 'alive') {
-        result.reappeared += 1;
-        await recordPresent(db, app, [d.executorId], 'liveness');
-        log.notice('the executor showed life before it was declared dead: left alone', { executorId: d.executorId, evidence: d.evidence });
-        continue;
-      }
-    }
-    await act(deps, ctx, budget, d, [...(versions.get(d.executorId) ?? [])], result, log, state);
-  }
-  return result;
 }
 
-/** The evidence again, for one executor, right before acting: 'dead' still, 'alive', or 'unknown'. */
-async function recheck(deps: ReaperDeps, d: Death, intervalMs: number, ttlMs: number): Promise<'dead' | 'alive' | 'unknown'> {
-  const [beats, locks] = await Promise.all([readBeats(deps, [d.executorId]), d.evidence === 'liveness' ? readLocks(deps, [d.executorId]) : undefined]);
-  if ('skipped' in beats || beats.lostKeys) return 'unknown';
-  const beat = beats.beats.get(d.executorId);
-  const lock = locks?.held.has(d.executorId) ? 'held' : d.evidence === 'liveness' && locks?.freeIsEvidence ? 'free' : 'unavailable';
-  const j = judgeKit({ lock, beat }, { nowMs: deps.clock(), intervalMs, ttlMs, redisKeptKeysMs: beats.keptKeysMs });
-  if (j === 'alive') return 'alive';
-  return j === `suspect-${d.evidence}` ? 'dead' : 'unknown';
-}
-
-async function act(
-  deps: ReaperDeps,
-  ctx: TickContext,
-  budget: Budget,
-  d: Death,
-  applicationVersions: string[],
-  result: DeadPassResult,
-  log: ReaperDeps['logger'],
-  state: ReaperState,
-): Promise<void> {
-  const { db, config } = deps;
-  const app = config.applicationName;
-  const detail = { evidence: d.evidence, absentMs: d.absence.absentMs, absentTicks: d.absence.absentTicks, applicationVersions };
-  // The notice carries what the declaration rested on, so executorDeath's recovery re-checks the same.
-  const notice = deathNotice({
-    executorId: d.executorId,
-    applicationName: app,
-    applicationVersions,
-    reason: 'heartbeat-lapsed',
-    detectedBy: deps.detectedBy,
-    ...(d.evidence !== 'sessions' ? { evidence: d.evidence } : {}),
-    ...(d.staleBeatAt ? { staleBeatAt: d.staleBeatAt } : {}),
-    ...(d.incarnation ? { incarnation: d.incarnation } : {}),
-  });
-  const publishable = d.evidence !== 'sessions' && deps.publisher !== undefined;
-  if (ctx.dryRun) {
-    const action = publishable && config.reaper.recovery === 'notice' ? 'declare-dead' : 'recover-inline';
-    ctx.planned.push({ pass: 'dead', action, executorId: d.executorId, detail });
-    return;
-  }
-  if (publishable && config.reaper.recovery === 'notice') {
-    if (await publish(deps, notice, log)) {
-      await recordDeclaredDead(db, app, d.executorId);
-      result.declared.push(d.executorId);
-      result.published += 1;
-      log.notice('executor declared dead: death notice published', { executorId: d.executorId, event: 'executor_dead', ...detail });
-      return;
-    }
-  }
-  // No kit (the notice could not carry the guard its evidence needs), inline by choice, or publishing failed.
-  const guard: RecoveryGuard | undefined =
-    d.cutoffMs !== undefined ? { quietSinceMs: d.cutoffMs, noSessionsPrefix: sessionPrefix(d.executorId) } : undefined;
-  // Capped only when executorDeath can take over the rest; otherwise the tick's own budget bounds it.
-  const inline = publishable ? budgetUntil(Math.min(budget.deadline, deps.clock() + INLINE_RECOVERY_BUDGET_MS), deps.clock) : budget;
-  let summary: Awaited<ReturnType<typeof recoverExecutor>>;
-  try {
-    summary = await recoverExecutor(
-      recoveryDeps({ ...deps, logger: log }, { via: 'reaper', recoveredBy: deps.detectedBy }),
-      notice,
-      { budget: inline, ...(ctx.signal ? { signal: ctx.signal } : {}), ...(guard ? { guard } : {}) },
+/** Executors that never heart-beat (no kit, or a kit without Redis): a held lock, sessions and the activity clock. */
+async function judgeWithoutKit(p: Pass, w: Witnesses): Promise<void> {
+  const { deps, result, log } = p;
+  for (const id of p.candidates) if (!w.kit.has(id) && w.locks.held.has(id)) p.alive.add(id);
+  await recordPresent(deps.db, p.app, p.candidates.filter((id) => !w.kit.has(id) && w.locks.held.has(id)), 'liveness');
+  const noKit = p.candidates.filter((id) => !w.kit.has(id) && !w.locks.held.has(id));
+  if (noKit.length === 0) return;
+  if (deps.config.reaper.sessionEvidence === 'none') {
+    // Behind a pooler the executors' sessions do not carry DBOS's application_name, so "no session"
+    // would read as absent for a live executor: the operator said not to trust it.
+    result.sessions = 'unknown';
+    log.warn('REAPER_SESSION_EVIDENCE=none: executors without the kit are not judged', { executors: noKit.length, event: 'sessions_unknown' });
+  } else if (!(await canSeeOtherSessions(deps.db))) {
+    result.sessions = 'unknown';
+    log.warn(
+      "this database role cannot see other roles' sessions (needs pg_read_all_stats): executors without the kit are not judged",
+      { executors: noKit.length, event: 'sessions_unknown' },
     );
-  } catch (err) {
-    if (err instanceof RowsLockedError) {
-      // Everything else moved; the held rows wait for their transaction to end, and must not stall this
-      // pass or any later one (the scan skips them). Declared now, so only a freed lock retries it early.
-      rememberLocked(state, d.executorId, err.workflowIds);
-      await recordDeclaredDead(db, app, d.executorId);
-      result.declared.push(d.executorId);
-      result.recoveredInline += 1;
-      result.reenqueued += err.reenqueued;
-      log.warn('executor declared dead: recovered inline except workflows another transaction holds', {
-        executorId: d.executorId,
-        event: 'executor_dead',
-        reenqueued: err.reenqueued,
-        locked: err.workflowIds.length,
-        ...detail,
-      });
-      return;
-    }
-    if (!(err instanceof BudgetExhaustedError) || !publishable || ctx.signal?.aborted) throw err;
-    // More than a tick's worth: executorDeath finishes what this tick started (the audit says partial).
-    if (!(await publish(deps, notice, log))) throw err;
-    await recordDeclaredDead(db, app, d.executorId);
-    result.declared.push(d.executorId);
-    result.published += 1;
-    log.notice('executor declared dead: recovery begun inline, the rest handed to executorDeath', { executorId: d.executorId, event: 'executor_dead', ...detail });
-    return;
+  } else {
+    result.sessions = 'visible';
+    await judgeSessions(p, noKit);
   }
-  forgetLocked(state, d.executorId);
-  if (summary.outcome === 'false-alarm') {
-    // Contradicted during the recovery: not a death, so not declared (and the registry was not marked).
-    // Rows moved before a heartbeat came back stay counted, so the summary matches the audit.
-    if (summary.contradictedBy === 'heartbeat') result.reappeared += 1;
-    else result.activityResumed += 1;
-    result.reenqueued += summary.reenqueued;
-    log.notice('executor not declared dead: its evidence changed during the recovery', {
-      executorId: d.executorId,
-      contradictedBy: summary.contradictedBy,
-      reenqueued: summary.reenqueued,
-      event: 'executor_not_dead',
-      ...detail,
-    });
-    return;
-  }
-  await recordDeclaredDead(db, app, d.executorId);
-  result.declared.push(d.executorId);
-  result.recoveredInline += 1;
-  result.reenqueued += summary.reenqueued;
-  log.notice('executor declared dead: recovered inline', { executorId: d.executorId, event: 'executor_dead', reenqueued: summary.reenqueued, ...detail });
 }
 
-async function publish(deps: ReaperDeps, notice: DeathNotice, log: ReaperDeps['logger']): Promise<boolean> {
-  if (!deps.publisher) return false;
-  try {
-    await publishDeathNotice(deps.publisher, deps.config.topics.executorDeaths, notice);
-    return true;
-  } catch (err) {
-    log.warn('publishing the death notice failed: recovering inline', { executorId: notice.executorId, err });
-    return false;
+/** No session on two ticks and PENDING rows quiet for UNKNOWN_EXECUTOR_GRACE_MS: dead. */
+async function judgeSessions(p: Pass, noKit: string[]): Promise<void> {
+  const { deps } = p;
+  const withSessions = await executorsWithSessions(deps.db, noKit);
+  for (const id of withSessions) p.alive.add(id);
+  await recordPresent(deps.db, p.app, [...withSessions], 'sessions');
+  const absences = await recordAbsent(deps.db, p.app, noKit.filter((id) => !withSessions.has(id)), 'sessions', p.continuityMs);
+  p.result.absent += absences.length;
+  const quietCutoff = deps.clock() - deps.config.reaper.unknownExecutorGraceMs;
+  const judged = absences.filter((a) => a.absentTicks >= 2 && p.actionable(a));
+  const last = await lastActivityByExecutor(deps.db, p.app, judged.map((a) => a.executorId));
+  for (const a of judged) {
+    const at = last.get(a.executorId);
+    if (at !== undefined && at < quietCutoff) p.dead.push({ executorId: a.executorId, evidence: 'sessions', absence: a, cutoffMs: quietCutoff });
   }
 }
 
