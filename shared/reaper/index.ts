@@ -1,12 +1,13 @@
 import { ConfigError } from '../errors.js';
-import { budgetFrom, budgetUntil } from '../lifecycle/deadline.js';
+import { type Budget, budgetFrom, budgetUntil } from '../lifecycle/deadline.js';
 import { ReaperLease } from './lease.js';
-import { isNotDue } from './orphanedVersions.js';
 import { runTick } from './tick.js';
 import { TickLog } from './tickLog.js';
+import { collect, newTally, type PassTotals, type Tally, tallied } from './totals.js';
 import type { PlannedAction, ReaperDeps, ReaperState, TickResult } from './types.js';
 
 export type { ReaperDeps } from './types.js';
+export type { PassTotals } from './totals.js';
 
 /**
  * One reaper invocation: take the single-flight lease, then tick every REAPER_TICK_MS until the budget
@@ -31,14 +32,6 @@ export interface ReaperOptions {
    * returning `skipped`: the Scheduler-driven function does, so a dead holder is replaced within a lease.
    */
   standby?: boolean;
-}
-
-export interface PassTotals {
-  runs: number;
-  errors: number;
-  durationMs: number;
-  maxDurationMs: number;
-  [count: string]: number;
 }
 
 export type ReaperSummary =
@@ -79,13 +72,7 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   }
   const lease = new ReaperLease(db, leaseName(config.applicationName), holder, config.reaper.leaseMs, deps.clock, log);
   const budget = budgetFrom(startedAt, config.functionTimeoutS, config.budgetMarginMs, deps.clock);
-
-  // Take the lease, or — as a standby — keep trying until the holder lets go or dies.
-  let taken = await lease.tryAcquire();
-  while (!taken.acquired && opts.standby && !opts.signal?.aborted && deps.clock() + tickMs < budget.deadline) {
-    if (!(await sleepUntil(deps.clock() + tickMs, deps.clock, opts.signal))) break;
-    taken = await lease.tryAcquire();
-  }
+  const taken = await takeLease(deps, opts, lease, budget);
   if (!taken.acquired) {
     log.info('another reaper holds the lease: skipped', { event: 'reaper_skipped', standby: opts.standby ?? false });
     return { outcome: 'skipped', reason: 'another reaper holds the lease', holder, dryRun };
@@ -95,75 +82,10 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   if (taken.sinceLastTickMs !== undefined && taken.sinceLastTickMs > gapWorthLogging) {
     log.warn('no reaper ticked for a while before this one took the lease', { gapMs: taken.sinceLastTickMs, event: 'reaper_tick_gap' });
   }
-  const totals = { dead: emptyTotals(), stuck: emptyTotals(), diverged: emptyTotals(), orphaned: emptyTotals(), retention: emptyTotals() };
-  const declaredDead: string[] = [];
-  const stuck = new Set<string>();
-  const heartbeatSkipped = new Set<string>();
-  const orphanedSkipped = new Set<string>();
-  const orphaned = new Set<string>();
-  const errors: Array<{ tick: number; pass: string; error: string }> = [];
-  const planned: PlannedAction[] = [];
-  let sessions: 'visible' | 'unknown' | 'not-needed' = 'not-needed';
-  const state: ReaperState = {};
-  let ticks = 0;
-  let lastTickAt = deps.clock();
-  let stoppedBecause: 'budget' | 'max-ticks' | 'lease-lost' | 'shutting-down' = 'budget';
+  const v: Invocation = { deps, opts, log, lease, budget, dryRun, holder, gapWorthLogging, tally: newTally(), state: {}, ticks: 0, lastTickAt: deps.clock(), stoppedBecause: 'budget' };
   const tickLog = new TickLog(log, deps.clock);
-
   try {
-    for (;;) {
-      const tickStart = deps.clock();
-      ticks += 1;
-      if (deps.faults.enabled) await deps.faults.hit('reaper.tick', { tick: ticks, holder });
-      // A tick stops at a boundary when the invocation's budget or the lease runs out, whichever is first.
-      const tickBudget = budgetUntil(Math.min(budget.deadline, lease.validUntil), deps.clock);
-      const r = await runTick(deps, { tick: ticks, dryRun, planned, signal: opts.signal }, tickBudget, state);
-      accumulate(totals, r, errors);
-      const ticked = !('error' in r.dead);
-      if (!('error' in r.dead)) {
-        declaredDead.push(...r.dead.declared);
-        if (typeof r.dead.heartbeat === 'object') heartbeatSkipped.add(r.dead.heartbeat.skipped);
-        if (r.dead.sessions !== 'not-needed' && sessions !== 'unknown') sessions = r.dead.sessions;
-      }
-      if ('workflowIds' in r.stuck) for (const id of r.stuck.workflowIds) stuck.add(id);
-      if ('workflowIds' in r.orphaned) for (const id of r.orphaned.workflowIds) orphaned.add(id);
-      if ('skipped' in r.orphaned && typeof r.orphaned.skipped === 'string' && !isNotDue(r.orphaned)) orphanedSkipped.add(r.orphaned.skipped);
-      if (ticked) {
-        const now = deps.clock();
-        // A tick that found the database down is no tick: the gap is logged once ticks resume.
-        if (now - lastTickAt > gapWorthLogging + r.durationMs) log.warn('reaper ticks resumed after a gap', { gapMs: now - lastTickAt, event: 'reaper_tick_gap' });
-        lastTickAt = now;
-      }
-      tickLog.record(r);
-      opts.onTick?.(r);
-
-      if (opts.maxTicks !== undefined && ticks >= opts.maxTicks) {
-        stoppedBecause = 'max-ticks';
-        // The last tick is recorded too, so the next holder measures its gap from here.
-        await lease.renew(ticked);
-        break;
-      }
-      const next = tickStart + tickMs;
-      // Stop when the next tick could not finish inside the budget (assume it takes as long as this one).
-      if (next + r.durationMs >= budget.deadline) {
-        await lease.renew(ticked);
-        break;
-      }
-      const renewed = await lease.renew(ticked);
-      if (renewed === 'lost') {
-        log.warn('reaper lease lost (lapsed and taken over): stopping', { event: 'reaper_lease_lost' });
-        stoppedBecause = 'lease-lost';
-        break;
-      }
-      if (!(await sleepUntil(next, deps.clock, opts.signal))) {
-        stoppedBecause = 'shutting-down';
-        break;
-      }
-      // A renew that failed (the database is away) is simply tried again after the next tick: the lease is
-      // named after this instance, so once the database answers the renew succeeds — unless another
-      // reaper took the lease meanwhile, and then it says 'lost'. Until then the lapsed lease leaves the
-      // tick no budget, so it acts on nothing.
-    }
+    await tickUntilDone(v, tickLog);
   } finally {
     tickLog.flush();
     await lease.release(Math.max(deps.clock() + 1_000, budget.deadline + config.budgetMarginMs / 2));
@@ -172,57 +94,98 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
     outcome: 'completed',
     holder,
     dryRun,
-    ticks,
+    ticks: v.ticks,
     durationMs: deps.clock() - startedAt,
-    stoppedBecause,
-    passes: totals,
-    declaredDead,
-    stuckWorkflows: [...stuck],
-    heartbeatSkipped: [...heartbeatSkipped],
-    orphanedSkipped: [...orphanedSkipped],
-    orphanedWorkflows: [...orphaned],
-    sessions,
-    ...(dryRun ? { planned } : {}),
-    errors,
+    stoppedBecause: v.stoppedBecause,
+    ...tallied(v.tally, dryRun),
   };
-  log.info('reaper invocation finished', { event: 'reaper_summary', ...summary, planned: dryRun ? planned.length : undefined });
+  log.info('reaper invocation finished', { event: 'reaper_summary', ...summary, planned: dryRun ? v.tally.planned.length : undefined });
   return summary;
 }
 
 /** A stretch without a tick longer than this (or four ticks) is logged with its length (`reaper_tick_gap`). */
 export const GAP_LOG_AFTER_MS = 1_000;
 
-function emptyTotals(): PassTotals {
-  return { runs: 0, errors: 0, durationMs: 0, maxDurationMs: 0 };
+type StopReason = 'budget' | 'max-ticks' | 'lease-lost' | 'shutting-down';
+
+/** One invocation's running state between its ticks. */
+interface Invocation {
+  deps: ReaperDeps;
+  opts: ReaperOptions;
+  log: ReaperDeps['logger'];
+  lease: ReaperLease;
+  budget: Budget;
+  dryRun: boolean;
+  holder: string;
+  gapWorthLogging: number;
+  tally: Tally;
+  state: ReaperState;
+  ticks: number;
+  lastTickAt: number;
+  stoppedBecause: StopReason;
 }
 
-type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned' | 'retention';
-const PASSES: readonly Pass[] = ['dead', 'stuck', 'diverged', 'orphaned', 'retention'];
-
-const COUNTS: Record<Pass, string[]> = {
-  dead: ['candidates', 'alive', 'absent', 'published', 'recoveredInline', 'reenqueued', 'reappeared', 'activityResumed'],
-  stuck: ['examined', 'found', 'reported', 'cancelled', 'forked', 'raced'],
-  diverged: ['found', 'handed', 'failed'],
-  orphaned: ['found', 'reported', 'forked', 'failed', 'notForked'],
-  retention: ['deleted', 'steps', 'batches', 'timedOut'],
-};
-
-function accumulate(totals: Record<Pass, PassTotals>, r: TickResult, errors: Array<{ tick: number; pass: string; error: string }>): void {
-  for (const pass of PASSES) {
-    const p = r[pass] as unknown as Record<string, unknown>;
-    const t = totals[pass];
-    // A pass that did not run this tick (not due, or its prerequisite failed) is not counted.
-    if (typeof p.skipped === 'string' && !('found' in p)) continue;
-    t.runs += 1;
-    t.durationMs += Number(p.durationMs);
-    t.maxDurationMs = Math.max(t.maxDurationMs, Number(p.durationMs));
-    if (typeof p.error === 'string') {
-      t.errors += 1;
-      errors.push({ tick: r.tick, pass, error: p.error });
-      continue;
-    }
-    for (const key of COUNTS[pass]) if (typeof p[key] === 'number') t[key] = (t[key] ?? 0) + p[key];
+/** Takes the lease, or — as a standby — keeps trying until the holder lets go or dies. */
+async function takeLease(deps: ReaperDeps, opts: ReaperOptions, lease: ReaperLease, budget: Budget): Promise<Awaited<ReturnType<ReaperLease['tryAcquire']>>> {
+  const tickMs = deps.config.reaper.tickMs;
+  let taken = await lease.tryAcquire();
+  while (!taken.acquired && opts.standby && !opts.signal?.aborted && deps.clock() + tickMs < budget.deadline) {
+    if (!(await sleepUntil(deps.clock() + tickMs, deps.clock, opts.signal))) break;
+    taken = await lease.tryAcquire();
   }
+  return taken;
+}
+
+/** Ticks every REAPER_TICK_MS until the budget, the tick limit, the lease or a shutdown stops it. */
+async function tickUntilDone(v: Invocation, tickLog: TickLog): Promise<void> {
+  const { deps, opts } = v;
+  for (;;) {
+    const tickStart = deps.clock();
+    v.ticks += 1;
+    if (deps.faults.enabled) await deps.faults.hit('reaper.tick', { tick: v.ticks, holder: v.holder });
+    // A tick stops at a boundary when the invocation's budget or the lease runs out, whichever is first.
+    const tickBudget = budgetUntil(Math.min(v.budget.deadline, v.lease.validUntil), deps.clock);
+    const r = await runTick(deps, { tick: v.ticks, dryRun: v.dryRun, planned: v.tally.planned, signal: opts.signal }, tickBudget, v.state);
+    const ticked = collect(v.tally, r);
+    if (ticked) {
+      const now = deps.clock();
+      // A tick that found the database down is no tick: the gap is logged once ticks resume.
+      if (now - v.lastTickAt > v.gapWorthLogging + r.durationMs) v.log.warn('reaper ticks resumed after a gap', { gapMs: now - v.lastTickAt, event: 'reaper_tick_gap' });
+      v.lastTickAt = now;
+    }
+    tickLog.record(r);
+    opts.onTick?.(r);
+    const stop = await afterTick(v, r, ticked, tickStart + deps.config.reaper.tickMs);
+    if (stop) {
+      v.stoppedBecause = stop;
+      return;
+    }
+  }
+}
+
+/** Renews the lease and waits for the next tick; why to stop instead, if anything says so. */
+async function afterTick(v: Invocation, r: TickResult, ticked: boolean, next: number): Promise<StopReason | undefined> {
+  if (v.opts.maxTicks !== undefined && v.ticks >= v.opts.maxTicks) {
+    // The last tick is recorded too, so the next holder measures its gap from here.
+    await v.lease.renew(ticked);
+    return 'max-ticks';
+  }
+  // Stop when the next tick could not finish inside the budget (assume it takes as long as this one).
+  if (next + r.durationMs >= v.budget.deadline) {
+    await v.lease.renew(ticked);
+    return 'budget';
+  }
+  const renewed = await v.lease.renew(ticked);
+  if (renewed === 'lost') {
+    v.log.warn('reaper lease lost (lapsed and taken over): stopping', { event: 'reaper_lease_lost' });
+    return 'lease-lost';
+  }
+  if (!(await sleepUntil(next, v.deps.clock, v.opts.signal))) return 'shutting-down';
+  // A renew that failed (the database is away) is simply tried again after the next tick: the lease is
+  // named after this instance, so once the database answers the renew succeeds — unless another
+  // reaper took the lease meanwhile, and then it says 'lost'. Until then the lapsed lease leaves the
+  // tick no budget, so it acts on nothing.
+  return undefined;
 }
 
 /** Sleeps until `at`; false if the signal aborted first. Holds no connection. */
