@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CallBudgetExhaustedError, limitCalls } from '../../shared/executor/limiter.js';
 
-/** Acceptance G: per-key cap, global cap, acquire timeout, release on error, no starvation across keys. */
+/** The limiter: per-key cap, global cap, acquire timeout, release on error, no starvation across keys. */
 function gate() {
   let open!: () => void;
   const opened = new Promise<void>((r) => (open = r));

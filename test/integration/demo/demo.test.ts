@@ -5,7 +5,7 @@ import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers
 import { TEST_REDIS_URL } from '../../helpers/services.js';
 
 /**
- * Acceptance B: `npm run demo` (shortened: 6 steps of 1 s) ends with every workflow SUCCESS and a timeline
+ * `npm run demo` (shortened: 6 steps of 1 s) ends with every workflow SUCCESS and a timeline
  * that shows exec-A's SIGKILL and its recovery, and exec-B's SIGTERM and drain. Runs the built script
  * against a test database so the end state can be checked in Postgres too.
  */

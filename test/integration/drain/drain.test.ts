@@ -8,7 +8,7 @@ import { kitEnv, statuses } from '../../helpers/kit.js';
 import { type Plane, startPlane } from '../../helpers/plane.js';
 
 /**
- * Acceptance D and E through the served `drain` function: a planned drain of v1 stops its executors
+ * Through the served `drain` function: a planned drain of v1 stops its executors
  * claiming queued work (new work goes to v2), lets them finish what they hold and report drained, with
  * GET showing progress and then `done`; bad requests get 400 with the reason, an unknown version an empty
  * report.

@@ -7,7 +7,7 @@ import { AGENT_SERVE_LATE, FUNCTIONS_FRAMEWORK_MAIN, kitEnv, statuses } from '..
 import { freePort, TEST_REDIS_URL } from '../../helpers/services.js';
 
 /**
- * Acceptance C and F, plus the kit's guards: work shorter than the budget finishes in the draining
+ * The kit's in-process drain and its guards: work shorter than the budget finishes in the draining
  * process (no step twice, no recovery); the heartbeat exists with its TTL while alive, says draining
  * during a drain — for the whole drain, even one longer than the TTL — is deleted by a clean exit and
  * expires within the TTL after SIGKILL; the shared `local` executor ID is refused; an unreachable Redis is

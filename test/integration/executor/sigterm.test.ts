@@ -8,10 +8,10 @@ import { type Plane, startPlane } from '../../helpers/plane.js';
 import { freePort } from '../../helpers/services.js';
 
 /**
- * Acceptance A and B: an executor with the kit runs 10 workflows of 3 s steps and gets SIGTERM. It exits
+ * An executor with the kit runs 10 workflows of 3 s steps and gets SIGTERM. It exits
  * inside Cloud Run's 10 s, publishes a death notice (real Pub/Sub emulator → pull-and-post bridge → the
  * served executorDeath function), and a live executor completes every workflow; none ends ERROR or
- * CANCELLED. B repeats it with the executor serving an HTTP function through functions-framework, which
+ * CANCELLED. The second test repeats it with the executor serving an HTTP function through functions-framework, which
  * calls process.exit() synchronously on SIGTERM.
  */
 const emulatorHost = inject('pubsubEmulatorHost');

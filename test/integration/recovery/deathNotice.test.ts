@@ -7,7 +7,7 @@ import { startExecutor } from '../../helpers/executor.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
 /**
- * Acceptance A: executor A dies by SIGKILL mid-run; a death notice posted to the served executorDeath
+ * Executor A dies by SIGKILL mid-run; a death notice posted to the served executorDeath
  * function re-enqueues exactly A's PENDING workflows and live executor B completes all 20.
  */
 describe('executor death → recovery through the served function', () => {

@@ -14,7 +14,7 @@ import { testRuntime } from '../../helpers/runtime.js';
 import { silentLogger } from '../../../shared/log.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
-/** Acceptance C, D, E, G: duplicate deliveries, Redis down, a connection killed mid-batch, a false alarm. */
+/** A recovery stays safe through duplicate deliveries, Redis down, a connection killed mid-batch, a false alarm. */
 const envelope = (n: ReturnType<typeof deathNotice>, messageId = 'm') =>
   JSON.parse(pubsubCloudEvent(JSON.stringify(n), { messageId }).body) as unknown;
 

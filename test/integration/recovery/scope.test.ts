@@ -8,7 +8,7 @@ import { startExecutor } from '../../helpers/executor.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
 /**
- * Acceptance B: a notice for exec-A of app X re-enqueues only exec-A's rows of X (and of the versions it
+ * A notice for exec-A of app X re-enqueues only exec-A's rows of X (and of the versions it
  * names); another app's exec-A, another executor and another version are untouched. A fleet running only
  * v2 leaves A's v1 rows ENQUEUED, and the summary and the log say so.
  */

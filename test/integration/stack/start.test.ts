@@ -14,7 +14,7 @@ import { uniqueName, waitFor } from '../../helpers/db.js';
 import { runStart, START_SCRIPT, type StartedStack } from '../../helpers/stack.js';
 
 /**
- * Acceptance A: `npm start` on a fresh setup (no DATABASE_URL → embedded Postgres, no REDIS_URL → a local
+ * `npm start` on a fresh setup (no DATABASE_URL → embedded Postgres, no REDIS_URL → a local
  * redis-server) brings the stack up; a death notice published on the local topic reaches the served
  * executorDeath through the Eventarc stand-in and is handled (the recovery audit row, the function's log
  * line); Ctrl-C (SIGTERM here) stops everything it started. Run once through the real emulator and once
