@@ -4,7 +4,7 @@ import { checkDbosSchema } from '../../shared/dbos/schema.js';
 import { deathNotice } from '../../shared/events/deathNotice.js';
 import { isAlive } from '../../shared/recovery/alive.js';
 import { recoveryDeps } from '../../shared/recovery/deps.js';
-import { recoverExecutor } from '../../shared/recovery/recoverExecutor.js';
+import { recoverExecutor, type RecoverySummary } from '../../shared/recovery/recoverExecutor.js';
 import type { CliContext } from '../context.js';
 import { duration, inline } from '../format.js';
 import type { RecoverOutput } from '../schemas.js';
@@ -23,33 +23,39 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
   const pending = await pendingByVersion(db, app, executorId);
   const byVersion = Object.fromEntries(pending.map((p) => [p.applicationVersion ?? '(none)', p.count]));
   const total = pending.reduce((n, p) => n + p.count, 0);
+  const owns = `${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}`;
   const base = { command: 'recover' as const, applicationName: app, executorId, pendingByVersion: byVersion };
-
+  const nothing = { reenqueued: 0, recoveryId: null, lockMode: null, durationMs: null, versionsWithoutExecutor: [] };
   if (o.dryRun) {
-    const out: RecoverOutput = {
-      ...base,
-      dryRun: true,
-      outcome: 'dry-run',
-      reenqueued: 0,
-      recoveryId: null,
-      lockMode: null,
-      durationMs: null,
-      versionsWithoutExecutor: [],
-    };
-    const text = `${inline(executorId)} owns ${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}; dry run: nothing changed.\n`;
-    return { json: out, text, exitCode: 0 };
+    const out: RecoverOutput = { ...base, dryRun: true, outcome: 'dry-run', ...nothing };
+    return { json: out, text: `${inline(executorId)} owns ${owns}; dry run: nothing changed.\n`, exitCode: 0 };
   }
 
   await refuseIfAlive(ctx, executorId, o.force);
+  ctx.progress(`recovering ${inline(executorId)}: ${owns}…`);
+  const summary = await runRecovery(ctx, executorId, total);
+  if (summary.outcome === 'false-alarm') {
+    return {
+      json: { ...base, dryRun: false, outcome: 'false-alarm', ...nothing },
+      text: `${inline(executorId)} is alive (fresh heartbeat); nothing recovered.\n`,
+      exitCode: 0,
+    };
+  }
+  const { outcome, reenqueued, recoveryId, lockMode, durationMs, versionsWithoutExecutor } = summary;
+  const out: RecoverOutput = { ...base, dryRun: false, outcome, reenqueued, recoveryId, lockMode, durationMs, versionsWithoutExecutor };
+  return { json: out, text: describeRecovery(executorId, summary), exitCode: 0 };
+}
 
-  ctx.progress(`recovering ${inline(executorId)}: ${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}…`);
+/** The recovery executorDeath runs, as a `manual` notice from this terminal, with a progress line per batch. */
+async function runRecovery(ctx: CliContext, executorId: string, total: number): Promise<RecoverySummary> {
+  const { db, config } = ctx;
   let moved = 0;
-  const summary = await recoverExecutor(
+  return recoverExecutor(
     recoveryDeps(
       { config, db, redis: ctx.redisReady ? ctx.redis : undefined, lock: ctx.redisReady ? ctx.lock : undefined, logger: ctx.logger },
       { via: 'cli', recoveredBy: `cli:${safeUser()}@${hostname()}` },
     ),
-    deathNotice({ executorId, applicationName: app, reason: 'manual', detectedBy: 'afterlife-cli' }),
+    deathNotice({ executorId, applicationName: config.applicationName, reason: 'manual', detectedBy: 'afterlife-cli' }),
     {
       onBatch: ({ batchNo, reenqueued }) => {
         moved += reenqueued;
@@ -57,23 +63,9 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
       },
     },
   );
-  if (summary.outcome === 'false-alarm') {
-    return {
-      json: { ...base, dryRun: false, outcome: 'false-alarm', reenqueued: 0, recoveryId: null, lockMode: null, durationMs: null, versionsWithoutExecutor: [] },
-      text: `${inline(executorId)} is alive (fresh heartbeat); nothing recovered.\n`,
-      exitCode: 0,
-    };
-  }
-  const out: RecoverOutput = {
-    ...base,
-    dryRun: false,
-    outcome: summary.outcome,
-    reenqueued: summary.reenqueued,
-    recoveryId: summary.recoveryId,
-    lockMode: summary.lockMode,
-    durationMs: summary.durationMs,
-    versionsWithoutExecutor: summary.versionsWithoutExecutor,
-  };
+}
+
+function describeRecovery(executorId: string, summary: Exclude<RecoverySummary, { outcome: 'false-alarm' }>): string {
   const lines = [
     `recovery #${summary.recoveryId}: re-enqueued ${summary.reenqueued} workflow(s) of ${inline(executorId)} in ${summary.batches} batch(es), ${duration(summary.durationMs)} (${summary.lockMode}).`,
   ];
@@ -81,7 +73,7 @@ export async function recover(ctx: CliContext, executorId: string, o: { dryRun: 
   if (summary.versionsWithoutExecutor.length) {
     lines.push(`warning: no live executor runs version(s) ${summary.versionsWithoutExecutor.join(', ')}: those workflows wait until one does.`);
   }
-  return { json: out, text: `${lines.join('\n')}\n`, exitCode: 0 };
+  return `${lines.join('\n')}\n`;
 }
 
 /**
