@@ -92,35 +92,46 @@ function scopePremise(scope: BatchScope, t: string): string {
           AND ${appScope(`${t}application_name`, '$3')}`;
 }
 
-export async function reenqueueBatch(
-  db: Db,
-  scope: BatchScope,
-  opts: {
-    limit: number;
-    range: CreatedRange;
-    after: BatchCursor | undefined;
-    recoveryId: number;
-    batchNo: number;
-    guard?: RecoveryGuard;
-    /**
-     * Rows of the range not yet scanned, from the PENDING count the range came with: a batch whose scan
-     * reaches it has read the range to its end, so no further statement is run to find that out. Rows
-     * cannot join a dead executor's range; one that did (it was alive) waits for the next recovery.
-     */
-    unscanned?: number | undefined;
-    /** Return the moved IDs (the audit records them either way). */
-    returnIds?: boolean;
-    /**
-     * Pass over rows another transaction holds (`SKIP LOCKED`) instead of waiting up to `LOCK_WAIT_MS` for
-     * them. The lock clause costs a WAL record per row (bench/skipLocked.ts), so a recovery takes it only
-     * after a batch found a held row (RowLockWaitError).
-     */
-    skipLocked?: boolean;
-  },
-): Promise<BatchResult> {
-  const ws = `${ident(db.dbosSchema)}.workflow_status`;
-  const audit = `${ident(db.afterlifeSchema)}.recovery_batches`;
-  const premise = (t: string) => scopePremise(scope, t);
+export interface BatchOptions {
+  limit: number;
+  range: CreatedRange;
+  after: BatchCursor | undefined;
+  recoveryId: number;
+  batchNo: number;
+  guard?: RecoveryGuard;
+  /**
+   * Rows of the range not yet scanned, from the PENDING count the range came with: a batch whose scan
+   * reaches it has read the range to its end, so no further statement is run to find that out. Rows
+   * cannot join a dead executor's range; one that did (it was alive) waits for the next recovery.
+   */
+  unscanned?: number | undefined;
+  /** Return the moved IDs (the audit records them either way). */
+  returnIds?: boolean;
+  /**
+   * Pass over rows another transaction holds (`SKIP LOCKED`) instead of waiting up to `LOCK_WAIT_MS` for
+   * them. The lock clause costs a WAL record per row (bench/skipLocked.ts), so a recovery takes it only
+   * after a batch found a held row (RowLockWaitError).
+   */
+  skipLocked?: boolean;
+}
+
+export async function reenqueueBatch(db: Db, scope: BatchScope, opts: BatchOptions): Promise<BatchResult> {
+  const { text, values } = batchStatement(db, scope, opts);
+  const res = await db.query<{ ids: string[] | null; moved: number | null; candidates: number | null; last: [string, string] | null }>(text, values, 'recover.batch', {
+    prepared: true,
+  });
+  const row = res.rows[0];
+  const moved = row?.moved ?? 0;
+  const ids = opts.returnIds ? (row?.ids ?? []) : undefined;
+  const candidates = row?.candidates ?? 0;
+  // A short batch, or one that reached the count, read the range to its end: no statement is run to find that out.
+  const more = candidates >= opts.limit && (opts.unscanned === undefined || candidates < opts.unscanned);
+  const next = row?.last && more ? { createdAt: row.last[0], workflowId: row.last[1] } : undefined;
+  return { moved, ids, candidates, next };
+}
+
+/** The batch's parameters and the clauses that depend on them (lock wait, held rows, the guard's evidence). */
+function batchStatement(db: Db, scope: BatchScope, opts: BatchOptions): { text: string; values: unknown[] } {
   const values: unknown[] = [
     scope.executorId,
     scope.applicationVersion,
@@ -153,52 +164,47 @@ export async function reenqueueBatch(
                    WHERE a.datname = current_database() AND starts_with(a.application_name, ${param(guard.noSessionsPrefix, 'text')}))`);
   }
   if (guard.livenessFree) evidence.push(`AND NOT ${livenessHeldSql(db.afterlifeSchema, '$3::text', '$1::text')}`);
-  const res = await db.query<{ ids: string[] | null; moved: number | null; candidates: number | null; last: [string, string] | null }>(
-    `WITH candidates AS (
-       SELECT ctid, workflow_uuid, created_at FROM ${ws}
-        WHERE ${premise('')}
+  const premise = (t: string) => scopePremise(scope, t);
+  const ws = `${ident(db.dbosSchema)}.workflow_status`;
+  const audit = `${ident(db.afterlifeSchema)}.recovery_batches`;
+  return { text: batchSql({ ws, audit, premise, waitBound, skipHeld, evidence, returnIds: opts.returnIds === true }), values };
+}
+
+/** The statement: candidates by keyset, the re-checked UPDATE, the audit row, and the cursor's next position. */
+function batchSql(t: { ws: string; audit: string; premise: (alias: string) => string; waitBound: string; skipHeld: string; evidence: string[]; returnIds: boolean }): string {
+  return `WITH candidates AS (
+       SELECT ctid, workflow_uuid, created_at FROM ${t.ws}
+        WHERE ${t.premise('')}
           -- The plain bounds on created_at make idx_workflow_status_pending read only from the cursor to the
           -- executor's newest row (see CreatedRange); the row comparison alone would be a filter, rescanning
           -- moved rows on every batch. No parameter is ever NULL, so a generic plan keeps the index range.
           AND created_at >= $5::bigint AND created_at <= $9::bigint AND (created_at, workflow_uuid) > ($5::bigint, $6::text)
-          ${waitBound}
+          ${t.waitBound}
         ORDER BY created_at, workflow_uuid
         LIMIT $4
-        ${skipHeld}
+        ${t.skipHeld}
      ),
      moved AS (
-       UPDATE ${ws} w
+       UPDATE ${t.ws} w
           SET started_at_epoch_ms = NULL, status = 'ENQUEUED', owner_xid = NULL,
               updated_at = ${NOW_MS}, queue_name = COALESCE(w.queue_name, '_dbos_internal_queue')
         -- The batch is fetched by tuple ID (a join would hash every PENDING row of the executor on every
         -- batch, turning a large recovery quadratic). If a row changed since the candidate scan, READ
         -- COMMITTED follows it to its newest version and re-evaluates the premise below, so a row a live
         -- executor claimed meanwhile is skipped.
-        WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM candidates)) AND ${premise('w.')}
-          ${evidence.join('\n          ')}
+        WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM candidates)) AND ${t.premise('w.')}
+          ${t.evidence.join('\n          ')}
         RETURNING w.workflow_uuid
      ),
      logged AS (
-       INSERT INTO ${audit} (recovery_id, batch_no, application_version, workflow_ids)
+       INSERT INTO ${t.audit} (recovery_id, batch_no, application_version, workflow_ids)
        SELECT $7, $8, $2, array_agg(workflow_uuid) FROM moved HAVING count(*) > 0
      )
-     SELECT ${opts.returnIds ? '(SELECT array_agg(workflow_uuid) FROM moved)' : 'NULL::text[]'} AS ids, (SELECT count(*)::int FROM moved) AS moved,
+     SELECT ${t.returnIds ? '(SELECT array_agg(workflow_uuid) FROM moved)' : 'NULL::text[]'} AS ids, (SELECT count(*)::int FROM moved) AS moved,
             (SELECT count(*)::int FROM candidates) AS candidates,
             -- Transaction-local, so it governs this statement's own commit only; see the note above reenqueueBatch.
             set_config('synchronous_commit', 'off', true) AS commit_mode,
-            (SELECT ARRAY[created_at::text, workflow_uuid] FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last`,
-    values,
-    'recover.batch',
-    { prepared: true },
-  );
-  const row = res.rows[0];
-  const moved = row?.moved ?? 0;
-  const ids = opts.returnIds ? (row?.ids ?? []) : undefined;
-  const candidates = row?.candidates ?? 0;
-  // A short batch, or one that reached the count, read the range to its end: no statement is run to find that out.
-  const more = candidates >= opts.limit && (opts.unscanned === undefined || candidates < opts.unscanned);
-  const next = row?.last && more ? { createdAt: row.last[0], workflowId: row.last[1] } : undefined;
-  return { moved, ids, candidates, next };
+            (SELECT ARRAY[created_at::text, workflow_uuid] FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last`;
 }
 
 export interface PendingByVersion {
