@@ -234,45 +234,9 @@ export const CONFIG_DEFAULTS: Readonly<Record<string, string | number | undefine
 );
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  const picked: Record<string, string> = {};
-  for (const key of KEYS) {
-    const value = env[key];
-    // An empty variable is how Terraform and shells spell "unset".
-    if (value !== undefined && value !== '') picked[key] = value;
-  }
-  const renamed: string[] = [];
-  for (const [old, key] of Object.entries(DEPRECATED_CONFIG_NAMES)) {
-    const value = env[old];
-    if (value === undefined || value === '') continue;
-    if (picked[key] === undefined) picked[key] = value;
-    else if (picked[key] !== value) renamed.push(`${old}: deprecated name of ${key}, which is set to another value (${key}=${picked[key]}, ${old}=${value}); unset ${old}`);
-  }
-  const parsed = EnvSchema.safeParse(picked);
-  // Cross-field rules are checked on the raw values so they are reported together with field errors.
-  const tls = redisTlsProblem(picked.REDIS_URL, picked.REDIS_CA_CERT);
-  const problems = [...(parsed.success ? [] : describe(parsed.error.issues)), ...databaseTargetProblems(picked), ...(tls ? [tls] : []), ...renamed];
-  if (!parsed.success || problems.length) throw new ConfigError(problems);
-  const e = parsed.data;
-  const pool = {
-    poolMax: e.DB_POOL_MAX,
-    connectTimeoutMs: e.DB_CONNECT_TIMEOUT_MS,
-    statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
-  };
-  const database: Config['database'] =
-    e.INSTANCE_CONNECTION_NAME !== undefined
-      ? {
-          kind: 'connector',
-          instanceConnectionName: e.INSTANCE_CONNECTION_NAME,
-          user: e.DB_USER ?? '',
-          database: e.DB_NAME ?? '',
-          password: e.DB_PASSWORD,
-          ipType: e.DB_IP_TYPE,
-          iamAuth: e.DB_PASSWORD === undefined,
-          ...pool,
-        }
-      : { kind: 'url', url: e.DATABASE_URL ?? '', ...pool };
+  const e = parseEnv(env);
   return {
-    database,
+    database: databaseOf(e),
     applicationName: e.DBOS_APPLICATION_NAME,
     dbosSchema: e.DBOS_SYSTEM_SCHEMA,
     afterlifeSchema: e.AFTERLIFE_SCHEMA,
@@ -316,6 +280,53 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dbosSchemaMaxVersion: e.DBOS_SCHEMA_MAX_VERSION,
     logLevel: e.LOG_LEVEL,
   };
+}
+
+/**
+ * The known variables, with deprecated names read for their new ones, parsed; every problem (field
+ * errors, cross-field rules, a deprecated name contradicting its new one) reported together.
+ */
+function parseEnv(env: Record<string, string | undefined>): Parsed {
+  const picked: Record<string, string> = {};
+  for (const key of KEYS) {
+    const value = env[key];
+    // An empty variable is how Terraform and shells spell "unset".
+    if (value !== undefined && value !== '') picked[key] = value;
+  }
+  const renamed: string[] = [];
+  for (const [old, key] of Object.entries(DEPRECATED_CONFIG_NAMES)) {
+    const value = env[old];
+    if (value === undefined || value === '') continue;
+    if (picked[key] === undefined) picked[key] = value;
+    else if (picked[key] !== value) renamed.push(`${old}: deprecated name of ${key}, which is set to another value (${key}=${picked[key]}, ${old}=${value}); unset ${old}`);
+  }
+  const parsed = EnvSchema.safeParse(picked);
+  // Cross-field rules are checked on the raw values so they are reported together with field errors.
+  const tls = redisTlsProblem(picked.REDIS_URL, picked.REDIS_CA_CERT);
+  const problems = [...(parsed.success ? [] : describe(parsed.error.issues)), ...databaseTargetProblems(picked), ...(tls ? [tls] : []), ...renamed];
+  if (!parsed.success || problems.length) throw new ConfigError(problems);
+  return parsed.data;
+}
+
+/** A Cloud SQL connector target when INSTANCE_CONNECTION_NAME is set, else the URL. */
+function databaseOf(e: Parsed): Config['database'] {
+  const pool = {
+    poolMax: e.DB_POOL_MAX,
+    connectTimeoutMs: e.DB_CONNECT_TIMEOUT_MS,
+    statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
+  };
+  return e.INSTANCE_CONNECTION_NAME !== undefined
+    ? {
+        kind: 'connector',
+        instanceConnectionName: e.INSTANCE_CONNECTION_NAME,
+        user: e.DB_USER ?? '',
+        database: e.DB_NAME ?? '',
+        password: e.DB_PASSWORD,
+        ipType: e.DB_IP_TYPE,
+        iamAuth: e.DB_PASSWORD === undefined,
+        ...pool,
+      }
+    : { kind: 'url', url: e.DATABASE_URL ?? '', ...pool };
 }
 
 /** For logs and `afterlife status`: the config with secrets and credentials in URLs masked. */
