@@ -84,8 +84,18 @@ export async function orphanedVersionsPass(deps: ReaperDeps, ctx: TickContext, s
     return { ...result, notForked: rows.length, skipped: 'no fork module wired' };
   }
 
-  // Re-read the evidence that changes fastest just before acting: an executor of the version may have
-  // started since the scan (it would claim the rows itself).
+  await repairVersions(deps, ctx, byVersion, result, log);
+  return result;
+}
+
+/**
+ * fork-to-latest: each version's rows to the repair module, one executor's rows at a time. The evidence
+ * that changes fastest is re-read just before acting: an executor of the version may have started since
+ * the scan (it would claim the rows itself).
+ */
+async function repairVersions(deps: ReaperDeps, ctx: TickContext, byVersion: Map<string, OrphanedRow[]>, result: OrphanedPassResult, log: ReaperDeps['logger']): Promise<void> {
+  const repair = deps.repairOrphaned;
+  if (!repair) return;
   const now = await liveVersions(deps);
   for (const [applicationVersion, rs] of byVersion) {
     if (shouldStop(ctx)) break;
@@ -100,7 +110,7 @@ export async function orphanedVersionsPass(deps: ReaperDeps, ctx: TickContext, s
     // repairOrphaned takes one executor's rows (its log names it); children and their parents share one.
     for (const [executorId, group] of groupBy(rs, (r) => r.executorId ?? '(none)')) {
       try {
-        const outcomes = await deps.repairOrphaned({ applicationName: app, executorId, applicationVersion, workflowIds: group.map((r) => r.workflowId) });
+        const outcomes = await repair({ applicationName: deps.config.applicationName, executorId, applicationVersion, workflowIds: group.map((r) => r.workflowId) });
         for (const o of outcomes) {
           if (o.outcome === 'forked' || o.outcome === 'already-forked' || o.outcome === 'rewound') result.forked += 1;
           else if (o.outcome === 'failed') result.failed += 1;
@@ -112,7 +122,6 @@ export async function orphanedVersionsPass(deps: ReaperDeps, ctx: TickContext, s
       }
     }
   }
-  return result;
 }
 
 function plan(action: 'report' | 'fork', r: OrphanedRow): PlannedAction {
