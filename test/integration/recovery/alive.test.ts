@@ -1,0 +1,59 @@
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { registerAlive } from '../../../shared/db/queries/executors.js';
+import { takeLivenessSql } from '../../../shared/liveness/key.js';
+import { type AliveDeps, type AliveQuestion, isAlive } from '../../../shared/recovery/alive.js';
+import { beat } from '../../helpers/agents.js';
+import { executorDeathFixture } from '../../helpers/executorDeath.js';
+
+/**
+ * "Is this named executor alive?" (shared/recovery/alive.ts), the one rule executorDeath's notice check
+ * and `afterlife recover` share, against real Postgres and Redis: the same witnesses for both, and the one
+ * difference, `doubt`: a notice goes ahead when the heartbeat cannot prove death, an operator is refused.
+ */
+describe('is a named executor alive', () => {
+  const f = executorDeathFixture('app-alive', { serve: false });
+  const deps = (redis = true): AliveDeps => ({ db: f.rt.db, redis: redis ? f.rt.redis : undefined, heartbeatIntervalMs: 250, clock: Date.now });
+  const ask = (executorId: string, doubt: AliveQuestion['doubt'], more: Partial<AliveQuestion> = {}, redis = true) =>
+    isAlive(deps(redis), { applicationName: f.app, executorId, reason: 'manual', force: false, doubt, ...more });
+
+  it('no lock and no key: gone, for both', async () => {
+    expect(await ask('gone-1', 'proceed')).toEqual({ alive: false });
+    expect(await ask('gone-1', 'refuse')).toEqual({ alive: false });
+  });
+
+  it('a beat saying alive: alive for both, unless forced or the claim is heartbeat-lapsed (the recovery re-reads that)', async () => {
+    await beat(f.rt.redis!, f.app, 'beating-1', 'v1');
+    expect(await ask('beating-1', 'proceed')).toEqual({ alive: true, witness: 'heartbeat', state: 'alive' });
+    expect(await ask('beating-1', 'refuse')).toEqual({ alive: true, witness: 'heartbeat', state: 'alive' });
+    expect(await ask('beating-1', 'refuse', { force: true })).toEqual({ alive: false });
+    expect(await ask('beating-1', 'proceed', { reason: 'heartbeat-lapsed' })).toEqual({ alive: false });
+  });
+
+  it('doubt: a draining beat or no Redis lets a notice proceed and refuses an operator', async () => {
+    await beat(f.rt.redis!, f.app, 'draining-1', 'v1', 60_000, 'draining');
+    expect(await ask('draining-1', 'proceed')).toEqual({ alive: false });
+    expect(await ask('draining-1', 'refuse')).toEqual({ alive: true, witness: 'heartbeat', state: 'draining' });
+    await beat(f.rt.redis!, f.app, 'drained-1', 'v1', 60_000, 'drained');
+    expect(await ask('drained-1', 'refuse')).toEqual({ alive: false });
+    expect(await ask('gone-2', 'proceed', {}, false)).toEqual({ alive: false });
+    expect(await ask('gone-2', 'refuse', {}, false)).toEqual({ alive: 'unknown', witness: 'heartbeat' });
+  });
+
+  it('a held liveness lock is life for both, Redis or not, except the executor\'s own notice while it is leaving', async () => {
+    const session = new pg.Client({ connectionString: f.tdb.url });
+    await session.connect();
+    try {
+      await registerAlive(f.rt.db, { applicationName: f.app, executorId: 'locked-1', applicationVersion: 'v1', startedAt: new Date(), heartbeats: true, liveness: true, incarnation: 'inc-1' });
+      const took = await session.query<{ ok: boolean }>(takeLivenessSql('afterlife'), [f.app, 'locked-1', 'inc-1']);
+      expect(took.rows[0]?.ok).toBe(true);
+      for (const doubt of ['proceed', 'refuse'] as const) {
+        expect(await ask('locked-1', doubt, {}, false)).toEqual({ alive: true, witness: 'liveness-lock' });
+      }
+      expect(await ask('locked-1', 'proceed', { reason: 'sigterm' })).toEqual({ alive: true, witness: 'liveness-lock' });
+      expect(await ask('locked-1', 'proceed', { reason: 'sigterm', registryState: 'draining' })).toEqual({ alive: false });
+    } finally {
+      await session.end();
+    }
+  });
+});
