@@ -43,6 +43,7 @@ locals {
     recovery_rows_locked             = "a recovery left PENDING rows another transaction holds; it is audited partial and retried once they are free"
     retention_batch                  = "one retention batch deleted completed workflows (the line carries deleted and durationMs)"
     retention_pass                   = "one retention pass finished (policy, deleted, timed out, why it stopped)"
+    retention_unbounded              = "a workflow whose delete hit the lock bound three times in a row was deleted without it (its history is huge)"
     workflow_timed_out               = "WORKFLOW_GLOBAL_TIMEOUT_MS cancelled a workflow (its children with it)"
     liveness_lock_squatted           = "an executor's liveness key is held by a session that is not the kit's registered one; read as free and reported"
   }
