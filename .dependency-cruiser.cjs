@@ -6,7 +6,8 @@
  */
 const KIT = '^(shared/executor|packages)/';
 // config/redisTls.ts is the one piece of config/ both configurations validate with (the kit's REDIS_CA_CERT).
-const PLANE_ONLY = '^(shared/(reaper|recovery|repair|retention|drain)/|shared/config/(?!redisTls\\.ts$)|shared/runtime\\.ts$|functions/|cli/)';
+const PLANE_ONLY =
+  '^(shared/(reaper|recovery|repair|retention|drain)/|shared/config/(?!redisTls\\.ts$)|shared/runtime\\.ts$|functions/|cli/)';
 
 module.exports = {
   forbidden: [

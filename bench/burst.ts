@@ -116,8 +116,13 @@ async function burst(url: string, rows: number): Promise<BurstResult & { t0: big
     }
   })();
   const bodies = Array.from({ length: EXECUTORS }, (_, i) => {
-    const data = Buffer.from(JSON.stringify(deathNotice({ executorId: deadId(i), applicationName: APP, reason: 'manual', detectedBy: 'bench' }))).toString('base64');
-    return JSON.stringify({ message: { data, attributes: {}, messageId: `burst-${i}`, publishTime: new Date().toISOString() }, subscription: 'projects/bench/subscriptions/burst' });
+    const data = Buffer.from(
+      JSON.stringify(deathNotice({ executorId: deadId(i), applicationName: APP, reason: 'manual', detectedBy: 'bench' })),
+    ).toString('base64');
+    return JSON.stringify({
+      message: { data, attributes: {}, messageId: `burst-${i}`, publishTime: new Date().toISOString() },
+      subscription: 'projects/bench/subscriptions/burst',
+    });
   });
   const headers = (i: number) => ({
     'content-type': 'application/json',
@@ -128,7 +133,9 @@ async function burst(url: string, rows: number): Promise<BurstResult & { t0: big
     'ce-time': new Date().toISOString(),
   });
   const t0 = process.hrtime.bigint();
-  const statuses = await Promise.all(bodies.map((body, i) => fetch(target, { method: 'POST', headers: headers(i), body }).then((r) => r.status)));
+  const statuses = await Promise.all(
+    bodies.map((body, i) => fetch(target, { method: 'POST', headers: headers(i), body }).then((r) => r.status)),
+  );
   const answeredMs = ms(t0);
   // The last re-enqueue committed before its delivery was answered, so the sampler has seen it or will next.
   while (reenqueuedAt === undefined) await new Promise((r) => setTimeout(r, 5));
@@ -169,7 +176,15 @@ async function withLiveExecutors(template: string, k: number): Promise<void> {
   const live: AgentExecutor[] = [];
   try {
     for (let i = 0; i < k; i++) {
-      live.push(await startAgentExecutor({ databaseUrl: url, applicationName: APP, applicationVersion: 'v1', executorId: `live-${i}`, env: { AFTERLIFE_KIT: 'off' } }));
+      live.push(
+        await startAgentExecutor({
+          databaseUrl: url,
+          applicationName: APP,
+          applicationVersion: 'v1',
+          executorId: `live-${i}`,
+          env: { AFTERLIFE_KIT: 'off' },
+        }),
+      );
     }
     await admin((c) => c.query('CHECKPOINT'));
     const r = await burst(url, rows);
@@ -210,7 +225,9 @@ if (withIndex) {
   await applyOptInIndexes(afterlifeDb(pool, 1));
   await pool.end();
 }
-console.error(`seeded ${EXECUTORS} × ${PER} PENDING + ${EXECUTORS * PER} history rows in ${(ms(t) / 1000).toFixed(1)} s${withIndex ? ' (+ opt-in index)' : ''}`);
+console.error(
+  `seeded ${EXECUTORS} × ${PER} PENDING + ${EXECUTORS * PER} history rows in ${(ms(t) / 1000).toFixed(1)} s${withIndex ? ' (+ opt-in index)' : ''}`,
+);
 try {
   for (let rep = 1; rep <= 3; rep++) {
     const name = `afterlife_burst_run_${process.pid}`;

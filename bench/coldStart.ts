@@ -73,7 +73,12 @@ async function once(mode: Mode, run: number): Promise<Result> {
     const m = /"buildMs":(\d+)/.exec(line);
     if (m) buildMs = Number(m[1]);
   };
-  const proc = spawnManaged('executorDeath', process.execPath, [join(ROOT, 'node_modules/@google-cloud/functions-framework/build/src/main.js'), '--target=executorDeath', `--port=${port}`], { env, cwd: ROOT, onLine });
+  const proc = spawnManaged(
+    'executorDeath',
+    process.execPath,
+    [join(ROOT, 'node_modules/@google-cloud/functions-framework/build/src/main.js'), '--target=executorDeath', `--port=${port}`],
+    { env, cwd: ROOT, onLine },
+  );
   try {
     while (!(await accepts(port))) await new Promise((r) => setTimeout(r, 2));
     const listening = Date.now();
@@ -83,8 +88,17 @@ async function once(mode: Mode, run: number): Promise<Result> {
     const sent = Date.now();
     const res = await fetch(`http://127.0.0.1:${port}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'ce-id': `cold-${run}`, 'ce-specversion': '1.0', 'ce-type': 'google.cloud.pubsub.topic.v1.messagePublished', 'ce-source': 'bench' },
-      body: JSON.stringify({ message: { data: Buffer.from(JSON.stringify(notice)).toString('base64'), messageId: `cold-${run}` }, subscription: 'bench' }),
+      headers: {
+        'content-type': 'application/json',
+        'ce-id': `cold-${run}`,
+        'ce-specversion': '1.0',
+        'ce-type': 'google.cloud.pubsub.topic.v1.messagePublished',
+        'ce-source': 'bench',
+      },
+      body: JSON.stringify({
+        message: { data: Buffer.from(JSON.stringify(notice)).toString('base64'), messageId: `cold-${run}` },
+        subscription: 'bench',
+      }),
     });
     const answered = Date.now();
     if (res.status !== 204) throw new Error(`delivery answered ${res.status}: ${await res.text()}\n${proc.tail()}`);
@@ -113,10 +127,13 @@ async function main(): Promise<void> {
   }
   await dropDatabase(TEMPLATE);
   console.log(`load average at start ${load}, now ${loadavg()[0]?.toFixed(2)}; ${reps} runs per mode`);
-  console.log('| runtime built | spawn → listening | runtime build | first delivery → recovery started: median (worst) | → 204: median (worst) |');
+  console.log(
+    '| runtime built | spawn → listening | runtime build | first delivery → recovery started: median (worst) | → 204: median (worst) |',
+  );
   console.log('|---|---|---|---|---|');
   for (const [mode, rs] of Object.entries(results)) {
-    const col = (k: Exclude<keyof Result, never>) => `${median(rs.map((r) => r[k])).toFixed(0)} ms (${Math.max(...rs.map((r) => r[k])).toFixed(0)})`;
+    const col = (k: Exclude<keyof Result, never>) =>
+      `${median(rs.map((r) => r[k])).toFixed(0)} ms (${Math.max(...rs.map((r) => r[k])).toFixed(0)})`;
     console.log(`| ${mode} | ${col('listenMs')} | ${col('buildMs')} | ${col('startedMs')} | ${col('answeredMs')} |`);
   }
 }

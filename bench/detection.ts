@@ -43,12 +43,15 @@ const log = consoleLogger({ component: 'bench-detection' }, 'WARNING');
 async function main(): Promise<void> {
   const bench = await startKillBench('detect', { scheduleMs: SCHEDULE_MS, logger: log });
   const { stack, sql, load0 } = bench;
-  const start = (executorId: string, liveness: boolean) => bench.startExecutor(executorId, bench.kitEnv({ AFTERLIFE_LIVENESS: liveness ? 'on' : 'off' }));
+  const start = (executorId: string, liveness: boolean) =>
+    bench.startExecutor(executorId, bench.kitEnv({ AFTERLIFE_LIVENESS: liveness ? 'on' : 'off' }));
   const trials: Trial[] = [];
   try {
     await start('survivor', true);
     await bench.settle();
-    console.log(`stack: pub/sub ${stack.pubsub.kind}; reaper called every ${SCHEDULE_MS} ms; load ${load0.map((l) => l.toFixed(2)).join(' ')}`);
+    console.log(
+      `stack: pub/sub ${stack.pubsub.kind}; reaper called every ${SCHEDULE_MS} ms; load ${load0.map((l) => l.toFixed(2)).join(' ')}`,
+    );
     for (const mode of MODES) {
       for (let k = 0; k < KILLS; k++) {
         const t = await trial(mode, k, start, sql);
@@ -62,13 +65,21 @@ async function main(): Promise<void> {
   report(trials, load0);
 }
 
-async function trial(mode: 'liveness' | 'heartbeat', k: number, start: (id: string, liveness: boolean) => Promise<AgentExecutor>, sql: pg.Pool): Promise<Trial> {
+async function trial(
+  mode: 'liveness' | 'heartbeat',
+  k: number,
+  start: (id: string, liveness: boolean) => Promise<AgentExecutor>,
+  sql: pg.Pool,
+): Promise<Trial> {
   const victimId = `victim-${mode}-${k}`;
   const victim = await start(victimId, mode === 'liveness');
   const ids = Array.from({ length: WORKFLOWS }, (_, i) => `${victimId}-wf-${i}`);
   for (const id of ids) await victim.start(id, { steps: 2, stepMs: STEP_MS });
   await until(`${WORKFLOWS} steps started on ${victimId}`, 30_000, async () => {
-    const r = await sql.query<{ n: number }>(`SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE executor_id = $1 AND phase = 'start'`, [victimId]);
+    const r = await sql.query<{ n: number }>(
+      `SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE executor_id = $1 AND phase = 'start'`,
+      [victimId],
+    );
     return r.rows[0]?.n === WORKFLOWS;
   });
   // A random moment against the beat and the tick grids, inside the first step.
@@ -77,7 +88,10 @@ async function trial(mode: 'liveness' | 'heartbeat', k: number, start: (id: stri
   victim.kill('SIGKILL');
   await victim.exited;
   const firstStep = await until(`the survivor starts ${victimId}'s work`, 90_000, async () => {
-    const r = await sql.query<{ t: Date | null }>(`SELECT min(at) AS t FROM public.step_runs WHERE executor_id = 'survivor' AND phase = 'start' AND workflow_id = ANY($1)`, [ids]);
+    const r = await sql.query<{ t: Date | null }>(
+      `SELECT min(at) AS t FROM public.step_runs WHERE executor_id = 'survivor' AND phase = 'start' AND workflow_id = ANY($1)`,
+      [ids],
+    );
     return r.rows[0]?.t?.getTime();
   });
   const finished = await until(`${victimId}'s workflows SUCCESS`, 120_000, async () => {
@@ -87,7 +101,9 @@ async function trial(mode: 'liveness' | 'heartbeat', k: number, start: (id: stri
     );
     return r.rows[0]?.n === WORKFLOWS ? Number(r.rows[0].last) : undefined;
   });
-  const declared = await sql.query<{ t: Date | null }>(`SELECT min(started_at) AS t FROM afterlife.recoveries WHERE executor_id = $1`, [victimId]);
+  const declared = await sql.query<{ t: Date | null }>(`SELECT min(started_at) AS t FROM afterlife.recoveries WHERE executor_id = $1`, [
+    victimId,
+  ]);
   const declaredAt = declared.rows[0]?.t?.getTime() ?? NaN;
   return { mode, declaredMs: declaredAt - killedAt, firstStepMs: firstStep - killedAt, finishedMs: finished - killedAt };
 }
@@ -99,7 +115,9 @@ function report(trials: Trial[], load0: number[]): void {
   };
   const fmt = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
   const rows: Record<string, Record<string, number>> = {};
-  console.log(`\n| mode | kills | kill → declared (median / p95 / max) | kill → first step (median / p95 / max) | kill → all finished (median / p95 / max) |`);
+  console.log(
+    `\n| mode | kills | kill → declared (median / p95 / max) | kill → first step (median / p95 / max) | kill → all finished (median / p95 / max) |`,
+  );
   console.log(`|---|---|---|---|---|`);
   for (const mode of MODES) {
     const ts = trials.filter((t) => t.mode === mode);
@@ -112,9 +130,15 @@ function report(trials: Trial[], load0: number[]): void {
     console.log(`| ${mode} | ${ts.length} | ${col((t) => t.declaredMs)} | ${col((t) => t.firstStepMs)} | ${col((t) => t.finishedMs)} |`);
   }
   if (rows.liveness && rows.heartbeat) {
-    console.log(`\nheartbeat-only / liveness, median kill → first step: ${(rows.heartbeat.firstStep! / rows.liveness.firstStep!).toFixed(1)}×`);
+    console.log(
+      `\nheartbeat-only / liveness, median kill → first step: ${(rows.heartbeat.firstStep! / rows.liveness.firstStep!).toFixed(1)}×`,
+    );
   }
-  console.log(`load average before ${load0.map((l) => l.toFixed(2)).join(' ')}, after ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(
+    `load average before ${load0.map((l) => l.toFixed(2)).join(' ')}, after ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
 }
 
 await main();

@@ -44,9 +44,13 @@ function freePort(): Promise<number> {
 
 async function privateRedis(): Promise<{ url: string; proc: ChildProcess }> {
   const port = await freePort();
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--enable-debug-command', 'local'], {
-    stdio: 'ignore',
-  });
+  const proc = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--enable-debug-command', 'local'],
+    {
+      stdio: 'ignore',
+    },
+  );
   const url = `redis://127.0.0.1:${port}`;
   const probe = createRedis(url);
   const deadline = Date.now() + 10_000;
@@ -65,7 +69,11 @@ console.error(`populated ${KEYS} unrelated keys in ${(ms(t) / 1000).toFixed(1)} 
 const now = new Date().toISOString();
 for (const r of [quiet, busy]) {
   for (let i = 0; i < LIVE; i++) {
-    await writeHeartbeat(r, { executorId: `live-${i}`, applicationName: APP, applicationVersion: 'v1', state: 'alive', startedAt: now, beatAt: now, inFlight: 0 }, 3_600_000);
+    await writeHeartbeat(
+      r,
+      { executorId: `live-${i}`, applicationName: APP, applicationVersion: 'v1', state: 'alive', startedAt: now, beatAt: now, inFlight: 0 },
+      3_600_000,
+    );
     // The same executors for an app without the index: what the SCAN fallback costs.
     await r.set(`afterlife:${APP}-old:hb:live-${i}`, '{}', 'PX', 3_600_000);
   }
@@ -99,7 +107,8 @@ for (let rep = 0; rep < REPS; rep++) {
       deathNotice({ executorId: `dead-${n}`, applicationName: APP, reason: 'heartbeat-lapsed', detectedBy: 'bench' }),
     );
     took[which].push(ms(t));
-    if (out.outcome !== 'completed' || out.reenqueued !== PER || out.versionsWithoutExecutor.length) throw new Error(`unexpected recovery: ${JSON.stringify(out)}`);
+    if (out.outcome !== 'completed' || out.reenqueued !== PER || out.versionsWithoutExecutor.length)
+      throw new Error(`unexpected recovery: ${JSON.stringify(out)}`);
     t = process.hrtime.bigint();
     const seen = await readAllHeartbeats(redis, APP);
     reads.index[which].push(ms(t));

@@ -40,7 +40,21 @@ const logger = silentLogger();
 async function beatLive(): Promise<void> {
   const now = new Date().toISOString();
   for (let i = 0; i < 3; i++) {
-    await writeHeartbeat(redis, { executorId: `live-${i}`, applicationName: APP, applicationVersion: 'v1', state: 'alive', startedAt: now, beatAt: now, inFlight: 0, beatEveryMs: 250, ttlMs: 600_000 }, 600_000);
+    await writeHeartbeat(
+      redis,
+      {
+        executorId: `live-${i}`,
+        applicationName: APP,
+        applicationVersion: 'v1',
+        state: 'alive',
+        startedAt: now,
+        beatAt: now,
+        inFlight: 0,
+        beatEveryMs: 250,
+        ttlMs: 600_000,
+      },
+      600_000,
+    );
   }
 }
 
@@ -61,7 +75,10 @@ async function recovery(): Promise<number> {
     [id, APP],
   );
   const t = performance.now();
-  await recoverExecutor({ db, redis, lock: undefined, logger, batchSize: 1_000, lockTtlMs: 30_000 }, deathNotice({ executorId: id, applicationName: APP, reason: 'manual', detectedBy: 'bench' }));
+  await recoverExecutor(
+    { db, redis, lock: undefined, logger, batchSize: 1_000, lockTtlMs: 30_000 },
+    deathNotice({ executorId: id, applicationName: APP, reason: 'manual', detectedBy: 'bench' }),
+  );
   return performance.now() - t;
 }
 
@@ -71,7 +88,14 @@ async function drainRead(): Promise<number> {
   return performance.now() - t;
 }
 
-const r: Record<string, number[]> = { 'recovery clean': [], 'recovery flooded (1st)': [], 'recovery flooded (2nd)': [], 'drain clean': [], 'drain flooded (1st)': [], 'drain flooded (2nd)': [] };
+const r: Record<string, number[]> = {
+  'recovery clean': [],
+  'recovery flooded (1st)': [],
+  'recovery flooded (2nd)': [],
+  'drain clean': [],
+  'drain flooded (1st)': [],
+  'drain flooded (2nd)': [],
+};
 try {
   await beatLive();
   for (let i = 0; i < REPS; i++) {
@@ -87,7 +111,12 @@ try {
     r['drain flooded (2nd)']!.push(await drainRead());
   }
   console.log(`index flood: ${MEMBERS} far-future members, ${REPS} rounds (median / worst, ms)`);
-  for (const [k, xs] of Object.entries(r)) console.log(`  ${k.padEnd(24)} ${median(xs).toFixed(1).padStart(8)} / ${Math.max(...xs).toFixed(1).padStart(8)}`);
+  for (const [k, xs] of Object.entries(r))
+    console.log(
+      `  ${k.padEnd(24)} ${median(xs).toFixed(1).padStart(8)} / ${Math.max(...xs)
+        .toFixed(1)
+        .padStart(8)}`,
+    );
 } finally {
   const keys = await redis.keys(`afterlife:${APP}:*`);
   if (keys.length) await redis.del(...keys);

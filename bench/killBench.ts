@@ -57,7 +57,9 @@ export async function startKillBench(name: string, o: { scheduleMs: number; logg
     await dropDatabase(dbName);
   };
   try {
-    await sql.query(`CREATE TABLE IF NOT EXISTS public.step_runs (workflow_id text NOT NULL, step integer NOT NULL, executor_id text NOT NULL, phase text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`);
+    await sql.query(
+      `CREATE TABLE IF NOT EXISTS public.step_runs (workflow_id text NOT NULL, step integer NOT NULL, executor_id text NOT NULL, phase text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
+    );
   } catch (err) {
     await stop();
     throw err;

@@ -15,10 +15,26 @@ import { consoleLogger, formatLogLine, type Logger, makeLogger, maskSecrets } fr
 const { values } = parseArgs({ options: { lines: { type: 'string', default: '200000' } } });
 const N = Number(values.lines);
 let bytes = 0;
-const sink = { write: (s: string) => { bytes += s.length; return true; } };
+const sink = {
+  write: (s: string) => {
+    bytes += s.length;
+    return true;
+  },
+};
 
 // A quiet-tick summary (the commonest idle line) and a short event line.
-const summaryFields = { event: 'reaper_ticks', ticks: 240, eventful: 0, failed: 0, slowestMs: 12.5, slowestTick: 117, meanMs: 3.1, candidates: 0, alive: 3, windowMs: 60_000 };
+const summaryFields = {
+  event: 'reaper_ticks',
+  ticks: 240,
+  eventful: 0,
+  failed: 0,
+  slowestMs: 12.5,
+  slowestTick: 117,
+  meanMs: 3.1,
+  candidates: 0,
+  alive: 3,
+  windowMs: 60_000,
+};
 const shortFields = { event: 'executor_dead', executorId: 'exec-1', reason: 'heartbeat lapsed' };
 
 function perLine(log: Logger): { summaryNs: number; shortNs: number } {
@@ -35,7 +51,10 @@ const base = { component: 'afterlife', fn: 'reaper', holder: 'reaper@host:123', 
 const handWritten = makeLogger((line) => sink.write(`${formatLogLine(line)}\n`), base, 'INFO');
 const ours = consoleLogger(base, 'INFO', { destination: sink, labels: { 'afterlife-app': 'demo' } });
 const google = pino(
-  createGcpLoggingPinoConfig({ serviceContext: { service: 'reaper' }, traceGoogleCloudProjectId: '', inihibitDiagnosticMessage: true }, { hooks: { streamWrite: (s: string) => maskSecrets(s, 'json') } }),
+  createGcpLoggingPinoConfig(
+    { serviceContext: { service: 'reaper' }, traceGoogleCloudProjectId: '', inihibitDiagnosticMessage: true },
+    { hooks: { streamWrite: (s: string) => maskSecrets(s, 'json') } },
+  ),
   sink as pino.DestinationStream,
 ).child(base);
 const googleLogger: Logger = {
@@ -48,7 +67,11 @@ const googleLogger: Logger = {
 };
 
 const importMs = (mod: string) => {
-  const out = execFileSync(process.execPath, ['-e', `const t=performance.now();require(${JSON.stringify(mod)});process.stdout.write(String(performance.now()-t))`], { encoding: 'utf8' });
+  const out = execFileSync(
+    process.execPath,
+    ['-e', `const t=performance.now();require(${JSON.stringify(mod)});process.stdout.write(String(performance.now()-t))`],
+    { encoding: 'utf8' },
+  );
   return Math.round(Number(out));
 };
 

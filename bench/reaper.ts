@@ -142,7 +142,15 @@ async function setUp(rows: number): Promise<Bench> {
   );
   console.error(`  ${name}: ${counts.rows[0]?.ws} workflow_status, ${counts.rows[0]?.oo} operation_outputs rows in ${Date.now() - t0} ms`);
   // exec-000 is dead: no key. The other 99 beat (the keys outlive the bench; deleted at the end).
-  const beat = JSON.stringify({ executorId: 'x', applicationName: app, applicationVersion: 'v1', state: 'alive', startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), inFlight: 1 });
+  const beat = JSON.stringify({
+    executorId: 'x',
+    applicationName: app,
+    applicationVersion: 'v1',
+    state: 'alive',
+    startedAt: new Date().toISOString(),
+    beatAt: new Date().toISOString(),
+    inFlight: 1,
+  });
   await redis.mset(...keys.flatMap((k) => [k, beat]));
   // Every executor was seen beating before (it has the kit).
   await pool.query(
@@ -151,7 +159,13 @@ async function setUp(rows: number): Promise<Bench> {
     [app, EXECUTORS],
   );
   // A 1 h TTL: exec-000 is absent on every tick but only the declaring tick (backdated) declares it.
-  const config = loadConfig({ DATABASE_URL: url, DBOS_APPLICATION_NAME: app, REDIS_URL, HEARTBEAT_TTL_MS: '3600000', REAPER_TICK_MS: '5000' });
+  const config = loadConfig({
+    DATABASE_URL: url,
+    DBOS_APPLICATION_NAME: app,
+    REDIS_URL,
+    HEARTBEAT_TTL_MS: '3600000',
+    REAPER_TICK_MS: '5000',
+  });
   const deps: ReaperDeps = {
     config,
     db: afterlifeDb(pool, 3),

@@ -174,14 +174,18 @@ async function runAfterlife(url: string, batchSize: number): Promise<{ total: nu
   let unscanned = v1.count;
   for (;;) {
     const s = process.hrtime.bigint();
-    const batch = await reenqueueBatch(db, { applicationName: APP, executorId: 'dead-1', applicationVersion: 'v1' }, {
-      limit: batchSize,
-      range,
-      after,
-      recoveryId,
-      batchNo: ++batchNo,
-      unscanned,
-    });
+    const batch = await reenqueueBatch(
+      db,
+      { applicationName: APP, executorId: 'dead-1', applicationVersion: 'v1' },
+      {
+        limit: batchSize,
+        range,
+        after,
+        recoveryId,
+        batchNo: ++batchNo,
+        unscanned,
+      },
+    );
     unscanned -= batch.candidates;
     const took = ms(s);
     batchMs.push(took);
@@ -203,7 +207,10 @@ function printTrace(n: number, batchSize: number, total: number, trace: Trace): 
     const slice = xs.slice(Math.floor((d * xs.length) / 10), Math.floor(((d + 1) * xs.length) / 10));
     if (slice.length) tenths.push(`${median(slice).toFixed(0)}/${Math.max(...slice).toFixed(0)}`);
   }
-  const last = xs.slice(-3).map((x) => x.toFixed(1)).join(', ');
+  const last = xs
+    .slice(-3)
+    .map((x) => x.toFixed(1))
+    .join(', ');
   console.error(
     `trace ${n.toLocaleString('en')} orphans, batch ${batchSize}, slowest run ${total.toFixed(0)} ms: range read ${trace.rangeMs.toFixed(1)} ms; ` +
       `${xs.length} batches, ms median/max by tenths [${tenths.join(' ')}]; last three ${last}; longest ${Math.max(...xs).toFixed(1)} ms (batch ${xs.indexOf(Math.max(...xs)) + 1})` +
@@ -314,7 +321,9 @@ for (const [i, n] of sizes.entries()) {
     `| ${n.toLocaleString('en')} (${reps}) | ${batchSizes[0] ?? 1000}, recoverExecutor as shipped | ${median(dbos).toFixed(0)} ms | ${whole.toFixed(0)} ms | ${(whole / median(dbos)).toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${longestShipped.toFixed(1)} ms |`,
   );
 }
-console.log(withIndex ? 'indexes: DBOS\'s own + afterlife\'s opt-in owner index (recommended)' : 'indexes: DBOS\'s own only (--no-index)');
-console.log('| orphans (runs) | batch | DBOS single statement (median) | afterlife batched (median) | ratio | longest statement, DBOS | longest statement, afterlife |');
+console.log(withIndex ? "indexes: DBOS's own + afterlife's opt-in owner index (recommended)" : "indexes: DBOS's own only (--no-index)");
+console.log(
+  '| orphans (runs) | batch | DBOS single statement (median) | afterlife batched (median) | ratio | longest statement, DBOS | longest statement, afterlife |',
+);
 console.log('|---|---|---|---|---|---|---|');
 for (const l of lines) console.log(l);

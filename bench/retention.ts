@@ -56,7 +56,10 @@ const DB = `afterlife_bench_ret_${process.pid}`;
 const QUEUE = 'live';
 const DAY = 86_400_000;
 
-const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
 const log = (s: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${s}`);
 
 async function seed(url: string): Promise<void> {
@@ -77,19 +80,31 @@ async function seed(url: string): Promise<void> {
          FROM generate_series($1::int, $2::int) g, LATERAL (SELECT (EXTRACT(EPOCH FROM now()) * 1000)::bigint - 2 * ${DAY} + (g::bigint * ${DAY}) / $4 AS t) x`,
       [lo, hi, APP, N],
     );
-    await c.query(`INSERT INTO dbos.workflow_input (workflow_uuid, inputs) SELECT 'old-' || g, ${payload} FROM generate_series($1::int, $2::int) g`, [lo, hi]);
-    await c.query(`INSERT INTO dbos.workflow_output (workflow_uuid, output) SELECT 'old-' || g, ${payload} FROM generate_series($1::int, $2::int) g`, [lo, hi]);
+    await c.query(
+      `INSERT INTO dbos.workflow_input (workflow_uuid, inputs) SELECT 'old-' || g, ${payload} FROM generate_series($1::int, $2::int) g`,
+      [lo, hi],
+    );
+    await c.query(
+      `INSERT INTO dbos.workflow_output (workflow_uuid, output) SELECT 'old-' || g, ${payload} FROM generate_series($1::int, $2::int) g`,
+      [lo, hi],
+    );
     await c.query(
       `INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name, output, started_at_epoch_ms, completed_at_epoch_ms)
        SELECT 'old-' || g, f, 'step-' || f, ${payload}, 1700000000000, 1700000000001 FROM generate_series($1::int, $2::int) g, generate_series(0, $3::int - 1) f`,
       [lo, hi, STEPS],
     );
-    await c.query(`INSERT INTO dbos.workflow_events (workflow_uuid, key, value) SELECT 'old-' || g, k, 'v' FROM generate_series($1::int, $2::int) g, unnest(ARRAY['phase','result']) k`, [lo, hi]);
+    await c.query(
+      `INSERT INTO dbos.workflow_events (workflow_uuid, key, value) SELECT 'old-' || g, k, 'v' FROM generate_series($1::int, $2::int) g, unnest(ARRAY['phase','result']) k`,
+      [lo, hi],
+    );
     await c.query(
       `INSERT INTO dbos.workflow_events_history (workflow_uuid, function_id, key, value) SELECT 'old-' || g, i, k, 'v' FROM generate_series($1::int, $2::int) g, unnest(ARRAY['phase','result'], ARRAY[0, 1]) AS e(k, i)`,
       [lo, hi],
     );
-    await c.query(`INSERT INTO dbos.streams (workflow_uuid, key, value, "offset") SELECT 'old-' || g, 'tokens', 'tok', 0 FROM generate_series($1::int, $2::int) g`, [lo, hi]);
+    await c.query(
+      `INSERT INTO dbos.streams (workflow_uuid, key, value, "offset") SELECT 'old-' || g, 'tokens', 'tok', 0 FROM generate_series($1::int, $2::int) g`,
+      [lo, hi],
+    );
     await c.query('COMMIT');
     log(`  seeded ${hi.toLocaleString('en-US')} (load ${load()})`);
   }
@@ -104,9 +119,15 @@ function feeder(client: DBOSClient, sql: pg.Pool): { stop: () => Promise<number>
   let n = 0;
   const run = (async () => {
     while (!stopped) {
-      const r = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE status = 'ENQUEUED' AND queue_name = $1`, [QUEUE]);
+      const r = await sql.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM dbos.workflow_status WHERE status = 'ENQUEUED' AND queue_name = $1`,
+        [QUEUE],
+      );
       for (let i = r.rows[0]?.n ?? 0; i < 40; i++) {
-        await client.enqueue({ queueName: QUEUE, workflowName: 'agentWorkflow', workflowID: `live-${n++}`, appVersion: 'v1' }, { steps: 10, stepMs: 5 });
+        await client.enqueue(
+          { queueName: QUEUE, workflowName: 'agentWorkflow', workflowID: `live-${n++}`, appVersion: 'v1' },
+          { steps: 10, stepMs: 5 },
+        );
       }
       await new Promise((res) => setTimeout(res, 200));
     }
@@ -127,7 +148,11 @@ const pct = (xs: number[], p: number) => {
 };
 
 /** Live steps that completed in [from, to): their own duration, and the gap before the next step. */
-async function stepLatency(sql: pg.Pool, from: number, to: number): Promise<{ steps: number; durP50: number; durP99: number; gapP50: number; gapP99: number }> {
+async function stepLatency(
+  sql: pg.Pool,
+  from: number,
+  to: number,
+): Promise<{ steps: number; durP50: number; durP99: number; gapP50: number; gapP99: number }> {
   const r = await sql.query<{ dur: string; gap: string | null }>(
     `SELECT (o.completed_at_epoch_ms - o.started_at_epoch_ms)::text AS dur,
             (SELECT (n.started_at_epoch_ms - o.completed_at_epoch_ms)::text FROM dbos.operation_outputs n
@@ -213,7 +238,10 @@ async function retentionPhase(url: string, sql: pg.Pool): Promise<Phase & { batc
 }
 
 /** The delete statements' execution on the server (private server only: pg_stat_statements), or null. */
-async function serverSide(sql: pg.Pool, reset: boolean): Promise<{ calls: number; meanMs: number; longestMs: number; walBytes: number } | null> {
+async function serverSide(
+  sql: pg.Pool,
+  reset: boolean,
+): Promise<{ calls: number; meanMs: number; longestMs: number; walBytes: number } | null> {
   if (!PRIVATE) return null;
   if (reset) {
     await sql.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
@@ -236,7 +264,9 @@ async function serverSide(sql: pg.Pool, reset: boolean): Promise<{ calls: number
 }
 
 async function leftOver(sql: pg.Pool): Promise<number> {
-  return (await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid LIKE 'old-%'`)).rows[0]?.n ?? 0;
+  return (
+    (await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid LIKE 'old-%'`)).rows[0]?.n ?? 0
+  );
 }
 
 /** Seeds, runs phases A, B, C beside live executors, reports. */
@@ -342,7 +372,9 @@ function report(
 }
 
 async function main(): Promise<void> {
-  log(`retention bench: ${N.toLocaleString('en-US')} completed workflows × ${STEPS} steps, ${EXECUTORS} live executor(s), ${LIVE_S} s per phase (load ${load()})`);
+  log(
+    `retention bench: ${N.toLocaleString('en-US')} completed workflows × ${STEPS} steps, ${EXECUTORS} live executor(s), ${LIVE_S} s per phase (load ${load()})`,
+  );
   let priv: PrivatePostgres | undefined;
   try {
     if (PRIVATE) {

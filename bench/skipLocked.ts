@@ -92,7 +92,9 @@ async function recover(url: string, skipLocked: boolean): Promise<Run> {
       run.walRecords += out.Plan['WAL Records'];
       run.walBytes += out.Plan['WAL Bytes'];
     }
-    const left = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE executor_id = 'dead-1' AND status = 'PENDING'`);
+    const left = await c.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM dbos.workflow_status WHERE executor_id = 'dead-1' AND status = 'PENDING'`,
+    );
     run.left = left.rows[0]?.n ?? -1;
   } finally {
     await c.end();
@@ -122,10 +124,15 @@ try {
   await dropDatabase(template);
 }
 const kib = (b: number) => `${(b / 1024).toFixed(0)} KiB`;
-console.log(`${n} orphans, batches of ${batch}, ${rounds} rounds each; load ${startLoad.toFixed(1)} at the start, ${(loadavg()[0] ?? 0).toFixed(1)} at the end`);
+console.log(
+  `${n} orphans, batches of ${batch}, ${rounds} rounds each; load ${startLoad.toFixed(1)} at the start, ${(loadavg()[0] ?? 0).toFixed(1)} at the end`,
+);
 console.log('| candidate scan | execution, median (worst) | longest batch, median | WAL records | WAL bytes |');
 console.log('|---|---|---|---|---|');
-for (const [label, runs] of [['as shipped: waits ≤ 1 s (`lock_timeout`)', results.wait], ['`FOR NO KEY UPDATE SKIP LOCKED` on every batch', results.skip]] as const) {
+for (const [label, runs] of [
+  ['as shipped: waits ≤ 1 s (`lock_timeout`)', results.wait],
+  ['`FOR NO KEY UPDATE SKIP LOCKED` on every batch', results.skip],
+] as const) {
   console.log(
     `| ${label} | ${median(runs.map((x) => x.execMs)).toFixed(0)} ms (${Math.max(...runs.map((x) => x.execMs)).toFixed(0)} ms) | ` +
       `${median(runs.map((x) => x.longestMs)).toFixed(1)} ms | ${median(runs.map((x) => x.walRecords))} | ${kib(median(runs.map((x) => x.walBytes)))} |`,

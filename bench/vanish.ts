@@ -69,7 +69,8 @@ async function main(): Promise<void> {
   const bench = await startKillBench('vanish', { scheduleMs: SCHEDULE_MS, logger: log });
   const { stack, sql, load0, url } = bench;
   const forwarders: Forwarder[] = [];
-  const kitEnv = (mode: Mode | 'survivor') => bench.kitEnv(mode === 'before' ? { AFTERLIFE_LIVENESS_LEASE_MS: String(MAX_LIVENESS_LEASE_MS) } : {});
+  const kitEnv = (mode: Mode | 'survivor') =>
+    bench.kitEnv(mode === 'before' ? { AFTERLIFE_LIVENESS_LEASE_MS: String(MAX_LIVENESS_LEASE_MS) } : {});
   const target = new URL(url);
   const start = async (executorId: string, mode: Mode | 'survivor') => {
     let databaseUrl = url;
@@ -86,7 +87,9 @@ async function main(): Promise<void> {
   try {
     await start('survivor', 'survivor');
     await bench.settle();
-    console.log(`stack: pub/sub ${stack.pubsub.kind}; reaper called every ${SCHEDULE_MS} ms (FUNCTION_TIMEOUT_S 150); lease ${DEFAULT_LIVENESS_LEASE_MS} ms; load ${load0.map((l) => l.toFixed(2)).join(' ')}`);
+    console.log(
+      `stack: pub/sub ${stack.pubsub.kind}; reaper called every ${SCHEDULE_MS} ms (FUNCTION_TIMEOUT_S 150); lease ${DEFAULT_LIVENESS_LEASE_MS} ms; load ${load0.map((l) => l.toFixed(2)).join(' ')}`,
+    );
     const direct = DIRECT_TRIALS > 0 ? await directPath() : 0;
     // Interleaved, so every mode sees the same machine: `before` and `direct` trials spread among the lease trials.
     const plan: Mode[] = [];
@@ -102,7 +105,9 @@ async function main(): Promise<void> {
       const t = await trial(mode, k, start, sql);
       trials.push(t);
       const f = (x: number | undefined) => (x === undefined ? `never within ${BOUND_MS} ms` : `${x} ms`);
-      console.log(`${mode} #${k + 1}: declared ${f(t.declaredMs)}, first step ${f(t.firstStepMs)}, all done ${t.stranded ? `— (${t.stranded} stranded)` : f(t.finishedMs)}, checkpointed twice ${t.twice}`);
+      console.log(
+        `${mode} #${k + 1}: declared ${f(t.declaredMs)}, first step ${f(t.firstStepMs)}, all done ${t.stranded ? `— (${t.stranded} stranded)` : f(t.finishedMs)}, checkpointed twice ${t.twice}`,
+      );
     }
   } finally {
     await bench.stop(async () => {
@@ -136,7 +141,10 @@ async function trial(
   const ids = Array.from({ length: WORKFLOWS }, (_, i) => `${victimId}-wf-${i}`);
   for (const id of ids) await victim.start(id, { steps: STEPS, stepMs: STEP_MS });
   await until(`${WORKFLOWS} steps started on ${victimId}`, 30_000, async () => {
-    const r = await sql.query<{ n: number }>(`SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE executor_id = $1 AND phase = 'start'`, [victimId]);
+    const r = await sql.query<{ n: number }>(
+      `SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE executor_id = $1 AND phase = 'start'`,
+      [victimId],
+    );
     return r.rows[0]?.n === WORKFLOWS;
   });
   // A random moment against the fence-query, beat and tick grids, inside the first step.
@@ -147,7 +155,10 @@ async function trial(
   await victim.exited;
   const bound = mode === 'before' ? BOUND_MS : 90_000;
   const firstStep = await until(`the survivor starts ${victimId}'s work`, bound, async () => {
-    const r = await sql.query<{ t: Date | null }>(`SELECT min(at) AS t FROM public.step_runs WHERE executor_id = 'survivor' AND phase = 'start' AND workflow_id = ANY($1)`, [ids]);
+    const r = await sql.query<{ t: Date | null }>(
+      `SELECT min(at) AS t FROM public.step_runs WHERE executor_id = 'survivor' AND phase = 'start' AND workflow_id = ANY($1)`,
+      [ids],
+    );
     return r.rows[0]?.t?.getTime();
   }).catch((err: unknown) => {
     if (mode === 'before') return undefined;
@@ -156,8 +167,12 @@ async function trial(
   if (firstStep === undefined) {
     // Within the bound nothing happened (the proxy's leg holds the lock): let the leg go, so the next trial
     // starts from a clean slate, and wait for the recovery that follows.
-    const held = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`, [`afterlife_live_${victimId}@%`]);
-    console.log(`before #${k + 1}: after ${BOUND_MS} ms the victim's liveness session is still there (${held.rows[0]?.n ?? 0} row(s) in pg_stat_activity): releasing the proxy's legs`);
+    const held = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`, [
+      `afterlife_live_${victimId}@%`,
+    ]);
+    console.log(
+      `before #${k + 1}: after ${BOUND_MS} ms the victim's liveness session is still there (${held.rows[0]?.n ?? 0} row(s) in pg_stat_activity): releasing the proxy's legs`,
+    );
     await forwarder.close();
   }
   const allDone = async () => {
@@ -171,11 +186,15 @@ async function trial(
   const finished = await until(`${victimId}'s workflows SUCCESS`, 60_000, async () => (await allDone()).last).catch(() => undefined);
   if (finished === undefined) {
     stranded = WORKFLOWS - (await allDone()).done;
-    console.log(`${mode} #${k + 1}: ${stranded} workflow(s) still not done 60 s later (a row lock of the lost host's transaction, held through the proxy's leg?): releasing the legs`);
+    console.log(
+      `${mode} #${k + 1}: ${stranded} workflow(s) still not done 60 s later (a row lock of the lost host's transaction, held through the proxy's leg?): releasing the legs`,
+    );
     await forwarder.close();
     await until(`${victimId}'s workflows SUCCESS once the legs are gone`, 180_000, async () => (await allDone()).last);
   }
-  const declared = await sql.query<{ t: Date | null }>(`SELECT min(started_at) AS t FROM afterlife.recoveries WHERE executor_id = $1`, [victimId]);
+  const declared = await sql.query<{ t: Date | null }>(`SELECT min(started_at) AS t FROM afterlife.recoveries WHERE executor_id = $1`, [
+    victimId,
+  ]);
   const twice = await sql.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM (SELECT 1 FROM dbos.operation_outputs WHERE workflow_uuid = ANY($1) GROUP BY workflow_uuid, function_id HAVING count(*) > 1) d`,
     [ids],
@@ -217,7 +236,9 @@ function report(trials: Trial[], load0: number[]): void {
     return s[Math.min(s.length - 1, Math.ceil(0.95 * s.length) - 1)] ?? NaN;
   };
   const fmt = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
-  console.log(`\n| path | lease | trials | vanish → declared (median / p95 / max) | vanish → first step elsewhere (median / p95 / max) | vanish → all done (median / p95 / max) | stranded by a lost transaction | checkpointed twice |`);
+  console.log(
+    `\n| path | lease | trials | vanish → declared (median / p95 / max) | vanish → first step elsewhere (median / p95 / max) | vanish → all done (median / p95 / max) | stranded by a lost transaction | checkpointed twice |`,
+  );
   console.log(`|---|---|---|---|---|---|---|---|`);
   const goals: string[] = [];
   for (const mode of ['lease', 'direct', 'before'] as const) {
@@ -225,11 +246,17 @@ function report(trials: Trial[], load0: number[]): void {
     if (!ts.length) continue;
     const col = (f: (t: Trial) => number | undefined, of: Trial[] = ts) => {
       const xs = of.map(f);
-      if (xs.some((x) => x === undefined)) return xs.every((x) => x === undefined) ? `never within ${fmt(BOUND_MS)}` : `${xs.filter((x) => x === undefined).length} of ${xs.length} never within ${fmt(BOUND_MS)}`;
+      if (xs.some((x) => x === undefined))
+        return xs.every((x) => x === undefined)
+          ? `never within ${fmt(BOUND_MS)}`
+          : `${xs.filter((x) => x === undefined).length} of ${xs.length} never within ${fmt(BOUND_MS)}`;
       const ok = xs as number[];
       return `${fmt(median(ok))} / ${fmt(p95(ok))} / ${fmt(Math.max(...ok))}`;
     };
-    const lease = mode !== 'before' ? `${DEFAULT_LIVENESS_LEASE_MS / 1000} s (default)` : `${MAX_LIVENESS_LEASE_MS / 1000} s (the lock as before, within the bound)`;
+    const lease =
+      mode !== 'before'
+        ? `${DEFAULT_LIVENESS_LEASE_MS / 1000} s (default)`
+        : `${MAX_LIVENESS_LEASE_MS / 1000} s (the lock as before, within the bound)`;
     const clean = ts.filter((t) => t.stranded === 0);
     const strandedTrials = ts.filter((t) => t.stranded > 0);
     const done = clean.length ? col((t) => t.finishedMs, clean) : '—';
@@ -239,11 +266,17 @@ function report(trials: Trial[], load0: number[]): void {
     );
     if (mode !== 'before') {
       const firsts = ts.map((t) => t.firstStepMs).filter((x): x is number => x !== undefined);
-      goals.push(`${mode === 'lease' ? 'through the forwarder' : 'direct'}: ${firsts.length === ts.length && p95(firsts) <= GOAL_P95_MS ? 'MET' : 'NOT MET'}`);
+      goals.push(
+        `${mode === 'lease' ? 'through the forwarder' : 'direct'}: ${firsts.length === ts.length && p95(firsts) <= GOAL_P95_MS ? 'MET' : 'NOT MET'}`,
+      );
     }
   }
   console.log(`\np95 vanish → first step elsewhere ≤ ${fmt(GOAL_P95_MS)}: ${goals.length ? goals.join('; ') : 'not measured'}`);
-  console.log(`load average before ${load0.map((l) => l.toFixed(2)).join(' ')}, after ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(
+    `load average before ${load0.map((l) => l.toFixed(2)).join(' ')}, after ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
 }
 
 await main();

@@ -42,7 +42,12 @@ export function cliLogger(verbose: boolean, write: (s: string) => void = (s) => 
   return makeLogger((line) => write(`${formatLogLine(line)}\n`), { component: 'afterlife-cli' }, verbose ? 'DEBUG' : 'ERROR');
 }
 
-export async function createContext(o: { env: Record<string, string | undefined>; app?: string; json: boolean; verbose: boolean }): Promise<CliContext> {
+export async function createContext(o: {
+  env: Record<string, string | undefined>;
+  app?: string;
+  json: boolean;
+  verbose: boolean;
+}): Promise<CliContext> {
   const config = loadConfig({ ...o.env, ...(o.app ? { DBOS_APPLICATION_NAME: o.app } : {}) });
   const logger = cliLogger(o.verbose);
   const { pool, close: closePool } = await createPool(config, logger, 'afterlife-cli');

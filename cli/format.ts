@@ -2,9 +2,9 @@
 
 // C0 and C1 controls, DEL, line/paragraph separators and bidi overrides/isolates: what a terminal acts on
 // instead of printing. IDs come from anyone who can write an executor_id or publish a notice (issue 23).
- 
+
 const UNSAFE_IN_LINE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
- 
+
 const UNSAFE_IN_TEXT = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
 const NAMED: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 

@@ -99,7 +99,11 @@ export async function main(argv: string[], env: Record<string, string | undefine
   if (command === 'logs') {
     if (positionals.length) return fail(json, new UsageError(`logs takes no positional arguments (got ${positionals.join(' ')})`), 2);
     try {
-      return await followLogs(process.stdin, process.stdout, { json, env, filter: { executor: str(values.executor), workflow: str(values.workflow) } });
+      return await followLogs(process.stdin, process.stdout, {
+        json,
+        env,
+        filter: { executor: str(values.executor), workflow: str(values.workflow) },
+      });
     } catch (err) {
       return fail(json, new UsageError(err instanceof Error ? err.message : String(err)), 2);
     }
@@ -111,7 +115,12 @@ export async function main(argv: string[], env: Record<string, string | undefine
     }
     let ctx: CliContext | undefined;
     try {
-      ctx = await createContext({ env, ...(typeof values.app === 'string' ? { app: values.app } : {}), json, verbose: values.verbose === true });
+      ctx = await createContext({
+        env,
+        ...(typeof values.app === 'string' ? { app: values.app } : {}),
+        json,
+        verbose: values.verbose === true,
+      });
       const c = ctx;
       return await watch(() => status(c), process.stdout, { json, intervalMs: (raw === undefined ? 2 : Number(raw)) * 1000 });
     } catch (err) {
@@ -124,7 +133,12 @@ export async function main(argv: string[], env: Record<string, string | undefine
   let ctx: CliContext | undefined;
   try {
     const run = dispatch(command, values, positionals);
-    ctx = await createContext({ env, ...(typeof values.app === 'string' ? { app: values.app } : {}), json, verbose: values.verbose === true });
+    ctx = await createContext({
+      env,
+      ...(typeof values.app === 'string' ? { app: values.app } : {}),
+      json,
+      verbose: values.verbose === true,
+    });
     const result = await run(ctx);
     process.stdout.write(json ? `${JSON.stringify(result.json)}\n` : printable(result.text));
     return result.exitCode;
@@ -162,7 +176,8 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
       return (ctx) => migrate(ctx, { dbos: values.dbos === true, indexes: values.indexes === true });
     case 'recover': {
       const [executorId, ...extra] = positionals;
-      if (!executorId || extra.length) throw new UsageError('recover takes exactly one executor ID: afterlife recover <executorId> [--dry-run]');
+      if (!executorId || extra.length)
+        throw new UsageError('recover takes exactly one executor ID: afterlife recover <executorId> [--dry-run]');
       return (ctx) => recover(ctx, executorId, { dryRun: values['dry-run'] === true, force: values.force === true });
     }
     case 'reap': {
@@ -183,7 +198,8 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
     }
     case 'fork': {
       const [workflowId, ...extra] = positionals;
-      if (!workflowId || extra.length) throw new UsageError('fork takes exactly one workflow ID: afterlife fork <workflowId> [--from-step N]');
+      if (!workflowId || extra.length)
+        throw new UsageError('fork takes exactly one workflow ID: afterlife fork <workflowId> [--from-step N]');
       const raw = values['from-step'];
       let fromStep: number | undefined;
       if (typeof raw === 'string') {
@@ -207,8 +223,7 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
 
 function fail(json: boolean, err: unknown, exitCode: 1 | 2): number {
   const message = err instanceof Error ? err.message : String(err);
-  const code =
-    err instanceof UsageError ? 'usage' : err instanceof AfterlifeError ? err.code : 'failed';
+  const code = err instanceof UsageError ? 'usage' : err instanceof AfterlifeError ? err.code : 'failed';
   const issues = err instanceof ConfigError ? err.issues : undefined;
   if (json) {
     const out: ErrorOutput = { error: { code, message, ...(issues ? { issues } : {}) } };

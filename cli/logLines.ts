@@ -18,7 +18,10 @@ export function logFormat(o: { json?: boolean; env?: Record<string, string | und
 }
 
 /** Colour on a terminal that has it, unless NO_COLOR says otherwise (FORCE_COLOR forces it). */
-export function wantsColour(stream: { isTTY?: boolean; hasColors?: () => boolean }, env: Record<string, string | undefined> = process.env): boolean {
+export function wantsColour(
+  stream: { isTTY?: boolean; hasColors?: () => boolean },
+  env: Record<string, string | undefined> = process.env,
+): boolean {
   if (env.NO_COLOR !== undefined && env.NO_COLOR !== '') return false;
   if (env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== '0') return true;
   return stream.isTTY === true && (stream.hasColors?.() ?? false);
@@ -46,7 +49,12 @@ export function parseLine(raw: string): Entry | undefined {
 export function normalise(raw: string, source: string): Entry {
   const e = parseLine(raw);
   if (!e) return { severity: 'INFO', event: 'output', function: source, message: raw };
-  return { ...e, severity: typeof e.severity === 'string' ? e.severity : 'INFO', event: typeof e.event === 'string' ? e.event : 'log', function: e.function ?? source };
+  return {
+    ...e,
+    severity: typeof e.severity === 'string' ? e.severity : 'INFO',
+    event: typeof e.event === 'string' ? e.event : 'log',
+    function: e.function ?? source,
+  };
 }
 
 /** Follow one executor or one workflow: a line mentions it as a whole JSON string value (IDs, lists of IDs). */

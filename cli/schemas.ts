@@ -86,7 +86,16 @@ export const StatusOutput = z.strictObject({
     policy: RetentionPolicyOutput,
     summary: z.string(),
     lastPassAt: iso.nullable(),
-    lastPass: z.strictObject({ deleted: z.number().int().nonnegative(), timedOut: z.number().int().nonnegative(), batches: z.number().int().nonnegative(), longestBatchMs: z.number().nonnegative(), stoppedBecause: z.string(), roundFinished: z.boolean() }).nullable(),
+    lastPass: z
+      .strictObject({
+        deleted: z.number().int().nonnegative(),
+        timedOut: z.number().int().nonnegative(),
+        batches: z.number().int().nonnegative(),
+        longestBatchMs: z.number().nonnegative(),
+        stoppedBecause: z.string(),
+        roundFinished: z.boolean(),
+      })
+      .nullable(),
     roundInProgress: z.boolean(),
     totalDeleted: z.number().int().nonnegative(),
     totalTimedOut: z.number().int().nonnegative(),
@@ -114,7 +123,16 @@ export const RetentionOutput = z.strictObject({
   cutoffAt: iso.nullable(),
   roundFinished: z.boolean(),
   stoppedBecause: z.enum(['off', 'done', 'slice', 'budget']),
-  own: z.strictObject({ executors: z.number().int(), observations: z.number().int(), recoveries: z.number().int(), drainRequests: z.number().int(), stuck: z.number().int(), lineages: z.number().int() }).nullable(),
+  own: z
+    .strictObject({
+      executors: z.number().int(),
+      observations: z.number().int(),
+      recoveries: z.number().int(),
+      drainRequests: z.number().int(),
+      stuck: z.number().int(),
+      lineages: z.number().int(),
+    })
+    .nullable(),
   durationMs: z.number().int().nonnegative(),
 });
 export type RetentionOutput = z.infer<typeof RetentionOutput>;

@@ -1,6 +1,14 @@
 import { installSignalHandlers, Lifecycle } from '../shared/lifecycle/shutdown.js';
 import { consoleLogger, type Logger, maskSecrets } from '../shared/log.js';
-import { createRuntime, lazyRuntime, type LazyRuntimeOptions, type Runtime, type RuntimeOptions, RuntimeUnavailableError, startFailureCode } from '../shared/runtime.js';
+import {
+  createRuntime,
+  lazyRuntime,
+  type LazyRuntimeOptions,
+  type Runtime,
+  type RuntimeOptions,
+  RuntimeUnavailableError,
+  startFailureCode,
+} from '../shared/runtime.js';
 
 /**
  * The per-instance runtime shared by every registered function, and its SIGTERM handling. In production
@@ -21,7 +29,11 @@ let built: Runtime | undefined;
  * The production factory: built from `opts` (process.env by default), rebuilt with backoff after a failed
  * start, and one ERROR line per failed build. Tests use it with their own env to see what an instance does.
  */
-export function startingRuntime(opts: RuntimeOptions = { lifecycle, publisher: 'pubsub' }, backoff: Omit<LazyRuntimeOptions, 'onFailure'> = {}, log: Logger = startLog): () => Promise<Runtime> {
+export function startingRuntime(
+  opts: RuntimeOptions = { lifecycle, publisher: 'pubsub' },
+  backoff: Omit<LazyRuntimeOptions, 'onFailure'> = {},
+  log: Logger = startLog,
+): () => Promise<Runtime> {
   const build = async () => {
     const started = Date.now();
     const rt = await createRuntime(opts);
@@ -68,14 +80,20 @@ export function useRuntime(rt: Runtime | (() => Promise<Runtime>), o: { logger?:
 /** The HTTP answer of a request that found no runtime: 503, with the reason and a code a caller can match. */
 export function unavailableBody(err: unknown): { error: string; code: string } {
   if (err instanceof RuntimeUnavailableError) return { error: maskSecrets(err.message), code: err.code };
-  return { error: maskSecrets(`afterlife could not start: ${err instanceof Error ? err.message : String(err)}`), code: startFailureCode(err) };
+  return {
+    error: maskSecrets(`afterlife could not start: ${err instanceof Error ? err.message : String(err)}`),
+    code: startFailureCode(err),
+  };
 }
 
 /**
  * The runtime for a request, or undefined after answering 503 with why (the failed start itself was logged
  * once where the build failed, event runtime_start_failed). `extra` says more to the caller (drain: nothing written).
  */
-export async function runtimeOr503(res: { status(code: number): { json(body: unknown): unknown } }, extra: Record<string, unknown> = {}): Promise<Runtime | undefined> {
+export async function runtimeOr503(
+  res: { status(code: number): { json(body: unknown): unknown } },
+  extra: Record<string, unknown> = {},
+): Promise<Runtime | undefined> {
   try {
     return await getRuntime();
   } catch (err) {

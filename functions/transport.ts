@@ -54,7 +54,12 @@ function finalAnswer(err: unknown): { status: number; body: { error: string; cod
   if (status >= 500) return { status, body: { error: 'internal error', code: 'internal' } };
   // body-parser's types: entity.parse.failed, entity.too.large, encoding.unsupported, charset.unsupported…
   const code = typeof e.type === 'string' ? e.type.replace(/[^a-z0-9]+/gi, '_') : 'bad_request';
-  const error = code === 'entity_parse_failed' ? 'the body is not valid JSON' : e.expose === true && typeof e.message === 'string' ? e.message : 'bad request';
+  const error =
+    code === 'entity_parse_failed'
+      ? 'the body is not valid JSON'
+      : e.expose === true && typeof e.message === 'string'
+        ? e.message
+        : 'bad request';
   return { status, body: { error, code } };
 }
 
@@ -98,7 +103,8 @@ function capBody(req: IncomingMessage): BodyRefusedError | undefined {
   const max = compressed ? MAX_INFLATED_BYTES : MAX_BODY_BYTES;
   if (declared !== undefined && Number(declared) > max) return tooLarge('request body', max);
   if (!compressed) {
-    if (declared === undefined && req.headers['transfer-encoding'] !== undefined) return new BodyRefusedError('a request body needs a Content-Length', 411, 'length.required');
+    if (declared === undefined && req.headers['transfer-encoding'] !== undefined)
+      return new BodyRefusedError('a request body needs a Content-Length', 411, 'length.required');
     return undefined;
   }
   const pipe = req.pipe.bind(req) as (dest: NodeJS.WritableStream, opts?: { end?: boolean }) => NodeJS.WritableStream;

@@ -47,7 +47,9 @@ const stamp = () => `+${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s`;
 const format = process.argv.includes('--json') ? 'json' : logFormat({ env, isTTY: true });
 const say = (line: string) =>
   process.stdout.write(
-    format === 'json' ? `${JSON.stringify({ severity: 'INFO', event: 'demo', function: 'demo', elapsedMs: Date.now() - t0, message: line })}\n` : `${stamp()}  ${line}\n`,
+    format === 'json'
+      ? `${JSON.stringify({ severity: 'INFO', event: 'demo', function: 'demo', elapsedMs: Date.now() - t0, message: line })}\n`
+      : `${stamp()}  ${line}\n`,
   );
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -78,7 +80,7 @@ function onLogLine(source: string, line: string): void {
   const event = parsed.event;
   if (typeof event !== 'string' || !INTERESTING.has(event)) return;
   const detail = ['executorId', 'pending', 'inFlight', 'reason', 'messageId', 'budgetMs']
-    .filter((k) => parsed[k] !== undefined && !(source.includes(String(parsed[k]))))
+    .filter((k) => parsed[k] !== undefined && !source.includes(String(parsed[k])))
     .map((k) => `${k}=${String(parsed[k])}`)
     .join(' ');
   say(`${source}: ${String(parsed.message)}${detail ? ` (${detail})` : ''}`);
@@ -178,7 +180,12 @@ async function spawnExecutor(s: Stack, executorId: string): Promise<AgentExecuto
   });
   executorStarts.push(start);
   const e = await start;
-  e.child.stdout?.on('data', (b: Buffer) => b.toString().split('\n').forEach((l) => onLogLine(executorId, l)));
+  e.child.stdout?.on('data', (b: Buffer) =>
+    b
+      .toString()
+      .split('\n')
+      .forEach((l) => onLogLine(executorId, l)),
+  );
   say(`${executorId} up (DBOS executor, version ${VERSION}${e.kit ? ', afterlife kit attached' : ', WITHOUT the afterlife kit'})`);
   return e;
 }
@@ -276,7 +283,16 @@ function watch(db: pg.Pool, app: string, ids: string[]) {
         if (first && r.state === 'alive') continue;
         say(`registry: ${r.executor_id} → ${r.state}${r.reason ? ` (${r.reason}${r.detected_by ? `, by ${r.detected_by}` : ''})` : ''}`);
       }
-      const recs = await db.query<{ id: number; executor_id: string; reason: string; detected_by: string; lock_mode: string; reenqueued: number; ms: number; outcome: string }>(
+      const recs = await db.query<{
+        id: number;
+        executor_id: string;
+        reason: string;
+        detected_by: string;
+        lock_mode: string;
+        reenqueued: number;
+        ms: number;
+        outcome: string;
+      }>(
         `SELECT id::int, executor_id, reason, detected_by, lock_mode, reenqueued, outcome,
                 (EXTRACT(EPOCH FROM finished_at - started_at) * 1000)::int AS ms
            FROM afterlife.recoveries WHERE application_name = $1 AND finished_at IS NOT NULL ORDER BY id`,
@@ -338,15 +354,25 @@ const checkpointsOf = async (db: pg.Pool, executorId: string) =>
     )
   ).rows[0]?.n ?? 0;
 const pendingOn = async (db: pg.Pool, executorId: string) =>
-  (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE status = 'PENDING' AND executor_id = $1`, [executorId])).rows[0]
-    ?.n ?? 0;
+  (
+    await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE status = 'PENDING' AND executor_id = $1`, [
+      executorId,
+    ])
+  ).rows[0]?.n ?? 0;
 const recoveredOnce = async (db: pg.Pool, app: string, executorId: string) =>
   ((
-    await db.query(`SELECT 1 FROM afterlife.recoveries WHERE application_name = $1 AND executor_id = $2 AND outcome IS NOT NULL`, [app, executorId])
+    await db.query(`SELECT 1 FROM afterlife.recoveries WHERE application_name = $1 AND executor_id = $2 AND outcome IS NOT NULL`, [
+      app,
+      executorId,
+    ])
   ).rowCount ?? 0) > 0;
 const allSuccess = async (db: pg.Pool, ids: string[]) =>
-  (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status = 'SUCCESS'`, [ids])).rows[0]
-    ?.n === ids.length;
+  (
+    await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status = 'SUCCESS'`,
+      [ids],
+    )
+  ).rows[0]?.n === ids.length;
 
 /** Polls until the probe holds. A bound passing is an error, unless `soft` (then false). */
 async function until(probe: () => Promise<boolean>, timeoutMs: number, what: string, soft = false): Promise<boolean> {

@@ -146,4 +146,3 @@ if (format === 'json') {
 } else {
   process.stdout.write(summary(s, Date.now() - started));
 }
-

@@ -30,7 +30,13 @@ export const SEVERITY_OF: Record<string, Severity | 'CRITICAL'> = {
   fatal: 'CRITICAL',
 };
 
-export const PINO_LEVEL_OF: Record<Severity, PinoLevel> = { DEBUG: 'debug', INFO: 'info', NOTICE: 'notice', WARNING: 'warn', ERROR: 'error' };
+export const PINO_LEVEL_OF: Record<Severity, PinoLevel> = {
+  DEBUG: 'debug',
+  INFO: 'info',
+  NOTICE: 'notice',
+  WARNING: 'warn',
+  ERROR: 'error',
+};
 
 export interface CloudLoggingOptions {
   /** Error Reporting's service (the Cloud Run service, K_SERVICE) and version (K_REVISION). */

@@ -18,7 +18,10 @@ export class AfterlifeError extends Error {
 
 /** Input that will never become valid: acked with a reason, never retried. */
 export class InvalidInputError extends AfterlifeError {
-  constructor(message: string, readonly issues: string[] = []) {
+  constructor(
+    message: string,
+    readonly issues: string[] = [],
+  ) {
     super(message, 'invalid_input', 'permanent');
   }
 }
@@ -31,7 +34,10 @@ export class ConfigError extends AfterlifeError {
 
 /** The per-instance DB budget is exhausted: answer "retry later" instead of queueing in the pool. */
 export class DbBusyError extends AfterlifeError {
-  constructor(readonly inUse: number, readonly limit: number) {
+  constructor(
+    readonly inUse: number,
+    readonly limit: number,
+  ) {
     super(`database budget exhausted (${inUse}/${limit} in use); retry later`, 'db_busy', 'retry');
   }
 }
@@ -75,7 +81,11 @@ export class RowsLockedError extends AfterlifeError {
  */
 export class HeartbeatUnknownError extends AfterlifeError {
   constructor(executorId: string) {
-    super(`cannot re-read ${executorId}'s heartbeat (Redis not answering): a heartbeat-lapsed notice waits until it can`, 'heartbeat_unknown', 'retry');
+    super(
+      `cannot re-read ${executorId}'s heartbeat (Redis not answering): a heartbeat-lapsed notice waits until it can`,
+      'heartbeat_unknown',
+      'retry',
+    );
   }
 }
 

@@ -30,10 +30,12 @@ const ORDER: Record<Severity, number> = { DEBUG: 0, INFO: 1, NOTICE: 2, WARNING:
 
 /** A logger over any sink (tests, the CLI's stderr): the same Logger without pino. */
 export function makeLogger(sink: Sink, base: Fields = {}, minimum: Severity = 'DEBUG'): Logger {
-  const emit = (severity: Severity) => (message: string, fields: Fields = {}) => {
-    if (ORDER[severity] < ORDER[minimum]) return;
-    sink({ ...base, ...fields, severity, message, time: new Date().toISOString() });
-  };
+  const emit =
+    (severity: Severity) =>
+    (message: string, fields: Fields = {}) => {
+      if (ORDER[severity] < ORDER[minimum]) return;
+      sink({ ...base, ...fields, severity, message, time: new Date().toISOString() });
+    };
   return {
     debug: emit('DEBUG'),
     info: emit('INFO'),
@@ -56,7 +58,11 @@ export interface ConsoleLoggerOptions extends Omit<CloudLoggingOptions, 'streamW
 export function consoleLogger(base: Fields = {}, minimum: Severity = 'INFO', o: ConsoleLoggerOptions = {}): Logger {
   const { destination, ...cloud } = o;
   const root = pino(
-    { ...cloudLoggingOptions({ ...cloud, streamWrite: (line) => maskSecrets(line, 'json') }), level: PINO_LEVEL_OF[minimum], serializers: { err: serializeError } },
+    {
+      ...cloudLoggingOptions({ ...cloud, streamWrite: (line) => maskSecrets(line, 'json') }),
+      level: PINO_LEVEL_OF[minimum],
+      serializers: { err: serializeError },
+    },
     destination ? (destination as pino.DestinationStream) : pino.destination({ dest: 1, sync: true }),
   );
   // pino serialises a child's bindings once; a call that repeats one of their keys goes through the root
@@ -130,7 +136,10 @@ export function silentLogger(): Logger {
 /** Keeps every line in memory; tests assert on what operators would see. */
 export function memoryLogger(base: Fields = {}): Logger & { lines: LogLine[] } {
   const lines: LogLine[] = [];
-  return Object.assign(makeLogger((l) => lines.push(l), base), { lines });
+  return Object.assign(
+    makeLogger((l) => lines.push(l), base),
+    { lines },
+  );
 }
 
 /**
@@ -145,7 +154,10 @@ export function traceFields(project: string | undefined, carrier: { traceparent?
   let traceId: string | undefined;
   let spanId: string | undefined;
   let sampled: boolean | undefined;
-  const tp = typeof carrier.traceparent === 'string' ? /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(carrier.traceparent.trim()) : null;
+  const tp =
+    typeof carrier.traceparent === 'string'
+      ? /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(carrier.traceparent.trim())
+      : null;
   if (tp?.[1] && tp[2] && tp[3] && !/^0+$/.test(tp[1])) {
     traceId = tp[1];
     spanId = tp[2];
@@ -169,7 +181,10 @@ export function traceFields(project: string | undefined, carrier: { traceparent?
 
 /** Trace fields of an HTTP request, from its `traceparent` or `X-Cloud-Trace-Context` header. */
 export function httpTraceFields(project: string | undefined, headers: unknown): Fields {
-  return traceFields(project, { traceparent: headerValue(headers, 'traceparent'), cloudTraceContext: headerValue(headers, 'x-cloud-trace-context') });
+  return traceFields(project, {
+    traceparent: headerValue(headers, 'traceparent'),
+    cloudTraceContext: headerValue(headers, 'x-cloud-trace-context'),
+  });
 }
 
 function headerValue(headers: unknown, name: string): string | undefined {

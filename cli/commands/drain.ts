@@ -10,7 +10,10 @@ import type { CommandResult } from './types.js';
  * reports progress; with --wait it follows until every executor is drained or dead and nothing of V is
  * PENDING, printing progress on stderr. A wait that times out exits 1 with the last progress.
  */
-export async function drain(ctx: CliContext, o: { version: string; wait: boolean; timeoutS: number; pollMs?: number }): Promise<CommandResult<DrainOutput>> {
+export async function drain(
+  ctx: CliContext,
+  o: { version: string; wait: boolean; timeoutS: number; pollMs?: number },
+): Promise<CommandResult<DrainOutput>> {
   const deps: DrainDeps = {
     db: ctx.db,
     redis: ctx.redisReady ? ctx.redis : undefined,

@@ -18,7 +18,11 @@ export async function fork(ctx: CliContext, workflowId: string, o: { fromStep?: 
   ctx.progress(`forking ${inline(workflowId)}${o.fromStep === undefined ? ' from its first divergent step' : ` from step ${o.fromStep}`}…`);
   const r = await autoFork(deps, workflowId, o.fromStep === undefined ? {} : { fromStep: o.fromStep });
   const out = toOutput(config.applicationName, r);
-  return { json: out, text: `${describe(r, config.repair.maxRepairs)}\n`, exitCode: r.outcome === 'forked' || r.outcome === 'already-forked' ? 0 : 1 };
+  return {
+    json: out,
+    text: `${describe(r, config.repair.maxRepairs)}\n`,
+    exitCode: r.outcome === 'forked' || r.outcome === 'already-forked' ? 0 : 1,
+  };
 }
 
 function toOutput(applicationName: string, r: AutoForkResult): ForkOutput {

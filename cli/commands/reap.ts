@@ -15,7 +15,9 @@ import type { CommandResult } from './types.js';
 export async function reap(ctx: CliContext, o: { dryRun: boolean; ticks: number }): Promise<CommandResult<ReapOutput>> {
   const rt = await ctx.runtime();
   const deps = { ...reaperDeps(rt), detectedBy: `afterlife-cli@${process.pid}` };
-  ctx.progress(`reaping ${ctx.config.applicationName}: ${o.ticks} tick(s) ${duration(ctx.config.reaper.tickMs)} apart${o.dryRun ? ' (dry run)' : ''}…`);
+  ctx.progress(
+    `reaping ${ctx.config.applicationName}: ${o.ticks} tick(s) ${duration(ctx.config.reaper.tickMs)} apart${o.dryRun ? ' (dry run)' : ''}…`,
+  );
   const summary = await runReaper(deps, {
     dryRun: o.dryRun,
     maxTicks: o.ticks,
@@ -67,7 +69,8 @@ function toOutput(applicationName: string, s: ReaperSummary): ReapOutput {
 }
 
 function render(r: ReapOutput): string {
-  if (r.outcome === 'skipped') return `reap skipped: ${r.reason ?? 'another reaper holds the lease'} (the running reaper is doing this work).\n`;
+  if (r.outcome === 'skipped')
+    return `reap skipped: ${r.reason ?? 'another reaper holds the lease'} (the running reaper is doing this work).\n`;
   const lines = [
     `reaper: ${r.ticks} tick(s) in ${duration(r.durationMs)}${r.dryRun ? ' (dry run: nothing changed)' : ''}`,
     `declared dead: ${r.declaredDead.length ? r.declaredDead.map(inline).join(', ') : 'none'}`,
@@ -75,7 +78,14 @@ function render(r: ReapOutput): string {
   ];
   if (r.heartbeatSkipped.length) lines.push(`heartbeat evidence skipped: ${r.heartbeatSkipped.join('; ')} (nothing declared dead on it)`);
   if (r.planned.length) {
-    lines.push('', 'would do:', table(['PASS', 'ACTION', 'EXECUTOR', 'WORKFLOW'], r.planned.map((p) => [p.pass, p.action, p.executorId ?? '-', p.workflowId ?? '-'])));
+    lines.push(
+      '',
+      'would do:',
+      table(
+        ['PASS', 'ACTION', 'EXECUTOR', 'WORKFLOW'],
+        r.planned.map((p) => [p.pass, p.action, p.executorId ?? '-', p.workflowId ?? '-']),
+      ),
+    );
   }
   if (r.errors.length) lines.push('', `errors: ${r.errors.map((e) => `tick ${e.tick} ${e.pass}: ${e.error}`).join('; ')}`);
   return `${lines.join('\n')}\n`;

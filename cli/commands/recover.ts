@@ -16,7 +16,11 @@ import type { CommandResult } from './types.js';
  * Refuses an executor that holds its liveness lock or whose heartbeat is fresh unless --force: recovering
  * live work runs steps twice.
  */
-export async function recover(ctx: CliContext, executorId: string, o: { dryRun: boolean; force: boolean }): Promise<CommandResult<RecoverOutput>> {
+export async function recover(
+  ctx: CliContext,
+  executorId: string,
+  o: { dryRun: boolean; force: boolean },
+): Promise<CommandResult<RecoverOutput>> {
   const { db, config } = ctx;
   const app = config.applicationName;
   await checkDbosSchema(db);
@@ -71,7 +75,9 @@ function describeRecovery(executorId: string, summary: Exclude<RecoverySummary, 
   ];
   if (summary.lockMode === 'degraded') lines.push('warning: ran without the Redis lock (degraded); Postgres still fenced every write.');
   if (summary.versionsWithoutExecutor.length) {
-    lines.push(`warning: no live executor runs version(s) ${summary.versionsWithoutExecutor.join(', ')}: those workflows wait until one does.`);
+    lines.push(
+      `warning: no live executor runs version(s) ${summary.versionsWithoutExecutor.join(', ')}: those workflows wait until one does.`,
+    );
   }
   return `${lines.join('\n')}\n`;
 }
@@ -83,7 +89,13 @@ function describeRecovery(executorId: string, summary: Exclude<RecoverySummary, 
 async function refuseIfAlive(ctx: CliContext, executorId: string, force: boolean): Promise<void> {
   const { db, config } = ctx;
   const life = await isAlive(
-    { db, redis: ctx.redisReady ? ctx.redis : undefined, heartbeatIntervalMs: config.heartbeatIntervalMs, clock: Date.now, ...(config.redis ? { keyPrefix: config.redis.keyPrefix } : {}) },
+    {
+      db,
+      redis: ctx.redisReady ? ctx.redis : undefined,
+      heartbeatIntervalMs: config.heartbeatIntervalMs,
+      clock: Date.now,
+      ...(config.redis ? { keyPrefix: config.redis.keyPrefix } : {}),
+    },
     { applicationName: config.applicationName, executorId, reason: 'manual', force, doubt: 'refuse' },
   );
   if (life.alive === false) return;

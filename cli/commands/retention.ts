@@ -31,7 +31,11 @@ function toOutput(applicationName: string, r: RetentionPassResult): RetentionOut
     command: 'retention',
     applicationName,
     dryRun: r.dryRun,
-    policy: { maxCompleted: r.policy.maxCompleted ?? null, maxAgeMs: r.policy.maxAgeMs ?? null, globalTimeoutMs: r.policy.globalTimeoutMs ?? null },
+    policy: {
+      maxCompleted: r.policy.maxCompleted ?? null,
+      maxAgeMs: r.policy.maxAgeMs ?? null,
+      globalTimeoutMs: r.policy.globalTimeoutMs ?? null,
+    },
     summary: describePolicy(r.policy, duration),
     deleted: r.deleted,
     steps: r.steps,
@@ -52,11 +56,17 @@ function toOutput(applicationName: string, r: RetentionPassResult): RetentionOut
 
 function render(r: RetentionOutput): string {
   const lines = [r.summary];
-  if (r.stoppedBecause === 'off') return `${lines.join('\n')}\nnothing to do: set RETENTION_MAX_COMPLETED, RETENTION_MAX_AGE_MS or WORKFLOW_GLOBAL_TIMEOUT_MS.\n`;
+  if (r.stoppedBecause === 'off')
+    return `${lines.join('\n')}\nnothing to do: set RETENTION_MAX_COMPLETED, RETENTION_MAX_AGE_MS or WORKFLOW_GLOBAL_TIMEOUT_MS.\n`;
   if (r.cutoffAt) lines.push(`cutoff: workflows completed before ${r.cutoffAt}`);
   if (r.dryRun) {
-    lines.push(`dry run (nothing changed): ${r.deleted} completed workflow(s) would be deleted; ${r.timedOut} would be cancelled by the global timeout`);
-    if (r.wouldDelete.length) lines.push(`would delete: ${r.wouldDelete.slice(0, 50).join(', ')}${r.wouldDelete.length > 50 ? `, … (${r.wouldDelete.length} listed in --json)` : ''}`);
+    lines.push(
+      `dry run (nothing changed): ${r.deleted} completed workflow(s) would be deleted; ${r.timedOut} would be cancelled by the global timeout`,
+    );
+    if (r.wouldDelete.length)
+      lines.push(
+        `would delete: ${r.wouldDelete.slice(0, 50).join(', ')}${r.wouldDelete.length > 50 ? `, … (${r.wouldDelete.length} listed in --json)` : ''}`,
+      );
     if (r.timedOutWorkflows.length) lines.push(`would cancel: ${r.timedOutWorkflows.join(', ')}`);
   } else {
     lines.push(
@@ -64,8 +74,17 @@ function render(r: RetentionOutput): string {
         `cancelled ${r.timedOut} by the global timeout; ${duration(r.durationMs)}`,
     );
     if (r.timedOutWorkflows.length) lines.push(`timed out: ${r.timedOutWorkflows.join(', ')}`);
-    if (r.own) lines.push(`afterlife's own tables: ${Object.entries(r.own).map(([k, v]) => `${v} ${k}`).join(', ')}`);
+    if (r.own)
+      lines.push(
+        `afterlife's own tables: ${Object.entries(r.own)
+          .map(([k, v]) => `${v} ${k}`)
+          .join(', ')}`,
+      );
   }
-  lines.push(r.roundFinished ? 'round finished: everything beyond the thresholds has been examined' : `stopped (${r.stoppedBecause}): run again to continue the round`);
+  lines.push(
+    r.roundFinished
+      ? 'round finished: everything beyond the thresholds has been examined'
+      : `stopped (${r.stoppedBecause}): run again to continue the round`,
+  );
   return `${lines.join('\n')}\n`;
 }

@@ -94,7 +94,11 @@ async function executorRows(
 ): Promise<Executor[]> {
   const { registry, pending, beats } = known;
   const ids = new Set<string | null>([...registry.map((r) => r.executor_id), ...beats.keys(), ...pending.map((p) => p.executorId)]);
-  const locks = await readLiveness(ctx.db, ctx.config.applicationName, [...ids].filter((id): id is string => id !== null));
+  const locks = await readLiveness(
+    ctx.db,
+    ctx.config.applicationName,
+    [...ids].filter((id): id is string => id !== null),
+  );
   return [...ids]
     .sort((a, b) => (a ?? '').localeCompare(b ?? ''))
     .map((id) =>
@@ -111,7 +115,14 @@ async function executorRows(
 
 function executorRow(
   id: string | null,
-  o: { reg: Registry[number] | undefined; beat: ReturnType<Beats['get']>; p: Pending[number] | undefined; held: boolean | null; redisState: StatusOutput['redis']; now: number },
+  o: {
+    reg: Registry[number] | undefined;
+    beat: ReturnType<Beats['get']>;
+    p: Pending[number] | undefined;
+    held: boolean | null;
+    redisState: StatusOutput['redis'];
+    now: number;
+  },
 ): Executor {
   const { reg, beat, p, now } = o;
   const versions = new Set<string>(p?.applicationVersions ?? []);
@@ -143,10 +154,17 @@ function executorRow(
  * ENQUEUED work of versions no live executor runs. Live versions as the orphaned-version pass reads them,
  * less executors the registry already calls dead (a SIGKILLed kit's last beat stays readable until its TTL).
  */
-async function strandedOf(ctx: CliContext, registry: Registry, beats: Beats, redisState: StatusOutput['redis']): Promise<StatusOutput['stranded']> {
+async function strandedOf(
+  ctx: CliContext,
+  registry: Registry,
+  beats: Beats,
+  redisState: StatusOutput['redis'],
+): Promise<StatusOutput['stranded']> {
   const { config } = ctx;
   const deadIds = new Set(registry.filter((r) => r.state === 'dead').map((r) => r.executor_id));
-  const liveVersions = [...beats].flatMap(([id, b]) => (b.value?.state === 'alive' && !deadIds.has(id) ? [b.value.applicationVersion] : []));
+  const liveVersions = [...beats].flatMap(([id, b]) =>
+    b.value?.state === 'alive' && !deadIds.has(id) ? [b.value.applicationVersion] : [],
+  );
   const graceMs = config.reaper.orphanedVersionGraceMs;
   return {
     known: redisState === 'ok',
@@ -154,7 +172,10 @@ async function strandedOf(ctx: CliContext, registry: Registry, beats: Beats, red
     graceMs,
     versions:
       redisState === 'ok'
-        ? (await countStrandedEnqueued(ctx.db, config.applicationName, liveVersions)).map((v) => ({ ...v, policyActsInMs: Math.max(0, graceMs - v.oldestAgeMs) }))
+        ? (await countStrandedEnqueued(ctx.db, config.applicationName, liveVersions)).map((v) => ({
+            ...v,
+            policyActsInMs: Math.max(0, graceMs - v.oldestAgeMs),
+          }))
         : [],
   };
 }
@@ -162,7 +183,11 @@ async function strandedOf(ctx: CliContext, registry: Registry, beats: Beats, red
 function retentionOf(ctx: CliContext, retention: Awaited<ReturnType<typeof readRetentionState>>): StatusOutput['retention'] {
   const policy = policyOf(ctx.config);
   return {
-    policy: { maxCompleted: policy.maxCompleted ?? null, maxAgeMs: policy.maxAgeMs ?? null, globalTimeoutMs: policy.globalTimeoutMs ?? null },
+    policy: {
+      maxCompleted: policy.maxCompleted ?? null,
+      maxAgeMs: policy.maxAgeMs ?? null,
+      globalTimeoutMs: policy.globalTimeoutMs ?? null,
+    },
     summary: describePolicy(policy, duration),
     lastPassAt: retention.lastPassAt?.toISOString() ?? null,
     lastPass: lastPassOf(retention.lastPass),

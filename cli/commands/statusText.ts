@@ -11,72 +11,95 @@ export const DIVERGED_LIMIT = 1_000;
 
 export function render(s: StatusOutput): string {
   const lines = [`afterlife status — application ${s.applicationName} — ${s.generatedAt} — redis ${s.redis}`, ''];
-  if (s.executors.length === 0) lines.push('no executors known (no heartbeats, no registry rows, no PENDING workflows)');
-  else
-    lines.push(
-      table(
-        ['EXECUTOR', 'STATE', 'LOCK', 'VERSION', 'HEARTBEAT', 'IN-FLIGHT', 'PENDING', 'STUCK', 'OLDEST ACTIVITY'],
-        s.executors.map((e) => [
-          e.executorId ?? '(none)',
-          e.state,
-          e.livenessLock ?? '-',
-          e.applicationVersions.join(',') || '-',
-          ago(e.heartbeatAgeMs),
-          e.inFlight === null ? '-' : String(e.inFlight),
-          String(e.pending),
-          String(e.stuck),
-          ago(e.oldestActivityAgeMs),
-        ]),
-      ),
-    );
+  lines.push(...executors(s), ...counts(s), ...stranded(s), ...retention(s), ...recoveries(s));
+  return `${lines.join('\n')}\n`;
+}
+
+function executors(s: StatusOutput): string[] {
+  if (s.executors.length === 0) return ['no executors known (no heartbeats, no registry rows, no PENDING workflows)'];
+  return [
+    table(
+      ['EXECUTOR', 'STATE', 'LOCK', 'VERSION', 'HEARTBEAT', 'IN-FLIGHT', 'PENDING', 'STUCK', 'OLDEST ACTIVITY'],
+      s.executors.map((e) => [
+        e.executorId ?? '(none)',
+        e.state,
+        e.livenessLock ?? '-',
+        e.applicationVersions.join(',') || '-',
+        ago(e.heartbeatAgeMs),
+        e.inFlight === null ? '-' : String(e.inFlight),
+        String(e.pending),
+        String(e.stuck),
+        ago(e.oldestActivityAgeMs),
+      ]),
+    ),
+  ];
+}
+
+function counts(s: StatusOutput): string[] {
   const byStatus = Object.entries(s.totals.byStatus)
     .map(([k, v]) => `${v} ${k}`)
     .join(', ');
-  lines.push(
+  return [
     '',
     `workflows: ${byStatus || 'none'}`,
     `stuck: ${s.totals.stuck} (PENDING with no activity for ${duration(s.stuckAfterMs)})   diverged: ${s.totals.diverged >= DIVERGED_LIMIT ? `${DIVERGED_LIMIT}+` : s.totals.diverged} (ERROR with DBOSUnexpectedStepError, not forked or dead-lettered yet)`,
-  );
-  if (!s.stranded.known) lines.push('stranded: unknown (live versions come from heartbeats; Redis is not available)');
-  else if (s.stranded.versions.length === 0) lines.push('stranded: none (every ENQUEUED version has a live executor)');
-  else {
-    const then = s.stranded.policy === 'fork-to-latest' ? 'forks them to the latest live version' : 'reports them and leaves them ENQUEUED';
-    lines.push('', `STRANDED: ENQUEUED work of versions no live executor runs — nothing claims it until an executor of that version starts`);
-    lines.push(
-      table(
-        ['VERSION', 'ENQUEUED', 'OLDEST', 'POLICY', 'ACTS'],
-        s.stranded.versions.map((v) => [v.applicationVersion, String(v.count), ago(v.oldestAgeMs), s.stranded.policy, v.policyActsInMs === 0 ? 'due now' : `in ${duration(v.policyActsInMs)}`]),
-      ),
-    );
-    lines.push(`ORPHANED_VERSION_POLICY=${s.stranded.policy}: after ORPHANED_VERSION_GRACE_MS (${duration(s.stranded.graceMs)}) untouched the reaper ${then}`);
-  }
+  ];
+}
+
+function stranded(s: StatusOutput): string[] {
+  if (!s.stranded.known) return ['stranded: unknown (live versions come from heartbeats; Redis is not available)'];
+  if (s.stranded.versions.length === 0) return ['stranded: none (every ENQUEUED version has a live executor)'];
+  const then = s.stranded.policy === 'fork-to-latest' ? 'forks them to the latest live version' : 'reports them and leaves them ENQUEUED';
+  return [
+    '',
+    `STRANDED: ENQUEUED work of versions no live executor runs — nothing claims it until an executor of that version starts`,
+    table(
+      ['VERSION', 'ENQUEUED', 'OLDEST', 'POLICY', 'ACTS'],
+      s.stranded.versions.map((v) => [
+        v.applicationVersion,
+        String(v.count),
+        ago(v.oldestAgeMs),
+        s.stranded.policy,
+        v.policyActsInMs === 0 ? 'due now' : `in ${duration(v.policyActsInMs)}`,
+      ]),
+    ),
+    `ORPHANED_VERSION_POLICY=${s.stranded.policy}: after ORPHANED_VERSION_GRACE_MS (${duration(s.stranded.graceMs)}) untouched the reaper ${then}`,
+  ];
+}
+
+function retention(s: StatusOutput): string[] {
   const r = s.retention;
-  lines.push('', r.summary);
   if (r.lastPass && r.lastPassAt) {
-    lines.push(
+    return [
+      '',
+      r.summary,
       `last retention pass ${ago(Date.parse(s.generatedAt) - Date.parse(r.lastPassAt))}: deleted ${r.lastPass.deleted}, timed out ${r.lastPass.timedOut}, ` +
         `${r.lastPass.batches} batch(es), longest ${duration(r.lastPass.longestBatchMs)}, ${r.lastPass.roundFinished ? 'round finished' : `stopped (${r.lastPass.stoppedBecause}), round in progress`}` +
         ` — since the start: ${r.totalDeleted} deleted, ${r.totalTimedOut} timed out`,
-    );
-  } else if (r.policy.maxCompleted !== null || r.policy.maxAgeMs !== null || r.policy.globalTimeoutMs !== null) lines.push('no retention pass has run yet');
-  if (s.recentRecoveries.length) {
-    lines.push('', 'recent recoveries:');
-    lines.push(
-      table(
-        ['ID', 'EXECUTOR', 'REASON', 'BY', 'OUTCOME', 'RE-ENQUEUED', 'TOOK', 'LOCK', 'WHEN'],
-        s.recentRecoveries.map((r) => [
-          `#${r.id}`,
-          r.executorId,
-          r.reason,
-          r.detectedBy,
-          r.outcome ?? 'running',
-          String(r.reenqueued),
-          r.durationMs === null ? '-' : duration(r.durationMs),
-          r.lockMode,
-          ago(Date.parse(s.generatedAt) - Date.parse(r.startedAt)),
-        ]),
-      ),
-    );
+    ];
   }
-  return `${lines.join('\n')}\n`;
+  const on = r.policy.maxCompleted !== null || r.policy.maxAgeMs !== null || r.policy.globalTimeoutMs !== null;
+  return ['', r.summary, ...(on ? ['no retention pass has run yet'] : [])];
+}
+
+function recoveries(s: StatusOutput): string[] {
+  if (!s.recentRecoveries.length) return [];
+  return [
+    '',
+    'recent recoveries:',
+    table(
+      ['ID', 'EXECUTOR', 'REASON', 'BY', 'OUTCOME', 'RE-ENQUEUED', 'TOOK', 'LOCK', 'WHEN'],
+      s.recentRecoveries.map((r) => [
+        `#${r.id}`,
+        r.executorId,
+        r.reason,
+        r.detectedBy,
+        r.outcome ?? 'running',
+        String(r.reenqueued),
+        r.durationMs === null ? '-' : duration(r.durationMs),
+        r.lockMode,
+        ago(Date.parse(s.generatedAt) - Date.parse(r.startedAt)),
+      ]),
+    ),
+  ];
 }

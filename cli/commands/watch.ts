@@ -25,10 +25,14 @@ export async function watch(
         const r = await run();
         text = o.json ? `${JSON.stringify(r.json)}\n` : printable(r.text);
       } catch (err) {
-        text = o.json ? `${JSON.stringify({ error: { code: 'refresh_failed', message: err instanceof Error ? err.message : String(err) } })}\n` : `refresh failed: ${err instanceof Error ? err.message : String(err)}\n`;
+        text = o.json
+          ? `${JSON.stringify({ error: { code: 'refresh_failed', message: err instanceof Error ? err.message : String(err) } })}\n`
+          : `refresh failed: ${err instanceof Error ? err.message : String(err)}\n`;
       }
       const tty = !o.json && out.isTTY === true;
-      out.write(tty ? `${HOME_AND_CLEAR}${text}\n(refreshing every ${o.intervalMs / 1000} s — Ctrl-C to stop)\n` : o.json ? text : `${text}\n`);
+      out.write(
+        tty ? `${HOME_AND_CLEAR}${text}\n(refreshing every ${o.intervalMs / 1000} s — Ctrl-C to stop)\n` : o.json ? text : `${text}\n`,
+      );
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, o.intervalMs);
         stop.signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });

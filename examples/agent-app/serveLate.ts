@@ -10,7 +10,10 @@ import { startAgent } from './main.js';
  * so it still runs first and holds that exit until the drain is done.
  */
 let kit: Promise<ExecutorKit> | undefined;
-const StartBody = z.object({ workflowId: z.string().min(1).max(200), spec: z.object({ steps: z.number().int().min(1).max(100), stepMs: z.number().int().min(0).max(600_000) }) });
+const StartBody = z.object({
+  workflowId: z.string().min(1).max(200),
+  spec: z.object({ steps: z.number().int().min(1).max(100), stepMs: z.number().int().min(0).max(600_000) }),
+});
 
 ff.http('agentLate', async (req: ff.Request, res: ff.Response) => {
   kit ??= attachExecutor(executorOptionsFromEnv(process.env));

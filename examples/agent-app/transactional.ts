@@ -30,7 +30,11 @@ class NodePgDataSource implements DataSourceTransactionHandler {
 
   get pool(): pg.Pool {
     if (!this.#pool) {
-      this.#pool = new pg.Pool({ connectionString: process.env.DBOS_SYSTEM_DATABASE_URL, max: 2, application_name: 'agent-app-datasource' });
+      this.#pool = new pg.Pool({
+        connectionString: process.env.DBOS_SYSTEM_DATABASE_URL,
+        max: 2,
+        application_name: 'agent-app-datasource',
+      });
       // An idle client whose session the server ended (a Postgres restart) must not crash the app.
       this.#pool.on('error', () => undefined);
     }
@@ -45,7 +49,9 @@ class NodePgDataSource implements DataSourceTransactionHandler {
       await migrateDataSourcePG(async (sql) => (await c.query(sql)).rows, SCHEMA);
       // Executors launched together would race CREATE TABLE IF NOT EXISTS (pg_type's unique index).
       await c.query(`SELECT 1 FROM pg_advisory_xact_lock(hashtext('agent-app.charges'))`);
-      await c.query('CREATE TABLE IF NOT EXISTS public.charges (workflow_id text NOT NULL, step int NOT NULL, item text NOT NULL, executor_id text NOT NULL)');
+      await c.query(
+        'CREATE TABLE IF NOT EXISTS public.charges (workflow_id text NOT NULL, step int NOT NULL, item text NOT NULL, executor_id text NOT NULL)',
+      );
       await c.query('COMMIT');
     } catch (err) {
       await c.query('ROLLBACK').catch(() => undefined);
@@ -61,7 +67,10 @@ class NodePgDataSource implements DataSourceTransactionHandler {
   }
 
   async deleteCheckpoints(workflowID: string, startStep: number): Promise<void> {
-    await this.pool.query(`DELETE FROM ${SCHEMA}.transaction_completion WHERE workflow_id = $1 AND function_num >= $2`, [workflowID, startStep]);
+    await this.pool.query(`DELETE FROM ${SCHEMA}.transaction_completion WHERE workflow_id = $1 AND function_num >= $2`, [
+      workflowID,
+      startStep,
+    ]);
   }
 
   async invokeTransactionFunction<This, Args extends unknown[], Return>(

@@ -39,10 +39,18 @@ async function record(workflowId: string, step: number, phase: 'start' | 'end'):
   const deadline = Date.now() + 15_000;
   for (;;) {
     try {
-      await appPool?.query('INSERT INTO public.step_runs (workflow_id, step, executor_id, phase) VALUES ($1, $2, $3, $4)', [workflowId, step, DBOS.executorID, phase]);
+      await appPool?.query('INSERT INTO public.step_runs (workflow_id, step, executor_id, phase) VALUES ($1, $2, $3, $4)', [
+        workflowId,
+        step,
+        DBOS.executorID,
+        phase,
+      ]);
       return;
     } catch (err) {
-      const transient = /ECONNREFUSED|ECONNRESET|terminating connection|the database system is (starting up|shutting down)|Connection terminated/.test(String(err));
+      const transient =
+        /ECONNREFUSED|ECONNRESET|terminating connection|the database system is (starting up|shutting down)|Connection terminated/.test(
+          String(err),
+        );
       if (!transient || Date.now() > deadline) throw err;
       await new Promise((r) => setTimeout(r, 200));
     }

@@ -7,7 +7,10 @@ const { QUEUE, WORKFLOW } = require('./tasks');
 
 async function main() {
   const [count = '1', prefix = 'task', steps = '3', stepMs = '500'] = process.argv.slice(2);
-  const client = await DBOSClient.create({ systemDatabaseUrl: process.env.DBOS_SYSTEM_DATABASE_URL, applicationName: process.env.APP_NAME || 'queue-worker' });
+  const client = await DBOSClient.create({
+    systemDatabaseUrl: process.env.DBOS_SYSTEM_DATABASE_URL,
+    applicationName: process.env.APP_NAME || 'queue-worker',
+  });
   const ids = [];
   try {
     for (let i = 0; i < Number(count); i++) {

@@ -12,7 +12,15 @@ function registerTasks() {
     async function taskWorkflow(spec) {
       const done = [];
       for (let i = 1; i <= spec.steps; i++) {
-        done.push(await DBOS.runStep(async () => { await sleep(spec.stepMs); return `${DBOS.executorID}:${i}`; }, { name: `step-${i}` }));
+        done.push(
+          await DBOS.runStep(
+            async () => {
+              await sleep(spec.stepMs);
+              return `${DBOS.executorID}:${i}`;
+            },
+            { name: `step-${i}` },
+          ),
+        );
       }
       return done;
     },

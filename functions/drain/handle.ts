@@ -12,7 +12,10 @@ export interface HttpOutcome {
   body: unknown;
 }
 
-export async function handleDrainRequest(rt: Runtime, req: { method: string; body: unknown; query: unknown; headers?: unknown }): Promise<HttpOutcome> {
+export async function handleDrainRequest(
+  rt: Runtime,
+  req: { method: string; body: unknown; query: unknown; headers?: unknown },
+): Promise<HttpOutcome> {
   const log = rt.logger.child({ fn: 'drain', ...httpTraceFields(rt.config.project, req.headers) });
   const deps: DrainDeps = {
     db: rt.db,
@@ -39,7 +42,9 @@ export async function handleDrainRequest(rt: Runtime, req: { method: string; bod
         return {
           status: 503,
           body: {
-            error: certain ? 'temporarily unavailable; nothing was written, retry later' : 'the drain request may or may not have been written; repeating it is safe',
+            error: certain
+              ? 'temporarily unavailable; nothing was written, retry later'
+              : 'the drain request may or may not have been written; repeating it is safe',
             code: certain ? (err as AfterlifeError).code : 'write_unconfirmed',
             written: certain ? false : 'unknown',
           },
@@ -54,14 +59,22 @@ export async function handleDrainRequest(rt: Runtime, req: { method: string; bod
         status: 202,
         body: progress
           ? { ...progress, written: true, requestIds: written.requestIds, budgetMs: written.budgetMs }
-          : { written: true, requestIds: written.requestIds, budgetMs: written.budgetMs, progress: 'unavailable; GET ?applicationVersion= for it' },
+          : {
+              written: true,
+              requestIds: written.requestIds,
+              budgetMs: written.budgetMs,
+              progress: 'unavailable; GET ?applicationVersion= for it',
+            },
       };
     }
     if (req.method === 'GET') {
       const q = parse(DrainQuery, req.query, 'query');
       return { status: 200, body: await drainProgress(deps, { applicationVersion: q.applicationVersion }) };
     }
-    return { status: 405, body: { error: 'use POST to request a drain or GET ?applicationVersion= for progress', code: 'method_not_allowed' } };
+    return {
+      status: 405,
+      body: { error: 'use POST to request a drain or GET ?applicationVersion= for progress', code: 'method_not_allowed' },
+    };
   } catch (err) {
     if (err instanceof InvalidInputError) return { status: 400, body: { error: err.message, code: 'invalid_input', issues: err.issues } };
     const reason = errorMessage(err);

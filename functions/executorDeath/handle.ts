@@ -50,13 +50,21 @@ export async function handleDeathEvent(rt: Runtime, body: unknown, meta: Deliver
   return decoded.ok ? handleDecodedDeath(rt, decoded.message, meta) : decoded.outcome;
 }
 
-export function deathLog(rt: { logger: Logger; config: { project: string | undefined } } | undefined, meta: DeliveryMeta, fallback?: Logger): Logger {
+export function deathLog(
+  rt: { logger: Logger; config: { project: string | undefined } } | undefined,
+  meta: DeliveryMeta,
+  fallback?: Logger,
+): Logger {
   const base = rt?.logger ?? fallback;
   if (!base) throw new Error('deathLog needs a runtime or a fallback logger');
   return base.child({ fn: 'executorDeath', eventId: meta.eventId, ...traceFields(rt?.config.project, { traceparent: meta.traceparent }) });
 }
 
-export async function handleDecodedDeath(rt: Runtime, decoded: DecodedMessage<DeathNotice>, meta: DeliveryMeta = {}): Promise<DeathOutcome> {
+export async function handleDecodedDeath(
+  rt: Runtime,
+  decoded: DecodedMessage<DeathNotice>,
+  meta: DeliveryMeta = {},
+): Promise<DeathOutcome> {
   const started = rt.clock();
   const log = deathLog(rt, meta);
   const notice = decoded.payload;
@@ -78,25 +86,31 @@ export async function handleDecodedDeath(rt: Runtime, decoded: DecodedMessage<De
     // After admission: its read is a database statement too, and must not take a slot an admitted delivery needs.
     // The notice is a claim (shared/recovery/verifyNotice.ts): held against the plane's own records first.
     const verdict = await verifyNotice(
-      { db: rt.db, redis: rt.redis, heartbeatIntervalMs: rt.config.heartbeatIntervalMs, clock: rt.clock, ...(rt.config.redis ? { keyPrefix: rt.config.redis.keyPrefix } : {}) },
+      {
+        db: rt.db,
+        redis: rt.redis,
+        heartbeatIntervalMs: rt.config.heartbeatIntervalMs,
+        clock: rt.clock,
+        ...(rt.config.redis ? { keyPrefix: rt.config.redis.keyPrefix } : {}),
+      },
       notice,
     );
     if (verdict.refused !== undefined) {
-      const msg = verdict.unknown ? 'death notice about an unknown executor refused (acked, nothing written)' : 'death notice about a live executor refused (acked)';
+      const msg = verdict.unknown
+        ? 'death notice about an unknown executor refused (acked, nothing written)'
+        : 'death notice about a live executor refused (acked)';
       log.warn(msg, { event: 'death_notice_refused', executorId: notice.executorId, reason: verdict.refused, noticeReason: notice.reason });
       return { ack: true, kind: 'refused', reason: verdict.refused };
     }
     // Tracked: on SIGTERM the loop stops at a batch boundary and releases its lock before Redis closes.
-    const summary = await rt.lifecycle.track(recoverExecutor(
-      recoveryDeps({ ...rt, logger: log }, { via: 'executorDeath', runtime: rt }),
-      notice,
-      {
+    const summary = await rt.lifecycle.track(
+      recoverExecutor(recoveryDeps({ ...rt, logger: log }, { via: 'executorDeath', runtime: rt }), notice, {
         ...(decoded.messageId ? { messageId: decoded.messageId } : {}),
         budget,
         signal: rt.lifecycle.signal,
         livenessTracked: verdict.livenessTracked,
-      },
-    ));
+      }),
+    );
     log.info('executor death handled', { event: 'recovery', ...summary, elapsedMs: rt.clock() - started });
     return { ack: true, kind: 'recovered', summary };
   } catch (err) {

@@ -20,15 +20,26 @@ export interface HttpRequestLike {
 
 export function readDelivery(req: HttpRequestLike): Delivery {
   const reject = (status: number, code: string, error: string): Delivery => ({ ok: false, status, body: { error, code } });
-  if (req.method !== 'POST') return reject(405, 'method_not_allowed', 'use POST: executorDeath receives Pub/Sub deliveries (a CloudEvent, or a push subscription body)');
+  if (req.method !== 'POST')
+    return reject(
+      405,
+      'method_not_allowed',
+      'use POST: executorDeath receives Pub/Sub deliveries (a CloudEvent, or a push subscription body)',
+    );
   const media = header(req, 'content-type')?.split(';')[0]?.trim().toLowerCase();
   if (media === 'application/cloudevents+json') {
     const ev = req.body;
-    if (typeof ev !== 'object' || ev === null || Array.isArray(ev)) return reject(400, 'invalid_cloudevent', 'a structured CloudEvent must be a JSON object');
+    if (typeof ev !== 'object' || ev === null || Array.isArray(ev))
+      return reject(400, 'invalid_cloudevent', 'a structured CloudEvent must be a JSON object');
     const e = ev as Record<string, unknown>;
     const wrong = attributeProblem(e.specversion, e.type);
     if (wrong) return reject(400, 'invalid_cloudevent', wrong);
-    return { ok: true, data: e.data, id: typeof e.id === 'string' ? e.id : undefined, traceparent: typeof e.traceparent === 'string' ? e.traceparent : header(req, 'traceparent') };
+    return {
+      ok: true,
+      data: e.data,
+      id: typeof e.id === 'string' ? e.id : undefined,
+      traceparent: typeof e.traceparent === 'string' ? e.traceparent : header(req, 'traceparent'),
+    };
   }
   if (media !== 'application/json') {
     return reject(415, 'unsupported_media_type', 'send the CloudEvent as application/json (binary mode) or application/cloudevents+json');

@@ -49,12 +49,21 @@ export async function handleReaperRequest(
     log.error('reaper invocation failed', { err, event: 'reaper_failed' });
     const retry = classify(err) === 'retry';
     const code = (err as { code?: unknown } | null)?.code;
-    return { status: retry ? 503 : 500, body: { error: maskSecrets(message), code: typeof code === 'string' && /^[A-Za-z0-9_]{1,40}$/.test(code) ? code : retry ? 'retry_later' : 'internal' } };
+    return {
+      status: retry ? 503 : 500,
+      body: {
+        error: maskSecrets(message),
+        code: typeof code === 'string' && /^[A-Za-z0-9_]{1,40}$/.test(code) ? code : retry ? 'retry_later' : 'internal',
+      },
+    };
   }
 }
 
 /** The request from the query and the body together, or every problem with them. */
-export function parseReaperRequest(req: { query?: Record<string, unknown>; body?: unknown }): { ok: true; request: ReaperRequest } | { ok: false; issues: string[] } {
+export function parseReaperRequest(req: {
+  query?: Record<string, unknown>;
+  body?: unknown;
+}): { ok: true; request: ReaperRequest } | { ok: false; issues: string[] } {
   const fields = requestFields(req);
   if (!fields.ok) return fields;
   const parsed = ReaperRequest.safeParse(fields.value);
@@ -69,7 +78,10 @@ export function parseReaperRequest(req: { query?: Record<string, unknown>; body?
  */
 const ReaperQuery = z
   .object({
-    dryRun: z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1').optional(),
+    dryRun: z
+      .enum(['true', 'false', '1', '0'])
+      .transform((v) => v === 'true' || v === '1')
+      .optional(),
     maxTicks: z
       .string()
       .regex(/^[1-9][0-9]{0,4}$/, 'must be a decimal integer from 1 to 10000')
@@ -80,7 +92,10 @@ const ReaperQuery = z
   .strict();
 
 /** Scheduler sends a JSON body; operators may use the query instead. An empty body means defaults. */
-function requestFields(req: { query?: Record<string, unknown>; body?: unknown }): { ok: true; value: unknown } | { ok: false; issues: string[] } {
+function requestFields(req: {
+  query?: Record<string, unknown>;
+  body?: unknown;
+}): { ok: true; value: unknown } | { ok: false; issues: string[] } {
   const body = req.body === undefined || req.body === '' || (Buffer.isBuffer(req.body) && req.body.length === 0) ? {} : req.body;
   const q = ReaperQuery.safeParse(req.query ?? {});
   if (!q.success) return { ok: false, issues: q.error.issues.map((i) => `query ${i.path.join('.') || '(query)'}: ${i.message}`) };

@@ -9,6 +9,11 @@ installJsonFinalHandler();
 ff.http('reaper', async (req, res) => {
   const rt = await runtimeOr503(res);
   if (!rt) return;
-  const answer = await handleReaperRequest(rt, { method: req.method, query: req.query as Record<string, unknown>, body: req.body, headers: req.headers });
+  const answer = await handleReaperRequest(rt, {
+    method: req.method,
+    query: req.query as Record<string, unknown>,
+    body: req.body,
+    headers: req.headers,
+  });
   res.status(answer.status).json(answer.body);
 });

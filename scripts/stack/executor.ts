@@ -121,7 +121,10 @@ async function ready(
   };
   let onAbort = () => {};
   return new Promise<boolean>((resolve, reject) => {
-    const timer = setTimeout(() => reject(giveUp(new Error(`executor ${o.executorId} not ready in ${timeoutMs} ms:\n${output.join('')}`))), timeoutMs);
+    const timer = setTimeout(
+      () => reject(giveUp(new Error(`executor ${o.executorId} not ready in ${timeoutMs} ms:\n${output.join('')}`))),
+      timeoutMs,
+    );
     onAbort = () => {
       clearTimeout(timer);
       reject(giveUp(o.signal?.reason));

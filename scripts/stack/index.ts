@@ -111,7 +111,10 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
         : {
             kind: 'bridge',
             url: transport.memory?.url ?? '',
-            reason: bin === undefined && env.LOCAL_PUBSUB === 'bridge' ? 'LOCAL_PUBSUB=bridge' : `no Pub/Sub emulator at ${env.PUBSUB_EMULATOR_BIN || DEFAULT_EMULATOR_BIN}`,
+            reason:
+              bin === undefined && env.LOCAL_PUBSUB === 'bridge'
+                ? 'LOCAL_PUBSUB=bridge'
+                : `no Pub/Sub emulator at ${env.PUBSUB_EMULATOR_BIN || DEFAULT_EMULATOR_BIN}`,
           },
       functions,
       scheduler,
@@ -242,7 +245,12 @@ async function serveFunctions(
 }
 
 /** Subscribes executorDeath to the death topic, and returns how the stack publishes on a topic. */
-async function deliverDeathNotices(transport: Transport, names: StackNames, deathFnUrl: string, stoppers: Stoppers): Promise<Stack['publish']> {
+async function deliverDeathNotices(
+  transport: Transport,
+  names: StackNames,
+  deathFnUrl: string,
+  stoppers: Stoppers,
+): Promise<Stack['publish']> {
   const { emulator, memory } = transport;
   if (emulator) {
     // No credentials locally: without this google-auth-library probes the GCE metadata server and warns.

@@ -67,7 +67,14 @@ export async function startMemoryBridge(o: { project: string; logger: Logger; ho
       await Promise.allSettled([...pending]);
     },
   };
-  const state: BridgeState = { project: o.project, log: o.logger.child({ bridge: 'in-process' }), subs: new Map(), signal: controller.signal, pending, bridge };
+  const state: BridgeState = {
+    project: o.project,
+    log: o.logger.child({ bridge: 'in-process' }),
+    subs: new Map(),
+    signal: controller.signal,
+    pending,
+    bridge,
+  };
 
   const server = publishServer((topic, m) => enqueue(state, topic, m));
   await new Promise<void>((resolve) => server.listen(0, o.host ?? '127.0.0.1', () => resolve()));
@@ -137,14 +144,23 @@ async function deliver(state: BridgeState, sub: Subscription, msg: StoredMessage
   if (sub.deadLetterTopic) {
     enqueue(state, sub.deadLetterTopic, {
       data: msg.data,
-      attributes: { ...msg.attributes, CloudPubSubDeadLetterSourceDeliveryCount: String(sub.maxDeliveryAttempts), CloudPubSubDeadLetterSourceSubscription: sub.name },
+      attributes: {
+        ...msg.attributes,
+        CloudPubSubDeadLetterSourceDeliveryCount: String(sub.maxDeliveryAttempts),
+        CloudPubSubDeadLetterSourceSubscription: sub.name,
+      },
       orderingKey: undefined,
     });
   }
 }
 
 /** A binary-mode CloudEvent carrying a Pub/Sub push body, as Eventarc delivers one. */
-function cloudEvent(project: string, sub: Subscription, msg: StoredMessage, attempt: number): { headers: Record<string, string>; body: string } {
+function cloudEvent(
+  project: string,
+  sub: Subscription,
+  msg: StoredMessage,
+  attempt: number,
+): { headers: Record<string, string>; body: string } {
   return {
     headers: {
       'content-type': 'application/json',
@@ -179,10 +195,14 @@ function publishServer(enqueueOn: (topic: string, m: NewMessage) => string): Ser
       }
       const topic = decodeURIComponent(match[1]);
       try {
-        const body = JSON.parse(await readBody(req)) as { messages?: Array<{ data?: string; attributes?: Record<string, string>; orderingKey?: string }> };
+        const body = JSON.parse(await readBody(req)) as {
+          messages?: Array<{ data?: string; attributes?: Record<string, string>; orderingKey?: string }>;
+        };
         const messages = body.messages ?? [];
         if (messages.length === 0 || messages.some((m) => !m.data && !m.attributes)) throw new Error('a message needs data or attributes');
-        const messageIds = messages.map((m) => enqueueOn(topic, { data: m.data ?? '', attributes: m.attributes ?? {}, orderingKey: m.orderingKey }));
+        const messageIds = messages.map((m) =>
+          enqueueOn(topic, { data: m.data ?? '', attributes: m.attributes ?? {}, orderingKey: m.orderingKey }),
+        );
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ messageIds }));
       } catch (err) {
         res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 400, message: String(err) } }));
@@ -205,9 +225,13 @@ async function readBody(req: IncomingMessage): Promise<string> {
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const t = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => {
-      clearTimeout(t);
-      resolve();
-    }, { once: true });
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(t);
+        resolve();
+      },
+      { once: true },
+    );
   });
 }

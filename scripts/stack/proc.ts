@@ -125,7 +125,12 @@ export async function raceAbort<T>(p: Promise<T>, signal: AbortSignal | undefine
  * Waits for a just-spawned process to be ready. If it never gets there (it exits, the bound passes, the
  * signal aborts) it is stopped here: the caller has not registered it yet, so nobody else would.
  */
-export async function readyOrStop(proc: Managed, ready: Promise<unknown>, signal: AbortSignal | undefined, graceMs?: number): Promise<void> {
+export async function readyOrStop(
+  proc: Managed,
+  ready: Promise<unknown>,
+  signal: AbortSignal | undefined,
+  graceMs?: number,
+): Promise<void> {
   try {
     await raceAbort(ready, signal);
   } catch (err) {
@@ -135,7 +140,13 @@ export async function readyOrStop(proc: Managed, ready: Promise<unknown>, signal
 }
 
 /** Polls until `probe` is truthy; the bound is the failure. */
-export async function until(what: string, probe: () => Promise<boolean>, timeoutMs: number, intervalMs = 100, signal?: AbortSignal): Promise<void> {
+export async function until(
+  what: string,
+  probe: () => Promise<boolean>,
+  timeoutMs: number,
+  intervalMs = 100,
+  signal?: AbortSignal,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {

@@ -17,18 +17,37 @@ export function shownRedis(url: string, kind: Stack['redis']['kind']): string {
 
 export function summary(st: Stack, ms: number): string {
   const rows: Array<[string, string]> = [
-    ['application', `${st.applicationName}${st.applicationNameDefaulted ? '   (DBOS_APPLICATION_NAME unset: using the local default)' : ''}`],
-    ['postgres', `${shownPostgres(st)}   (${st.postgres.kind === 'embedded' ? `embedded PostgreSQL, data in ${st.postgres.dataDir}, removed on exit` : 'DATABASE_URL'})`],
-    ['redis', st.redis.url ? `${shownRedis(st.redis.url, st.redis.kind)}   (${st.redis.kind === 'local' ? 'local redis-server' : 'REDIS_URL'})` : `none — DEGRADED: ${st.redis.kind === 'none' ? st.redis.reason : ''}`],
+    [
+      'application',
+      `${st.applicationName}${st.applicationNameDefaulted ? '   (DBOS_APPLICATION_NAME unset: using the local default)' : ''}`,
+    ],
+    [
+      'postgres',
+      `${shownPostgres(st)}   (${st.postgres.kind === 'embedded' ? `embedded PostgreSQL, data in ${st.postgres.dataDir}, removed on exit` : 'DATABASE_URL'})`,
+    ],
+    [
+      'redis',
+      st.redis.url
+        ? `${shownRedis(st.redis.url, st.redis.kind)}   (${st.redis.kind === 'local' ? 'local redis-server' : 'REDIS_URL'})`
+        : `none — DEGRADED: ${st.redis.kind === 'none' ? st.redis.reason : ''}`,
+    ],
     [
       'pub/sub',
       st.pubsub.kind === 'emulator'
         ? `emulator at ${st.pubsub.host}, project ${st.project}`
         : `in-process bridge at ${st.pubsub.url} (${st.pubsub.reason})`,
     ],
-    ['death notices', `topic ${st.deathTopic} → subscription executor-death-local → executorDeath (ack on 2xx, nack otherwise; dead letters to ${st.deadLetterTopic} after 5)`],
+    [
+      'death notices',
+      `topic ${st.deathTopic} → subscription executor-death-local → executorDeath (ack on 2xx, nack otherwise; dead letters to ${st.deadLetterTopic} after 5)`,
+    ],
     ...st.functions.map((f): [string, string] => [`function ${f.target}`, f.url]),
-    ['scheduler', st.scheduler ? `POST reaper every ${Number(process.env.LOCAL_SCHEDULE_MS || 10_000) / 1000} s` : 'off (this build registers no reaper target)'],
+    [
+      'scheduler',
+      st.scheduler
+        ? `POST reaper every ${Number(process.env.LOCAL_SCHEDULE_MS || 10_000) / 1000} s`
+        : 'off (this build registers no reaper target)',
+    ],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));
   const join = exportLine(st);

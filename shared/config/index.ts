@@ -9,9 +9,7 @@ import { RedisCaCert, redisTlsProblem } from './redisTls.js';
  * never touch process.env. Every problem is reported at once; secrets never appear in errors or logs.
  */
 
-const identifier = z
-  .string()
-  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, 'must be a SQL identifier (letters, digits, underscore; max 63)');
+const identifier = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, 'must be a SQL identifier (letters, digits, underscore; max 63)');
 
 /**
  * Plain decimal only: `z.coerce.number` would also read `0x10`, `1e3`, ` 16` and `16.0`, so a typo or a
@@ -34,7 +32,10 @@ const applicationName = z
   .string()
   .min(1)
   .max(512)
-  .refine((v) => !/[:\u0000-\u001f\u007f*?[\]\\]/.test(v), 'must not contain ":", glob characters (* ? [ ] \\) or control characters: it is part of Redis keys and patterns');
+  .refine(
+    (v) => !/[:\u0000-\u001f\u007f*?[\]\\]/.test(v),
+    'must not contain ":", glob characters (* ? [ ] \\) or control characters: it is part of Redis keys and patterns',
+  );
 
 const postgresUrl = z
   .string()
@@ -46,89 +47,90 @@ const redisUrl = z
   .refine((v) => /^rediss?:\/\//.test(v), 'must be a redis:// or rediss:// URL')
   .refine((v) => URL.canParse(v), 'is not a valid URL');
 
-const EnvSchema = z
-  .object({
-    DATABASE_URL: postgresUrl.optional(),
-    INSTANCE_CONNECTION_NAME: z
-      .string()
-      .regex(/^[^:]+:[^:]+:[^:]+$/, 'must be project:region:instance')
-      .optional(),
-    DB_USER: z.string().min(1).optional(),
-    DB_NAME: z.string().min(1).optional(),
-    DB_PASSWORD: z.string().min(1).optional(),
-    DB_IP_TYPE: z.enum(['PUBLIC', 'PRIVATE', 'PSC']).default('PRIVATE'),
-    DB_POOL_MAX: int(3, 1, 100),
-    DB_CONNECT_TIMEOUT_MS: int(5_000, 100),
-    DB_STATEMENT_TIMEOUT_MS: int(30_000, 100),
+const EnvSchema = z.object({
+  DATABASE_URL: postgresUrl.optional(),
+  INSTANCE_CONNECTION_NAME: z
+    .string()
+    .regex(/^[^:]+:[^:]+:[^:]+$/, 'must be project:region:instance')
+    .optional(),
+  DB_USER: z.string().min(1).optional(),
+  DB_NAME: z.string().min(1).optional(),
+  DB_PASSWORD: z.string().min(1).optional(),
+  DB_IP_TYPE: z.enum(['PUBLIC', 'PRIVATE', 'PSC']).default('PRIVATE'),
+  DB_POOL_MAX: int(3, 1, 100),
+  DB_CONNECT_TIMEOUT_MS: int(5_000, 100),
+  DB_STATEMENT_TIMEOUT_MS: int(30_000, 100),
 
-    DBOS_APPLICATION_NAME: applicationName,
-    DBOS_SYSTEM_SCHEMA: identifier.default('dbos'),
-    AFTERLIFE_SCHEMA: identifier.default('afterlife'),
+  DBOS_APPLICATION_NAME: applicationName,
+  DBOS_SYSTEM_SCHEMA: identifier.default('dbos'),
+  AFTERLIFE_SCHEMA: identifier.default('afterlife'),
 
-    REDIS_URL: redisUrl.optional(),
-    REDIS_KEY_PREFIX: keyPrefix.default('afterlife'),
-    REDIS_CA_CERT: RedisCaCert.optional(),
+  REDIS_URL: redisUrl.optional(),
+  REDIS_KEY_PREFIX: keyPrefix.default('afterlife'),
+  REDIS_CA_CERT: RedisCaCert.optional(),
 
-    GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
-    EXECUTOR_DEATH_TOPIC: z.string().min(1).default('executor-deaths'),
-    DEAD_LETTER_TOPIC: z.string().min(1).default('workflow-dead-letters'),
+  GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
+  EXECUTOR_DEATH_TOPIC: z.string().min(1).default('executor-deaths'),
+  DEAD_LETTER_TOPIC: z.string().min(1).default('workflow-dead-letters'),
 
-    HEARTBEAT_TTL_MS: int(15_000, 500),
-    // A beat is "stale" after two intervals: with the liveness lock free, that is the second witness of death.
-    HEARTBEAT_INTERVAL_MS: int(250, 50, 60_000),
-    FUNCTION_TIMEOUT_S: int(60, 1, 3_600),
-    BUDGET_MARGIN_MS: int(5_000, 0),
-    DRAIN_BUDGET_MS: int(600_000, 1_000, 86_400_000),
+  HEARTBEAT_TTL_MS: int(15_000, 500),
+  // A beat is "stale" after two intervals: with the liveness lock free, that is the second witness of death.
+  HEARTBEAT_INTERVAL_MS: int(250, 50, 60_000),
+  FUNCTION_TIMEOUT_S: int(60, 1, 3_600),
+  BUDGET_MARGIN_MS: int(5_000, 0),
+  DRAIN_BUDGET_MS: int(600_000, 1_000, 86_400_000),
 
-    RECOVERY_BATCH_SIZE: int(1_000, 1, 100_000),
-    LOCK_TTL_MS: int(30_000, 1_000),
-    ORPHANED_VERSION_POLICY: z.enum(['leave', 'fork-to-latest']).default('leave'),
+  RECOVERY_BATCH_SIZE: int(1_000, 1, 100_000),
+  LOCK_TTL_MS: int(30_000, 1_000),
+  ORPHANED_VERSION_POLICY: z.enum(['leave', 'fork-to-latest']).default('leave'),
 
-    // Four dead-executor checks a second; the other passes run at most once a second (shared/reaper/tick.ts).
-    REAPER_TICK_MS: int(250, 50),
-    STUCK_AFTER_MS: int(3_600_000, 1_000),
-    STUCK_POLICY: z.enum(['report', 'cancel-and-fork', 'cancel-and-repair']).default('report'),
-    UNKNOWN_EXECUTOR_GRACE_MS: int(600_000, 0),
-    ORPHANED_VERSION_GRACE_MS: int(300_000, 0),
-    // A few ticks: a holder that died is replaced within this (plus a standby's poll).
-    REAPER_LEASE_MS: int(3_000, 500),
-    // `inline`: the reaper recovers what it declares dead itself (a death notice only for what its tick
-    // budget leaves); `notice`: it publishes a death notice and executorDeath recovers.
-    REAPER_RECOVERY: z.enum(['inline', 'notice']).default('inline'),
-    // `none` when the kits' liveness connections go through a pooler in transaction mode (no session locks).
-    REAPER_LIVENESS_EVIDENCE: z.enum(['pg_locks', 'none']).default('pg_locks'),
-    // After a Postgres start every liveness lock is free at once; until this has passed, the heartbeat decides alone.
-    REAPER_LIVENESS_SETTLE_MS: int(10_000, 0),
-    // `none` when DBOS reaches Postgres through a pooler (PgBouncer) that hides its application_name.
-    REAPER_SESSION_EVIDENCE: z.enum(['pg_stat_activity', 'none']).default('pg_stat_activity'),
-    REAPER_DIVERGED_LOOKBACK_MS: int(3_600_000, 60_000),
+  // Four dead-executor checks a second; the other passes run at most once a second (shared/reaper/tick.ts).
+  REAPER_TICK_MS: int(250, 50),
+  STUCK_AFTER_MS: int(3_600_000, 1_000),
+  STUCK_POLICY: z.enum(['report', 'cancel-and-fork', 'cancel-and-repair']).default('report'),
+  UNKNOWN_EXECUTOR_GRACE_MS: int(600_000, 0),
+  ORPHANED_VERSION_GRACE_MS: int(300_000, 0),
+  // A few ticks: a holder that died is replaced within this (plus a standby's poll).
+  REAPER_LEASE_MS: int(3_000, 500),
+  // `inline`: the reaper recovers what it declares dead itself (a death notice only for what its tick
+  // budget leaves); `notice`: it publishes a death notice and executorDeath recovers.
+  REAPER_RECOVERY: z.enum(['inline', 'notice']).default('inline'),
+  // `none` when the kits' liveness connections go through a pooler in transaction mode (no session locks).
+  REAPER_LIVENESS_EVIDENCE: z.enum(['pg_locks', 'none']).default('pg_locks'),
+  // After a Postgres start every liveness lock is free at once; until this has passed, the heartbeat decides alone.
+  REAPER_LIVENESS_SETTLE_MS: int(10_000, 0),
+  // `none` when DBOS reaches Postgres through a pooler (PgBouncer) that hides its application_name.
+  REAPER_SESSION_EVIDENCE: z.enum(['pg_stat_activity', 'none']).default('pg_stat_activity'),
+  REAPER_DIVERGED_LOOKBACK_MS: int(3_600_000, 60_000),
 
-    // Repairs (rewinds and forks together) per lineage before a dead letter; MAX_FORKS is its deprecated name.
-    MAX_REPAIRS: int(3, 1, 100),
-    FORK_TARGET_VERSION: z.enum(['latest', 'original']).default('latest'),
-    // Repair (shared/repair): rewind in place under the workflow's own ID, or fork to <root>-fork-<n>.
-    REPAIR_MODE: z.enum(['rewind', 'fork']).default('rewind'),
-    // Schemas, in the database afterlife connects to, holding DBOS data-source checkpoints (transaction_completion).
-    DATASOURCE_SCHEMAS: z
-      .string()
-      .default('dbos')
-      .refine((v) => v.split(',').every((x) => /^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(x.trim())), 'must be comma-separated SQL identifiers'),
-    // The newest DBOS system-schema migration afterlife may run against (tested: 123); raise only after checking.
-    DBOS_SCHEMA_MAX_VERSION: int(123, 123, 1_000_000),
+  // Repairs (rewinds and forks together) per lineage before a dead letter; MAX_FORKS is its deprecated name.
+  MAX_REPAIRS: int(3, 1, 100),
+  FORK_TARGET_VERSION: z.enum(['latest', 'original']).default('latest'),
+  // Repair (shared/repair): rewind in place under the workflow's own ID, or fork to <root>-fork-<n>.
+  REPAIR_MODE: z.enum(['rewind', 'fork']).default('rewind'),
+  // Schemas, in the database afterlife connects to, holding DBOS data-source checkpoints (transaction_completion).
+  DATASOURCE_SCHEMAS: z
+    .string()
+    .default('dbos')
+    .refine((v) => v.split(',').every((x) => /^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(x.trim())), 'must be comma-separated SQL identifiers'),
+  // The newest DBOS system-schema migration afterlife may run against (tested: 123); raise only after checking.
+  DBOS_SCHEMA_MAX_VERSION: int(123, 123, 1_000_000),
 
-    // Retention (shared/retention, docs/retention.md): OFF unless set. 0 = off. Deleting history cannot be undone.
-    RETENTION_MAX_COMPLETED: int(0, 0, 1_000_000_000_000),
-    RETENTION_MAX_AGE_MS: int(0, 0),
-    WORKFLOW_GLOBAL_TIMEOUT_MS: int(0, 0),
+  // Retention (shared/retention, docs/retention.md): OFF unless set. 0 = off. Deleting history cannot be undone.
+  RETENTION_MAX_COMPLETED: int(0, 0, 1_000_000_000_000),
+  RETENTION_MAX_AGE_MS: int(0, 0),
+  WORKFLOW_GLOBAL_TIMEOUT_MS: int(0, 0),
 
-    LOG_LEVEL: z.enum(['DEBUG', 'INFO', 'NOTICE', 'WARNING', 'ERROR']).default('INFO'),
-  });
+  LOG_LEVEL: z.enum(['DEBUG', 'INFO', 'NOTICE', 'WARNING', 'ERROR']).default('INFO'),
+});
 
 function databaseTargetProblems(env: Record<string, string>): string[] {
   if (env.INSTANCE_CONNECTION_NAME === undefined) {
     return env.DATABASE_URL === undefined ? ['DATABASE_URL: set DATABASE_URL, or INSTANCE_CONNECTION_NAME with DB_USER and DB_NAME'] : [];
   }
-  return (['DB_USER', 'DB_NAME'] as const).filter((k) => env[k] === undefined).map((k) => `${k}: is required with INSTANCE_CONNECTION_NAME`);
+  return (['DB_USER', 'DB_NAME'] as const)
+    .filter((k) => env[k] === undefined)
+    .map((k) => `${k}: is required with INSTANCE_CONNECTION_NAME`);
 }
 
 export type Env = z.input<typeof EnvSchema>;
@@ -298,12 +300,20 @@ function parseEnv(env: Record<string, string | undefined>): Parsed {
     const value = env[old];
     if (value === undefined || value === '') continue;
     if (picked[key] === undefined) picked[key] = value;
-    else if (picked[key] !== value) renamed.push(`${old}: deprecated name of ${key}, which is set to another value (${key}=${picked[key]}, ${old}=${value}); unset ${old}`);
+    else if (picked[key] !== value)
+      renamed.push(
+        `${old}: deprecated name of ${key}, which is set to another value (${key}=${picked[key]}, ${old}=${value}); unset ${old}`,
+      );
   }
   const parsed = EnvSchema.safeParse(picked);
   // Cross-field rules are checked on the raw values so they are reported together with field errors.
   const tls = redisTlsProblem(picked.REDIS_URL, picked.REDIS_CA_CERT);
-  const problems = [...(parsed.success ? [] : describe(parsed.error.issues)), ...databaseTargetProblems(picked), ...(tls ? [tls] : []), ...renamed];
+  const problems = [
+    ...(parsed.success ? [] : describe(parsed.error.issues)),
+    ...databaseTargetProblems(picked),
+    ...(tls ? [tls] : []),
+    ...renamed,
+  ];
   if (!parsed.success || problems.length) throw new ConfigError(problems);
   return parsed.data;
 }

@@ -7,7 +7,10 @@ import { z } from 'zod';
  */
 export const RedisCaCert = z
   .string()
-  .refine((v) => /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/.test(v), 'must hold PEM certificates (-----BEGIN CERTIFICATE-----)');
+  .refine(
+    (v) => /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/.test(v),
+    'must hold PEM certificates (-----BEGIN CERTIFICATE-----)',
+  );
 
 /** A CA without TLS is a misconfiguration, not something to ignore: the operator meant encryption. */
 export function redisTlsProblem(url: string | undefined, ca: string | undefined): string | undefined {

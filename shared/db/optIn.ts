@@ -19,7 +19,10 @@ export const OPT_IN_DIR = fileURLToPath(new URL('./migrations/optin/', import.me
 const NAME = 'afterlife_[a-z0-9_]+';
 
 export async function listOptInIndexes(dir = OPT_IN_DIR): Promise<string[]> {
-  return (await readdir(dir)).filter((f) => new RegExp(`^${NAME}\\.sql$`).test(f)).map((f) => f.replace(/\.sql$/, '')).sort();
+  return (await readdir(dir))
+    .filter((f) => new RegExp(`^${NAME}\\.sql$`).test(f))
+    .map((f) => f.replace(/\.sql$/, ''))
+    .sort();
 }
 
 export async function applyOptInIndexes(db: Db, names?: string[], dir = OPT_IN_DIR): Promise<string[]> {

@@ -75,7 +75,9 @@ export function createDb(pool: pg.Pool, limit: number, opts: DbOptions): Db {
     afterlifeSchema: opts.afterlifeSchema,
     budget,
     query: (text, values, tag, o) =>
-      withClient(tag, (c) => (o?.prepared && tag ? c.query({ name: preparedName(tag, text), text, values: values ?? [] }) : c.query(text, values))),
+      withClient(tag, (c) =>
+        o?.prepared && tag ? c.query({ name: preparedName(tag, text), text, values: values ?? [] }) : c.query(text, values),
+      ),
     transaction: (fn, tag) =>
       withClient(tag, async (c) => {
         await c.query('BEGIN');

@@ -16,8 +16,7 @@ export const MAX_CHILD_DEPTH = 8;
 export function activityClock(db: Pick<Db, 'dbosSchema'>, w: string): string {
   const ws = `${ident(db.dbosSchema)}.workflow_status`;
   const oo = `${ident(db.dbosSchema)}.operation_outputs`;
-  const steps = (alias: string) =>
-    `(SELECT max(o.completed_at_epoch_ms) FROM ${oo} o WHERE o.workflow_uuid = ${alias}.workflow_uuid)`;
+  const steps = (alias: string) => `(SELECT max(o.completed_at_epoch_ms) FROM ${oo} o WHERE o.workflow_uuid = ${alias}.workflow_uuid)`;
   return `GREATEST(
       ${w}.started_at_epoch_ms, ${w}.updated_at, ${steps(w)},
       (WITH RECURSIVE d(id, depth) AS (

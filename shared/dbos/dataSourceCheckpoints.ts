@@ -47,21 +47,23 @@ export async function dataSourceCheckpointsFrom(
   const out: DataSourceCheckpoint[] = [];
   for (const { schema } of present.rows) {
     // Params: $1 workflow IDs, $2 their cuts (same order).
-    const res = await db.query<{ workflow_id: string; function_num: number; recorded: boolean }>(
-      `SELECT tc.workflow_id, tc.function_num,
+    const res = await db
+      .query<{ workflow_id: string; function_num: number; recorded: boolean }>(
+        `SELECT tc.workflow_id, tc.function_num,
               EXISTS (SELECT 1 FROM ${ident(db.dbosSchema)}.operation_outputs o
                        WHERE o.workflow_uuid = tc.workflow_id AND o.function_id = tc.function_num) AS recorded
          FROM ${ident(schema)}.transaction_completion tc
          JOIN unnest($1::text[], $2::int[]) AS c(workflow_id, from_step) ON c.workflow_id = tc.workflow_id
         WHERE tc.function_num >= c.from_step
         ORDER BY tc.workflow_id, tc.function_num`,
-      [cuts.map((c) => c.workflowId), cuts.map((c) => c.fromStep)],
-      'dbos.dataSourceCheckpoints',
-    ).catch((err: unknown) => {
-      // A table the app created after afterlife's grants: not knowing must not read as "none" (fail closed).
-      if ((err as { code?: unknown }).code !== INSUFFICIENT_PRIVILEGE) throw err;
-      return { rows: cuts.map((c) => ({ workflow_id: c.workflowId, function_num: -1, recorded: false })) };
-    });
+        [cuts.map((c) => c.workflowId), cuts.map((c) => c.fromStep)],
+        'dbos.dataSourceCheckpoints',
+      )
+      .catch((err: unknown) => {
+        // A table the app created after afterlife's grants: not knowing must not read as "none" (fail closed).
+        if ((err as { code?: unknown }).code !== INSUFFICIENT_PRIVILEGE) throw err;
+        return { rows: cuts.map((c) => ({ workflow_id: c.workflowId, function_num: -1, recorded: false })) };
+      });
     out.push(...res.rows.map((r) => ({ schema, workflowId: r.workflow_id, functionId: r.function_num, recorded: r.recorded })));
   }
   return out;
@@ -99,7 +101,12 @@ export async function outsideRewindCheck(
  * transaction already applied that the fork (a new ID) would apply again. The workflow is left as it is
  * for a repair under its own ID: a rewind, DBOS's resume, or an executor of its version.
  */
-export async function forkWouldReapply(db: Db, schemas: readonly string[], workflowId: string, startStep: number): Promise<string | undefined> {
+export async function forkWouldReapply(
+  db: Db,
+  schemas: readonly string[],
+  workflowId: string,
+  startStep: number,
+): Promise<string | undefined> {
   // Unknown (a table afterlife may not read) counts too: not knowing must not read as "safe to fork".
   const found = (await dataSourceCheckpointsFrom(db, schemas, [{ workflowId, fromStep: startStep }])).filter((c) => !c.recorded);
   const [first] = found;

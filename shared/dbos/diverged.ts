@@ -36,7 +36,12 @@ export interface DivergedRow {
  * DBOS's idx_workflow_status_completed_at: the reaper's later ticks look only since the previous one, so the
  * pass stays a short index range however many ERROR rows the history holds.
  */
-export async function findDiverged(db: Db, applicationName: string, limit: number, opts: { completedSince?: number } = {}): Promise<DivergedRow[]> {
+export async function findDiverged(
+  db: Db,
+  applicationName: string,
+  limit: number,
+  opts: { completedSince?: number } = {},
+): Promise<DivergedRow[]> {
   const s = ident(db.dbosSchema);
   const a = ident(db.afterlifeSchema);
   const res = await db.query<{ workflow_uuid: string; error: string | null; completed_at: string | null }>(
@@ -59,7 +64,8 @@ export async function findDiverged(db: Db, applicationName: string, limit: numbe
   const out: DivergedRow[] = [];
   for (const r of res.rows) {
     const divergence = parseDivergence(r.error);
-    if (divergence) out.push({ workflowId: r.workflow_uuid, divergence, completedAt: r.completed_at === null ? null : Number(r.completed_at) });
+    if (divergence)
+      out.push({ workflowId: r.workflow_uuid, divergence, completedAt: r.completed_at === null ? null : Number(r.completed_at) });
   }
   return out;
 }

@@ -75,5 +75,9 @@ export async function countStrandedEnqueued(db: Db, applicationName: string, liv
     [applicationName, liveVersions],
     'dbos.countStrandedEnqueued',
   );
-  return res.rows.map((r) => ({ applicationVersion: r.application_version, count: r.n, oldestAgeMs: Math.max(0, Number(r.oldest_age_ms)) }));
+  return res.rows.map((r) => ({
+    applicationVersion: r.application_version,
+    count: r.n,
+    oldestAgeMs: Math.max(0, Number(r.oldest_age_ms)),
+  }));
 }

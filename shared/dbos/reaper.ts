@@ -100,7 +100,13 @@ export async function findQuietPending(
   limit: number,
 ): Promise<StuckCandidate[]> {
   if (executorIds.length === 0) return [];
-  const res = await db.query<{ workflow_uuid: string; executor_id: string; application_version: string | null; name: string | null; last: string }>(
+  const res = await db.query<{
+    workflow_uuid: string;
+    executor_id: string;
+    application_version: string | null;
+    name: string | null;
+    last: string;
+  }>(
     `SELECT w.workflow_uuid, w.executor_id, w.application_version, w.name, (${activityClock(db, 'w')})::text AS last
        FROM ${ident(db.dbosSchema)}.workflow_status w
       WHERE w.status = 'PENDING' AND w.executor_id = ANY($1) AND ${appScope('w.application_name', '$2')}

@@ -117,9 +117,14 @@ export interface BatchOptions {
 
 export async function reenqueueBatch(db: Db, scope: BatchScope, opts: BatchOptions): Promise<BatchResult> {
   const { text, values } = batchStatement(db, scope, opts);
-  const res = await db.query<{ ids: string[] | null; moved: number | null; candidates: number | null; last: [string, string] | null }>(text, values, 'recover.batch', {
-    prepared: true,
-  });
+  const res = await db.query<{ ids: string[] | null; moved: number | null; candidates: number | null; last: [string, string] | null }>(
+    text,
+    values,
+    'recover.batch',
+    {
+      prepared: true,
+    },
+  );
   const row = res.rows[0];
   const moved = row?.moved ?? 0;
   const ids = opts.returnIds ? (row?.ids ?? []) : undefined;
@@ -152,7 +157,9 @@ function batchStatement(db: Db, scope: BatchScope, opts: BatchOptions): { text: 
   // never waited on for long: the batch gives up after LOCK_WAIT_MS (55P03, set once per statement by an
   // init plan that runs before the UPDATE takes any lock) and the recovery re-runs it passing such rows over,
   // moving the rest now and reporting what it left (lockedLeft) instead of recording itself finished.
-  const waitBound = opts.skipLocked ? '' : `AND (SELECT set_config('lock_timeout', ${param(String(LOCK_WAIT_MS), 'text')}, true)) IS NOT NULL`;
+  const waitBound = opts.skipLocked
+    ? ''
+    : `AND (SELECT set_config('lock_timeout', ${param(String(LOCK_WAIT_MS), 'text')}, true)) IS NOT NULL`;
   const skipHeld = opts.skipLocked ? 'FOR NO KEY UPDATE SKIP LOCKED' : '';
   // Only the evidence this death rests on is written into the statement: a new session plans the
   // pg_stat_activity and pg_locks views (a few ms) only when a batch re-checks them.
@@ -171,7 +178,15 @@ function batchStatement(db: Db, scope: BatchScope, opts: BatchOptions): { text: 
 }
 
 /** The statement: candidates by keyset, the re-checked UPDATE, the audit row, and the cursor's next position. */
-function batchSql(t: { ws: string; audit: string; premise: (alias: string) => string; waitBound: string; skipHeld: string; evidence: string[]; returnIds: boolean }): string {
+function batchSql(t: {
+  ws: string;
+  audit: string;
+  premise: (alias: string) => string;
+  waitBound: string;
+  skipHeld: string;
+  evidence: string[];
+  returnIds: boolean;
+}): string {
   return `WITH candidates AS (
        SELECT ctid, workflow_uuid, created_at FROM ${t.ws}
         WHERE ${t.premise('')}
@@ -224,7 +239,11 @@ export async function pendingByVersion(db: Db, applicationName: string, executor
     [executorId, applicationName],
     'dbos.pendingByVersion',
   );
-  return res.rows.map((r) => ({ applicationVersion: r.application_version, count: Number(r.n), created: { oldest: r.oldest, newest: r.newest } }));
+  return res.rows.map((r) => ({
+    applicationVersion: r.application_version,
+    count: Number(r.n),
+    created: { oldest: r.oldest, newest: r.newest },
+  }));
 }
 
 /** At most this many locked rows are named per version; the count past it is still exact enough to say "some". */
@@ -262,9 +281,15 @@ export async function lockedLeft(db: Db, scope: BatchScope, range: CreatedRange)
  * of those a transaction still holds. Cheap (primary-key lookups of a few rows): the reaper asks it every
  * tick, so the rows move on the first tick after the transaction ends rather than a re-declaration later.
  */
-export async function stillLocked(db: Db, applicationName: string, executorId: string, workflowIds: string[]): Promise<{ pending: number; locked: number }> {
+export async function stillLocked(
+  db: Db,
+  applicationName: string,
+  executorId: string,
+  workflowIds: string[],
+): Promise<{ pending: number; locked: number }> {
   const ws = `${ident(db.dbosSchema)}.workflow_status`;
-  const premise = (t: string) => `${t}workflow_uuid = ANY($1) AND ${t}status = 'PENDING' AND ${t}executor_id = $2 AND ${appScope(`${t}application_name`, '$3')}`;
+  const premise = (t: string) =>
+    `${t}workflow_uuid = ANY($1) AND ${t}status = 'PENDING' AND ${t}executor_id = $2 AND ${appScope(`${t}application_name`, '$3')}`;
   const res = await db.query<{ pending: number; free: number }>(
     `WITH left_rows AS (SELECT workflow_uuid FROM ${ws} WHERE ${premise('')}),
      free AS (SELECT w.workflow_uuid FROM ${ws} w WHERE ${premise('w.')} FOR NO KEY UPDATE SKIP LOCKED)

@@ -23,7 +23,10 @@ export const DrainPostBody = z
     budgetMs: z.number().int().min(1_000).max(86_400_000).optional(),
   })
   .strict()
-  .refine((b) => (b.applicationVersion === undefined) !== (b.executorIds === undefined), 'give exactly one of applicationVersion or executorIds');
+  .refine(
+    (b) => (b.applicationVersion === undefined) !== (b.executorIds === undefined),
+    'give exactly one of applicationVersion or executorIds',
+  );
 export type DrainPostBody = z.infer<typeof DrainPostBody>;
 
 export const DrainQuery = z.object({ applicationVersion: name }).strict();
@@ -88,7 +91,11 @@ export function drainTarget(body: DrainPostBody): DrainTarget {
  * Writes the requests. The progress report that a POST answers with is a separate read (`drainProgress`):
  * the write is what matters, and a caller told "503" after it held would not know its drain was requested.
  */
-export async function requestDrain(deps: DrainDeps, body: DrainPostBody, requestedBy: string): Promise<{ target: DrainTarget; requestIds: number[]; budgetMs: number }> {
+export async function requestDrain(
+  deps: DrainDeps,
+  body: DrainPostBody,
+  requestedBy: string,
+): Promise<{ target: DrainTarget; requestIds: number[]; budgetMs: number }> {
   const target = drainTarget(body);
   const budgetMs = body.budgetMs ?? deps.defaultBudgetMs;
   const requestIds = await insertDrainRequests(deps.db, { applicationName: deps.applicationName, target, budgetMs, requestedBy });
@@ -132,7 +139,9 @@ export async function drainProgress(deps: DrainDeps, target: DrainTarget): Promi
       ? await pendingForVersion(deps.db, app, target.applicationVersion)
       : executors.reduce((n, e) => n + e.pending, 0);
   const versions =
-    'applicationVersion' in target ? [target.applicationVersion] : [...new Set(executors.flatMap((e) => (e.applicationVersion === null ? [] : [e.applicationVersion])))];
+    'applicationVersion' in target
+      ? [target.applicationVersion]
+      : [...new Set(executors.flatMap((e) => (e.applicationVersion === null ? [] : [e.applicationVersion])))];
   const enqueued = await enqueuedForVersions(deps.db, app, versions);
   return {
     applicationName: app,
@@ -149,7 +158,12 @@ export async function drainProgress(deps: DrainDeps, target: DrainTarget): Promi
  * Dead is final (registry). A heartbeat is the live truth. Without one, an executor that drained and exited
  * is `drained`; anything else is `unknown` — it may have crashed, and only the reaper declares death.
  */
-function reportedState(row: ExecutorRow | undefined, beating: boolean, hb: HeartbeatValue | undefined, heartbeatsKnown: boolean): ReportedState {
+function reportedState(
+  row: ExecutorRow | undefined,
+  beating: boolean,
+  hb: HeartbeatValue | undefined,
+  heartbeatsKnown: boolean,
+): ReportedState {
   if (row?.state === 'dead') return 'dead';
   if (beating) return hb?.state ?? 'alive';
   if (row?.state === 'drained') return 'drained';

@@ -19,7 +19,11 @@ export const WorkflowDeadLetter = z.object({
 });
 export type WorkflowDeadLetter = z.infer<typeof WorkflowDeadLetter>;
 
-export async function publishDeadLetter(publisher: Publisher, topic: string, letter: Omit<WorkflowDeadLetter, 'type' | 'version'>): Promise<string> {
+export async function publishDeadLetter(
+  publisher: Publisher,
+  topic: string,
+  letter: Omit<WorkflowDeadLetter, 'type' | 'version'>,
+): Promise<string> {
   const valid = WorkflowDeadLetter.parse({ type: 'workflow.dead-letter', version: 1, ...letter });
   return publisher.publish(topic, valid, { type: valid.type, rootWorkflowId: valid.rootWorkflowId }, valid.rootWorkflowId);
 }

@@ -33,7 +33,9 @@ export class RestPublisher implements Publisher {
     const res = await fetch(url, {
       method: 'POST',
       headers,
-      body: JSON.stringify({ messages: [{ data: Buffer.from(JSON.stringify(json)).toString('base64'), attributes, ...(orderingKey ? { orderingKey } : {}) }] }),
+      body: JSON.stringify({
+        messages: [{ data: Buffer.from(JSON.stringify(json)).toString('base64'), attributes, ...(orderingKey ? { orderingKey } : {}) }],
+      }),
       signal: AbortSignal.timeout(this.timeoutMs),
     });
     const text = await res.text();
@@ -60,10 +62,13 @@ export class RestPublisher implements Publisher {
     try {
       const headers: Record<string, string> = {};
       if (this.token) headers.authorization = `Bearer ${await this.token()}`;
-      const res = await fetch(`${this.endpoint.replace(/\/+$/, '')}/v1/projects/${encodeURIComponent(this.projectId)}/topics/${encodeURIComponent(topic)}`, {
-        headers,
-        signal: AbortSignal.timeout(5_000),
-      });
+      const res = await fetch(
+        `${this.endpoint.replace(/\/+$/, '')}/v1/projects/${encodeURIComponent(this.projectId)}/topics/${encodeURIComponent(topic)}`,
+        {
+          headers,
+          signal: AbortSignal.timeout(5_000),
+        },
+      );
       await res.arrayBuffer();
     } catch {
       // Only a warm-up: the publish itself reports its own failure.

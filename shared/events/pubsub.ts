@@ -36,7 +36,10 @@ export function decodePubSubJson<T>(body: unknown, schema: z.ZodType<T>): Decode
   if (body === undefined || body === null || body === '') throw new InvalidInputError('empty event body');
   const envelope = MessagePublishedData.safeParse(body);
   if (!envelope.success) {
-    throw new InvalidInputError('not a Pub/Sub message envelope', envelope.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`));
+    throw new InvalidInputError(
+      'not a Pub/Sub message envelope',
+      envelope.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`),
+    );
   }
   const { message } = envelope.data;
   const data = message.data;
@@ -55,7 +58,10 @@ export function decodePubSubJson<T>(body: unknown, schema: z.ZodType<T>): Decode
   }
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
-    throw new InvalidInputError('message does not match the schema', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
+    throw new InvalidInputError(
+      'message does not match the schema',
+      parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`),
+    );
   }
   return {
     messageId: message.messageId ?? message.message_id,

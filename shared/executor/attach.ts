@@ -87,11 +87,14 @@ export async function attachExecutor(options: ExecutorKitOptions = {}): Promise<
   } catch (err) {
     if (!fatal) throw err;
     const log = options.logger ?? consoleLogger({ component: 'afterlife-executor' });
-    log.error('executor kit NOT attached: exiting, so the app never runs on without crash recovery unnoticed (fatal: false to handle it instead)', {
-      err,
-      exitCode: ATTACH_FAILED_EXIT_CODE,
-      event: 'kit_attach_failed',
-    });
+    log.error(
+      'executor kit NOT attached: exiting, so the app never runs on without crash recovery unnoticed (fatal: false to handle it instead)',
+      {
+        err,
+        exitCode: ATTACH_FAILED_EXIT_CODE,
+        event: 'kit_attach_failed',
+      },
+    );
     holdExit()(ATTACH_FAILED_EXIT_CODE);
     // Only reached where process.exit is stubbed (tests): the attach still failed.
     throw err;
@@ -101,10 +104,16 @@ export async function attachExecutor(options: ExecutorKitOptions = {}): Promise<
 async function attach(options: ExecutorKitOptions, fatal: boolean): Promise<ExecutorKit> {
   // Checked as the functions check REDIS_KEY_PREFIX: a kit and the plane must agree on where heartbeats live.
   if (options.keyPrefix !== undefined && !KEY_PREFIX_RE.test(options.keyPrefix)) {
-    throw new ConfigError([`keyPrefix: must be 1-64 letters, digits, "_", "." or "-" (it is part of every Redis key); got ${JSON.stringify(options.keyPrefix)}`]);
+    throw new ConfigError([
+      `keyPrefix: must be 1-64 letters, digits, "_", "." or "-" (it is part of every Redis key); got ${JSON.stringify(options.keyPrefix)}`,
+    ]);
   }
   const app = await dbosApp();
-  if (!app.executorId || (app.executorId === 'local' && !(options.allowLocalExecutorId ?? executorOptionsFromEnv(options.env ?? process.env).allowLocalExecutorId))) {
+  if (
+    !app.executorId ||
+    (app.executorId === 'local' &&
+      !(options.allowLocalExecutorId ?? executorOptionsFromEnv(options.env ?? process.env).allowLocalExecutorId))
+  ) {
     throw new ExecutorIdError(
       `executor ID "${app.executorId}" is DBOS's shared default: set DBOSConfig.executorID or DBOS__VMID to a unique ` +
         `value per process (e.g. cloudRunExecutorId() on Cloud Run), or pass allowLocalExecutorId for a single-process dev setup`,
@@ -161,10 +170,25 @@ class Kit implements ExecutorKit, KitCore {
     const o = options;
     this.executorId = app.executorId;
     this.applicationVersion = app.applicationVersion;
-    this.log = (o.logger ?? consoleLogger({ component: 'afterlife-executor' })).child({ executorId: this.executorId, applicationName, incarnation: this.incarnation });
+    this.log = (o.logger ?? consoleLogger({ component: 'afterlife-executor' })).child({
+      executorId: this.executorId,
+      applicationName,
+      incarnation: this.incarnation,
+    });
     // Small and separate from DBOS's pool: registry rows, drain polls and one count at shutdown.
-    this.pool = new pg.Pool({ connectionString: o.databaseUrl, max: 2, idleTimeoutMillis: 10_000, connectionTimeoutMillis: 2_000, application_name: `afterlife_kit_${this.executorId}`.slice(0, 63) });
-    this.db = createDb(this.pool, 2, { dbosSchema: o.dbosSchema ?? 'dbos', afterlifeSchema: o.afterlifeSchema ?? 'afterlife', logger: this.log, budgetWaitMs: 2_000 });
+    this.pool = new pg.Pool({
+      connectionString: o.databaseUrl,
+      max: 2,
+      idleTimeoutMillis: 10_000,
+      connectionTimeoutMillis: 2_000,
+      application_name: `afterlife_kit_${this.executorId}`.slice(0, 63),
+    });
+    this.db = createDb(this.pool, 2, {
+      dbosSchema: o.dbosSchema ?? 'dbos',
+      afterlifeSchema: o.afterlifeSchema ?? 'afterlife',
+      logger: this.log,
+      budgetWaitMs: 2_000,
+    });
     this.trouble = new KitTrouble(this.log, this.db.afterlifeSchema);
     this.redis = o.redis ?? (o.redisUrl ? createRedis(o.redisUrl, { tlsCa: o.redisTlsCa }) : undefined);
     this.ownsRedis = !o.redis && this.redis !== undefined;
@@ -230,7 +254,9 @@ class Kit implements ExecutorKit, KitCore {
       const r = await withTimeout(this.pool.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [table]), 5_000);
       found = r.rows[0]?.t;
     } catch (err) {
-      throw new ConfigError([`databaseUrl: cannot query ${maskUrl(this.options.databaseUrl)}: ${err instanceof Error ? err.message : String(err)}`]);
+      throw new ConfigError([
+        `databaseUrl: cannot query ${maskUrl(this.options.databaseUrl)}: ${err instanceof Error ? err.message : String(err)}`,
+      ]);
     }
     if (!found) {
       throw new ConfigError([
@@ -248,13 +274,17 @@ class Kit implements ExecutorKit, KitCore {
       process.prependListener('SIGINT', this.onSignal);
     }
     if (o.publisher === 'pubsub') {
-      const { publisher, path } = await createKitPublisher({ ...(o.project ? { project: o.project } : {}), ...(o.pubsubEndpoint ? { endpoint: o.pubsubEndpoint } : {}), logger: this.log });
+      const { publisher, path } = await createKitPublisher({
+        ...(o.project ? { project: o.project } : {}),
+        ...(o.pubsubEndpoint ? { endpoint: o.pubsubEndpoint } : {}),
+        logger: this.log,
+      });
       this.publisher = publisher;
       this.publishPath = path;
       void publisher.warm?.(o.topic ?? 'executor-deaths');
-    }
-    else if (o.publisher && o.publisher !== 'none') this.publisher = o.publisher;
-    if (!this.redis) this.log.warn('no Redis: no heartbeat; a crash of this executor is found only by the reaper without heartbeat evidence');
+    } else if (o.publisher && o.publisher !== 'none') this.publisher = o.publisher;
+    if (!this.redis)
+      this.log.warn('no Redis: no heartbeat; a crash of this executor is found only by the reaper without heartbeat evidence');
     if (!this.publisher) this.log.warn('no publisher: death notices are not sent; leftovers wait for the reaper');
     if (!this.liveness) this.log.warn('liveness lock off: a crash is detected by the heartbeat alone (a TTL later)');
 
@@ -262,7 +292,11 @@ class Kit implements ExecutorKit, KitCore {
     if (!this.liveness) await guarded(this.log, 'register executor', () => this.register(), undefined, this.trouble);
     // Independent of one another, so a slow database never delays a beat and a hung Redis never delays
     // the lock; each start is bounded.
-    await Promise.all([this.heartbeat?.beat(), this.liveness ? withTimeout(this.liveness.start(), 3_000).catch(() => undefined) : undefined, this.poller.start()]);
+    await Promise.all([
+      this.heartbeat?.beat(),
+      this.liveness ? withTimeout(this.liveness.start(), 3_000).catch(() => undefined) : undefined,
+      this.poller.start(),
+    ]);
     this.heartbeat?.start();
     // Before the attach line, so that line follows the warning when there is one (bounded, never fatal).
     const idleTransactions = await checkIdleTransactionLimit(this.log);
@@ -288,7 +322,10 @@ class Kit implements ExecutorKit, KitCore {
       liveness: this.liveness !== undefined,
       incarnation: this.incarnation,
     });
-    if (!ours) this.log.warn('the registry names a later-started process with this executor ID: this one is superseded', { event: 'executor_superseded' });
+    if (!ours)
+      this.log.warn('the registry names a later-started process with this executor ID: this one is superseded', {
+        event: 'executor_superseded',
+      });
   }
 
   private value(intervalMs: number, ttlMs: number): HeartbeatValue {
@@ -346,7 +383,10 @@ class Kit implements ExecutorKit, KitCore {
     process.off('SIGINT', this.onSignal);
     const redis = this.redis;
     // The heartbeat's DEL is the "clean exit" signal; the liveness session ends with the process anyway.
-    await Promise.all([this.heartbeat?.stop(left(500)), this.liveness ? withTimeout(this.liveness.close(), left(500)).catch(() => undefined) : undefined]);
+    await Promise.all([
+      this.heartbeat?.stop(left(500)),
+      this.liveness ? withTimeout(this.liveness.close(), left(500)).catch(() => undefined) : undefined,
+    ]);
     // Polite closes, bounded: at exit the sockets are dropped anyway, which Postgres and Redis tolerate.
     await Promise.allSettled([
       this.publisher ? withTimeout(this.publisher.close(), left(500)) : undefined,

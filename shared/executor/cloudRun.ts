@@ -33,8 +33,14 @@ export interface CloudRunExecutorIdOptions {
 
 // Cloud Run sets K_REVISION (and K_SERVICE) in every container: https://cloud.google.com/run/docs/container-contract
 const CloudRunEnv = z.object({
-  K_REVISION: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be a Cloud Run revision name').optional(),
-  GCE_METADATA_HOST: z.string().regex(/^[A-Za-z0-9.-]+(:\d{1,5})?$/, 'must be host[:port]').optional(),
+  K_REVISION: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be a Cloud Run revision name')
+    .optional(),
+  GCE_METADATA_HOST: z
+    .string()
+    .regex(/^[A-Za-z0-9.-]+(:\d{1,5})?$/, 'must be host[:port]')
+    .optional(),
 });
 const InstanceId = z.string().regex(/^[A-Za-z0-9_-]{1,512}$/, 'instance ID must be a non-empty token');
 
@@ -45,7 +51,10 @@ const InstanceId = z.string().regex(/^[A-Za-z0-9_-]{1,512}$/, 'instance ID must 
  */
 export async function cloudRunExecutorId(opts: CloudRunExecutorIdOptions = {}): Promise<string | undefined> {
   const parsed = CloudRunEnv.safeParse(opts.env ?? process.env);
-  if (!parsed.success) throw new ExecutorIdMetadataError(`cloudRunExecutorId: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!parsed.success)
+    throw new ExecutorIdMetadataError(
+      `cloudRunExecutorId: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    );
   const revision = parsed.data.K_REVISION;
   if (revision === undefined) return undefined;
   const host = opts.metadataHost ?? parsed.data.GCE_METADATA_HOST ?? 'metadata.google.internal';

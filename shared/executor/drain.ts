@@ -32,7 +32,11 @@ export async function plannedDrain(kit: KitCore, budgetMs: number): Promise<void
     // database) may stand long between it and the exit. The registry write comes first, capped, and only
     // then the heartbeat delete: a drain report must never see the key gone while the registry still says
     // `draining` (it would read `unknown`).
-    kit.log.notice('work outlived the drain budget: exiting, so that it stops here while recovery runs it elsewhere', { pending: pending ?? 'unknown', running, event: 'executor_drain_exit' });
+    kit.log.notice('work outlived the drain budget: exiting, so that it stops here while recovery runs it elsewhere', {
+      pending: pending ?? 'unknown',
+      running,
+      event: 'executor_drain_exit',
+    });
     const exit = holdExit();
     await withTimeout(kit.registry('drained', 'drain-request'), 500).catch(() => undefined);
     await kit.close();

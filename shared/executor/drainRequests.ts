@@ -49,12 +49,21 @@ export class DrainPoller {
     const o = this.o;
     if (this.stopped) return;
     if (o.needsCount()) {
-      const pending = await guarded(o.logger, 'count in-flight workflows', () => pendingByVersion(o.db, o.applicationName, o.executorId), undefined, o.trouble);
+      const pending = await guarded(
+        o.logger,
+        'count in-flight workflows',
+        () => pendingByVersion(o.db, o.applicationName, o.executorId),
+        undefined,
+        o.trouble,
+      );
       if (pending) o.onCount(pending.reduce((n, p) => n + p.count, 0));
     }
     if (this.stopped || !o.alive()) return;
-    const req = await guarded(o.logger, 'poll drain requests', () =>
-      findDrainRequest(o.db, { applicationName: o.applicationName, executorId: o.executorId, applicationVersion: o.applicationVersion }),
+    const req = await guarded(
+      o.logger,
+      'poll drain requests',
+      () =>
+        findDrainRequest(o.db, { applicationName: o.applicationName, executorId: o.executorId, applicationVersion: o.applicationVersion }),
       undefined,
       o.trouble,
     );

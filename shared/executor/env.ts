@@ -11,11 +11,26 @@ import type { ExecutorKitOptions } from './options.js';
  */
 const int = (min: number) => z.coerce.number().int().min(min).optional();
 const EnvSchema = z.object({
-  AFTERLIFE_DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
-  DBOS_SYSTEM_DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
-  DBOS_SYSTEM_SCHEMA: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/).optional(),
-  AFTERLIFE_SCHEMA: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/).optional(),
-  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
+  AFTERLIFE_DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+    .optional(),
+  DBOS_SYSTEM_DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+    .optional(),
+  DBOS_SYSTEM_SCHEMA: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/)
+    .optional(),
+  AFTERLIFE_SCHEMA: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/)
+    .optional(),
+  REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
+    .optional(),
   REDIS_KEY_PREFIX: KeyPrefix.optional(),
   REDIS_CA_CERT: RedisCaCert.optional(),
   HEARTBEAT_TTL_MS: int(500),
@@ -25,10 +40,16 @@ const EnvSchema = z.object({
   /** The liveness lease in ms (default 8000; 3000–300000): the server ends a session silent this long. */
   AFTERLIFE_LIVENESS_LEASE_MS: LivenessLeaseMs.optional(),
   /** A direct route for the liveness connection when DBOS's URL goes through a pooler. */
-  AFTERLIFE_LIVENESS_DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  AFTERLIFE_LIVENESS_DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+    .optional(),
   GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
   EXECUTOR_DEATH_TOPIC: z.string().min(1).optional(),
-  AFTERLIFE_PUBSUB_ENDPOINT: z.string().regex(/^https?:\/\/[^/\s]+\/?$/, 'must be an http(s):// origin').optional(),
+  AFTERLIFE_PUBSUB_ENDPOINT: z
+    .string()
+    .regex(/^https?:\/\/[^/\s]+\/?$/, 'must be an http(s):// origin')
+    .optional(),
   AFTERLIFE_PUBLISH: z.enum(['pubsub', 'none']).default('pubsub'),
   AFTERLIFE_SHUTDOWN_GRACE_MS: int(1_000),
   AFTERLIFE_SHUTDOWN_MARGIN_MS: int(0),

@@ -3,7 +3,13 @@ import type { Logger } from '../log.js';
 import type { KitTrouble } from './throttle.js';
 
 /** Nothing in the kit may crash the app: a Postgres, Redis or Pub/Sub failure is logged and bounded. */
-export async function guarded<T>(log: Logger, what: string, fn: () => Promise<T>, capMs = 5_000, trouble?: KitTrouble): Promise<T | undefined> {
+export async function guarded<T>(
+  log: Logger,
+  what: string,
+  fn: () => Promise<T>,
+  capMs = 5_000,
+  trouble?: KitTrouble,
+): Promise<T | undefined> {
   try {
     const r = await withTimeout(fn(), capMs);
     trouble?.ok(what);

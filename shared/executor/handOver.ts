@@ -13,12 +13,18 @@ export const STEP_TIMEOUT_MS = 1_000;
  * an executor with nothing left costs one no-op recovery. Returns the PENDING count (undefined: unknown).
  * From here on the kit is handing over, so the recovery it asks for must not fence it.
  */
-export async function handOver(kit: KitCore, reason: Extract<DeathReason, 'sigterm' | 'drained'>, left: Left = noDeadline): Promise<number | undefined> {
+export async function handOver(
+  kit: KitCore,
+  reason: Extract<DeathReason, 'sigterm' | 'drained'>,
+  left: Left = noDeadline,
+): Promise<number | undefined> {
   kit.handingOver = true;
-  const pending = await withTimeout(pendingByVersion(kit.db, kit.applicationName, kit.executorId), left(STEP_TIMEOUT_MS)).catch((err: unknown) => {
-    kit.log.warn('could not count PENDING workflows; publishing the death notice anyway', { err });
-    return undefined;
-  });
+  const pending = await withTimeout(pendingByVersion(kit.db, kit.applicationName, kit.executorId), left(STEP_TIMEOUT_MS)).catch(
+    (err: unknown) => {
+      kit.log.warn('could not count PENDING workflows; publishing the death notice anyway', { err });
+      return undefined;
+    },
+  );
   const count = pending?.reduce((n, p) => n + p.count, 0);
   if (count === 0) {
     kit.log.info('nothing left PENDING: no death notice needed');
@@ -40,11 +46,18 @@ export async function handOver(kit: KitCore, reason: Extract<DeathReason, 'sigte
       detectedBy: `afterlife-executor:${kit.executorId}`,
       incarnation: kit.incarnation,
     });
-    const id = await withTimeout(publishDeathNotice(kit.publisher, kit.options.topic ?? 'executor-deaths', notice), left(kit.options.publishTimeoutMs ?? DEFAULT_PUBLISH_TIMEOUT_MS));
+    const id = await withTimeout(
+      publishDeathNotice(kit.publisher, kit.options.topic ?? 'executor-deaths', notice),
+      left(kit.options.publishTimeoutMs ?? DEFAULT_PUBLISH_TIMEOUT_MS),
+    );
     kit.log.notice('death notice published', { messageId: id, pending: count, reason, event: 'death_notice_published' });
   } catch (err) {
     // The reaper still finds this executor once it is gone (liveness lock free, heartbeat deleted).
-    kit.log.error('death notice not published; the reaper will find this executor once it exits', { err, pending: count, event: 'death_notice_failed' });
+    kit.log.error('death notice not published; the reaper will find this executor once it exits', {
+      err,
+      pending: count,
+      event: 'death_notice_failed',
+    });
   }
   return count;
 }

@@ -94,6 +94,8 @@ export class Heartbeat {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     const { applicationName, executorId } = this.value();
-    await withTimeout(deleteHeartbeat(this.redis, applicationName, executorId, this.prefix), capMs).catch((err: unknown) => this.log.warn('heartbeat delete failed; it expires with its TTL', { err }));
+    await withTimeout(deleteHeartbeat(this.redis, applicationName, executorId, this.prefix), capMs).catch((err: unknown) =>
+      this.log.warn('heartbeat delete failed; it expires with its TTL', { err }),
+    );
   }
 }

@@ -62,7 +62,7 @@ export function limitCalls(opts: LimitOptions): CallLimiter {
     if (n === 0) perKey.delete(key);
     else perKey.set(key, n);
     // Hand freed capacity to the oldest waiters that fit, skipping keys at their own cap.
-    for (let i = 0; i < queue.length && total < opts.global; ) {
+    for (let i = 0; i < queue.length && total < opts.global;) {
       const w = queue[i] as Waiter;
       if (fits(w.key)) {
         queue.splice(i, 1);

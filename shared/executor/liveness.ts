@@ -27,7 +27,8 @@ import { KitTrouble } from './throttle.js';
 export const LIVENESS_CHECK_EVERY_MS = 1_000;
 /** tcp_keepalives_idle 5 s + 3 probes 2 s apart, or unacknowledged data for 10 s (tcp_user_timeout). */
 export const VANISHED_HOST_S = 11;
-const KEEPALIVES = 'SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3; SET tcp_user_timeout = 10000; SET statement_timeout = 5000';
+const KEEPALIVES =
+  'SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3; SET tcp_user_timeout = 10000; SET statement_timeout = 5000';
 const RECONNECT_MIN_MS = 100;
 /** Bounded: after a Postgres restart the lock must be back well within the reaper's settle time (10 s). */
 export const RECONNECT_MAX_MS = 5_000;
@@ -149,19 +150,30 @@ export class LivenessLock {
     if (this.leaseLogged) return;
     this.leaseLogged = true;
     if (inherited === 'kept') {
-      this.o.logger.notice('liveness lease: keeping the shorter idle_session_timeout set on the URL, role or database', { leaseMs, configuredMs: configured, event: 'liveness_lease' });
+      this.o.logger.notice('liveness lease: keeping the shorter idle_session_timeout set on the URL, role or database', {
+        leaseMs,
+        configuredMs: configured,
+        event: 'liveness_lease',
+      });
     } else if (inherited === 'unsafe') {
       this.o.logger.warn(
         `liveness lease: the idle_session_timeout set on the URL, role or database (${inheritedMs} ms) is below ${MIN_LIVENESS_LEASE_MS} ms, too short for the kit to keep; using the configured lease`,
         { leaseMs, inheritedMs, event: 'liveness_lease' },
       );
     } else if (inherited === 'longer') {
-      this.o.logger.info('liveness lease: the longer idle_session_timeout of the URL, role or database is replaced by the lease on this session', { leaseMs, inheritedMs, event: 'liveness_lease' });
+      this.o.logger.info(
+        'liveness lease: the longer idle_session_timeout of the URL, role or database is replaced by the lease on this session',
+        { leaseMs, inheritedMs, event: 'liveness_lease' },
+      );
     }
   }
 
   private async take(client: pg.Client): Promise<void> {
-    const res = await client.query<{ ok: boolean }>(takeLivenessSql(this.o.afterlifeSchema), [this.o.applicationName, this.o.executorId, this.o.incarnation ?? null]);
+    const res = await client.query<{ ok: boolean }>(takeLivenessSql(this.o.afterlifeSchema), [
+      this.o.applicationName,
+      this.o.executorId,
+      this.o.incarnation ?? null,
+    ]);
     this.heldNow = res.rows[0]?.ok === true;
     if (this.heldNow) {
       this.warnedBusy = false;
@@ -171,7 +183,10 @@ export class LivenessLock {
       // process with this executor ID, or a squatter. Only our own registered session counts as held, so a
       // stranger's lock does not make us look alive — nor dead while we beat.
       this.warnedBusy = true;
-      this.o.logger.warn('liveness lock held by another session (an old one of ours, ended by the server within a lease, a second process with this executor ID, or a squatter); retrying', { event: 'liveness_lock_busy' });
+      this.o.logger.warn(
+        'liveness lock held by another session (an old one of ours, ended by the server within a lease, a second process with this executor ID, or a squatter); retrying',
+        { event: 'liveness_lock_busy' },
+      );
     }
   }
 
@@ -237,7 +252,9 @@ export class LivenessLock {
     client.removeAllListeners('end');
     client.on('error', () => undefined);
     const ended = client.end().catch(() => undefined);
-    this.ending = Promise.race([ended, new Promise<void>((r) => setTimeout(r, END_WAIT_MS).unref())]).finally(() => (this.ending = undefined));
+    this.ending = Promise.race([ended, new Promise<void>((r) => setTimeout(r, END_WAIT_MS).unref())]).finally(
+      () => (this.ending = undefined),
+    );
     if (this.closed) return;
     if (err) this.trouble.report('liveness', err, { retryInMs: this.reconnectMs });
     this.schedule();

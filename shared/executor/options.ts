@@ -80,4 +80,3 @@ export interface ExecutorKitOptions {
    */
   onFenced?: (exitCode: number) => void;
 }
-

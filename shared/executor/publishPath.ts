@@ -27,10 +27,16 @@ export interface PublishPathOptions {
 
 const Env = z.object({
   PUBSUB_BRIDGE_URL: z.string().url().optional(),
-  PUBSUB_EMULATOR_HOST: z.string().regex(/^[A-Za-z0-9.[\]:-]+:\d{1,5}$/, 'must be host:port').optional(),
+  PUBSUB_EMULATOR_HOST: z
+    .string()
+    .regex(/^[A-Za-z0-9.[\]:-]+:\d{1,5}$/, 'must be host:port')
+    .optional(),
   GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
   GCLOUD_PROJECT: z.string().min(1).optional(),
-  GCE_METADATA_HOST: z.string().regex(/^[A-Za-z0-9.-]+(:\d{1,5})?$/, 'must be host[:port]').optional(),
+  GCE_METADATA_HOST: z
+    .string()
+    .regex(/^[A-Za-z0-9.-]+(:\d{1,5})?$/, 'must be host[:port]')
+    .optional(),
 });
 
 export type PublishPath = 'bridge' | 'emulator' | 'client-library' | 'rest';
@@ -42,7 +48,8 @@ export async function createKitPublisher(o: PublishPathOptions = {}): Promise<{ 
   const env = parsed.data;
   const project = o.project ?? env.GOOGLE_CLOUD_PROJECT ?? env.GCLOUD_PROJECT;
   const timeoutMs = o.timeoutMs ?? 10_000;
-  if (env.PUBSUB_BRIDGE_URL) return { publisher: new RestPublisher(env.PUBSUB_BRIDGE_URL, project ?? 'afterlife-local', undefined, timeoutMs), path: 'bridge' };
+  if (env.PUBSUB_BRIDGE_URL)
+    return { publisher: new RestPublisher(env.PUBSUB_BRIDGE_URL, project ?? 'afterlife-local', undefined, timeoutMs), path: 'bridge' };
   if (env.PUBSUB_EMULATOR_HOST) {
     if (!project) throw new ConfigError(['GOOGLE_CLOUD_PROJECT: set it (the emulator needs a project ID) or AFTERLIFE_PUBLISH=none']);
     return { publisher: new RestPublisher(`http://${env.PUBSUB_EMULATOR_HOST}`, project, undefined, timeoutMs), path: 'emulator' };
@@ -62,7 +69,9 @@ export async function createKitPublisher(o: PublishPathOptions = {}): Promise<{ 
       ]);
     }));
   // Warmed now so the notice at shutdown does not wait on it; a failure here is retried at publish time.
-  await metadata.token().catch((err: unknown) => o.logger?.warn('no access token from the metadata server yet; retried when a death notice is sent', { err }));
+  await metadata
+    .token()
+    .catch((err: unknown) => o.logger?.warn('no access token from the metadata server yet; retried when a death notice is sent', { err }));
   return { publisher: new RestPublisher(o.endpoint ?? PUBSUB_REST_ENDPOINT, projectId, () => metadata.token(), timeoutMs), path: 'rest' };
 }
 

@@ -18,7 +18,11 @@ export interface Resolution {
   databaseUrlFrom: 'options' | 'AFTERLIFE_DATABASE_URL' | 'dbos-config' | 'DBOS_SYSTEM_DATABASE_URL';
 }
 
-export function resolveKitOptions(app: DbosApp, explicit: Partial<ExecutorKitOptions>, env: Record<string, string | undefined>): Resolution {
+export function resolveKitOptions(
+  app: DbosApp,
+  explicit: Partial<ExecutorKitOptions>,
+  env: Record<string, string | undefined>,
+): Resolution {
   const fromEnv = executorOptionsFromEnv(env);
   const dbos = app.config;
   const dbosUrl = dbos && !dbos.ownPool ? dbos.systemDatabaseUrl : undefined;

@@ -30,10 +30,13 @@ export function terminate(kit: KitCore, sig: NodeJS.Signals, fastPath: () => voi
   const o = kit.options;
   const grace = o.shutdownGraceMs ?? CLOUD_RUN_GRACE_MS;
   const margin = Math.min(o.shutdownMarginMs ?? DEFAULT_SHUTDOWN_MARGIN_MS, grace / 2);
-  const hard = setTimeout(() => {
-    kit.log.error('shutdown grace nearly over: exiting now', { event: 'shutdown_forced' });
-    exit(1);
-  }, Math.max(0, grace - HARD_EXIT_BEFORE_GRACE_MS));
+  const hard = setTimeout(
+    () => {
+      kit.log.error('shutdown grace nearly over: exiting now', { event: 'shutdown_forced' });
+      exit(1);
+    },
+    Math.max(0, grace - HARD_EXIT_BEFORE_GRACE_MS),
+  );
   const budgetMs = grace - margin;
   const waitMs = Math.max(0, budgetMs - Math.min(o.handOverReserveMs ?? DEFAULT_HANDOVER_RESERVE_MS, budgetMs / 2));
   kit.log.notice(`${sig}: draining`, { budgetMs, waitMs, event: 'executor_draining' });
@@ -46,7 +49,11 @@ export function terminate(kit: KitCore, sig: NodeJS.Signals, fastPath: () => voi
         () => 'stopped' as const,
         (err: unknown) => (kit.log.error('DBOS shutdown failed', { err }), 'failed' as const),
       );
-      const outcome = await Promise.race([stopped, kit.fastPathRequested.then(() => 'fast' as const), sleep(waitMs + 250).then(() => 'timeout' as const)]);
+      const outcome = await Promise.race([
+        stopped,
+        kit.fastPathRequested.then(() => 'fast' as const),
+        sleep(waitMs + 250).then(() => 'timeout' as const),
+      ]);
       kit.log.info('in-flight wait over', { outcome, elapsedMs: Date.now() - received });
     }
     // From here every step shares what is left of the budget, so the exit lands inside it (and, whatever

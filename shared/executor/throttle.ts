@@ -65,12 +65,23 @@ export class KitTrouble {
         `afterlife's schema "${this.afterlifeSchema}" is missing from this database: this process is NOT protected ` +
           `(no liveness lease, no fencing, no registry, no drain requests). Run \`afterlife migrate\` against it ` +
           `(the plane's DATABASE_URL); the kit picks the schema up by itself once it exists`,
-        { event: 'afterlife_schema_missing', schema: this.afterlifeSchema, repeatsAtMostEveryMs: TROUBLE_WINDOW_MS, suppressed: p.suppressed },
+        {
+          event: 'afterlife_schema_missing',
+          schema: this.afterlifeSchema,
+          repeatsAtMostEveryMs: TROUBLE_WINDOW_MS,
+          suppressed: p.suppressed,
+        },
       );
       return;
     }
     const p = this.throttle.pass(what);
-    if (p.log) this.log.warn(`${what} failed (not fatal); retrying`, { err, ...detail, suppressed: p.suppressed, repeatsAtMostEveryMs: TROUBLE_WINDOW_MS });
+    if (p.log)
+      this.log.warn(`${what} failed (not fatal); retrying`, {
+        err,
+        ...detail,
+        suppressed: p.suppressed,
+        repeatsAtMostEveryMs: TROUBLE_WINDOW_MS,
+      });
   }
 
   /** The chore works again (a later failure is news, logged at once). */

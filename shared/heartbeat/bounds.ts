@@ -30,8 +30,10 @@ export function beatEvidence(r: HeartbeatReading | undefined, nowMs: number, int
   if (!v) return { kind: 'none', why: 'unreadable value' };
   if (r.ttlMs === undefined) return { kind: 'none', why: 'no TTL' };
   if (r.ttlMs > HEARTBEAT_BOUNDS.maxTtlMs) return { kind: 'none', why: `TTL ${r.ttlMs} ms beyond ${HEARTBEAT_BOUNDS.maxTtlMs}` };
-  if (v.beatEveryMs !== undefined && v.beatEveryMs > HEARTBEAT_BOUNDS.maxBeatEveryMs) return { kind: 'none', why: `beatEveryMs ${v.beatEveryMs} beyond ${HEARTBEAT_BOUNDS.maxBeatEveryMs}` };
-  if (v.ttlMs !== undefined && v.ttlMs > HEARTBEAT_BOUNDS.maxTtlMs) return { kind: 'none', why: `declared ttlMs ${v.ttlMs} beyond ${HEARTBEAT_BOUNDS.maxTtlMs}` };
+  if (v.beatEveryMs !== undefined && v.beatEveryMs > HEARTBEAT_BOUNDS.maxBeatEveryMs)
+    return { kind: 'none', why: `beatEveryMs ${v.beatEveryMs} beyond ${HEARTBEAT_BOUNDS.maxBeatEveryMs}` };
+  if (v.ttlMs !== undefined && v.ttlMs > HEARTBEAT_BOUNDS.maxTtlMs)
+    return { kind: 'none', why: `declared ttlMs ${v.ttlMs} beyond ${HEARTBEAT_BOUNDS.maxTtlMs}` };
   let ageMs: number;
   if (v.ttlMs !== undefined) {
     // More TTL left than the writer set: not what the kit's one SET PX writes.

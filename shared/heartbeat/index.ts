@@ -88,12 +88,25 @@ return redis.call('ZRANGE', KEYS[2], 0, -1)`;
  */
 export async function writeHeartbeat(redis: Redis, value: HeartbeatValue, ttlMs: number, prefix = 'afterlife'): Promise<void> {
   const app = value.applicationName;
-  await redis.eval(WRITE_LUA, 3, heartbeatKey(app, value.executorId, prefix), heartbeatIndexKey(app, prefix), indexMarkerKey(app, prefix), JSON.stringify(value), ttlMs, value.executorId);
+  await redis.eval(
+    WRITE_LUA,
+    3,
+    heartbeatKey(app, value.executorId, prefix),
+    heartbeatIndexKey(app, prefix),
+    indexMarkerKey(app, prefix),
+    JSON.stringify(value),
+    ttlMs,
+    value.executorId,
+  );
 }
 
 /** Removes one heartbeat and its index entry (the kit's last act after a hand-over). */
 export async function deleteHeartbeat(redis: Redis, applicationName: string, executorId: string, prefix = 'afterlife'): Promise<void> {
-  const replies = await redis.multi().del(heartbeatKey(applicationName, executorId, prefix)).zrem(heartbeatIndexKey(applicationName, prefix), executorId).exec();
+  const replies = await redis
+    .multi()
+    .del(heartbeatKey(applicationName, executorId, prefix))
+    .zrem(heartbeatIndexKey(applicationName, prefix), executorId)
+    .exec();
   const failed = replies?.find(([err]) => err);
   if (!replies || failed) throw failed?.[0] ?? new Error('heartbeat delete: transaction aborted');
 }
@@ -131,8 +144,17 @@ export async function readHeartbeat(redis: Redis, key: string): Promise<Heartbea
  * Memorystore is shared. A fleet mixing old and new kits is read through the index once a new kit beat,
  * so upgrade the kits before relying on it (README).
  */
-export async function readAllHeartbeats(redis: Redis, applicationName: string, prefix = 'afterlife'): Promise<Map<string, HeartbeatValue | undefined>> {
-  const members = (await redis.eval(MEMBERS_LUA, 2, indexMarkerKey(applicationName, prefix), heartbeatIndexKey(applicationName, prefix))) as string[] | null;
+export async function readAllHeartbeats(
+  redis: Redis,
+  applicationName: string,
+  prefix = 'afterlife',
+): Promise<Map<string, HeartbeatValue | undefined>> {
+  const members = (await redis.eval(
+    MEMBERS_LUA,
+    2,
+    indexMarkerKey(applicationName, prefix),
+    heartbeatIndexKey(applicationName, prefix),
+  )) as string[] | null;
   if (members === null) return scanHeartbeats(redis, applicationName, prefix);
   const out = new Map<string, HeartbeatValue | undefined>();
   if (members.length === 0) return out;

@@ -8,12 +8,7 @@ export interface Budget {
   expired(): boolean;
 }
 
-export function budgetFrom(
-  start: number,
-  timeoutS: number,
-  marginMs: number,
-  clock: () => number = Date.now,
-): Budget {
+export function budgetFrom(start: number, timeoutS: number, marginMs: number, clock: () => number = Date.now): Budget {
   // Never less than a second of work, and never a margin bigger than half the timeout.
   const margin = Math.min(marginMs, (timeoutS * 1000) / 2);
   return budgetUntil(start + Math.max(1_000, timeoutS * 1000 - margin), clock);

@@ -112,7 +112,10 @@ export function installSignalHandlers(lifecycle: Lifecycle, graceMs = 8_000, log
       }, graceMs);
       const drainMs = Math.max(0, graceMs - 3_000);
       void lifecycle
-        .shutdown({ drainMs, onError: (name, err) => log(`shutdown step ${name} failed: ${err instanceof Error ? err.message : String(err)}`) })
+        .shutdown({
+          drainMs,
+          onError: (name, err) => log(`shutdown step ${name} failed: ${err instanceof Error ? err.message : String(err)}`),
+        })
         .finally(() => {
           clearTimeout(timer);
           log('shutdown complete');

@@ -19,7 +19,8 @@ import { ident } from '../db/pool.js';
  */
 export const LIVENESS_KEY_SQL = {
   /** bigint expression over an application name and an executor ID (SQL expressions). */
-  key: (app: string, executor: string) => `hashtextextended('afterlife-liveness:' || length(${app}) || ':' || ${app} || ':' || ${executor}, 0)`,
+  key: (app: string, executor: string) =>
+    `hashtextextended('afterlife-liveness:' || length(${app}) || ':' || ${app} || ':' || ${executor}, 0)`,
 };
 
 /** The two-int4 key of kits from before migration 0011 (registry `incarnation` NULL). */

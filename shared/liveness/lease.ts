@@ -24,7 +24,10 @@ export const MAX_LIVENESS_LEASE_MS = 300_000;
 export const LivenessLeaseMs = z.coerce
   .number({ message: 'must be a number of milliseconds' })
   .int('must be a whole number of milliseconds')
-  .min(MIN_LIVENESS_LEASE_MS, `must be at least ${MIN_LIVENESS_LEASE_MS} ms (the fence query runs once a second; a shorter lease ends live sessions); 0/off is not allowed`)
+  .min(
+    MIN_LIVENESS_LEASE_MS,
+    `must be at least ${MIN_LIVENESS_LEASE_MS} ms (the fence query runs once a second; a shorter lease ends live sessions); 0/off is not allowed`,
+  )
   .max(MAX_LIVENESS_LEASE_MS, `must be at most ${MAX_LIVENESS_LEASE_MS} ms (longer leaves a lost host's work stranded for minutes)`);
 
 /** The lease from a programmatic option (the env path validates through the same schema). */
@@ -41,7 +44,10 @@ export function livenessLeaseMs(value: unknown, name = 'livenessLeaseMs'): numbe
  * is kept; a longer one, or none (0), is replaced by the configured lease; one too short to keep is replaced
  * too, loudly. Never silently: the caller logs whenever the inherited value was not 0 and differed.
  */
-export function effectiveLease(configuredMs: number, inheritedMs: number): { leaseMs: number; inherited: 'none' | 'kept' | 'longer' | 'unsafe' } {
+export function effectiveLease(
+  configuredMs: number,
+  inheritedMs: number,
+): { leaseMs: number; inherited: 'none' | 'kept' | 'longer' | 'unsafe' } {
   if (!Number.isFinite(inheritedMs) || inheritedMs <= 0) return { leaseMs: configuredMs, inherited: 'none' };
   if (inheritedMs >= configuredMs) return { leaseMs: configuredMs, inherited: inheritedMs === configuredMs ? 'none' : 'longer' };
   if (inheritedMs < MIN_LIVENESS_LEASE_MS) return { leaseMs: configuredMs, inherited: 'unsafe' };

@@ -9,14 +9,25 @@ export class LockContendedError extends AfterlifeError {
 
 /** Redis could not be reached: callers fall back to degraded mode, since Postgres is the authority. */
 export class LockUnavailableError extends AfterlifeError {
-  constructor(readonly resource: string, cause: unknown) {
-    super(`redis unavailable for lock ${resource}: ${cause instanceof Error ? cause.message : String(cause)}`, 'lock_unavailable', 'retry', { cause });
+  constructor(
+    readonly resource: string,
+    cause: unknown,
+  ) {
+    super(
+      `redis unavailable for lock ${resource}: ${cause instanceof Error ? cause.message : String(cause)}`,
+      'lock_unavailable',
+      'retry',
+      { cause },
+    );
   }
 }
 
 /** The lock expired or was taken over while work ran; the signal passed to the work aborts with this. */
 export class LockLostError extends AfterlifeError {
-  constructor(readonly resource: string, why: string) {
+  constructor(
+    readonly resource: string,
+    why: string,
+  ) {
     super(`lock ${resource} lost: ${why}`, 'lock_lost', 'retry');
   }
 }

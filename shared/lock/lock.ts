@@ -59,9 +59,12 @@ export class RedisLock {
     };
     const timer = setInterval(() => void extend(), period);
     // The expiry watchdog fires even when the extension calls hang.
-    const watchdog = setInterval(() => {
-      if (Date.now() >= provenUntil) lose('ttl passed without a successful extension');
-    }, Math.max(25, Math.floor(period / 2)));
+    const watchdog = setInterval(
+      () => {
+        if (Date.now() >= provenUntil) lose('ttl passed without a successful extension');
+      },
+      Math.max(25, Math.floor(period / 2)),
+    );
     timer.unref();
     watchdog.unref();
     try {

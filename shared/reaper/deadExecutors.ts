@@ -45,14 +45,26 @@ interface Witnesses {
   settings: RuleSettings;
 }
 
-export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, budget: Budget, state: ReaperState = {}): Promise<DeadPassResult> {
+export async function deadExecutorsPass(
+  deps: ReaperDeps,
+  ctx: TickContext,
+  budget: Budget,
+  state: ReaperState = {},
+): Promise<DeadPassResult> {
   const { versions, live } = await ownersAndVersions(deps);
   const candidates = [...versions.keys()];
   const result = emptyResult(candidates.length);
   if (candidates.length === 0) return result;
   const log = deps.logger.child({ pass: 'dead', tick: ctx.tick });
   const p: Pass = {
-    deps, ctx, budget, state, log, result, versions, candidates,
+    deps,
+    ctx,
+    budget,
+    state,
+    log,
+    result,
+    versions,
+    candidates,
     app: deps.config.applicationName,
     continuityMs: Math.max(3 * deps.config.reaper.tickMs, deps.config.heartbeatTtlMs),
     registry: await registryOf(deps, live, candidates),
@@ -107,7 +119,9 @@ function emptyResult(candidates: number): DeadPassResult {
 async function registryOf(deps: ReaperDeps, live: ExecutorRow[], candidates: string[]): Promise<Map<string, ExecutorRow>> {
   const registry = new Map<string, ExecutorRow>(live.map((r) => [r.executor_id, r]));
   const unregistered = candidates.filter((id) => !registry.has(id));
-  if (unregistered.length) for (const r of await findExecutors(deps.db, deps.config.applicationName, { executorIds: unregistered })) registry.set(r.executor_id, r);
+  if (unregistered.length)
+    for (const r of await findExecutors(deps.db, deps.config.applicationName, { executorIds: unregistered }))
+      registry.set(r.executor_id, r);
   return registry;
 }
 
@@ -136,7 +150,11 @@ async function readWitnesses(p: Pass): Promise<Witnesses> {
   const kit = new Set([
     ...[...registry.values()].filter((r) => r.heartbeats).map((r) => r.executor_id),
     ...candidates.filter((id) => beatOf(id)?.present),
-    ...(await executorsSeenBeating(deps.db, p.app, candidates.filter((id) => !registry.get(id)?.heartbeats))),
+    ...(await executorsSeenBeating(
+      deps.db,
+      p.app,
+      candidates.filter((id) => !registry.get(id)?.heartbeats),
+    )),
   ]);
   const settings: RuleSettings = {
     nowMs: deps.clock(),
@@ -161,7 +179,12 @@ async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
   }
   const keyed = [...alive].filter((id) => w.beatOf(id)?.present);
   await recordPresent(deps.db, p.app, keyed, 'heartbeat');
-  await recordPresent(deps.db, p.app, [...alive].filter((id) => !w.beatOf(id)?.present), 'liveness');
+  await recordPresent(
+    deps.db,
+    p.app,
+    [...alive].filter((id) => !w.beatOf(id)?.present),
+    'liveness',
+  );
 
   // A death declared within REDECLARE_AFTER_MS is acted on again only when rows its recovery left locked are free.
   const freed = await lockedRowsFreed(deps, p.state);
@@ -174,7 +197,13 @@ async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
       const beat = w.beatOf(a.executorId);
       const staleBeatAt = beat?.present && beat.beatAt !== undefined ? new Date(beat.beatAt).toISOString() : undefined;
       const incarnation = registry.get(a.executorId)?.incarnation;
-      p.dead.push({ executorId: a.executorId, evidence: kind, absence: a, ...(staleBeatAt ? { staleBeatAt } : {}), ...(incarnation ? { incarnation } : {}) });
+      p.dead.push({
+        executorId: a.executorId,
+        evidence: kind,
+        absence: a,
+        ...(staleBeatAt ? { staleBeatAt } : {}),
+        ...(incarnation ? { incarnation } : {}),
+      });
     }
   }
 }
@@ -183,20 +212,28 @@ async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
 async function judgeWithoutKit(p: Pass, w: Witnesses): Promise<void> {
   const { deps, result, log } = p;
   for (const id of p.candidates) if (!w.kit.has(id) && w.locks.held.has(id)) p.alive.add(id);
-  await recordPresent(deps.db, p.app, p.candidates.filter((id) => !w.kit.has(id) && w.locks.held.has(id)), 'liveness');
+  await recordPresent(
+    deps.db,
+    p.app,
+    p.candidates.filter((id) => !w.kit.has(id) && w.locks.held.has(id)),
+    'liveness',
+  );
   const noKit = p.candidates.filter((id) => !w.kit.has(id) && !w.locks.held.has(id));
   if (noKit.length === 0) return;
   if (deps.config.reaper.sessionEvidence === 'none') {
     // Behind a pooler the executors' sessions do not carry DBOS's application_name, so "no session"
     // would read as absent for a live executor: the operator said not to trust it.
     result.sessions = 'unknown';
-    log.warn('REAPER_SESSION_EVIDENCE=none: executors without the kit are not judged', { executors: noKit.length, event: 'sessions_unknown' });
+    log.warn('REAPER_SESSION_EVIDENCE=none: executors without the kit are not judged', {
+      executors: noKit.length,
+      event: 'sessions_unknown',
+    });
   } else if (!(await canSeeOtherSessions(deps.db))) {
     result.sessions = 'unknown';
-    log.warn(
-      "this database role cannot see other roles' sessions (needs pg_read_all_stats): executors without the kit are not judged",
-      { executors: noKit.length, event: 'sessions_unknown' },
-    );
+    log.warn("this database role cannot see other roles' sessions (needs pg_read_all_stats): executors without the kit are not judged", {
+      executors: noKit.length,
+      event: 'sessions_unknown',
+    });
   } else {
     result.sessions = 'visible';
     await judgeSessions(p, noKit);
@@ -209,14 +246,25 @@ async function judgeSessions(p: Pass, noKit: string[]): Promise<void> {
   const withSessions = await executorsWithSessions(deps.db, noKit);
   for (const id of withSessions) p.alive.add(id);
   await recordPresent(deps.db, p.app, [...withSessions], 'sessions');
-  const absences = await recordAbsent(deps.db, p.app, noKit.filter((id) => !withSessions.has(id)), 'sessions', p.continuityMs);
+  const absences = await recordAbsent(
+    deps.db,
+    p.app,
+    noKit.filter((id) => !withSessions.has(id)),
+    'sessions',
+    p.continuityMs,
+  );
   p.result.absent += absences.length;
   const quietCutoff = deps.clock() - deps.config.reaper.unknownExecutorGraceMs;
   const judged = absences.filter((a) => a.absentTicks >= 2 && p.actionable(a));
-  const last = await lastActivityByExecutor(deps.db, p.app, judged.map((a) => a.executorId));
+  const last = await lastActivityByExecutor(
+    deps.db,
+    p.app,
+    judged.map((a) => a.executorId),
+  );
   for (const a of judged) {
     const at = last.get(a.executorId);
-    if (at !== undefined && at < quietCutoff) p.dead.push({ executorId: a.executorId, evidence: 'sessions', absence: a, cutoffMs: quietCutoff });
+    if (at !== undefined && at < quietCutoff)
+      p.dead.push({ executorId: a.executorId, evidence: 'sessions', absence: a, cutoffMs: quietCutoff });
   }
 }
 

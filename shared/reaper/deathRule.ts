@@ -22,7 +22,8 @@
  * writer set minus the key's remaining PTTL), so no two hosts' clocks are compared; `beatAt` (the writer's
  * clock) is the fallback for kits that do not say their TTL.
  */
-export type Beat = { present: false } | { present: true; beatAt: number | undefined; beatEveryMs: number | undefined; ageMs?: number | undefined };
+export type Beat =
+  { present: false } | { present: true; beatAt: number | undefined; beatEveryMs: number | undefined; ageMs?: number | undefined };
 
 export interface KitEvidence {
   /** `unavailable`: this executor's lock says nothing this tick. */
@@ -71,7 +72,11 @@ export function judgeKit(e: KitEvidence, s: RuleSettings): Judgement {
 }
 
 /** The streak that turns a suspect into a death: two observations; for the heartbeat alone, 2 intervals apart. */
-export function streakIsDeath(kind: 'liveness' | 'heartbeat', streak: { absentTicks: number; absentMs: number }, intervalMs: number): boolean {
+export function streakIsDeath(
+  kind: 'liveness' | 'heartbeat',
+  streak: { absentTicks: number; absentMs: number },
+  intervalMs: number,
+): boolean {
   if (streak.absentTicks < 2) return false;
   return kind === 'liveness' || streak.absentMs >= 2 * intervalMs;
 }

@@ -59,7 +59,9 @@ export async function actOnDeaths(a: Acting, dead: Death[], rule: { intervalMs: 
     if (d.evidence !== 'sessions') {
       const now = await recheck(deps, d, rule.intervalMs, rule.ttlMs);
       if (now === 'unknown') {
-        log.warn('redis stopped answering or lost its keys before the executor was declared dead: left for a later tick', { executorId: d.executorId });
+        log.warn('redis stopped answering or lost its keys before the executor was declared dead: left for a later tick', {
+          executorId: d.executorId,
+        });
         continue;
       }
       if (now === 'alive') {
@@ -75,7 +77,10 @@ export async function actOnDeaths(a: Acting, dead: Death[], rule: { intervalMs: 
 
 /** The evidence again, for one executor, right before acting: 'dead' still, 'alive', or 'unknown'. */
 async function recheck(deps: ReaperDeps, d: Death, intervalMs: number, ttlMs: number): Promise<'dead' | 'alive' | 'unknown'> {
-  const [beats, locks] = await Promise.all([readBeats(deps, [d.executorId]), d.evidence === 'liveness' ? readLocks(deps, [d.executorId]) : undefined]);
+  const [beats, locks] = await Promise.all([
+    readBeats(deps, [d.executorId]),
+    d.evidence === 'liveness' ? readLocks(deps, [d.executorId]) : undefined,
+  ]);
   if ('skipped' in beats || beats.lostKeys) return 'unknown';
   const beat = beats.beats.get(d.executorId);
   const lock = locks?.held.has(d.executorId) ? 'held' : d.evidence === 'liveness' && locks?.freeIsEvidence ? 'free' : 'unavailable';
@@ -120,7 +125,13 @@ function noticeOf(deps: ReaperDeps, d: Death, applicationVersions: string[]): De
 }
 
 /** The recovery in this tick; undefined when it ended declared another way (rows held, or handed over). */
-async function recoverInline(a: Acting, d: Death, notice: DeathNotice, publishable: boolean, detail: Detail): Promise<RecoverySummary | undefined> {
+async function recoverInline(
+  a: Acting,
+  d: Death,
+  notice: DeathNotice,
+  publishable: boolean,
+  detail: Detail,
+): Promise<RecoverySummary | undefined> {
   const { deps, ctx, budget, log } = a;
   const guard: RecoveryGuard | undefined =
     d.cutoffMs !== undefined ? { quietSinceMs: d.cutoffMs, noSessionsPrefix: sessionPrefix(d.executorId) } : undefined;
@@ -151,7 +162,11 @@ async function recoverInline(a: Acting, d: Death, notice: DeathNotice, publishab
     // More than a tick's worth: executorDeath finishes what this tick started (the audit says partial).
     if (!(await publish(deps, notice, log))) throw err;
     await declare(a, d.executorId, 'published');
-    log.notice('executor declared dead: recovery begun inline, the rest handed to executorDeath', { executorId: d.executorId, event: 'executor_dead', ...detail });
+    log.notice('executor declared dead: recovery begun inline, the rest handed to executorDeath', {
+      executorId: d.executorId,
+      event: 'executor_dead',
+      ...detail,
+    });
     return undefined;
   }
 }

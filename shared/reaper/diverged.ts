@@ -23,7 +23,12 @@ export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: Re
   const limit = DIVERGED_BATCH + handed.size;
   const rows = await findDiverged(db, config.applicationName, limit, { completedSince: since });
   // A child fork the reconciled rows name is its parent fork's, as if the ledger had named it all along.
-  const children = await reconcile(deps, ctx, rows.map((r) => r.workflowId), since);
+  const children = await reconcile(
+    deps,
+    ctx,
+    rows.map((r) => r.workflowId),
+    since,
+  );
   // Handed once per ending: a workflow rewound in place that diverges again ends anew (another completed_at)
   // and is offered again in the same invocation, up to the repair budget.
   const ending = (r: { workflowId: string; completedAt: number | null }) => `${r.workflowId}@${r.completedAt ?? ''}`;
@@ -67,7 +72,8 @@ export async function divergedPass(deps: ReaperDeps, ctx: TickContext, state: Re
 async function reconcile(deps: ReaperDeps, ctx: TickContext, workflowIds: string[], since: number): Promise<Set<string>> {
   try {
     const done = await reconcileForkLedger(deps.db, deps.config.applicationName, { workflowIds, createdSince: since, dryRun: ctx.dryRun });
-    if (done.length) deps.logger.notice('forks made outside the ledger recorded', { tick: ctx.tick, count: done.length, dryRun: ctx.dryRun });
+    if (done.length)
+      deps.logger.notice('forks made outside the ledger recorded', { tick: ctx.tick, count: done.length, dryRun: ctx.dryRun });
     return new Set(done.flatMap((r) => (r.childForkId ? [r.childForkId] : [])));
   } catch (err) {
     deps.logger.warn('fork ledger reconciliation failed; the next tick retries', { err, tick: ctx.tick });

@@ -42,7 +42,11 @@ export async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats 
   const now = deps.clock();
   try {
     const keys = ids.map((id) => heartbeatKey(deps.config.applicationName, id, prefix));
-    const tx = deps.redis.multi().set(sentinel, new Date(now).toISOString(), 'NX').get(sentinel).mget(...keys);
+    const tx = deps.redis
+      .multi()
+      .set(sentinel, new Date(now).toISOString(), 'NX')
+      .get(sentinel)
+      .mget(...keys);
     for (const k of keys) tx.pttl(k);
     const replies = await tx.exec();
     if (!replies) throw new Error('transaction aborted');
@@ -81,7 +85,8 @@ export async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats 
     }
     // A sentinel this process never saw: a restart shows in Redis's uptime; otherwise it is the first
     // (a flush while no reaper ran cannot be told apart: the absence streaks restart anyway, unannounced).
-    const firstSentinel = missing && !seenSentinels.has(sentinel) && (await redisUptimeMs(deps)) >= restartWindowMs(deps.config.heartbeatTtlMs);
+    const firstSentinel =
+      missing && !seenSentinels.has(sentinel) && (await redisUptimeMs(deps)) >= restartWindowMs(deps.config.heartbeatTtlMs);
     seenSentinels.add(sentinel);
     return { beats, keptKeysMs: Number.isFinite(sinceMs) ? Math.max(0, now - sinceMs) : 0, lostKeys: missing, firstSentinel };
   } catch (err) {
@@ -119,15 +124,22 @@ export async function readLocks(deps: ReaperDeps, ids: string[]): Promise<LockEv
   for (const id of r.squatted) {
     // Once a minute per executor: a reaper ticks four times a second.
     if (squatReports.pass(id).log) {
-      deps.logger.warn('a liveness lock is held by a session that is not the executor kit\'s: read as free (a squatter, a colliding client, or a stale session of an earlier process)', {
-        executorId: id,
-        event: 'liveness_lock_squatted',
-      });
+      deps.logger.warn(
+        "a liveness lock is held by a session that is not the executor kit's: read as free (a squatter, a colliding client, or a stale session of an earlier process)",
+        {
+          executorId: id,
+          event: 'liveness_lock_squatted',
+        },
+      );
     }
   }
   if (r.upMs < config.reaper.livenessSettleMs) {
     // A held lock still proves life; a free one may only be a kit that has not reconnected yet.
-    return { held: r.held, freeIsEvidence: false, reason: `postgres started ${Math.round(r.upMs / 100) / 10} s ago: the kits are re-taking their locks` };
+    return {
+      held: r.held,
+      freeIsEvidence: false,
+      reason: `postgres started ${Math.round(r.upMs / 100) / 10} s ago: the kits are re-taking their locks`,
+    };
   }
   return { held: r.held, freeIsEvidence: true };
 }

@@ -82,7 +82,21 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   if (taken.sinceLastTickMs !== undefined && taken.sinceLastTickMs > gapWorthLogging) {
     log.warn('no reaper ticked for a while before this one took the lease', { gapMs: taken.sinceLastTickMs, event: 'reaper_tick_gap' });
   }
-  const v: Invocation = { deps, opts, log, lease, budget, dryRun, holder, gapWorthLogging, tally: newTally(), state: {}, ticks: 0, lastTickAt: deps.clock(), stoppedBecause: 'budget' };
+  const v: Invocation = {
+    deps,
+    opts,
+    log,
+    lease,
+    budget,
+    dryRun,
+    holder,
+    gapWorthLogging,
+    tally: newTally(),
+    state: {},
+    ticks: 0,
+    lastTickAt: deps.clock(),
+    stoppedBecause: 'budget',
+  };
   const tickLog = new TickLog(log, deps.clock);
   try {
     await tickUntilDone(v, tickLog);
@@ -126,7 +140,12 @@ interface Invocation {
 }
 
 /** Takes the lease, or — as a standby — keeps trying until the holder lets go or dies. */
-async function takeLease(deps: ReaperDeps, opts: ReaperOptions, lease: ReaperLease, budget: Budget): Promise<Awaited<ReturnType<ReaperLease['tryAcquire']>>> {
+async function takeLease(
+  deps: ReaperDeps,
+  opts: ReaperOptions,
+  lease: ReaperLease,
+  budget: Budget,
+): Promise<Awaited<ReturnType<ReaperLease['tryAcquire']>>> {
   const tickMs = deps.config.reaper.tickMs;
   let taken = await lease.tryAcquire();
   while (!taken.acquired && opts.standby && !opts.signal?.aborted && deps.clock() + tickMs < budget.deadline) {
@@ -150,7 +169,8 @@ async function tickUntilDone(v: Invocation, tickLog: TickLog): Promise<void> {
     if (ticked) {
       const now = deps.clock();
       // A tick that found the database down is no tick: the gap is logged once ticks resume.
-      if (now - v.lastTickAt > v.gapWorthLogging + r.durationMs) v.log.warn('reaper ticks resumed after a gap', { gapMs: now - v.lastTickAt, event: 'reaper_tick_gap' });
+      if (now - v.lastTickAt > v.gapWorthLogging + r.durationMs)
+        v.log.warn('reaper ticks resumed after a gap', { gapMs: now - v.lastTickAt, event: 'reaper_tick_gap' });
       v.lastTickAt = now;
     }
     tickLog.record(r);

@@ -70,7 +70,10 @@ export class ReaperLease {
       this.validUntil = from + this.leaseMs;
       return 'renewed';
     } catch (err) {
-      this.log.warn('reaper lease renew failed; retrying (the lease is ours until it lapses)', { err, validForMs: Math.max(0, this.validUntil - this.clock()) });
+      this.log.warn('reaper lease renew failed; retrying (the lease is ours until it lapses)', {
+        err,
+        validForMs: Math.max(0, this.validUntil - this.clock()),
+      });
       return 'error';
     }
   }

@@ -31,7 +31,11 @@ export function isNotDue(r: { skipped?: unknown }): boolean {
   return r.skipped === NOT_DUE;
 }
 
-export async function orphanedVersionsPass(deps: ReaperDeps, ctx: TickContext, state: ReaperState = {}): Promise<OrphanedPassResult | { skipped: string }> {
+export async function orphanedVersionsPass(
+  deps: ReaperDeps,
+  ctx: TickContext,
+  state: ReaperState = {},
+): Promise<OrphanedPassResult | { skipped: string }> {
   const { db, config } = deps;
   const app = config.applicationName;
   const { orphanedVersionGraceMs: graceMs, tickMs } = config.reaper;
@@ -42,7 +46,11 @@ export async function orphanedVersionsPass(deps: ReaperDeps, ctx: TickContext, s
   // Whatever the policy and the live versions now, a fork already made must not leave its original able
   // to run as a second lineage.
   if (!ctx.dryRun && deps.finishInterruptedForks) {
-    await deps.finishInterruptedForks().catch((err: unknown) => log.error('could not cancel originals of interrupted forks', { err, event: 'orphaned_version_fork_failed' }));
+    await deps
+      .finishInterruptedForks()
+      .catch((err: unknown) =>
+        log.error('could not cancel originals of interrupted forks', { err, event: 'orphaned_version_fork_failed' }),
+      );
   }
 
   const live = await liveVersions(deps);
@@ -93,7 +101,13 @@ export async function orphanedVersionsPass(deps: ReaperDeps, ctx: TickContext, s
  * that changes fastest is re-read just before acting: an executor of the version may have started since
  * the scan (it would claim the rows itself).
  */
-async function repairVersions(deps: ReaperDeps, ctx: TickContext, byVersion: Map<string, OrphanedRow[]>, result: OrphanedPassResult, log: ReaperDeps['logger']): Promise<void> {
+async function repairVersions(
+  deps: ReaperDeps,
+  ctx: TickContext,
+  byVersion: Map<string, OrphanedRow[]>,
+  result: OrphanedPassResult,
+  log: ReaperDeps['logger'],
+): Promise<void> {
   const repair = deps.repairOrphaned;
   if (!repair) return;
   const now = await liveVersions(deps);
@@ -110,7 +124,12 @@ async function repairVersions(deps: ReaperDeps, ctx: TickContext, byVersion: Map
     // repairOrphaned takes one executor's rows (its log names it); children and their parents share one.
     for (const [executorId, group] of groupBy(rs, (r) => r.executorId ?? '(none)')) {
       try {
-        const outcomes = await repair({ applicationName: deps.config.applicationName, executorId, applicationVersion, workflowIds: group.map((r) => r.workflowId) });
+        const outcomes = await repair({
+          applicationName: deps.config.applicationName,
+          executorId,
+          applicationVersion,
+          workflowIds: group.map((r) => r.workflowId),
+        });
         for (const o of outcomes) {
           if (o.outcome === 'forked' || o.outcome === 'already-forked' || o.outcome === 'rewound') result.forked += 1;
           else if (o.outcome === 'failed') result.failed += 1;
@@ -118,14 +137,25 @@ async function repairVersions(deps: ReaperDeps, ctx: TickContext, byVersion: Map
         }
       } catch (err) {
         result.failed += group.length;
-        log.error('fork-to-latest of orphaned-version workflows failed; the next run retries', { applicationVersion, executorId, err, event: 'orphaned_version_fork_failed' });
+        log.error('fork-to-latest of orphaned-version workflows failed; the next run retries', {
+          applicationVersion,
+          executorId,
+          err,
+          event: 'orphaned_version_fork_failed',
+        });
       }
     }
   }
 }
 
 function plan(action: 'report' | 'fork', r: OrphanedRow): PlannedAction {
-  return { pass: 'orphaned', action, workflowId: r.workflowId, ...(r.executorId ? { executorId: r.executorId } : {}), detail: { applicationVersion: r.applicationVersion } };
+  return {
+    pass: 'orphaned',
+    action,
+    workflowId: r.workflowId,
+    ...(r.executorId ? { executorId: r.executorId } : {}),
+    detail: { applicationVersion: r.applicationVersion },
+  };
 }
 
 function groupBy<T>(items: T[], key: (t: T) => string): Map<string, T[]> {

@@ -27,7 +27,15 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
   const log = deps.logger.child({ pass: 'stuck', tick: ctx.tick });
   const cutoffMs = deps.clock() - config.reaper.stuckAfterMs;
   const found = await findQuietPending(db, app, liveOwners, cutoffMs, STUCK_BATCH);
-  const result: StuckPassResult = { examined: liveOwners.length, found: found.length, reported: 0, cancelled: 0, forked: 0, raced: 0, workflowIds: found.map((f) => f.workflowId) };
+  const result: StuckPassResult = {
+    examined: liveOwners.length,
+    found: found.length,
+    reported: 0,
+    cancelled: 0,
+    forked: 0,
+    raced: 0,
+    workflowIds: found.map((f) => f.workflowId),
+  };
   if (cancels(config.reaper.stuckPolicy) && !ctx.dryRun && deps.repairStuck) result.forked += await forkLeftovers(deps, ctx, log);
   if (found.length === 0) return result;
 
@@ -45,7 +53,8 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
   if (ctx.dryRun) {
     for (const f of found) {
       ctx.planned.push({ pass: 'stuck', action: 'report', workflowId: f.workflowId, executorId: f.executorId });
-      if (cancels(config.reaper.stuckPolicy)) ctx.planned.push({ pass: 'stuck', action: 'cancel', workflowId: f.workflowId, executorId: f.executorId });
+      if (cancels(config.reaper.stuckPolicy))
+        ctx.planned.push({ pass: 'stuck', action: 'cancel', workflowId: f.workflowId, executorId: f.executorId });
     }
     return result;
   }
@@ -55,7 +64,8 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
 
   for (const f of found) {
     if (shouldStop(ctx)) break;
-    if (deps.faults.enabled) await deps.faults.hit('reaper.beforeCancelStuck', { workflowId: f.workflowId, executorId: f.executorId, cutoffMs });
+    if (deps.faults.enabled)
+      await deps.faults.hit('reaper.beforeCancelStuck', { workflowId: f.workflowId, executorId: f.executorId, cutoffMs });
     const cancelled = await cancelIfStillQuiet(db, { applicationName: app, workflowId: f.workflowId, executorId: f.executorId, cutoffMs });
     if (!cancelled) {
       // A checkpoint, a status change or a new owner landed since the SELECT: the workflow is not stuck.
@@ -74,7 +84,11 @@ export async function stuckPass(deps: ReaperDeps, ctx: TickContext, liveOwners: 
 async function forkLeftovers(deps: ReaperDeps, ctx: TickContext, log: Logger): Promise<number> {
   const app = deps.config.applicationName;
   let forked = 0;
-  for (const workflowId of await cancelledNotForked(deps.db, app, { minAgeMs: LEFTOVER_MIN_AGE_MS, maxAgeMs: LEFTOVER_MAX_AGE_MS, limit: STUCK_BATCH })) {
+  for (const workflowId of await cancelledNotForked(deps.db, app, {
+    minAgeMs: LEFTOVER_MIN_AGE_MS,
+    maxAgeMs: LEFTOVER_MAX_AGE_MS,
+    limit: STUCK_BATCH,
+  })) {
     if (shouldStop(ctx)) break;
     const forkedTo = await forkCancelled(deps, workflowId);
     if (forkedTo === undefined) {
@@ -92,7 +106,8 @@ async function forkLeftovers(deps: ReaperDeps, ctx: TickContext, log: Logger): P
 async function forkCancelled(deps: ReaperDeps, workflowId: string): Promise<string | undefined> {
   const forkedTo = await repairStuckHook(deps, workflowId);
   // A rewind goes on under the workflow's own ID.
-  if (forkedTo !== undefined) await markStuckAction(deps.db, deps.config.applicationName, workflowId, forkedTo === workflowId ? 'rewound' : 'forked', forkedTo);
+  if (forkedTo !== undefined)
+    await markStuckAction(deps.db, deps.config.applicationName, workflowId, forkedTo === workflowId ? 'rewound' : 'forked', forkedTo);
   return forkedTo;
 }
 

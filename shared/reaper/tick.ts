@@ -56,7 +56,15 @@ export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Bu
   const now = deps.clock();
   if (state.sweptAt !== undefined && now - state.sweptAt < SWEEP_EVERY_MS) {
     const notDue = { skipped: NOT_DUE, durationMs: 0 };
-    return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck: notDue, diverged: notDue, orphaned: notDue, retention: notDue };
+    return {
+      tick: ctx.tick,
+      durationMs: round(performance.now() - started),
+      dead,
+      stuck: notDue,
+      diverged: notDue,
+      orphaned: notDue,
+      retention: notDue,
+    };
   }
   state.sweptAt = now;
   const stuck: TickResult['stuck'] =

@@ -90,7 +90,8 @@ export class TickLog {
     if (kind === 'failed') {
       this.failed += 1;
       // The pass logged its ERROR with the cause; this says which tick, without repeating it four times a second.
-      if (this.failingStreak++ % TICK_LOG_EVERY_FAILED === 0) this.log.warn('reaper tick failed', { event: 'reaper_tick', outcome: 'failed', failingTicks: this.failingStreak, ...tickLine(r) });
+      if (this.failingStreak++ % TICK_LOG_EVERY_FAILED === 0)
+        this.log.warn('reaper tick failed', { event: 'reaper_tick', outcome: 'failed', failingTicks: this.failingStreak, ...tickLine(r) });
     } else {
       this.failingStreak = 0;
       if (kind === 'eventful') {
@@ -139,5 +140,13 @@ export class TickLog {
 /** An eventful tick's line: durations and counts, no long lists. */
 function tickLine(r: TickResult): Record<string, unknown> {
   const strip = (p: object) => Object.fromEntries(Object.entries(p).filter(([, v]) => !Array.isArray(v) || v.length <= 10));
-  return { tick: r.tick, durationMs: r.durationMs, dead: strip(r.dead), stuck: strip(r.stuck), diverged: strip(r.diverged), orphaned: strip(r.orphaned), retention: strip(r.retention) };
+  return {
+    tick: r.tick,
+    durationMs: r.durationMs,
+    dead: strip(r.dead),
+    stuck: strip(r.stuck),
+    diverged: strip(r.diverged),
+    orphaned: strip(r.orphaned),
+    retention: strip(r.retention),
+  };
 }

@@ -40,7 +40,17 @@ export interface Tally {
 
 export function newTally(): Tally {
   const totals = { dead: emptyTotals(), stuck: emptyTotals(), diverged: emptyTotals(), orphaned: emptyTotals(), retention: emptyTotals() };
-  return { totals, declaredDead: [], stuck: new Set(), heartbeatSkipped: new Set(), orphanedSkipped: new Set(), orphaned: new Set(), errors: [], planned: [], sessions: 'not-needed' };
+  return {
+    totals,
+    declaredDead: [],
+    stuck: new Set(),
+    heartbeatSkipped: new Set(),
+    orphanedSkipped: new Set(),
+    orphaned: new Set(),
+    errors: [],
+    planned: [],
+    sessions: 'not-needed',
+  };
 }
 
 /** Adds one tick in; whether it ticked at all (its dead pass ran rather than failing, e.g. on a database outage). */

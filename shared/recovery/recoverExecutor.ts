@@ -39,7 +39,12 @@ export interface RecoveryDeps {
    */
   orphanedVersions?: { policy: 'leave' | 'fork-to-latest'; graceMs: number };
   /** The orphaned-version policy hook: called for versions no live executor runs, after re-enqueueing. */
-  onOrphanedVersion?: (info: { applicationName: string; executorId: string; applicationVersion: string | null; workflowIds: string[] }) => Promise<void>;
+  onOrphanedVersion?: (info: {
+    applicationName: string;
+    executorId: string;
+    applicationVersion: string | null;
+    workflowIds: string[];
+  }) => Promise<void>;
 }
 
 export interface RecoveryOptions {
@@ -159,13 +164,23 @@ async function conclude(r: Run, pending: PendingByVersion[], live: Set<string> |
   if (r.guard && pendingCount > 0 && r.reenqueued === 0) {
     // The guard re-checks the no-kit evidence per row; rejecting all of them means that evidence no
     // longer holds (a checkpoint, a claim or a session since the reaper judged it). Not a death.
-    await finish(r, 'partial', [], `the guard rejected all ${pendingCount} PENDING row(s): activity or a session since detection, not dead`);
-    log.notice('the guard rejected every PENDING row: the executor is not dead after all', { pending: pendingCount, batches: r.batches, event: 'recovery_false_alarm' });
+    await finish(
+      r,
+      'partial',
+      [],
+      `the guard rejected all ${pendingCount} PENDING row(s): activity or a session since detection, not dead`,
+    );
+    log.notice('the guard rejected every PENDING row: the executor is not dead after all', {
+      pending: pendingCount,
+      batches: r.batches,
+      event: 'recovery_false_alarm',
+    });
     return falseAlarm(notice, 'guard', undefined, { recoveryId: r.recoveryId, reenqueued: r.reenqueued, batches: r.batches });
   }
   // With every row locked nothing moved on this evidence yet: the registry waits for the attempt that moves them.
   if (r.reenqueued > 0 || r.locked.length === 0) await markDead(r);
-  const versionsWithoutExecutor = live === undefined ? (r.reenqueued > 0 ? ['unknown'] : []) : [...r.orphanedIds.keys()].map((v) => v ?? NULL_VERSION);
+  const versionsWithoutExecutor =
+    live === undefined ? (r.reenqueued > 0 ? ['unknown'] : []) : [...r.orphanedIds.keys()].map((v) => v ?? NULL_VERSION);
   // Never recorded as finished while rows remain: `partial`, with what is left and why.
   const lockedError = r.locked.length > 0 ? new RowsLockedError(notice.executorId, r.locked, r.reenqueued) : undefined;
   await finish(r, lockedError ? 'partial' : 'completed', versionsWithoutExecutor, lockedError?.message);
@@ -209,11 +224,19 @@ async function reportOrphaned(r: Run): Promise<void> {
         ? {
             policy: o.policy,
             policyActsAfterMs: o.graceMs,
-            then: o.policy === 'fork-to-latest' ? 'forked to the latest live version' : 'reported again, left ENQUEUED (ORPHANED_VERSION_POLICY=leave)',
+            then:
+              o.policy === 'fork-to-latest'
+                ? 'forked to the latest live version'
+                : 'reported again, left ENQUEUED (ORPHANED_VERSION_POLICY=leave)',
           }
         : {}),
     });
-    await r.deps.onOrphanedVersion?.({ applicationName: r.notice.applicationName, executorId: r.notice.executorId, applicationVersion, workflowIds });
+    await r.deps.onOrphanedVersion?.({
+      applicationName: r.notice.applicationName,
+      executorId: r.notice.executorId,
+      applicationVersion,
+      workflowIds,
+    });
   }
 }
 

@@ -63,8 +63,28 @@ export async function beginRun(
   // An inferred death is re-checked against the lock whatever the notice says its evidence was: the
   // sender's fields never decide what is re-checked (a lock nobody takes is free, so this costs nothing).
   const guard = inferred || notice.evidence === 'liveness' ? { ...opts.guard, livenessFree: true } : opts.guard;
-  const partial = { deps, notice, opts, ...lock, faults: deps.faults ?? noFaults, budget: opts.budget ?? unlimitedBudget(), started: Date.now(), inferred, guard };
-  const r: Run = { ...partial, recoveryId: 0, markedDead: false, versions: {}, orphanedIds: new Map(), reenqueued: 0, batches: 0, locked: [], skipLocked: false };
+  const partial = {
+    deps,
+    notice,
+    opts,
+    ...lock,
+    faults: deps.faults ?? noFaults,
+    budget: opts.budget ?? unlimitedBudget(),
+    started: Date.now(),
+    inferred,
+    guard,
+  };
+  const r: Run = {
+    ...partial,
+    recoveryId: 0,
+    markedDead: false,
+    versions: {},
+    orphanedIds: new Map(),
+    reenqueued: 0,
+    batches: 0,
+    locked: [],
+    skipLocked: false,
+  };
   if (!inferred) await markDead(r);
   r.recoveryId = await startRecovery(deps.db, {
     applicationName: notice.applicationName,
@@ -93,9 +113,21 @@ export async function markDead(r: Run): Promise<void> {
   r.markedDead = true;
 }
 
-export function finish(r: Run, outcome: 'completed' | 'partial' | 'failed', versionsWithoutExecutor: string[], error?: string): Promise<unknown> {
+export function finish(
+  r: Run,
+  outcome: 'completed' | 'partial' | 'failed',
+  versionsWithoutExecutor: string[],
+  error?: string,
+): Promise<unknown> {
   const { reenqueued, batches, versions } = r;
-  return finishRecovery(r.deps.db, r.recoveryId, { outcome, reenqueued, batches, versions, versionsWithoutExecutor, ...(error ? { error } : {}) });
+  return finishRecovery(r.deps.db, r.recoveryId, {
+    outcome,
+    reenqueued,
+    batches,
+    versions,
+    versionsWithoutExecutor,
+    ...(error ? { error } : {}),
+  });
 }
 
 /** Whether the death rests on evidence each batch re-checks in Postgres, so it stands while Redis is down. */
@@ -109,7 +141,14 @@ export function falseAlarm(
   heartbeatTtlMs: number | undefined,
   moved: { recoveryId?: number; reenqueued: number; batches: number },
 ): RecoverySummary {
-  return { outcome: 'false-alarm', executorId: notice.executorId, applicationName: notice.applicationName, heartbeatTtlMs, contradictedBy, ...moved };
+  return {
+    outcome: 'false-alarm',
+    executorId: notice.executorId,
+    applicationName: notice.applicationName,
+    heartbeatTtlMs,
+    contradictedBy,
+    ...moved,
+  };
 }
 
 /**
@@ -125,7 +164,9 @@ export function falseAlarm(
 export async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<HeartbeatReading | undefined | 'unknown'> {
   if (!deps.redis) return undefined;
   if (deps.redis.status !== 'ready') return 'unknown';
-  const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(() => 'unknown' as const);
+  const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(
+    () => 'unknown' as const,
+  );
   if (hb === 'unknown' || !hb) return hb;
   const e = beatEvidence(hb, Date.now(), deps.heartbeatIntervalMs ?? DEFAULT_INTERVAL_MS);
   if (e.kind === 'none') return undefined;

@@ -24,14 +24,27 @@ export async function verifyNotice(deps: AliveDeps, notice: DeathNotice): Promis
   const { applicationName: app, executorId: id } = notice;
   const known = await lookup(deps.db, app, id);
   if (!known.registered && !known.pending) {
-    return { refused: `unknown executor ${JSON.stringify(id)}: no registry row and no PENDING workflow; nothing to recover`, unknown: true };
+    return {
+      refused: `unknown executor ${JSON.stringify(id)}: no registry row and no PENDING workflow; nothing to recover`,
+      unknown: true,
+    };
   }
   const livenessTracked = known.liveness === true;
-  const life = await isAlive(deps, { applicationName: app, executorId: id, reason: notice.reason, registryState: known.state, force: notice.force === true, doubt: 'proceed' });
+  const life = await isAlive(deps, {
+    applicationName: app,
+    executorId: id,
+    reason: notice.reason,
+    registryState: known.state,
+    force: notice.force === true,
+    doubt: 'proceed',
+  });
   if (life.alive === true && life.witness === 'liveness-lock') {
-    return { refused: `${id} holds its liveness lock (its process still has a Postgres session): a ${notice.reason} notice about a live executor needs "force": true` };
+    return {
+      refused: `${id} holds its liveness lock (its process still has a Postgres session): a ${notice.reason} notice about a live executor needs "force": true`,
+    };
   }
-  if (life.alive === true) return { refused: `${id}'s heartbeat says alive: a ${notice.reason} notice about a live executor needs "force": true` };
+  if (life.alive === true)
+    return { refused: `${id}'s heartbeat says alive: a ${notice.reason} notice about a live executor needs "force": true` };
   return { livenessTracked };
 }
 
@@ -39,7 +52,11 @@ export async function verifyNotice(deps: AliveDeps, notice: DeathNotice): Promis
  * One statement: the registry row (if any) and, only without one, whether the executor owns a PENDING
  * workflow of the app (a scan of the PENDING rows through DBOS's partial index, or the opt-in owner index).
  */
-async function lookup(db: Db, app: string, id: string): Promise<{ registered: boolean; state: string | undefined; liveness: boolean | undefined; pending: boolean }> {
+async function lookup(
+  db: Db,
+  app: string,
+  id: string,
+): Promise<{ registered: boolean; state: string | undefined; liveness: boolean | undefined; pending: boolean }> {
   const res = await db.query<{ state: string | null; liveness: boolean | null; pending: boolean }>(
     `SELECT x.state, x.liveness,
             CASE WHEN x.state IS NULL THEN EXISTS (SELECT 1 FROM ${ident(db.dbosSchema)}.workflow_status
@@ -50,5 +67,10 @@ async function lookup(db: Db, app: string, id: string): Promise<{ registered: bo
     'notice.lookup',
   );
   const row = res.rows[0];
-  return { registered: row?.state != null, state: row?.state ?? undefined, liveness: row?.liveness ?? undefined, pending: row?.pending === true };
+  return {
+    registered: row?.state != null,
+    state: row?.state ?? undefined,
+    liveness: row?.liveness ?? undefined,
+    pending: row?.pending === true,
+  };
 }

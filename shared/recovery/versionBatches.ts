@@ -1,4 +1,13 @@
-import { type BatchCursor, type BatchResult, type CreatedRange, isRowLockWait, LOCK_WAIT_MS, lockedLeft, type PendingByVersion, reenqueueBatch } from '../dbos/recovery.js';
+import {
+  type BatchCursor,
+  type BatchResult,
+  type CreatedRange,
+  isRowLockWait,
+  LOCK_WAIT_MS,
+  lockedLeft,
+  type PendingByVersion,
+  reenqueueBatch,
+} from '../dbos/recovery.js';
 import { BudgetExhaustedError, HeartbeatUnknownError } from '../errors.js';
 import type { RecoverySummary } from './recoverExecutor.js';
 import { falseAlarm, finish, heartbeatBack, markDead, NULL_VERSION, rechecked, type Run } from './recoveryRun.js';
@@ -19,7 +28,11 @@ interface Cursor {
 }
 
 /** Recovers one version's rows; a summary when the heartbeat came back mid-way (a false alarm), else undefined. */
-export async function recoverVersion(r: Run, { applicationVersion, created, count }: PendingByVersion, live: Set<string> | undefined): Promise<RecoverySummary | undefined> {
+export async function recoverVersion(
+  r: Run,
+  { applicationVersion, created, count }: PendingByVersion,
+  live: Set<string> | undefined,
+): Promise<RecoverySummary | undefined> {
   const label = applicationVersion ?? NULL_VERSION;
   const noExecutor = live !== undefined && !(applicationVersion !== null && live.has(applicationVersion));
   const c: Cursor = { after: undefined, unscanned: count, shortfall: false, swept: false };
@@ -44,7 +57,13 @@ export async function recoverVersion(r: Run, { applicationVersion, created, coun
   }
   // Held rows were passed over and fewer moved than counted: which are still held. Only then is it asked.
   if (r.skipLocked && (r.versions[label] ?? 0) < count) {
-    r.locked.push(...(await lockedLeft(r.deps.db, { applicationName: r.notice.applicationName, executorId: r.notice.executorId, applicationVersion }, created)));
+    r.locked.push(
+      ...(await lockedLeft(
+        r.deps.db,
+        { applicationName: r.notice.applicationName, executorId: r.notice.executorId, applicationVersion },
+        created,
+      )),
+    );
   }
   return undefined;
 }
@@ -52,7 +71,13 @@ export async function recoverVersion(r: Run, { applicationVersion, created, coun
 /** The reasons to stop at this batch boundary: throws to hand the rest to a redelivery, or a false alarm. */
 async function beforeBatch(r: Run, applicationVersion: string | null): Promise<RecoverySummary | undefined> {
   const { notice, log } = r;
-  const why = r.lockSignal?.aborted ? 'lock lost' : r.opts.signal?.aborted ? 'shutting down' : r.budget.expired() ? 'work budget' : undefined;
+  const why = r.lockSignal?.aborted
+    ? 'lock lost'
+    : r.opts.signal?.aborted
+      ? 'shutting down'
+      : r.budget.expired()
+        ? 'work budget'
+        : undefined;
   if (why) {
     // Rows moved on this evidence: the executor was treated as dead, and the redelivery goes on.
     if (r.reenqueued > 0) await markDead(r);
@@ -67,19 +92,32 @@ async function beforeBatch(r: Run, applicationVersion: string | null): Promise<R
   if (back === 'unknown' && !rechecked(notice, r.opts)) {
     if (r.reenqueued > 0) await markDead(r);
     await finish(r, 'partial', []);
-    log.warn('heartbeat unreadable mid-recovery: stopped at a batch boundary; redelivery re-checks it', { reenqueued: r.reenqueued, batches: r.batches });
+    log.warn('heartbeat unreadable mid-recovery: stopped at a batch boundary; redelivery re-checks it', {
+      reenqueued: r.reenqueued,
+      batches: r.batches,
+    });
     throw new HeartbeatUnknownError(notice.executorId);
   }
   if (back && back !== 'unknown') {
     await finish(r, 'partial', [], `heartbeat returned after ${r.reenqueued} re-enqueued in ${r.batches} batch(es): the executor is alive`);
-    log.notice('heartbeat returned mid-recovery: stopped, the rest stays with the executor', { reenqueued: r.reenqueued, batches: r.batches, event: 'recovery_false_alarm' });
+    log.notice('heartbeat returned mid-recovery: stopped, the rest stays with the executor', {
+      reenqueued: r.reenqueued,
+      batches: r.batches,
+      event: 'recovery_false_alarm',
+    });
     return falseAlarm(notice, 'heartbeat', back.ttlMs, { recoveryId: r.recoveryId, reenqueued: r.reenqueued, batches: r.batches });
   }
   return undefined;
 }
 
 /** DBOS's recovery statement for the next batch, passing held rows over once one made a batch wait. */
-async function oneBatch(r: Run, applicationVersion: string | null, created: CreatedRange, c: Cursor, noExecutor: boolean): Promise<BatchResult> {
+async function oneBatch(
+  r: Run,
+  applicationVersion: string | null,
+  created: CreatedRange,
+  c: Cursor,
+  noExecutor: boolean,
+): Promise<BatchResult> {
   const runBatch = () =>
     reenqueueBatch(
       r.deps.db,
@@ -104,7 +142,10 @@ async function oneBatch(r: Run, applicationVersion: string | null, created: Crea
     // every later batch of this attempt pass held rows over, and what they leave is reported at the end.
     if (r.skipLocked || !isRowLockWait(err)) throw err;
     r.skipLocked = true;
-    r.log.info('a batch waited on a row another transaction holds: passing held rows over', { waitedMs: LOCK_WAIT_MS, batchNo: r.batches + 1 });
+    r.log.info('a batch waited on a row another transaction holds: passing held rows over', {
+      waitedMs: LOCK_WAIT_MS,
+      batchNo: r.batches + 1,
+    });
     return runBatch();
   }
 }

@@ -25,7 +25,11 @@ export function lazyDbosClient(config: Config, logger: Logger, lifecycle: Lifecy
       if (config.database.kind === 'url') {
         client = await DBOSClient.create({ systemDatabaseUrl: config.database.url, ...common });
       } else {
-        const { pool, close } = await createPool({ ...config, database: { ...config.database, poolMax: DBOS_CLIENT_POOL_SIZE } }, logger, 'afterlife-dbos-client');
+        const { pool, close } = await createPool(
+          { ...config, database: { ...config.database, poolMax: DBOS_CLIENT_POOL_SIZE } },
+          logger,
+          'afterlife-dbos-client',
+        );
         pool.on('error', (err) => logger.warn('idle DBOS client connection errored', { err }));
         lifecycle.onShutdown('dbos-client-pool', close);
         client = await DBOSClient.create({ systemDatabaseUrl: 'postgresql://cloud-sql-connector/', systemDatabasePool: pool, ...common });

@@ -19,7 +19,12 @@ import { planDivergenceFork } from './situations/divergedPlan.js';
  * bound them.
  */
 export class ForkBudgetExhaustedError extends Error {
-  constructor(readonly rootWorkflowId: string, readonly forks: number, readonly workflowId: string, readonly lastError: unknown) {
+  constructor(
+    readonly rootWorkflowId: string,
+    readonly forks: number,
+    readonly workflowId: string,
+    readonly lastError: unknown,
+  ) {
     super(`workflow ${rootWorkflowId} kept diverging after ${forks} forks (last: ${workflowId})`, { cause: lastError });
     this.name = 'ForkBudgetExhaustedError';
   }
@@ -83,7 +88,13 @@ export async function* readStreamWithRepair<T>(
     const s = await client.getWorkflow(workflowId);
     if (!s) return;
     if (['ERROR', 'CANCELLED'].includes(s.status)) {
-      const next = await awaitRepair(client, workflowId, new Error(`stream ${key} of ${workflowId} ended with the workflow ${s.status}`), opts, s);
+      const next = await awaitRepair(
+        client,
+        workflowId,
+        new Error(`stream ${key} of ${workflowId} ended with the workflow ${s.status}`),
+        opts,
+        s,
+      );
       if (next !== workflowId) return;
       continue;
     }

@@ -110,7 +110,13 @@ export interface Deleted {
  * never waits on live work. Row locks are held for this statement only, at most `boundMs` of server time
  * (lockBoundedStatement); past that it is cancelled and reports `overBound` (undefined: no bound).
  */
-export async function deleteBatch(db: Db, applicationName: string, t: Thresholds, ids: string[], boundMs: number | undefined): Promise<Deleted> {
+export async function deleteBatch(
+  db: Db,
+  applicationName: string,
+  t: Thresholds,
+  ids: string[],
+  boundMs: number | undefined,
+): Promise<Deleted> {
   const s = ident(db.dbosSchema);
   const a = ident(db.afterlifeSchema);
   const app = literal(applicationName);
@@ -134,10 +140,23 @@ export async function deleteBatch(db: Db, applicationName: string, t: Thresholds
             (SELECT count(*) FROM outputs)::int AS outputs`;
   const t0 = performance.now();
   try {
-    const r = await lockBoundedStatement<{ ids: string[] | null; steps: number; inputs: number; outputs: number }>(db, text, 'retention.deleteBatch', boundMs);
+    const r = await lockBoundedStatement<{ ids: string[] | null; steps: number; inputs: number; outputs: number }>(
+      db,
+      text,
+      'retention.deleteBatch',
+      boundMs,
+    );
     const row = r.rows[0];
     const workflowIds = row?.ids ?? [];
-    return { workflows: workflowIds.length, steps: row?.steps ?? 0, inputs: row?.inputs ?? 0, outputs: row?.outputs ?? 0, workflowIds, heldMs: r.heldMs, overBound: false };
+    return {
+      workflows: workflowIds.length,
+      steps: row?.steps ?? 0,
+      inputs: row?.inputs ?? 0,
+      outputs: row?.outputs ?? 0,
+      workflowIds,
+      heldMs: r.heldMs,
+      overBound: false,
+    };
   } catch (err) {
     if ((err as { code?: unknown }).code !== QUERY_CANCELED) throw err;
     const heldMs = Math.round((performance.now() - t0) * 100) / 100;

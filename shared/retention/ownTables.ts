@@ -38,7 +38,12 @@ export interface OwnPruned {
 }
 
 export async function pruneOwnTables(db: Db, applicationName: string, keepMs: number, limit: number): Promise<OwnPruned> {
-  const q: Prune = { db, s: ident(db.dbosSchema), a: ident(db.afterlifeSchema), params: [applicationName, Math.max(keepMs, OWN_KEEP_MIN_MS), limit] };
+  const q: Prune = {
+    db,
+    s: ident(db.dbosSchema),
+    a: ident(db.afterlifeSchema),
+    params: [applicationName, Math.max(keepMs, OWN_KEEP_MIN_MS), limit],
+  };
   return {
     executors: await pruneExecutors(q),
     observations: await pruneObservations(q),
@@ -58,8 +63,10 @@ interface Prune {
 }
 
 const older = (col: string) => `${col} < now() - make_interval(secs => $2::bigint / 1000.0)`;
-const noPending = (s: string, col: string) => `NOT EXISTS (SELECT 1 FROM ${s}.workflow_status ws WHERE ws.status = 'PENDING' AND ws.executor_id = ${col})`;
-const count = async (q: Prune, sql: string, tag: string) => Number((await retentionQuery<{ n: number }>(q.db, sql, q.params, tag)).rows[0]?.n ?? 0);
+const noPending = (s: string, col: string) =>
+  `NOT EXISTS (SELECT 1 FROM ${s}.workflow_status ws WHERE ws.status = 'PENDING' AND ws.executor_id = ${col})`;
+const count = async (q: Prune, sql: string, tag: string) =>
+  Number((await retentionQuery<{ n: number }>(q.db, sql, q.params, tag)).rows[0]?.n ?? 0);
 
 function pruneExecutors(q: Prune): Promise<number> {
   const { s, a } = q;

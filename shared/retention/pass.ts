@@ -151,7 +151,12 @@ async function globalTimeout(p: Pass): Promise<Stop | undefined> {
     const roots = new Map<string, number>();
     for (const c of cancelled) roots.set(c.root, (roots.get(c.root) ?? 0) + (c.workflowId === c.root ? 0 : 1));
     for (const [root, children] of roots) {
-      p.log.warn('workflow cancelled by the global timeout', { event: 'workflow_timed_out', workflowId: root, childrenCancelled: children, timeoutMs });
+      p.log.warn('workflow cancelled by the global timeout', {
+        event: 'workflow_timed_out',
+        workflowId: root,
+        childrenCancelled: children,
+        timeoutMs,
+      });
       if (p.result.timedOutWorkflows.length < 100) p.result.timedOutWorkflows.push(root);
     }
     p.result.timedOut += cancelled.length;
@@ -189,7 +194,9 @@ async function deleteRound(p: Pass): Promise<void> {
   const state = await readRetentionState(db, p.app);
   // A dry run starts from the beginning and saves nothing: it lists what a fresh round would delete.
   const round: RetentionRound =
-    !p.dryRun && state.round ? state.round : { cutoffMs: p.result.cutoffMs ?? 0, watermark: undefined, startedAt: new Date(p.deps.clock()) };
+    !p.dryRun && state.round
+      ? state.round
+      : { cutoffMs: p.result.cutoffMs ?? 0, watermark: undefined, startedAt: new Date(p.deps.clock()) };
   const would: string[] = [];
   for (;;) {
     const why = p.stop();
@@ -236,7 +243,12 @@ async function deleteCandidates(p: Pass, t: Thresholds, candidates: Candidate[],
   if (deps.faults.enabled) await deps.faults.hit('retention.beforeDelete', { workflowIds: ids });
   const streak = tuning.overBoundStreak ?? 0;
   const bound = boundFor(size, streak);
-  if (bound === undefined) p.log.warn('retention batch runs without its lock bound', { event: 'retention_unbounded', workflowId: ids[0], overBoundStreak: streak });
+  if (bound === undefined)
+    p.log.warn('retention batch runs without its lock bound', {
+      event: 'retention_unbounded',
+      workflowId: ids[0],
+      overBoundStreak: streak,
+    });
   const d = await deleteBatch(deps.db, p.app, t, ids, bound);
   const ms = d.heldMs;
   result.batches += 1;
@@ -246,7 +258,15 @@ async function deleteCandidates(p: Pass, t: Thresholds, candidates: Candidate[],
   result.outputs += d.outputs;
   result.longestBatchMs = Math.max(result.longestBatchMs, ms);
   if (d.overBound) result.overBound += 1;
-  p.log.info('retention batch', { event: 'retention_batch', deleted: d.workflows, examined: candidates.length, steps: d.steps, durationMs: ms, batchSize: size, overBound: d.overBound });
+  p.log.info('retention batch', {
+    event: 'retention_batch',
+    deleted: d.workflows,
+    examined: candidates.length,
+    steps: d.steps,
+    durationMs: ms,
+    batchSize: size,
+    overBound: d.overBound,
+  });
   p.o.onBatch?.({ deleted: d.workflows, durationMs: ms, batchSize: size, overBound: d.overBound });
   tuning.batchSize = nextBatchSize(size, ms, d.overBound);
   // Only cancellations of a lone workflow count towards lifting the bound for it (batchSize.ts).
@@ -258,7 +278,13 @@ async function finish(deps: RetentionDeps, result: RetentionPassResult, started:
   result.durationMs = deps.clock() - started;
   if (result.dryRun) return result;
   const { wouldDelete: _w, ...summary } = result;
-  await recordPass(deps.db, deps.config.applicationName, { ...summary, at: new Date(deps.clock()).toISOString() }, result.deleted, result.timedOut);
+  await recordPass(
+    deps.db,
+    deps.config.applicationName,
+    { ...summary, at: new Date(deps.clock()).toISOString() },
+    result.deleted,
+    result.timedOut,
+  );
   if (result.deleted || result.timedOut || result.own) log.info('retention pass', { event: 'retention_pass', ...summary });
   return result;
 }

@@ -29,6 +29,9 @@ export function describePolicy(p: RetentionPolicy, fmt: (ms: number) => string):
   if (p.maxCompleted !== undefined) parts.push(`keep the newest ${p.maxCompleted.toLocaleString('en-US')} completed workflows`);
   if (p.maxAgeMs !== undefined) parts.push(`delete completed workflows older than ${fmt(p.maxAgeMs)}`);
   const del = parts.length ? parts.join(' and ') : 'OFF — nothing is deleted (RETENTION_MAX_COMPLETED and RETENTION_MAX_AGE_MS unset)';
-  const timeout = p.globalTimeoutMs !== undefined ? `cancel workflows not completed ${fmt(p.globalTimeoutMs)} after creation` : 'OFF (WORKFLOW_GLOBAL_TIMEOUT_MS unset)';
+  const timeout =
+    p.globalTimeoutMs !== undefined
+      ? `cancel workflows not completed ${fmt(p.globalTimeoutMs)} after creation`
+      : 'OFF (WORKFLOW_GLOBAL_TIMEOUT_MS unset)';
   return `retention: ${del}; global timeout: ${timeout}`;
 }

@@ -10,7 +10,10 @@ describe('docs/executor-kit.md: Installing the executor kit in your DBOS app', (
     expect(readme).toContain('## Installing the executor kit in your DBOS app');
     const shown = /<!-- kit-example:begin -->\n```ts\n([\s\S]*?)```\n<!-- kit-example:end -->/.exec(readme)?.[1];
     const main = read('examples/agent-app/main.ts');
-    const code = /\/\/ --- README: installing the executor kit \(begin\) ---\n([\s\S]*?)\/\/ --- README: installing the executor kit \(end\) ---/.exec(main)?.[1];
+    const code =
+      /\/\/ --- README: installing the executor kit \(begin\) ---\n([\s\S]*?)\/\/ --- README: installing the executor kit \(end\) ---/.exec(
+        main,
+      )?.[1];
     expect(code).toBeDefined();
     expect(shown).toBe(code?.trimEnd() + '\n');
     expect(code).toContain("from 'afterlife/executor'");

@@ -44,7 +44,8 @@ describe('Markdown links', () => {
   });
 
   it('fails on a planted missing file, a missing anchor and a missing anchor on the same page', () => {
-    const page = '# Page\n\n[ok](docs/index.md) [gone](docs/nowhere.md) [bad](docs/design.md#invariant-99) [self](#page) [selfbad](#nope)\n' +
+    const page =
+      '# Page\n\n[ok](docs/index.md) [gone](docs/nowhere.md) [bad](docs/design.md#invariant-99) [self](#page) [selfbad](#nope)\n' +
       '```\n[in code](docs/ignored.md)\n```\n[web](https://example.com/x.md)\n';
     expect(brokenLinks('README.md', page, root).map((b) => b.target)).toEqual(['docs/nowhere.md', 'docs/design.md#invariant-99', '#nope']);
   });

@@ -95,7 +95,12 @@ export interface BrokenLink {
  * Broken relative links of one page. `read` returns a repository file's text (or undefined when there is
  * none), so a test can plant pages that are not on disk.
  */
-export function brokenLinks(file: string, text: string, root: string, read: (path: string) => string | undefined = (p) => readIfFile(root, p)): BrokenLink[] {
+export function brokenLinks(
+  file: string,
+  text: string,
+  root: string,
+  read: (path: string) => string | undefined = (p) => readIfFile(root, p),
+): BrokenLink[] {
   const out: BrokenLink[] = [];
   for (const target of linkTargets(text)) {
     if (/^[a-z][a-z0-9+.-]*:/i.test(target)) continue; // http:, https:, mailto: — not ours to resolve offline

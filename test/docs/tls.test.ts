@@ -9,7 +9,12 @@ import { describe, expect, it } from 'vitest';
  */
 const root = resolve(import.meta.dirname, '..', '..');
 const docsDir = join(root, 'docs');
-const docs = ['README.md', ...(existsSync(docsDir) ? readdirSync(docsDir, { withFileTypes: true }) : []).filter((d) => d.isFile() && d.name.endsWith('.md')).map((d) => join('docs', d.name))];
+const docs = [
+  'README.md',
+  ...(existsSync(docsDir) ? readdirSync(docsDir, { withFileTypes: true }) : [])
+    .filter((d) => d.isFile() && d.name.endsWith('.md'))
+    .map((d) => join('docs', d.name)),
+];
 
 function tlsParagraphs(): string[] {
   return docs.flatMap((f) => readFileSync(join(root, f), 'utf8').split(/\n\s*\n/)).filter((p) => p.startsWith('**TLS.**'));

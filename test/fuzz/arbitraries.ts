@@ -10,7 +10,32 @@ export const runs = (n: number) => ({ seed: FUZZ.seed, numRuns: FUZZ.numRuns ?? 
 
 /** Strings that have broken parsers before: NUL, non-ASCII, control characters, glob and key separators. */
 export const nasty = fc.oneof(
-  fc.constantFrom('', ' ', '\u0000', 'a\u0000b', 'sec-ü1', '日本', 'a:b', 'af*', '[x]', '\\', '"', "'", '%00', 'TRUE', 'True', 'yes', '1', '0', 'true', 'false', '0x10', '1e3', '-1', '16.0'),
+  fc.constantFrom(
+    '',
+    ' ',
+    '\u0000',
+    'a\u0000b',
+    'sec-ü1',
+    '日本',
+    'a:b',
+    'af*',
+    '[x]',
+    '\\',
+    '"',
+    "'",
+    '%00',
+    'TRUE',
+    'True',
+    'yes',
+    '1',
+    '0',
+    'true',
+    'false',
+    '0x10',
+    '1e3',
+    '-1',
+    '16.0',
+  ),
   fc.string({ unit: 'binary', maxLength: 40 }),
   fc.string({ maxLength: 600 }),
 );
@@ -22,13 +47,21 @@ export function noticeLike(app: string) {
     version: fc.constant(1),
     executorId: fc.oneof(fc.constantFrom('fz-1', 'fz-2', 'fz-ü'), nasty),
     applicationName: fc.oneof({ weight: 4, arbitrary: fc.constant(app) }, { weight: 1, arbitrary: nasty }),
-    reason: fc.oneof({ weight: 4, arbitrary: fc.constantFrom('sigterm', 'drained', 'heartbeat-lapsed', 'manual') }, { weight: 1, arbitrary: nasty }),
+    reason: fc.oneof(
+      { weight: 4, arbitrary: fc.constantFrom('sigterm', 'drained', 'heartbeat-lapsed', 'manual') },
+      { weight: 1, arbitrary: nasty },
+    ),
     detectedAt: fc.oneof({ weight: 4, arbitrary: fc.constant('2026-12-01T00:00:00Z') }, { weight: 1, arbitrary: nasty }),
     detectedBy: fc.oneof(fc.constant('fuzz'), nasty),
   });
   return fc.oneof(
     { weight: 5, arbitrary: good },
-    { weight: 2, arbitrary: fc.tuple(good, fc.dictionary(fc.string({ maxLength: 10 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 })).map(([g, extra]) => ({ ...extra, ...g })) },
+    {
+      weight: 2,
+      arbitrary: fc
+        .tuple(good, fc.dictionary(fc.string({ maxLength: 10 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }))
+        .map(([g, extra]) => ({ ...extra, ...g })),
+    },
     { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 3 }) },
   );
 }
@@ -47,26 +80,53 @@ export function deathDelivery(app: string): fc.Arbitrary<GeneratedRequest & { id
     { weight: 1, arbitrary: fc.base64String({ maxLength: 60 }) },
   );
   const envelope = fc.oneof(
-    { weight: 6, arbitrary: fc.record({ message: fc.record({ data, messageId: fc.string({ maxLength: 12 }) }, { requiredKeys: ['data'] }), subscription: fc.constant('projects/p/subscriptions/s') }).map((e) => JSON.stringify(e)) },
+    {
+      weight: 6,
+      arbitrary: fc
+        .record({
+          message: fc.record({ data, messageId: fc.string({ maxLength: 12 }) }, { requiredKeys: ['data'] }),
+          subscription: fc.constant('projects/p/subscriptions/s'),
+        })
+        .map((e) => JSON.stringify(e)),
+    },
     { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.stringify(v)) },
     { weight: 1, arbitrary: fc.string({ maxLength: 80 }) },
   );
   return fc
     .record({
-      method: fc.oneof({ weight: 8, arbitrary: fc.constant('POST') }, { weight: 1, arbitrary: fc.constantFrom('GET', 'PUT', 'DELETE', 'PATCH') }),
+      method: fc.oneof(
+        { weight: 8, arbitrary: fc.constant('POST') },
+        { weight: 1, arbitrary: fc.constantFrom('GET', 'PUT', 'DELETE', 'PATCH') },
+      ),
       contentType: fc.oneof(
         { weight: 8, arbitrary: fc.constant('application/json') },
-        { weight: 1, arbitrary: fc.constantFrom('text/plain', 'application/x-www-form-urlencoded', 'application/octet-stream', 'application/cloudevents+json', 'application/json; charset=utf-8') },
+        {
+          weight: 1,
+          arbitrary: fc.constantFrom(
+            'text/plain',
+            'application/x-www-form-urlencoded',
+            'application/octet-stream',
+            'application/cloudevents+json',
+            'application/json; charset=utf-8',
+          ),
+        },
       ),
       specversion: fc.oneof({ weight: 8, arbitrary: fc.constant('1.0') }, { weight: 1, arbitrary: fc.constantFrom('0.3', '', '1') }),
       rawPush: fc.boolean(),
-      type: fc.oneof({ weight: 8, arbitrary: fc.constant(PUBSUB_EVENT_TYPE) }, { weight: 1, arbitrary: fc.constantFrom('google.cloud.storage.object.v1.finalized', '') }),
+      type: fc.oneof(
+        { weight: 8, arbitrary: fc.constant(PUBSUB_EVENT_TYPE) },
+        { weight: 1, arbitrary: fc.constantFrom('google.cloud.storage.object.v1.finalized', '') },
+      ),
       body: envelope,
       n: fc.integer({ min: 0, max: 1e9 }),
     })
     .map((r) => {
       const id = `fz-${r.n}`;
-      const headers: Record<string, string> = { 'content-type': r.contentType, 'ce-id': id, 'ce-source': '//pubsub.googleapis.com/projects/p/topics/t' };
+      const headers: Record<string, string> = {
+        'content-type': r.contentType,
+        'ce-id': id,
+        'ce-source': '//pubsub.googleapis.com/projects/p/topics/t',
+      };
       // A raw push subscription sends no ce-* headers at all.
       if (r.specversion && !r.rawPush) headers['ce-specversion'] = r.specversion;
       if (r.type && !r.rawPush) headers['ce-type'] = r.type;
@@ -78,7 +138,10 @@ export function deathDelivery(app: string): fc.Arbitrary<GeneratedRequest & { id
 
 /** A query string: known keys with nasty values, unknown keys, repeats and bracket forms. */
 export function queryString(keys: string[]): fc.Arbitrary<string> {
-  const key = fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...keys) }, { weight: 1, arbitrary: fc.constantFrom(...keys.map((k) => `${k}[]`), ...keys.map((k) => k.toLowerCase()), 'x') });
+  const key = fc.oneof(
+    { weight: 6, arbitrary: fc.constantFrom(...keys) },
+    { weight: 1, arbitrary: fc.constantFrom(...keys.map((k) => `${k}[]`), ...keys.map((k) => k.toLowerCase()), 'x') },
+  );
   const pair = fc.tuple(key, nasty).map(([k, v]) => `${encodeURIComponent(k).replace(/%5B%5D/g, '[]')}=${encodeURIComponent(v)}`);
   return fc.array(pair, { maxLength: 3 }).map((ps) => (ps.length ? `?${ps.join('&')}` : ''));
 }

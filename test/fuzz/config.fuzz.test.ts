@@ -12,7 +12,11 @@ import { nasty, runs } from './arbitraries.js';
  */
 const base = { DATABASE_URL: 'postgres://h/db', DBOS_APPLICATION_NAME: 'app', REDIS_URL: 'redis://h' };
 const intKeys = ['RECOVERY_BATCH_SIZE', 'DB_POOL_MAX', 'HEARTBEAT_TTL_MS', 'FUNCTION_TIMEOUT_S', 'REAPER_TICK_MS', 'MAX_REPAIRS'] as const;
-const numeric = fc.oneof(fc.integer({ min: -10, max: 200_000 }).map(String), fc.constantFrom('0x10', '1e3', ' 16', '16.0', '+5', '08', '1_000', 'Infinity', 'NaN', ''), nasty);
+const numeric = fc.oneof(
+  fc.integer({ min: -10, max: 200_000 }).map(String),
+  fc.constantFrom('0x10', '1e3', ' 16', '16.0', '+5', '08', '1_000', 'Infinity', 'NaN', ''),
+  nasty,
+);
 
 function load(env: Record<string, string>) {
   try {
@@ -35,7 +39,14 @@ describe('fuzz: configuration values', () => {
         }
         if (out.ok) {
           const c = out.config;
-          const read = { RECOVERY_BATCH_SIZE: c.recovery.batchSize, DB_POOL_MAX: c.database.poolMax, HEARTBEAT_TTL_MS: c.heartbeatTtlMs, FUNCTION_TIMEOUT_S: c.functionTimeoutS, REAPER_TICK_MS: c.reaper.tickMs, MAX_REPAIRS: c.repair.maxRepairs }[key];
+          const read = {
+            RECOVERY_BATCH_SIZE: c.recovery.batchSize,
+            DB_POOL_MAX: c.database.poolMax,
+            HEARTBEAT_TTL_MS: c.heartbeatTtlMs,
+            FUNCTION_TIMEOUT_S: c.functionTimeoutS,
+            REAPER_TICK_MS: c.reaper.tickMs,
+            MAX_REPAIRS: c.repair.maxRepairs,
+          }[key];
           expect(read).toBe(Number(value));
         }
       }),
@@ -54,7 +65,10 @@ describe('fuzz: configuration values', () => {
         if (c1.redis?.keyPrefix === c2.redis?.keyPrefix && c1.applicationName === c2.applicationName) return;
         // Every key of one deployment must stay outside the other's heartbeat scan.
         const key = heartbeatKey(c1.applicationName, 'exec-1', c1.redis?.keyPrefix);
-        expect(globMatch(heartbeatPattern(c2.applicationName, c2.redis?.keyPrefix), key), `${key} matched by ${heartbeatPattern(c2.applicationName, c2.redis?.keyPrefix)}`).toBe(false);
+        expect(
+          globMatch(heartbeatPattern(c2.applicationName, c2.redis?.keyPrefix), key),
+          `${key} matched by ${heartbeatPattern(c2.applicationName, c2.redis?.keyPrefix)}`,
+        ).toBe(false);
       }),
       runs(1_000),
     );

@@ -82,7 +82,14 @@ describe('fuzz: executorDeath deliveries', () => {
         const want = expected(r);
         if (want === 'handled') {
           expect(res.status).toBe(204);
-          const outcome = rt.logger.lines.slice(before).find((l) => l.eventId === r.id && typeof l.event === 'string' && ['poison_message', 'recovery', 'death_notice_refused'].includes(l.event));
+          const outcome = rt.logger.lines
+            .slice(before)
+            .find(
+              (l) =>
+                l.eventId === r.id &&
+                typeof l.event === 'string' &&
+                ['poison_message', 'recovery', 'death_notice_refused'].includes(l.event),
+            );
           expect(outcome, `no logged outcome for ${JSON.stringify(r)}`).toBeDefined();
           if (outcome?.event === 'poison_message') expect(String(outcome.reason)).not.toBe('');
         } else {
@@ -99,14 +106,28 @@ describe('fuzz: executorDeath deliveries', () => {
     // The process is up and still recovers.
     const alive = await fetch(server.url, { method: 'GET' });
     expect(alive.status).toBe(405);
-    expect(await settlesTo(() => pgSessions(tdb.name, 'afterlife'), rt.config.database.poolMax)).toBeLessThanOrEqual(rt.config.database.poolMax);
+    expect(await settlesTo(() => pgSessions(tdb.name, 'afterlife'), rt.config.database.poolMax)).toBeLessThanOrEqual(
+      rt.config.database.poolMax,
+    );
     expect(await settlesTo(() => redisClients(redis.url), redisBefore)).toBe(redisBefore);
   });
 
   it('with Postgres down: poison is still acked with a reason, every decodable notice is nacked (503 JSON), nothing leaks', async () => {
     const log = memoryLogger();
-    const down = { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', DB_CONNECT_TIMEOUT_MS: '200', REDIS_URL: redis.url, DBOS_APPLICATION_NAME: app };
-    useRuntime(startingRuntime({ env: down, lifecycle: new Lifecycle(), publisher: 'none', logger: log }, { initialBackoffMs: 0, maxBackoffMs: 0 }, log), { logger: log });
+    const down = {
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none',
+      DB_CONNECT_TIMEOUT_MS: '200',
+      REDIS_URL: redis.url,
+      DBOS_APPLICATION_NAME: app,
+    };
+    useRuntime(
+      startingRuntime(
+        { env: down, lifecycle: new Lifecycle(), publisher: 'none', logger: log },
+        { initialBackoffMs: 0, maxBackoffMs: 0 },
+        log,
+      ),
+      { logger: log },
+    );
     const redisBefore = await redisClients(redis.url);
     try {
       await fc.assert(

@@ -9,10 +9,21 @@ import { waitFor } from './db.js';
 import { startExecutor } from './executor.js';
 
 /** Writes a heartbeat exactly as the executor kit does (for suites that test consumers of the contract). */
-export async function beat(redis: Redis, app: string, executorId: string, version: string, ttlMs = 60_000, state: 'alive' | 'draining' | 'drained' = 'alive'): Promise<void> {
+export async function beat(
+  redis: Redis,
+  app: string,
+  executorId: string,
+  version: string,
+  ttlMs = 60_000,
+  state: 'alive' | 'draining' | 'drained' = 'alive',
+): Promise<void> {
   const now = new Date().toISOString();
   await waitReady(redis, 2_000);
-  await writeHeartbeat(redis, { executorId, applicationName: app, applicationVersion: version, state, startedAt: now, beatAt: now, inFlight: 0 }, ttlMs);
+  await writeHeartbeat(
+    redis,
+    { executorId, applicationName: app, applicationVersion: version, state, startedAt: now, beatAt: now, inFlight: 0 },
+    ttlMs,
+  );
 }
 
 export async function pendingIds(sql: pg.Pool, executorId: string): Promise<string[]> {
@@ -32,7 +43,10 @@ export async function waitAllSuccess(sql: pg.Pool, ids: string[], timeoutMs = 60
   await waitFor(
     `${ids.length} workflows SUCCESS`,
     async () => {
-      const r = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status = 'SUCCESS'`, [ids]);
+      const r = await sql.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status = 'SUCCESS'`,
+        [ids],
+      );
       return r.rows[0]?.n === ids.length;
     },
     { timeoutMs },
@@ -93,7 +107,10 @@ export async function orphanThroughRecovery(
   rt: Runtime,
   o: { applicationName: string; deadExecutorId: string; liveExecutorId: string },
 ): Promise<Exclude<RecoverySummary, { outcome: 'false-alarm' }>> {
-  await waitFor(`the ${o.liveExecutorId} kit beats`, async () => (await rt.redis?.exists(heartbeatKey(o.applicationName, o.liveExecutorId))) === 1);
+  await waitFor(
+    `the ${o.liveExecutorId} kit beats`,
+    async () => (await rt.redis?.exists(heartbeatKey(o.applicationName, o.liveExecutorId))) === 1,
+  );
   const summary = await recoverExecutor(
     { db: rt.db, redis: rt.redis, lock: rt.lock, logger: rt.logger, batchSize: 100, lockTtlMs: 10_000 },
     deathNotice({ executorId: o.deadExecutorId, applicationName: o.applicationName, reason: 'manual', detectedBy: 'test' }),

@@ -47,7 +47,11 @@ export interface CliFixture {
   readonly tdb: TestDatabase;
   readonly env: Record<string, string>;
   /** A real DBOS executor of the app; `kit` attaches the executor kit (heartbeat TTL 1.5 s, no publishing). */
-  executor(executorId: string, applicationVersion: string, o?: { kit?: boolean; queues?: ExecutorOptions['queues'] }): Promise<ExecutorHandle>;
+  executor(
+    executorId: string,
+    applicationVersion: string,
+    o?: { kit?: boolean; queues?: ExecutorOptions['queues'] },
+  ): Promise<ExecutorHandle>;
 }
 
 export function cliFixture(prefix: string, extraEnv: Record<string, string> = {}): CliFixture {

@@ -3,7 +3,10 @@ import type { Server } from 'node:http';
 import { getTestServer } from '@google-cloud/functions-framework/testing';
 
 /** A binary-mode Eventarc Pub/Sub CloudEvent, as Eventarc delivers it. */
-export function pubsubCloudEvent(data: string | Buffer | undefined, opts: { messageId?: string; attributes?: Record<string, string>; topic?: string } = {}) {
+export function pubsubCloudEvent(
+  data: string | Buffer | undefined,
+  opts: { messageId?: string; attributes?: Record<string, string>; topic?: string } = {},
+) {
   const messageId = opts.messageId ?? String(Math.floor(Math.random() * 1e12));
   const encoded = data === undefined ? undefined : Buffer.isBuffer(data) ? data.toString('base64') : Buffer.from(data).toString('base64');
   return {
@@ -16,7 +19,12 @@ export function pubsubCloudEvent(data: string | Buffer | undefined, opts: { mess
       'ce-time': new Date().toISOString(),
     },
     body: JSON.stringify({
-      message: { ...(encoded !== undefined ? { data: encoded } : {}), attributes: opts.attributes ?? {}, messageId, publishTime: new Date().toISOString() },
+      message: {
+        ...(encoded !== undefined ? { data: encoded } : {}),
+        attributes: opts.attributes ?? {},
+        messageId,
+        publishTime: new Date().toISOString(),
+      },
       subscription: 'projects/demo/subscriptions/eventarc-test',
     }),
   };

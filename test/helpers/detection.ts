@@ -44,8 +44,15 @@ export function judgedAlive({ r }: TickSeen, ids: string[]): boolean {
 }
 
 /** Whether the executor's liveness lock is held, and by which backend (pg_locks, as the reaper reads it). */
-export async function livenessHolder(sql: pg.Pool, app: string, executorId: string): Promise<{ pid: number; applicationName: string } | undefined> {
-  const held = await sql.query<{ held: boolean }>(`SELECT ${livenessHeldSql('afterlife', '$1::text', '$2::text')} AS held`, [app, executorId]);
+export async function livenessHolder(
+  sql: pg.Pool,
+  app: string,
+  executorId: string,
+): Promise<{ pid: number; applicationName: string } | undefined> {
+  const held = await sql.query<{ held: boolean }>(`SELECT ${livenessHeldSql('afterlife', '$1::text', '$2::text')} AS held`, [
+    app,
+    executorId,
+  ]);
   if (!held.rows[0]?.held) return undefined;
   const r = await sql.query<{ pid: number; application_name: string }>(
     `SELECT l.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
@@ -70,7 +77,10 @@ export function waitForLock(sql: pg.Pool, app: string, executorId: string, o: { 
 }
 
 /** (workflow, step) pairs whose body started more than once, with the executors that started them. */
-export async function stepsStartedTwice(sql: pg.Pool, ids: string[]): Promise<Array<{ workflow_id: string; step: number; starts: string[] }>> {
+export async function stepsStartedTwice(
+  sql: pg.Pool,
+  ids: string[],
+): Promise<Array<{ workflow_id: string; step: number; starts: string[] }>> {
   const r = await sql.query<{ workflow_id: string; step: number; starts: string[] }>(
     `SELECT workflow_id, step, array_agg(executor_id ORDER BY at) AS starts FROM public.step_runs
       WHERE phase = 'start' AND workflow_id = ANY($1) GROUP BY 1, 2 HAVING count(*) > 1 ORDER BY 1, 2`,
@@ -94,9 +104,13 @@ export async function expectUntouched(sql: pg.Pool, owned: Record<string, string
     .sort((a, b) => a.workflow_uuid.localeCompare(b.workflow_uuid));
   expect(rows.rows.map(({ workflow_uuid, executor_id }) => ({ workflow_uuid, executor_id }))).toEqual(expected);
   for (const row of rows.rows) expect(['PENDING', 'SUCCESS']).toContain(row.status);
-  const recovered = await sql.query(`SELECT executor_id, reason FROM afterlife.recoveries WHERE executor_id = ANY($1)`, [Object.keys(owned)]);
+  const recovered = await sql.query(`SELECT executor_id, reason FROM afterlife.recoveries WHERE executor_id = ANY($1)`, [
+    Object.keys(owned),
+  ]);
   expect(recovered.rows).toEqual([]);
-  const dead = await sql.query(`SELECT executor_id FROM afterlife.executors WHERE executor_id = ANY($1) AND state = 'dead'`, [Object.keys(owned)]);
+  const dead = await sql.query(`SELECT executor_id FROM afterlife.executors WHERE executor_id = ANY($1) AND state = 'dead'`, [
+    Object.keys(owned),
+  ]);
   expect(dead.rows).toEqual([]);
   expect(await stepsStartedTwice(sql, ids)).toEqual([]);
 }

@@ -3,7 +3,9 @@ import type pg from 'pg';
 import { TEST_REDIS_URL } from './services.js';
 
 /** Environment that turns the executor kit on in the example app (REDIS_URL, emulator, topic, TTL). */
-export function kitEnv(o: { topic?: string; ttlMs?: number; emulatorHost?: string | null; env?: Record<string, string> } = {}): Record<string, string> {
+export function kitEnv(
+  o: { topic?: string; ttlMs?: number; emulatorHost?: string | null; env?: Record<string, string> } = {},
+): Record<string, string> {
   return {
     AFTERLIFE_KIT: 'on',
     REDIS_URL: TEST_REDIS_URL,
@@ -16,7 +18,9 @@ export function kitEnv(o: { topic?: string; ttlMs?: number; emulatorHost?: strin
 }
 
 /** functions-framework's CLI entry: forking it directly gives one PID to signal (no npx → sh chain). */
-export const FUNCTIONS_FRAMEWORK_MAIN = fileURLToPath(new URL('../../node_modules/@google-cloud/functions-framework/build/src/main.js', import.meta.url));
+export const FUNCTIONS_FRAMEWORK_MAIN = fileURLToPath(
+  new URL('../../node_modules/@google-cloud/functions-framework/build/src/main.js', import.meta.url),
+);
 export const AGENT_SERVE = fileURLToPath(new URL('../../dist/examples/agent-app/serve.js', import.meta.url));
 /** The same app with the kit attached on the first request, after functions-framework began listening. */
 export const AGENT_SERVE_LATE = fileURLToPath(new URL('../../dist/examples/agent-app/serveLate.js', import.meta.url));

@@ -28,7 +28,9 @@ export async function startPlane(o: { app: string; target: string; topic?: strin
   const server = await serve(o.target);
   const pubsub = o.emulatorHost && o.topic ? new PubSub({ projectId: 'afterlife-test', apiEndpoint: o.emulatorHost }) : undefined;
   const bridge =
-    pubsub && o.topic ? await startPullBridge({ pubsub, topic: o.topic, subscription: `${o.topic}-sub`, targetUrl: server.url, logger: silentLogger() }) : undefined;
+    pubsub && o.topic
+      ? await startPullBridge({ pubsub, topic: o.topic, subscription: `${o.topic}-sub`, targetUrl: server.url, logger: silentLogger() })
+      : undefined;
   const executors: ExecutorHandle[] = [];
   return {
     tdb,

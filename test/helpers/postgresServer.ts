@@ -54,12 +54,28 @@ export async function startPrivatePostgres(o: { settings?: Record<string, string
     log = '';
     const p = spawn(
       bins.postgres,
-      ['-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off', '-c', 'max_connections=100', ...extra],
+      [
+        '-D',
+        dataDir,
+        '-p',
+        String(port),
+        '-c',
+        'listen_addresses=127.0.0.1',
+        '-c',
+        'unix_socket_directories=',
+        '-c',
+        'fsync=off',
+        '-c',
+        'max_connections=100',
+        ...extra,
+      ],
       { stdio: ['ignore', 'ignore', 'pipe'], ...(asUser ? { uid: asUser.uid, gid: asUser.gid } : {}) },
     );
     proc = p;
     p.stderr?.on('data', (b: Buffer) => (log = (log + b.toString()).slice(-4_000)));
-    const exited = new Promise<void>((_, reject) => p.once('exit', (code) => reject(new Error(`private postgres exited (${code}) while starting:\n${log}`))));
+    const exited = new Promise<void>((_, reject) =>
+      p.once('exit', (code) => reject(new Error(`private postgres exited (${code}) while starting:\n${log}`))),
+    );
     exited.catch(() => undefined);
     const deadline = Date.now() + 30_000;
     for (;;) {
@@ -124,7 +140,11 @@ async function postgresUser(): Promise<{ uid: number; gid: number } | undefined>
     const p = spawn('id', ['postgres']);
     let s = '';
     p.stdout.on('data', (b: Buffer) => (s += b.toString()));
-    p.once('exit', (code) => (code === 0 ? resolve(s) : reject(new Error(`running as ${userInfo().username}: a 'postgres' OS user is needed to run a private Postgres`))));
+    p.once('exit', (code) =>
+      code === 0
+        ? resolve(s)
+        : reject(new Error(`running as ${userInfo().username}: a 'postgres' OS user is needed to run a private Postgres`)),
+    );
   });
   const uid = Number(/uid=(\d+)/.exec(out)?.[1]);
   const gid = Number(/gid=(\d+)/.exec(out)?.[1]);

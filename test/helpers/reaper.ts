@@ -42,7 +42,10 @@ export interface ReaperFixture {
  * One test database, a Runtime with the fast reaper env, and every executor and heartbeat started
  * through it stopped afterwards. Registers its own beforeAll/afterAll; call it in a describe body.
  */
-export function reaperFixture(prefix: string, o: { env?: Record<string, string>; faults?: Faults; redisUrl?: () => string } = {}): ReaperFixture {
+export function reaperFixture(
+  prefix: string,
+  o: { env?: Record<string, string>; faults?: Faults; redisUrl?: () => string } = {},
+): ReaperFixture {
   const app = uniqueName(prefix);
   const executors: ExecutorHandle[] = [];
   let tdb: TestDatabase | undefined;
@@ -77,8 +80,16 @@ export function reaperFixture(prefix: string, o: { env?: Record<string, string>;
     },
     executors,
     async executor(executorId, opts = {}) {
-      const env = opts.beat ? kitEnv({ ttlMs: TEST_TTL_MS, env: { REDIS_URL: redisUrl(), ...opts.env } }) : { AFTERLIFE_KIT: 'off', ...opts.env };
-      const e = await startExecutor({ databaseUrl: need(tdb, 'test database').url, applicationName: app, applicationVersion: 'v1', executorId, env });
+      const env = opts.beat
+        ? kitEnv({ ttlMs: TEST_TTL_MS, env: { REDIS_URL: redisUrl(), ...opts.env } })
+        : { AFTERLIFE_KIT: 'off', ...opts.env };
+      const e = await startExecutor({
+        databaseUrl: need(tdb, 'test database').url,
+        applicationName: app,
+        applicationVersion: 'v1',
+        executorId,
+        env,
+      });
       executors.push(e);
       if (opts.beat) {
         const key = heartbeatKey(app, executorId);

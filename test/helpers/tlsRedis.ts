@@ -19,10 +19,51 @@ export interface TestCa {
 export async function makeTestCa(name = 'afterlife-test-ca'): Promise<TestCa> {
   const dir = await mkdtemp(join(tmpdir(), 'afterlife-ca-'));
   const p = (f: string) => join(dir, f);
-  await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', `/CN=${name}`, '-keyout', p('ca.key'), '-out', p('ca.crt')]);
-  await run('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', p('server.key'), '-out', p('server.csr')]);
+  await run('openssl', [
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '1',
+    '-subj',
+    `/CN=${name}`,
+    '-keyout',
+    p('ca.key'),
+    '-out',
+    p('ca.crt'),
+  ]);
+  await run('openssl', [
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-subj',
+    '/CN=127.0.0.1',
+    '-keyout',
+    p('server.key'),
+    '-out',
+    p('server.csr'),
+  ]);
   await writeFile(p('san.ext'), 'subjectAltName=IP:127.0.0.1\n');
-  await run('openssl', ['x509', '-req', '-in', p('server.csr'), '-CA', p('ca.crt'), '-CAkey', p('ca.key'), '-CAcreateserial', '-days', '1', '-extfile', p('san.ext'), '-out', p('server.crt')]);
+  await run('openssl', [
+    'x509',
+    '-req',
+    '-in',
+    p('server.csr'),
+    '-CA',
+    p('ca.crt'),
+    '-CAkey',
+    p('ca.key'),
+    '-CAcreateserial',
+    '-days',
+    '1',
+    '-extfile',
+    p('san.ext'),
+    '-out',
+    p('server.crt'),
+  ]);
   return { dir, caPem: await readFile(p('ca.crt'), 'utf8'), caCert: p('ca.crt'), serverCert: p('server.crt'), serverKey: p('server.key') };
 }
 
@@ -37,7 +78,26 @@ export async function startTlsRedis(ca: TestCa): Promise<TlsRedis> {
   const port = await freePort();
   const proc: ChildProcess = spawn(
     'redis-server',
-    ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--tls-cert-file', ca.serverCert, '--tls-key-file', ca.serverKey, '--tls-ca-cert-file', ca.caCert, '--tls-auth-clients', 'no', '--save', '', '--appendonly', 'no'],
+    [
+      '--port',
+      '0',
+      '--tls-port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--tls-cert-file',
+      ca.serverCert,
+      '--tls-key-file',
+      ca.serverKey,
+      '--tls-ca-cert-file',
+      ca.caCert,
+      '--tls-auth-clients',
+      'no',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const output: string[] = [];

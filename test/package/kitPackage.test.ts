@@ -151,7 +151,10 @@ describe('the kit package, installed as a user installs it', () => {
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), 'afterlife-kit-pkg-'));
-    const packed = JSON.parse(await npm(['pack', '--json', '--pack-destination', work], KIT_DIR)) as { filename: string; files: { path: string }[] }[];
+    const packed = JSON.parse(await npm(['pack', '--json', '--pack-destination', work], KIT_DIR)) as {
+      filename: string;
+      files: { path: string }[];
+    }[];
     const info = packed[0];
     if (!info) throw new Error('npm pack printed nothing');
     tarball = join(work, info.filename);
@@ -159,7 +162,9 @@ describe('the kit package, installed as a user installs it', () => {
     expect(info.files.every((f) => /^(dist\/.+\.(js|d\.ts)|package\.json|README\.md)$/.test(f.path))).toBe(true);
     // The apps install side by side (one npm cache): the scenarios below are what takes time.
     const made = await Promise.all([
-      ...(['cjs', 'esm'] as const).flatMap((kind) => SDK_VERSIONS.map(async (sdk) => [`${kind}-${sdk}`, await freshApp(kind, sdk, tarball)] as const)),
+      ...(['cjs', 'esm'] as const).flatMap((kind) =>
+        SDK_VERSIONS.map(async (sdk) => [`${kind}-${sdk}`, await freshApp(kind, sdk, tarball)] as const),
+      ),
       freshApp('cjs', '5.2.11', KIT_DIR).then((dir) => ['link', dir] as const),
     ]);
     for (const [key, dir] of made) apps.set(key, dir);
@@ -185,7 +190,10 @@ describe('the kit package, installed as a user installs it', () => {
       delete pkg.dependencies['@dbos-inc/dbos-sdk'];
       writeFileSync(join(dir, 'package.json'), JSON.stringify(pkg, null, 2));
     } else {
-      writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'esm-app', version: '0.0.0', private: true, type: 'module' }, null, 2));
+      writeFileSync(
+        join(dir, 'package.json'),
+        JSON.stringify({ name: 'esm-app', version: '0.0.0', private: true, type: 'module' }, null, 2),
+      );
       for (const [f, text] of Object.entries(ESM_FILES)) writeFileSync(join(dir, f), text);
     }
     await npm(['install', '--save-exact', `@dbos-inc/dbos-sdk@${sdk}`], dir);
@@ -194,7 +202,9 @@ describe('the kit package, installed as a user installs it', () => {
     const after = { packages: lockPackages(dir), bytes: bytes(join(dir, 'node_modules')) };
     const added = after.packages - before.packages;
     if (kitSpec === tarball) {
-      budget.push(`  ${kind} app, @dbos-inc/dbos-sdk ${sdk}: ${before.packages} → ${after.packages} packages (+${added}), +${((after.bytes - before.bytes) / 1e6).toFixed(1)} MB`);
+      budget.push(
+        `  ${kind} app, @dbos-inc/dbos-sdk ${sdk}: ${before.packages} → ${after.packages} packages (+${added}), +${((after.bytes - before.bytes) / 1e6).toFixed(1)} MB`,
+      );
       expect(added).toBeLessThanOrEqual(MAX_PACKAGES_ADDED);
     }
     expect(sdkCopies(dir)).toEqual([join(dir, 'node_modules/@dbos-inc/dbos-sdk')]);
@@ -227,14 +237,23 @@ describe('the kit package, installed as a user installs it', () => {
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     const w = { child, output, exited };
     workers.push(w);
-    return waitFor(`worker ${env.DBOS__VMID} ready`, async () => {
-      if (child.exitCode !== null) throw new Error(`worker ${env.DBOS__VMID} exited ${child.exitCode}:\n${output.join('')}`);
-      return output.join('').includes('"worker_ready"') ? w : undefined;
-    }, { timeoutMs: 45_000, intervalMs: 50 });
+    return waitFor(
+      `worker ${env.DBOS__VMID} ready`,
+      async () => {
+        if (child.exitCode !== null) throw new Error(`worker ${env.DBOS__VMID} exited ${child.exitCode}:\n${output.join('')}`);
+        return output.join('').includes('"worker_ready"') ? w : undefined;
+      },
+      { timeoutMs: 45_000, intervalMs: 50 },
+    );
   }
 
   async function statuses(sql: pg.Pool, ids: string[]): Promise<{ status: string; executor_id: string | null }[]> {
-    return (await sql.query<{ status: string; executor_id: string | null }>(`SELECT status, executor_id FROM dbos.workflow_status WHERE workflow_uuid = ANY($1)`, [ids])).rows;
+    return (
+      await sql.query<{ status: string; executor_id: string | null }>(
+        `SELECT status, executor_id FROM dbos.workflow_status WHERE workflow_uuid = ANY($1)`,
+        [ids],
+      )
+    ).rows;
   }
 
   async function produce(dir: string, env: Record<string, string>, count: number, prefix: string, stepMs: number): Promise<string[]> {
@@ -253,34 +272,66 @@ describe('the kit package, installed as a user installs it', () => {
         useRuntime(rt);
         const reaper = await serve('reaper');
         try {
-          const env = { DBOS_SYSTEM_DATABASE_URL: url, APP_NAME: app, DBOS__APPVERSION: 'v1', REDIS_URL: TEST_REDIS_URL, HEARTBEAT_TTL_MS: '3000', AFTERLIFE_PUBLISH: 'none' };
+          const env = {
+            DBOS_SYSTEM_DATABASE_URL: url,
+            APP_NAME: app,
+            DBOS__APPVERSION: 'v1',
+            REDIS_URL: TEST_REDIS_URL,
+            HEARTBEAT_TTL_MS: '3000',
+            AFTERLIFE_PUBLISH: 'none',
+          };
           const a = await startWorker(dir, { ...env, DBOS__VMID: `${kind}-a` });
           const b = await startWorker(dir, { ...env, DBOS__VMID: `${kind}-b` });
           for (const w of [a, b]) expect(w.output.join('')).toMatch(/"databaseUrlFrom":"dbos-config".*"message":"executor kit attached"/);
           // What the docs tell a user to check: both alive, their liveness locks held.
-          const st = parseJson(await runCli(['status', '--json'], { DATABASE_URL: url, DBOS_APPLICATION_NAME: app, REDIS_URL: TEST_REDIS_URL }), StatusOutput);
-          for (const id of [`${kind}-a`, `${kind}-b`]) expect(st.executors.find((e) => e.executorId === id)).toMatchObject({ state: 'alive', livenessLock: 'held' });
+          const st = parseJson(
+            await runCli(['status', '--json'], { DATABASE_URL: url, DBOS_APPLICATION_NAME: app, REDIS_URL: TEST_REDIS_URL }),
+            StatusOutput,
+          );
+          for (const id of [`${kind}-a`, `${kind}-b`])
+            expect(st.executors.find((e) => e.executorId === id)).toMatchObject({ state: 'alive', livenessLock: 'held' });
 
           const ids = await produce(dir, env, 6, `${kind}-${sdk}-k`, 700);
-          await waitFor('a checkpoint of a workflow on worker A', async () => {
-            const r = await sql.query(`SELECT 1 FROM dbos.operation_outputs o JOIN dbos.workflow_status w USING (workflow_uuid) WHERE w.executor_id = $1 AND w.status = 'PENDING' LIMIT 1`, [`${kind}-a`]);
-            return r.rowCount === 1;
-          }, { timeoutMs: 20_000, intervalMs: 50 });
+          await waitFor(
+            'a checkpoint of a workflow on worker A',
+            async () => {
+              const r = await sql.query(
+                `SELECT 1 FROM dbos.operation_outputs o JOIN dbos.workflow_status w USING (workflow_uuid) WHERE w.executor_id = $1 AND w.status = 'PENDING' LIMIT 1`,
+                [`${kind}-a`],
+              );
+              return r.rowCount === 1;
+            },
+            { timeoutMs: 20_000, intervalMs: 50 },
+          );
           a.child.kill('SIGKILL');
           await a.exited;
           // Cloud Scheduler's part: the served reaper, invoked again until A's work is done elsewhere.
-          await waitFor('every workflow SUCCESS after the served reaper recovered worker A', async () => {
-            const res = await fetch(reaper.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ maxTicks: 1 }) });
-            expect(res.status).toBe(200);
-            const rows = await statuses(sql, ids);
-            return rows.length === ids.length && rows.every((r) => r.status === 'SUCCESS') ? true : undefined;
-          }, { timeoutMs: 60_000, intervalMs: 200 });
-          const recovered = await sql.query(`SELECT reenqueued FROM afterlife.recoveries WHERE executor_id = $1 AND outcome = 'completed'`, [`${kind}-a`]);
+          await waitFor(
+            'every workflow SUCCESS after the served reaper recovered worker A',
+            async () => {
+              const res = await fetch(reaper.url, {
+                method: 'POST',
+                headers: { 'content-type': 'application/json' },
+                body: JSON.stringify({ maxTicks: 1 }),
+              });
+              expect(res.status).toBe(200);
+              const rows = await statuses(sql, ids);
+              return rows.length === ids.length && rows.every((r) => r.status === 'SUCCESS') ? true : undefined;
+            },
+            { timeoutMs: 60_000, intervalMs: 200 },
+          );
+          const recovered = await sql.query(
+            `SELECT reenqueued FROM afterlife.recoveries WHERE executor_id = $1 AND outcome = 'completed'`,
+            [`${kind}-a`],
+          );
           expect(recovered.rows.reduce((n, r: { reenqueued: number }) => n + r.reenqueued, 0)).toBeGreaterThan(0);
           expect((await statuses(sql, ids)).every((r) => r.executor_id === `${kind}-b`)).toBe(true);
 
           const more = await produce(dir, env, 3, `${kind}-${sdk}-t`, 700);
-          await waitFor('worker B runs the new workflows', async () => (await statuses(sql, more)).every((r) => r.status === 'PENDING'), { timeoutMs: 20_000, intervalMs: 50 });
+          await waitFor('worker B runs the new workflows', async () => (await statuses(sql, more)).every((r) => r.status === 'PENDING'), {
+            timeoutMs: 20_000,
+            intervalMs: 50,
+          });
           const t0 = Date.now();
           b.child.kill('SIGTERM');
           expect(await b.exited).toBe(0);
@@ -301,7 +352,13 @@ describe('the kit package, installed as a user installs it', () => {
     const app = uniqueName('pkg-link');
     const { url, sql } = await freshDatabase(dir, app);
     try {
-      const w = await startWorker(dir, { DBOS_SYSTEM_DATABASE_URL: url, APP_NAME: app, DBOS__VMID: 'link-a', REDIS_URL: TEST_REDIS_URL, AFTERLIFE_PUBLISH: 'none' });
+      const w = await startWorker(dir, {
+        DBOS_SYSTEM_DATABASE_URL: url,
+        APP_NAME: app,
+        DBOS__VMID: 'link-a',
+        REDIS_URL: TEST_REDIS_URL,
+        AFTERLIFE_PUBLISH: 'none',
+      });
       expect(w.output.join('')).toMatch(/executor kit attached/);
       const r = await sql.query(`SELECT state FROM afterlife.executors WHERE executor_id = 'link-a'`);
       expect(r.rows).toEqual([{ state: 'alive' }]);

@@ -6,12 +6,25 @@ import * as schemas from '../../cli/schemas.js';
  * The CLI's --json schemas are strict: the integration tests parse every command's output with them, so
  * a key a command starts printing without the schema knowing fails there. This proves the schemas bite.
  */
-const all = Object.entries(schemas as Record<string, unknown>).filter((e): e is [string, z.ZodObject] => typeof (e[1] as { strict?: unknown }).strict === 'function');
+const all = Object.entries(schemas as Record<string, unknown>).filter(
+  (e): e is [string, z.ZodObject] => typeof (e[1] as { strict?: unknown }).strict === 'function',
+);
 
 describe('cli/schemas', () => {
   it('exports the output schema of every command', () => {
     expect(all.map(([name]) => name).sort()).toEqual(
-      ['DrainOutput', 'ErrorOutput', 'ExecutorStatus', 'ForkOutput', 'MigrateOutput', 'ReapOutput', 'RecoverOutput', 'RetentionOutput', 'RetentionPolicyOutput', 'StatusOutput'].sort(),
+      [
+        'DrainOutput',
+        'ErrorOutput',
+        'ExecutorStatus',
+        'ForkOutput',
+        'MigrateOutput',
+        'ReapOutput',
+        'RecoverOutput',
+        'RetentionOutput',
+        'RetentionPolicyOutput',
+        'StatusOutput',
+      ].sort(),
     );
   });
 

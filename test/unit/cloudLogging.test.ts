@@ -18,7 +18,10 @@ describe('cloud logging fields', () => {
     const google = capture();
     const serviceContext = { service: 'reaper', version: 'r1' };
     const log = consoleLogger({}, 'DEBUG', { destination: ours, serviceContext });
-    const g = pino(createGcpLoggingPinoConfig({ serviceContext, traceGoogleCloudProjectId: '', inihibitDiagnosticMessage: true }, { level: 'debug' }), google as pino.DestinationStream);
+    const g = pino(
+      createGcpLoggingPinoConfig({ serviceContext, traceGoogleCloudProjectId: '', inihibitDiagnosticMessage: true }, { level: 'debug' }),
+      google as pino.DestinationStream,
+    );
     const err = new Error('boom');
     for (const [mine, theirs] of [
       [() => log.debug('d', { event: 'x' }), () => g.debug({ event: 'x' }, 'd')],
@@ -51,13 +54,19 @@ describe('cloud logging fields', () => {
     log.info('hidden');
     log.notice('shown', { event: 'executor_dead' });
     log.warn('also');
-    expect(out.lines.map((l) => [l.severity, l.level])).toEqual([['NOTICE', 35], ['WARNING', 40]]);
+    expect(out.lines.map((l) => [l.severity, l.level])).toEqual([
+      ['NOTICE', 35],
+      ['WARNING', 40],
+    ]);
     expect(out.lines[0]).toMatchObject({ component: 'c', event: 'executor_dead', message: 'shown' });
   });
 
   it('labels every line, merges a child’s fields without repeating a key, and serialises errors as before', () => {
     const chunks: string[] = [];
-    const log = consoleLogger({ component: 'afterlife', fn: 'base' }, 'INFO', { destination: { write: (s: string) => chunks.push(s) }, labels: { 'afterlife-app': 'demo' } });
+    const log = consoleLogger({ component: 'afterlife', fn: 'base' }, 'INFO', {
+      destination: { write: (s: string) => chunks.push(s) },
+      labels: { 'afterlife-app': 'demo' },
+    });
     log.child({ fn: 'reaper' }).info('m', { fn: 'call', err: Object.assign(new Error('x'), { code: 'E1' }), cause: new Error('y') });
     const raw = chunks[0] ?? '';
     expect(raw.match(/"fn":/g)).toHaveLength(1);
@@ -73,7 +82,11 @@ describe('cloud logging fields', () => {
     const chunks: string[] = [];
     const log = consoleLogger({}, 'INFO', { destination: { write: (s: string) => chunks.push(s) } });
     const url = 'postgres://afterlife:s3cret@10.0.0.3:5432/dbos';
-    log.error(`connect failed for ${url}`, { redis: 'redis://:hunter2@10.0.0.4:6379', err: new Error(`connect ${url} failed`), dsn: 'host=h password=pw1 user=u' });
+    log.error(`connect failed for ${url}`, {
+      redis: 'redis://:hunter2@10.0.0.4:6379',
+      err: new Error(`connect ${url} failed`),
+      dsn: 'host=h password=pw1 user=u',
+    });
     const out = chunks.join('');
     expect(out).not.toMatch(/s3cret|hunter2|pw1/);
     expect(out).toContain('postgres://afterlife:***@10.0.0.3:5432/dbos');

@@ -32,11 +32,15 @@ beforeEach(() => {
   seen.length = 0;
 });
 
-const instance = '00f4ab3c9e1d2c7b8a6f5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2';
+const instance =
+  '00f4ab3c9e1d2c7b8a6f5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2';
 
 describe('cloudRunExecutorId (fake metadata server)', () => {
   it('derives <revision>-<hash> from K_REVISION and the instance ID, the same on every call', async () => {
-    answers = [{ status: 200, body: instance }, { status: 200, body: instance }];
+    answers = [
+      { status: 200, body: instance },
+      { status: 200, body: instance },
+    ];
     const env = { K_REVISION: 'agent-app-00012-abc', GCE_METADATA_HOST: host };
     const a = await cloudRunExecutorId({ env });
     const b = await cloudRunExecutorId({ env });
@@ -62,20 +66,36 @@ describe('cloudRunExecutorId (fake metadata server)', () => {
   });
 
   it('retries a failing metadata server, then fails closed', async () => {
-    answers = [{ status: 503, body: 'busy' }, { status: 200, body: instance }];
+    answers = [
+      { status: 503, body: 'busy' },
+      { status: 200, body: instance },
+    ];
     expect(await cloudRunExecutorId({ env: { K_REVISION: 'r-1', GCE_METADATA_HOST: host } })).toBe(executorIdFor('r-1', instance));
-    answers = [{ status: 500, body: 'x' }, { status: 500, body: 'x' }];
-    await expect(cloudRunExecutorId({ env: { K_REVISION: 'r-1', GCE_METADATA_HOST: host }, attempts: 2 })).rejects.toThrow(ExecutorIdMetadataError);
+    answers = [
+      { status: 500, body: 'x' },
+      { status: 500, body: 'x' },
+    ];
+    await expect(cloudRunExecutorId({ env: { K_REVISION: 'r-1', GCE_METADATA_HOST: host }, attempts: 2 })).rejects.toThrow(
+      ExecutorIdMetadataError,
+    );
     // Nothing listening: an error naming the URL, not a default ID.
-    await expect(cloudRunExecutorId({ env: { K_REVISION: 'r-1' }, metadataHost: '127.0.0.1:1', attempts: 1, timeoutMs: 500 })).rejects.toThrow(/cannot derive a Cloud Run executor ID: http:\/\/127\.0\.0\.1:1/);
+    await expect(
+      cloudRunExecutorId({ env: { K_REVISION: 'r-1' }, metadataHost: '127.0.0.1:1', attempts: 1, timeoutMs: 500 }),
+    ).rejects.toThrow(/cannot derive a Cloud Run executor ID: http:\/\/127\.0\.0\.1:1/);
   });
 
   it('rejects an answer that is not the metadata server, or not an instance ID', async () => {
     answers = [{ status: 200, body: instance, flavor: false }];
-    await expect(cloudRunExecutorId({ env: { K_REVISION: 'r-1', GCE_METADATA_HOST: host }, attempts: 1 })).rejects.toThrow(/without Metadata-Flavor: Google/);
+    await expect(cloudRunExecutorId({ env: { K_REVISION: 'r-1', GCE_METADATA_HOST: host }, attempts: 1 })).rejects.toThrow(
+      /without Metadata-Flavor: Google/,
+    );
     answers = [{ status: 200, body: '<html>proxy</html>' }];
-    await expect(cloudRunExecutorId({ env: { K_REVISION: 'r-1', GCE_METADATA_HOST: host }, attempts: 3 })).rejects.toThrow(/instance ID must be a non-empty token/);
+    await expect(cloudRunExecutorId({ env: { K_REVISION: 'r-1', GCE_METADATA_HOST: host }, attempts: 3 })).rejects.toThrow(
+      /instance ID must be a non-empty token/,
+    );
     expect(seen).toHaveLength(2); // a malformed answer is not retried
-    await expect(cloudRunExecutorId({ env: { K_REVISION: 'Not A Revision' } })).rejects.toThrow(/K_REVISION: must be a Cloud Run revision name/);
+    await expect(cloudRunExecutorId({ env: { K_REVISION: 'Not A Revision' } })).rejects.toThrow(
+      /K_REVISION: must be a Cloud Run revision name/,
+    );
   });
 });

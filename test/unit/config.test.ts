@@ -16,7 +16,15 @@ describe('loadConfig', () => {
       database: { kind: 'url', poolMax: 3 },
       recovery: { batchSize: 1_000, orphanedVersionPolicy: 'leave' },
       heartbeatIntervalMs: 250,
-      reaper: { tickMs: 250, leaseMs: 3_000, recovery: 'inline', livenessEvidence: 'pg_locks', livenessSettleMs: 10_000, stuckAfterMs: 3_600_000, unknownExecutorGraceMs: 600_000 },
+      reaper: {
+        tickMs: 250,
+        leaseMs: 3_000,
+        recovery: 'inline',
+        livenessEvidence: 'pg_locks',
+        livenessSettleMs: 10_000,
+        stuckAfterMs: 3_600_000,
+        unknownExecutorGraceMs: 600_000,
+      },
       repair: { mode: 'rewind', maxRepairs: 3 },
     });
   });
@@ -51,7 +59,13 @@ describe('loadConfig', () => {
   it('uses the Cloud SQL connector with IAM auth unless a password is given, and never echoes the password', () => {
     const iam = loadConfig({ DBOS_APPLICATION_NAME: 'shop', INSTANCE_CONNECTION_NAME: 'p:r:i', DB_USER: 'sa@p.iam', DB_NAME: 'dbos' });
     expect(iam.database).toMatchObject({ kind: 'connector', iamAuth: true, ipType: 'PRIVATE' });
-    const pw = loadConfig({ DBOS_APPLICATION_NAME: 'shop', INSTANCE_CONNECTION_NAME: 'p:r:i', DB_USER: 'u', DB_NAME: 'd', DB_PASSWORD: 'hunter2' });
+    const pw = loadConfig({
+      DBOS_APPLICATION_NAME: 'shop',
+      INSTANCE_CONNECTION_NAME: 'p:r:i',
+      DB_USER: 'u',
+      DB_NAME: 'd',
+      DB_PASSWORD: 'hunter2',
+    });
     expect(pw.database).toMatchObject({ iamAuth: false });
     expect(JSON.stringify(redactedConfig(pw))).not.toContain('hunter2');
     expect(() => loadConfig({ DBOS_APPLICATION_NAME: 'shop', INSTANCE_CONNECTION_NAME: 'p:r:i' })).toThrow(/DB_USER.*\n.*DB_NAME|DB_NAME/s);

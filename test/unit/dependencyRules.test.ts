@@ -26,7 +26,10 @@ interface Violation {
 function tree(files: Record<string, string>): string {
   const root = mkdtempSync(join(tmpdir(), 'afterlife-depcruise-'));
   roots.push(root);
-  const tsconfig = { compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, rootDir: '.' }, include: ['**/*.ts'] };
+  const tsconfig = {
+    compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, rootDir: '.' },
+    include: ['**/*.ts'],
+  };
   writeFileSync(join(root, 'tsconfig.json'), JSON.stringify(tsconfig));
   for (const [path, text] of Object.entries(files)) {
     mkdirSync(dirname(join(root, path)), { recursive: true });

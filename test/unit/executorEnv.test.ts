@@ -4,7 +4,10 @@ import { executorOptionsFromEnv } from '../../shared/executor/env.js';
 
 describe('executorOptionsFromEnv', () => {
   it('maps the environment onto kit options with defaults', () => {
-    expect(executorOptionsFromEnv({ DBOS_SYSTEM_DATABASE_URL: 'postgres://h/db' })).toEqual({ databaseUrl: 'postgres://h/db', publisher: 'pubsub' });
+    expect(executorOptionsFromEnv({ DBOS_SYSTEM_DATABASE_URL: 'postgres://h/db' })).toEqual({
+      databaseUrl: 'postgres://h/db',
+      publisher: 'pubsub',
+    });
     expect(
       executorOptionsFromEnv({
         DBOS_SYSTEM_DATABASE_URL: 'postgres://h/db',
@@ -37,7 +40,9 @@ describe('executorOptionsFromEnv', () => {
     expect(executorOptionsFromEnv({ ...base, AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID: 'false' }).allowLocalExecutorId).toBe(false);
     expect(executorOptionsFromEnv(base).allowLocalExecutorId).toBeUndefined();
     // Anything but true/false is a mistake worth a startup failure, not a silent refusal or a silent yes.
-    expect(() => executorOptionsFromEnv({ ...base, AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID: 'yes' })).toThrow(/AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID/);
+    expect(() => executorOptionsFromEnv({ ...base, AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID: 'yes' })).toThrow(
+      /AFTERLIFE_ALLOW_LOCAL_EXECUTOR_ID/,
+    );
   });
 
   it('reports every problem at once', () => {

@@ -16,7 +16,9 @@ describe('the kit validates REDIS_KEY_PREFIX as the functions do', () => {
   const base = { DBOS_SYSTEM_DATABASE_URL: 'postgres://h/db' };
 
   it.each(BAD)('the env prefix %j is refused by both', (prefix) => {
-    expect(() => loadConfig({ DATABASE_URL: 'postgres://h/db', DBOS_APPLICATION_NAME: 'app', REDIS_URL: 'redis://r:6379', REDIS_KEY_PREFIX: prefix })).toThrow(ConfigError);
+    expect(() =>
+      loadConfig({ DATABASE_URL: 'postgres://h/db', DBOS_APPLICATION_NAME: 'app', REDIS_URL: 'redis://r:6379', REDIS_KEY_PREFIX: prefix }),
+    ).toThrow(ConfigError);
     expect(() => executorOptionsFromEnv({ ...base, REDIS_KEY_PREFIX: prefix })).toThrow(/REDIS_KEY_PREFIX/);
   });
 
@@ -25,6 +27,8 @@ describe('the kit validates REDIS_KEY_PREFIX as the functions do', () => {
   });
 
   it('attachExecutor refuses a bad keyPrefix option before it touches DBOS or Redis', async () => {
-    await expect(attachExecutor({ databaseUrl: 'postgres://h/db', keyPrefix: 'a:b', publisher: 'none', fatal: false })).rejects.toThrow(/keyPrefix/);
+    await expect(attachExecutor({ databaseUrl: 'postgres://h/db', keyPrefix: 'a:b', publisher: 'none', fatal: false })).rejects.toThrow(
+      /keyPrefix/,
+    );
   });
 });

@@ -15,7 +15,10 @@ const pkg = JSON.parse(readFileSync(join(ROOT, 'packages/executor/package.json')
   peerDependencies: Record<string, string>;
   peerDependenciesMeta: Record<string, { optional?: boolean }>;
 };
-const rootPkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; workspaces: string[] };
+const rootPkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  dependencies: Record<string, string>;
+  workspaces: string[];
+};
 
 /** Loaded lazily by plane-only code paths the kit never takes (db/pool.ts's Cloud SQL connector pool). */
 const PLANE_ONLY_DYNAMIC = new Set(['@google-cloud/cloud-sql-connector']);
@@ -49,7 +52,9 @@ describe('the kit package’s module graph', () => {
   const g = graph(join(ROOT, 'shared/executor/index.ts'));
 
   it('never reaches the recovery plane', () => {
-    const plane = g.files.filter((f) => !f.startsWith('shared/') || /^shared\/(reaper|recovery|repair|retention|drain|runtime|config\/index)/.test(f));
+    const plane = g.files.filter(
+      (f) => !f.startsWith('shared/') || /^shared\/(reaper|recovery|repair|retention|drain|runtime|config\/index)/.test(f),
+    );
     expect(plane).toEqual([]);
   });
 
@@ -64,7 +69,8 @@ describe('the kit package’s module graph', () => {
   });
 
   it('pins the same versions as the plane, and is one of the workspaces', () => {
-    for (const [name, version] of Object.entries(pkg.dependencies)) expect(`${name}@${rootPkg.dependencies[name]}`).toBe(`${name}@${version}`);
+    for (const [name, version] of Object.entries(pkg.dependencies))
+      expect(`${name}@${rootPkg.dependencies[name]}`).toBe(`${name}@${version}`);
     expect(rootPkg.workspaces).toContain('packages/executor');
   });
 });

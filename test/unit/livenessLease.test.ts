@@ -49,8 +49,12 @@ describe('incarnations and the fence message', () => {
   });
 
   it('says what really happened', () => {
-    expect(fenceMessage({ verdict: 'dead', reason: 'heartbeat-lapsed', detectedBy: 'reaper-1' })).toMatch(/declared dead by reaper-1, because it was silent for longer than its liveness lease/);
-    expect(fenceMessage({ verdict: 'superseded', incarnation: 'ffff' })).toMatch(/newer process started with this executor ID \(incarnation ffff/);
+    expect(fenceMessage({ verdict: 'dead', reason: 'heartbeat-lapsed', detectedBy: 'reaper-1' })).toMatch(
+      /declared dead by reaper-1, because it was silent for longer than its liveness lease/,
+    );
+    expect(fenceMessage({ verdict: 'superseded', incarnation: 'ffff' })).toMatch(
+      /newer process started with this executor ID \(incarnation ffff/,
+    );
     expect(fenceMessage({ verdict: 'moved', moved: 3, detectedBy: 'cli' })).toMatch(/moved 3 of this executor's workflows/);
   });
 });

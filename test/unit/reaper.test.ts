@@ -9,7 +9,8 @@ describe('stuckSlice', () => {
   it('examines every executor once per STUCK_AFTER/60, a slice per tick', () => {
     // Default hour, 5 s ticks: a minute = 12 slices; 12 consecutive ticks cover everyone exactly once.
     const seen = new Map<string, number>();
-    for (let t = 0; t < 12; t++) for (const id of stuckSlice(ids, 1_800_000_000_000 + t * 5_000, 3_600_000, 5_000)) seen.set(id, (seen.get(id) ?? 0) + 1);
+    for (let t = 0; t < 12; t++)
+      for (const id of stuckSlice(ids, 1_800_000_000_000 + t * 5_000, 3_600_000, 5_000)) seen.set(id, (seen.get(id) ?? 0) + 1);
     expect(seen.size).toBe(100);
     expect([...seen.values()].every((n) => n === 1)).toBe(true);
   });

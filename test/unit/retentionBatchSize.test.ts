@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { boundFor, LOCK_BOUND_MS, MAX_BATCH, MIN_BATCH, nextBatchSize, OVER_BOUND_RETRIES, SHRINK_ABOVE_MS, TARGET_BATCH_MS } from '../../shared/retention/batchSize.js';
+import {
+  boundFor,
+  LOCK_BOUND_MS,
+  MAX_BATCH,
+  MIN_BATCH,
+  nextBatchSize,
+  OVER_BOUND_RETRIES,
+  SHRINK_ABOVE_MS,
+  TARGET_BATCH_MS,
+} from '../../shared/retention/batchSize.js';
 import { literal } from '../../shared/retention/sql.js';
 
 /** The retention batch size and lock bound (shared/retention/batchSize.ts), and the literals its statement inlines. */

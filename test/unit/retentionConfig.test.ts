@@ -16,7 +16,12 @@ describe('retention settings', () => {
   });
 
   it('reads the three names', () => {
-    const c = loadConfig({ ...base, RETENTION_MAX_COMPLETED: '1000000', RETENTION_MAX_AGE_MS: '2592000000', WORKFLOW_GLOBAL_TIMEOUT_MS: '86400000' });
+    const c = loadConfig({
+      ...base,
+      RETENTION_MAX_COMPLETED: '1000000',
+      RETENTION_MAX_AGE_MS: '2592000000',
+      WORKFLOW_GLOBAL_TIMEOUT_MS: '86400000',
+    });
     expect(c.retention).toEqual({ maxCompleted: 1_000_000, maxAgeMs: 2_592_000_000, globalTimeoutMs: 86_400_000 });
     expect(describePolicy(c.retention, (ms) => `${ms}ms`)).toBe(
       'retention: keep the newest 1,000,000 completed workflows and delete completed workflows older than 2592000000ms; global timeout: cancel workflows not completed 86400000ms after creation',

@@ -11,13 +11,20 @@ describe('log lines mask secrets', () => {
     ['libpq keywords', 'host=db.internal password=s3cret user=u', 's3cret'],
     ['a Redis AUTH', 'rediss://default:hunter2@10.0.0.3:6378', 'hunter2'],
   ])('a password with %s is masked in a log line', (_what, url, secret) => {
-    const line = formatLogLine({ severity: 'ERROR', message: `cannot connect to ${url}`, time: 't', err: new Error(`connect ${url} failed`) });
+    const line = formatLogLine({
+      severity: 'ERROR',
+      message: `cannot connect to ${url}`,
+      time: 't',
+      err: new Error(`connect ${url} failed`),
+    });
     expect(line).not.toContain(secret.replace(/"/g, '\\"'));
     expect(line).not.toContain(secret);
     expect(maskSecrets(url)).not.toContain(secret);
   });
   it('errors are serialised with name, message and code, not as {}', () => {
     const err = Object.assign(new Error('boom'), { code: 'ECONNREFUSED' });
-    expect(JSON.parse(formatLogLine({ severity: 'ERROR', message: 'x', time: 't', err }))).toMatchObject({ err: { name: 'Error', message: 'boom', code: 'ECONNREFUSED' } });
+    expect(JSON.parse(formatLogLine({ severity: 'ERROR', message: 'x', time: 't', err }))).toMatchObject({
+      err: { name: 'Error', message: 'boom', code: 'ECONNREFUSED' },
+    });
   });
 });

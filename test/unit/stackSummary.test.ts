@@ -23,12 +23,25 @@ describe('npm start summary', () => {
         scheduler: undefined,
       }) as unknown as Stack;
     const user = summary(
-      st({ kind: 'external', url: 'postgres://u:p@ss w"rd@db:5432/x' } as Stack['postgres'], { kind: 'external', url: 'redis://:r3d1s@cache:6379' } as Stack['redis']),
+      st(
+        { kind: 'external', url: 'postgres://u:p@ss w"rd@db:5432/x' } as Stack['postgres'],
+        { kind: 'external', url: 'redis://:r3d1s@cache:6379' } as Stack['redis'],
+      ),
       1,
     );
     expect(user).not.toMatch(/p@ss|w"rd|r3d1s/);
     expect(user).toContain("export DATABASE_URL='postgres://u:***@db:5432/x'");
-    const own = summary(st({ kind: 'embedded', url: 'postgres://postgres:postgres@127.0.0.1:5/afterlife', dataDir: join(tmpdir(), 'afterlife-stack-x') } as Stack['postgres'], { kind: 'local', url: 'redis://127.0.0.1:6' } as Stack['redis']), 1);
+    const own = summary(
+      st(
+        {
+          kind: 'embedded',
+          url: 'postgres://postgres:postgres@127.0.0.1:5/afterlife',
+          dataDir: join(tmpdir(), 'afterlife-stack-x'),
+        } as Stack['postgres'],
+        { kind: 'local', url: 'redis://127.0.0.1:6' } as Stack['redis'],
+      ),
+      1,
+    );
     expect(own).toContain("export DATABASE_URL='postgres://postgres:postgres@127.0.0.1:5/afterlife'");
   });
 
@@ -36,7 +49,11 @@ describe('npm start summary', () => {
     const st = {
       applicationName: 'shop',
       applicationNameDefaulted: false,
-      postgres: { kind: 'embedded', url: 'postgres://postgres:postgres@127.0.0.1:5/afterlife', dataDir: join(tmpdir(), 'afterlife-stack-y') },
+      postgres: {
+        kind: 'embedded',
+        url: 'postgres://postgres:postgres@127.0.0.1:5/afterlife',
+        dataDir: join(tmpdir(), 'afterlife-stack-y'),
+      },
       redis: { kind: 'local', url: 'redis://127.0.0.1:6' },
       pubsub: { kind: 'bridge', url: 'http://127.0.0.1:1', reason: 'test' },
       project: 'p',

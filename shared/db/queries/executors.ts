@@ -37,7 +37,15 @@ const table = (db: Db) => `${ident(db.afterlifeSchema)}.executors`;
  */
 export async function registerAlive(
   db: Db,
-  e: { applicationName: string; executorId: string; applicationVersion: string; startedAt: Date; heartbeats: boolean; liveness?: boolean; incarnation?: string },
+  e: {
+    applicationName: string;
+    executorId: string;
+    applicationVersion: string;
+    startedAt: Date;
+    heartbeats: boolean;
+    liveness?: boolean;
+    incarnation?: string;
+  },
 ): Promise<boolean> {
   const res = await db.query<{ ours: boolean }>(
     `WITH up AS (
@@ -73,7 +81,15 @@ export async function registerAlive(
  */
 export async function setState(
   db: Db,
-  e: { applicationName: string; executorId: string; state: ExecutorState; reason?: string; detectedBy?: string; applicationVersion?: string; incarnation?: string },
+  e: {
+    applicationName: string;
+    executorId: string;
+    state: ExecutorState;
+    reason?: string;
+    detectedBy?: string;
+    applicationVersion?: string;
+    incarnation?: string;
+  },
 ): Promise<void> {
   await db.query(
     `WITH up AS (
@@ -92,7 +108,16 @@ export async function setState(
      )
      SELECT pg_notify($7, json_build_object('applicationName', $1::text, 'executorId', $2::text, 'incarnation', up.incarnation)::text)
        FROM up WHERE up.state = 'dead'`,
-    [e.applicationName, e.executorId, e.applicationVersion ?? null, e.state, e.reason ?? null, e.detectedBy ?? null, fenceChannel(db.afterlifeSchema), e.incarnation ?? null],
+    [
+      e.applicationName,
+      e.executorId,
+      e.applicationVersion ?? null,
+      e.state,
+      e.reason ?? null,
+      e.detectedBy ?? null,
+      fenceChannel(db.afterlifeSchema),
+      e.incarnation ?? null,
+    ],
     'executors.setState',
   );
 }

@@ -31,7 +31,21 @@ export async function recordFork(db: Db, f: ForkRecord): Promise<void> {
         reason, diverged_workflow_id, detail, forked_by, child_fork_id, awaited_by)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
      ON CONFLICT DO NOTHING`,
-    [f.root, f.n, f.applicationName, f.source, f.fromStep, f.newWorkflowId, f.applicationVersion ?? null, f.reason, f.divergedWorkflowId ?? null, f.detail ?? null, f.forkedBy, f.childForkId ?? null, f.awaitedBy ?? null],
+    [
+      f.root,
+      f.n,
+      f.applicationName,
+      f.source,
+      f.fromStep,
+      f.newWorkflowId,
+      f.applicationVersion ?? null,
+      f.reason,
+      f.divergedWorkflowId ?? null,
+      f.detail ?? null,
+      f.forkedBy,
+      f.childForkId ?? null,
+      f.awaitedBy ?? null,
+    ],
     'forks.record',
   );
 }
@@ -123,7 +137,15 @@ export interface DeadLetterRow {
  */
 export async function claimDeadLetter(
   db: Db,
-  d: { applicationName: string; root: string; workflowId: string; forks: number; reason: string; error: string | undefined; staleClaimMs: number },
+  d: {
+    applicationName: string;
+    root: string;
+    workflowId: string;
+    forks: number;
+    reason: string;
+    error: string | undefined;
+    staleClaimMs: number;
+  },
 ): Promise<DeadLetterRow | undefined> {
   const res = await db.query<DeadLetterRow>(
     `INSERT INTO ${ident(db.afterlifeSchema)}.dead_letters AS d (root_workflow_id, application_name, workflow_id, forks, reason, error)

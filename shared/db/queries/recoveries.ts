@@ -4,7 +4,16 @@ import { ident } from '../pool.js';
 /** The recovery audit: one row per attempt, finished with its outcome and counts. */
 export async function startRecovery(
   db: Db,
-  r: { applicationName: string; executorId: string; reason: string; detectedBy: string; messageId: string | undefined; recoveredBy: string; lockMode: 'locked' | 'degraded'; incarnation?: string | undefined },
+  r: {
+    applicationName: string;
+    executorId: string;
+    reason: string;
+    detectedBy: string;
+    messageId: string | undefined;
+    recoveredBy: string;
+    lockMode: 'locked' | 'degraded';
+    incarnation?: string | undefined;
+  },
 ): Promise<number> {
   const res = await db.query<{ id: string }>(
     `INSERT INTO ${ident(db.afterlifeSchema)}.recoveries

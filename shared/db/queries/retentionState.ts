@@ -37,7 +37,10 @@ export async function readRetentionState(db: Db, applicationName: string): Promi
         ? {
             cutoffMs: Number(row.cutoff_ms),
             startedAt: row.round_started_at,
-            watermark: row.watermark_ms !== null && row.watermark_id !== null ? { completedAt: Number(row.watermark_ms), workflowId: row.watermark_id } : undefined,
+            watermark:
+              row.watermark_ms !== null && row.watermark_id !== null
+                ? { completedAt: Number(row.watermark_ms), workflowId: row.watermark_id }
+                : undefined,
           }
         : undefined,
     lastPassAt: row.last_pass_at ?? undefined,
@@ -76,7 +79,13 @@ export async function saveRound(db: Db, applicationName: string, round: Retentio
 }
 
 /** The last pass's summary, and the running totals. */
-export async function recordPass(db: Db, applicationName: string, summary: Record<string, unknown>, deleted: number, timedOut: number): Promise<void> {
+export async function recordPass(
+  db: Db,
+  applicationName: string,
+  summary: Record<string, unknown>,
+  deleted: number,
+  timedOut: number,
+): Promise<void> {
   const a = ident(db.afterlifeSchema);
   await db.query(
     `INSERT INTO ${a}.retention_state AS r (application_name, last_pass_at, last_pass, total_deleted, total_timed_out)

@@ -53,8 +53,20 @@ export async function claimRewind(db: Db, r: RewindIntent, staleClaimMs: number)
      SELECT $1, $2::int + (SELECT count(*)::int FROM ${t} WHERE root_workflow_id = $1) + 1, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12
      ON CONFLICT DO NOTHING
      RETURNING n`,
-    [r.root, r.forksBefore, r.applicationName, r.workflowId, r.incarnationMs, r.fromStep, r.applicationVersion ?? null, r.reason,
-      r.divergedWorkflowId ?? null, r.detail ?? null, JSON.stringify(r.descendants), r.rewoundBy],
+    [
+      r.root,
+      r.forksBefore,
+      r.applicationName,
+      r.workflowId,
+      r.incarnationMs,
+      r.fromStep,
+      r.applicationVersion ?? null,
+      r.reason,
+      r.divergedWorkflowId ?? null,
+      r.detail ?? null,
+      JSON.stringify(r.descendants),
+      r.rewoundBy,
+    ],
     'rewinds.claim',
   );
   const inserted = ins.rows[0];
@@ -117,7 +129,14 @@ export interface StaleRewind {
  * ledger row, the cancel and the rewind. Only a day back: past that the workflow has moved on anyway.
  */
 export async function staleOrphanRewinds(db: Db, applicationName: string, staleClaimMs: number, limit: number): Promise<StaleRewind[]> {
-  const res = await db.query<{ root_workflow_id: string; n: number; workflow_id: string; incarnation_ms: string; from_step: number; application_version: string | null }>(
+  const res = await db.query<{
+    root_workflow_id: string;
+    n: number;
+    workflow_id: string;
+    incarnation_ms: string;
+    from_step: number;
+    application_version: string | null;
+  }>(
     `SELECT root_workflow_id, n, workflow_id, incarnation_ms::text, from_step, application_version
        FROM ${ident(db.afterlifeSchema)}.rewinds
       WHERE application_name = $1 AND reason = 'orphaned-version' AND rewound_at IS NULL

@@ -55,7 +55,11 @@ export async function markStuckAction(
  * cancelled again by someone else, and is not ours to fork. A row is retried once per `minAgeMs` (its
  * `action_at` is the last attempt) for `maxAgeMs` after the cancel; a dead-lettered workflow is done.
  */
-export async function cancelledNotForked(db: Db, applicationName: string, o: { minAgeMs: number; maxAgeMs: number; limit: number }): Promise<string[]> {
+export async function cancelledNotForked(
+  db: Db,
+  applicationName: string,
+  o: { minAgeMs: number; maxAgeMs: number; limit: number },
+): Promise<string[]> {
   const res = await db.query<{ workflow_uuid: string }>(
     `SELECT s.workflow_uuid FROM ${table(db)} s
        JOIN ${ident(db.dbosSchema)}.workflow_status w

@@ -34,8 +34,16 @@ export interface ForkPlan {
  * diverged, or an ID the app chose clashes). Retrying cannot change that: permanent, for a human.
  */
 export class ForkConflictError extends AfterlifeError {
-  constructor(readonly newWorkflowId: string, readonly expectedSource: string, readonly actualSource: string | undefined) {
-    super(`workflow ${newWorkflowId} exists but was forked from ${actualSource ?? 'nothing'}, not ${expectedSource}`, 'fork_conflict', 'permanent');
+  constructor(
+    readonly newWorkflowId: string,
+    readonly expectedSource: string,
+    readonly actualSource: string | undefined,
+  ) {
+    super(
+      `workflow ${newWorkflowId} exists but was forked from ${actualSource ?? 'nothing'}, not ${expectedSource}`,
+      'fork_conflict',
+      'permanent',
+    );
   }
 }
 

@@ -81,7 +81,12 @@ export async function deadLetter(
     staleClaimMs: deps.deadLetterClaimMs ?? 60_000,
   });
   if (!row) return { outcome: 'dead-lettered', workflowId: d.workflowId, root: d.root, forks: d.forks, published: false };
-  log.error('fork budget exhausted: lineage dead-lettered', { event: 'dead_letter', root: d.root, forks: d.forks, maxForks: deps.maxForks });
+  log.error('fork budget exhausted: lineage dead-lettered', {
+    event: 'dead_letter',
+    root: d.root,
+    forks: d.forks,
+    maxForks: deps.maxForks,
+  });
   if (!deps.publisher) {
     log.warn('no publisher: the dead letter is recorded but not published', { root: d.root });
     return { outcome: 'dead-lettered', workflowId: d.workflowId, root: d.root, forks: d.forks, published: false };

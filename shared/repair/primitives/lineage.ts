@@ -33,7 +33,11 @@ export function forkId(root: string, n: number): string {
 }
 
 /** How far a workflow is from the root of its fork lineage (DBOS's `forked_from` chain). */
-export async function lineageOf(client: ForkClient, workflowId: string, forkedFrom: string | undefined): Promise<{ root: string; depth: number }> {
+export async function lineageOf(
+  client: ForkClient,
+  workflowId: string,
+  forkedFrom: string | undefined,
+): Promise<{ root: string; depth: number }> {
   let root = workflowId;
   let next = forkedFrom;
   let depth = 0;

@@ -32,7 +32,11 @@ export interface Reconciled {
 
 /** Records the unledgered forks found; a repeat or a racing writer is a no-op (ON CONFLICT DO NOTHING). */
 export async function reconcileForkLedger(db: Db, applicationName: string, o: ReconcileOptions): Promise<Reconciled[]> {
-  const found = await findUnledgeredForks(db, applicationName, { workflowIds: o.workflowIds, createdSince: o.createdSince, limit: o.limit ?? 200 });
+  const found = await findUnledgeredForks(db, applicationName, {
+    workflowIds: o.workflowIds,
+    createdSince: o.createdSince,
+    limit: o.limit ?? 200,
+  });
   const out: Reconciled[] = [];
   for (const f of found) {
     const d = parseDivergence(f.sourceError);

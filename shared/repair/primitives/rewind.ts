@@ -71,7 +71,11 @@ export async function rewindPlanned(
   if (unsafe) return { fallback: unsafe, priorRewinds };
   const done = await underRootLock(deps, root, async (): Promise<Rewound | DeadLettered | Busy> => {
     if (depth + priorRewinds >= deps.maxForks) {
-      return deadLetter(deps, { workflowId: top.workflowId, root, forks: depth + priorRewinds, reason: plan.reason, error: plan.detail }, log);
+      return deadLetter(
+        deps,
+        { workflowId: top.workflowId, root, forks: depth + priorRewinds, reason: plan.reason, error: plan.detail },
+        log,
+      );
     }
     return rewindUnderClaim(deps, client, log, { root, depth, plan, top });
   });
@@ -110,7 +114,9 @@ async function rewindUnderClaim(
 ): Promise<Rewound | Busy> {
   const faults = deps.faults ?? noFaults;
   const { root, plan, top } = p;
-  const planned: RewoundDescendant[] = plan.targets.slice(0, -1).map((t) => ({ workflowId: t.workflowId, fromStep: t.fromStep, incarnationMs: t.incarnationMs }));
+  const planned: RewoundDescendant[] = plan.targets
+    .slice(0, -1)
+    .map((t) => ({ workflowId: t.workflowId, fromStep: t.fromStep, incarnationMs: t.incarnationMs }));
   const claim = await claimRewind(
     deps.db,
     {
@@ -135,7 +141,10 @@ async function rewindUnderClaim(
   // A taken-over claim follows the plan its first claimer recorded: some of it may be done already.
   const byId = new Map(plan.targets.map((t) => [t.workflowId, t]));
   const targets: Target[] = [
-    ...claim.descendants.map((d) => ({ ...(byId.get(d.workflowId) ?? { status: 'ERROR' as const, queue: {}, applicationVersion: top.applicationVersion }), ...d })),
+    ...claim.descendants.map((d) => ({
+      ...(byId.get(d.workflowId) ?? { status: 'ERROR' as const, queue: {}, applicationVersion: top.applicationVersion }),
+      ...d,
+    })),
     top,
   ];
   const rewound: string[] = [];

@@ -66,26 +66,58 @@ async function planRewind(client: ForkClient, workflowId: string, deps: ForkDeps
   };
   if (status.completedAt === undefined) return { kind: 'fork', why: `${workflowId} ended ERROR without completed_at` };
   if (d.workflowId === workflowId) {
-    return { kind: 'rewind', targets: [top], reason: 'diverged', divergedWorkflowId: d.workflowId, detail: d.message, forkedFrom: status.forkedFrom };
+    return {
+      kind: 'rewind',
+      targets: [top],
+      reason: 'diverged',
+      divergedWorkflowId: d.workflowId,
+      detail: d.message,
+      forkedFrom: status.forkedFrom,
+    };
   }
   // Up from the diverged descendant through parent_workflow_id; each parent is cut at the step that awaited the one below.
   const chain: Target[] = [];
   let below = await client.getWorkflow(d.workflowId);
-  if (below?.status !== 'ERROR' || below.completedAt === undefined) return { kind: 'fork', why: `diverged descendant ${d.workflowId} is ${below?.status ?? 'missing'}` };
-  chain.push({ workflowId: d.workflowId, status: 'ERROR', fromStep: d.stepId, incarnationMs: below.completedAt, queue: queueOf(below), applicationVersion: await version(below) });
+  if (below?.status !== 'ERROR' || below.completedAt === undefined)
+    return { kind: 'fork', why: `diverged descendant ${d.workflowId} is ${below?.status ?? 'missing'}` };
+  chain.push({
+    workflowId: d.workflowId,
+    status: 'ERROR',
+    fromStep: d.stepId,
+    incarnationMs: below.completedAt,
+    queue: queueOf(below),
+    applicationVersion: await version(below),
+  });
   for (let hops = 0; hops < 100; hops++) {
     const parentId: string | undefined = below.parentWorkflowID;
     if (!parentId) return { kind: 'fork', why: `${d.workflowId} is not a descendant of ${workflowId} (awaited, not started, by it)` };
     const steps = (await client.listWorkflowSteps(parentId)) ?? [];
-    const awaited = steps.filter((s) => s.childWorkflowID === below?.workflowID && s.name === AWAIT_STEP).sort((a, b) => a.functionID - b.functionID)[0];
+    const awaited = steps
+      .filter((s) => s.childWorkflowID === below?.workflowID && s.name === AWAIT_STEP)
+      .sort((a, b) => a.functionID - b.functionID)[0];
     if (!awaited) return { kind: 'fork', why: `${parentId} has no recorded await of ${below.workflowID}` };
     if (parentId === workflowId) {
       chain.push({ ...top, fromStep: awaited.functionID });
-      return { kind: 'rewind', targets: chain, reason: 'child-diverged', divergedWorkflowId: d.workflowId, detail: d.message, forkedFrom: status.forkedFrom };
+      return {
+        kind: 'rewind',
+        targets: chain,
+        reason: 'child-diverged',
+        divergedWorkflowId: d.workflowId,
+        detail: d.message,
+        forkedFrom: status.forkedFrom,
+      };
     }
     const parent = await client.getWorkflow(parentId);
-    if (parent?.status !== 'ERROR' || parent.completedAt === undefined) return { kind: 'fork', why: `intermediate parent ${parentId} is ${parent?.status ?? 'missing'}` };
-    chain.push({ workflowId: parentId, status: 'ERROR', fromStep: awaited.functionID, incarnationMs: parent.completedAt, queue: queueOf(parent), applicationVersion: await version(parent) });
+    if (parent?.status !== 'ERROR' || parent.completedAt === undefined)
+      return { kind: 'fork', why: `intermediate parent ${parentId} is ${parent?.status ?? 'missing'}` };
+    chain.push({
+      workflowId: parentId,
+      status: 'ERROR',
+      fromStep: awaited.functionID,
+      incarnationMs: parent.completedAt,
+      queue: queueOf(parent),
+      applicationVersion: await version(parent),
+    });
     below = parent;
   }
   return { kind: 'fork', why: `${workflowId} is more than 100 levels above ${d.workflowId}` };

@@ -45,18 +45,23 @@ export async function autoFork(deps: ForkDeps, workflowId: string, opts: ForkPoi
   await reconcileForkLedger(deps.db, deps.applicationName, { workflowIds: [workflowId] }).catch((err: unknown) =>
     log.warn('fork ledger reconciliation failed; the reaper retries it', { err }),
   );
-  const planned = withFromStep(await planDivergenceFork(client, workflowId, {
+  const planned = withFromStep(
+    await planDivergenceFork(client, workflowId, {
       maxForks: deps.maxForks,
       targetVersion: deps.targetVersion,
       ...(opts.priorRewinds ? { priorRewinds: opts.priorRewinds } : {}),
-    }), opts.fromStep);
+    }),
+    opts.fromStep,
+  );
   if (planned.kind === 'skip') {
-    if (planned.why === 'not-forkable') log.warn('diverged but not forkable; left for a human', { detail: planned.detail, event: 'fork_skipped' });
+    if (planned.why === 'not-forkable')
+      log.warn('diverged but not forkable; left for a human', { detail: planned.detail, event: 'fork_skipped' });
     return { outcome: 'skipped', workflowId, why: planned.why, status: planned.status };
   }
   const root = planned.kind === 'fork' ? planned.plan.root : planned.root;
   const done = await underRootLock(deps, root, async (): Promise<AutoForkResult> => {
-    if (planned.kind === 'exhausted') return deadLetter(deps, { workflowId, root, forks: planned.n - 1, reason: 'diverged', error: planned.detail }, log);
+    if (planned.kind === 'exhausted')
+      return deadLetter(deps, { workflowId, root, forks: planned.n - 1, reason: 'diverged', error: planned.detail }, log);
     const plan = planned.plan;
     // The ledger row first, as an intent: written after the fork, a crash in between would leave a fork
     // (and a fresh child) the ledger never hears of. An intent whose fork was never made is harmless: the

@@ -18,7 +18,11 @@ export type Planned =
  * parent's direct child on the path to it (the operation_outputs row with that `child_workflow_id` that is
  * not the `DBOS.getResult` row).
  */
-async function childStart(client: ForkClient, parentId: string, descendantId: string): Promise<{ childId: string; step: number } | undefined> {
+async function childStart(
+  client: ForkClient,
+  parentId: string,
+  descendantId: string,
+): Promise<{ childId: string; step: number } | undefined> {
   const steps = (await client.listWorkflowSteps(parentId)) ?? [];
   const startRow = (childId: string) =>
     steps.filter((s) => s.childWorkflowID === childId && !s.name.startsWith('DBOS.')).sort((a, b) => a.functionID - b.functionID)[0];
@@ -54,7 +58,12 @@ export async function planDivergenceFork(client: ForkClient, workflowId: string,
     if (!start) {
       // Awaited with retrieveWorkflow().getResult() rather than started here: a fork would await the same
       // failed workflow again. Left for a human, never looped on.
-      return { kind: 'skip', why: 'not-forkable', status: status.status, detail: `error names ${d.workflowId}, which ${workflowId} did not start` };
+      return {
+        kind: 'skip',
+        why: 'not-forkable',
+        status: status.status,
+        detail: `error names ${d.workflowId}, which ${workflowId} did not start`,
+      };
     }
     reason = 'child-diverged';
     startStep = start.step;
@@ -64,7 +73,8 @@ export async function planDivergenceFork(client: ForkClient, workflowId: string,
 
   const { root, depth } = await lineageOf(client, workflowId, status.forkedFrom);
   const n = depth + 1;
-  if (n + (opts.priorRewinds ?? 0) > opts.maxForks) return { kind: 'exhausted', root, n: n + (opts.priorRewinds ?? 0), workflowId, detail: d.message };
+  if (n + (opts.priorRewinds ?? 0) > opts.maxForks)
+    return { kind: 'exhausted', root, n: n + (opts.priorRewinds ?? 0), workflowId, detail: d.message };
   const newWorkflowId = forkId(root, n);
   const applicationVersion = await targetVersionOf(client, opts.targetVersion, status.applicationVersion);
   const plan: ForkPlan = {

@@ -30,12 +30,20 @@ interface OrphanForks {
   skipped: OrphanOutcome[];
 }
 
-export async function forkOrphans(deps: ForkDeps, client: ForkClient, info: OrphanInfo, latest: string, log: Logger): Promise<OrphanOutcome[]> {
+export async function forkOrphans(
+  deps: ForkDeps,
+  client: ForkClient,
+  info: OrphanInfo,
+  latest: string,
+  log: Logger,
+): Promise<OrphanOutcome[]> {
   const batch = await planOrphanForks(deps, client, info, latest);
   const out = [...batch.skipped];
   const inBatch = new Set(info.workflowIds);
   // Children (rows whose parent is in this batch) go first.
-  const order = [...batch.plans.keys()].sort((a, b) => Number(inBatch.has(batch.parents.get(b) ?? '')) - Number(inBatch.has(batch.parents.get(a) ?? '')));
+  const order = [...batch.plans.keys()].sort(
+    (a, b) => Number(inBatch.has(batch.parents.get(b) ?? '')) - Number(inBatch.has(batch.parents.get(a) ?? '')),
+  );
   for (const id of order) {
     const plan = batch.plans.get(id);
     if (plan) out.push(await forkOrphan(deps, client, log, batch, id, plan));
@@ -58,7 +66,11 @@ async function planOrphanForks(deps: ForkDeps, client: ForkClient, info: OrphanI
     // Only a row still waiting, on the version nobody runs: once an executor of that version claimed it
     // (PENDING, or re-stamped), it is live work, and forking plus cancelling it would run steps twice.
     if (!status || status.status !== 'ENQUEUED' || (status.applicationVersion ?? null) !== info.applicationVersion) {
-      const why = !status ? 'missing' : status.status !== 'ENQUEUED' ? `status ${status.status}` : `now on version ${status.applicationVersion ?? '(none)'}`;
+      const why = !status
+        ? 'missing'
+        : status.status !== 'ENQUEUED'
+          ? `status ${status.status}`
+          : `now on version ${status.applicationVersion ?? '(none)'}`;
       batch.skipped.push({ workflowId: id, outcome: 'skipped', why });
       continue;
     }
@@ -104,7 +116,14 @@ function replacementsOf(batch: OrphanForks, id: string): Record<string, string> 
   return pairs.length ? Object.fromEntries(pairs) : undefined;
 }
 
-async function forkOrphan(deps: ForkDeps, client: ForkClient, log: Logger, batch: OrphanForks, id: string, plan: ForkPlan | Exhausted): Promise<OrphanOutcome> {
+async function forkOrphan(
+  deps: ForkDeps,
+  client: ForkClient,
+  log: Logger,
+  batch: OrphanForks,
+  id: string,
+  plan: ForkPlan | Exhausted,
+): Promise<OrphanOutcome> {
   // One row's failure must not strand the rest: the batch is no longer PENDING, so a redelivery of the
   // death notice would not find it again. Failures are logged for the reaper's sweep and a human.
   const result = await underRootLock(deps, plan.root, async (): Promise<OrphanOutcome> => {
@@ -131,12 +150,15 @@ async function forkOrphan(deps: ForkDeps, client: ForkClient, log: Logger, batch
     await markOriginalCancelled(deps.db, plan.newWorkflowId);
     return { workflowId: id, outcome, newWorkflowId: plan.newWorkflowId, cancelled: true };
   }).catch((err: unknown): OrphanOutcome => {
-    log.error('fork-to-latest failed for a workflow; it stays ENQUEUED on its old version', { workflowId: id, err, event: 'orphaned_version_fork_failed' });
+    log.error('fork-to-latest failed for a workflow; it stays ENQUEUED on its old version', {
+      workflowId: id,
+      err,
+      event: 'orphaned_version_fork_failed',
+    });
     return { workflowId: id, outcome: 'failed', why: err instanceof Error ? err.message : String(err) };
   });
   return result === 'busy' ? { workflowId: id, outcome: 'busy' } : result;
 }
-
 
 /**
  * A fork-to-latest row older than this with no fork under its ID will never get one from the process that
@@ -171,7 +193,11 @@ export async function cancelForkedOriginals(deps: ForkDeps, limit = 100): Promis
     });
     if (finished) done.push(row.source);
   }
-  if (done.length) log.notice('finished interrupted fork-to-latest forks (originals cancelled)', { event: 'orphaned_version_cancelled', count: done.length });
+  if (done.length)
+    log.notice('finished interrupted fork-to-latest forks (originals cancelled)', {
+      event: 'orphaned_version_cancelled',
+      count: done.length,
+    });
   return done;
 }
 

@@ -32,7 +32,11 @@ export async function rewindOrphans(
   for (const id of info.workflowIds) {
     // One row's failure must not strand the rest (see forkOrphan).
     const r = await rewindOrphan(deps, client, log, id, info.applicationVersion, latest).catch((err: unknown): OrphanOutcome => {
-      log.error('rewind onto the latest version failed for a workflow; it stays ENQUEUED on its old version', { workflowId: id, err, event: 'orphaned_version_fork_failed' });
+      log.error('rewind onto the latest version failed for a workflow; it stays ENQUEUED on its old version', {
+        workflowId: id,
+        err,
+        event: 'orphaned_version_fork_failed',
+      });
       return { workflowId: id, outcome: 'failed', why: err instanceof Error ? err.message : String(err) };
     });
     if (r === 'fallback') fallback.push(id);
@@ -51,7 +55,15 @@ async function rewindOrphan(
 ): Promise<OrphanOutcome | 'fallback'> {
   const status = await client.getWorkflow(id);
   if (!status || status.status !== 'ENQUEUED' || (status.applicationVersion ?? null) !== orphanedVersion) {
-    return { workflowId: id, outcome: 'skipped', why: !status ? 'missing' : status.status !== 'ENQUEUED' ? `status ${status.status}` : `now on version ${status.applicationVersion ?? '(none)'}` };
+    return {
+      workflowId: id,
+      outcome: 'skipped',
+      why: !status
+        ? 'missing'
+        : status.status !== 'ENQUEUED'
+          ? `status ${status.status}`
+          : `now on version ${status.applicationVersion ?? '(none)'}`,
+    };
   }
   if (status.updatedAt === undefined || typeof client.rewindWorkflow !== 'function') return 'fallback';
   const incarnationMs = status.updatedAt;
@@ -88,8 +100,15 @@ async function rewindOrphan(
       },
       deps.rewindClaimMs ?? DEFAULT_REWIND_CLAIM_MS,
     );
-    if (claim.kind !== 'claimed') return { workflowId: id, outcome: claim.kind === 'done' ? 'skipped' : 'busy', why: `rewind ${claim.kind}` };
-    const rewound = await finishOrphanRewind(deps, client, { workflowId: id, incarnationMs, fromStep, applicationVersion: latest, queue: queueOf(status) });
+    if (claim.kind !== 'claimed')
+      return { workflowId: id, outcome: claim.kind === 'done' ? 'skipped' : 'busy', why: `rewind ${claim.kind}` };
+    const rewound = await finishOrphanRewind(deps, client, {
+      workflowId: id,
+      incarnationMs,
+      fromStep,
+      applicationVersion: latest,
+      queue: queueOf(status),
+    });
     return rewound ? { workflowId: id, outcome: 'rewound' } : { workflowId: id, outcome: 'skipped', why: 'moved on before the rewind' };
   });
   return done === 'busy' ? { workflowId: id, outcome: 'busy' } : done;
@@ -155,11 +174,16 @@ export async function finishOrphanRewinds(deps: ForkDeps, limit = 100): Promise<
     );
     if (claim.kind !== 'claimed') continue;
     const ok = await finishOrphanRewind(deps, client, { ...row, queue: {} }).catch((err: unknown) => {
-      deps.logger.error('could not finish an interrupted rewind onto the latest version; the next pass retries', { workflowId: row.workflowId, err, event: 'orphaned_version_fork_failed' });
+      deps.logger.error('could not finish an interrupted rewind onto the latest version; the next pass retries', {
+        workflowId: row.workflowId,
+        err,
+        event: 'orphaned_version_fork_failed',
+      });
       return false;
     });
     if (ok) done.push(row.workflowId);
   }
-  if (done.length) deps.logger.notice('finished interrupted rewinds onto the latest version', { event: 'orphaned_version_forked', count: done.length });
+  if (done.length)
+    deps.logger.notice('finished interrupted rewinds onto the latest version', { event: 'orphaned_version_forked', count: done.length });
   return done;
 }

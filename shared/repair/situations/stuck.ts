@@ -18,7 +18,11 @@ import { rewindPlanned } from '../primitives/rewind.js';
  * (a fork where rewind cannot do it, or under REPAIR_MODE=fork); cancel-and-fork always forks. Returns the
  * ID the work goes on under (the workflow's own after a rewind), or undefined when nothing was repaired.
  */
-export async function repairStuck(deps: ForkDeps, workflowId: string, policy: Config['reaper']['stuckPolicy']): Promise<string | undefined> {
+export async function repairStuck(
+  deps: ForkDeps,
+  workflowId: string,
+  policy: Config['reaper']['stuckPolicy'],
+): Promise<string | undefined> {
   if (policy !== 'cancel-and-repair' || (deps.repairMode ?? 'rewind') === 'fork') return forkStuck(deps, workflowId);
   const log = deps.logger.child({ component: 'repair', workflowId, reason: 'stuck' });
   const client = await deps.dbos();

@@ -19,7 +19,10 @@ describe('afterlife drain', () => {
     const held = ['dr-0', 'dr-1'];
     // Long enough that the drain is seen in progress (the CLI polls every second) before the work ends.
     for (const id of held) await v1.start(id, { steps: 3, stepMs: 1_500 });
-    await waitFor('v1 registered', async () => (await tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE executor_id = 'exec-v1'`)).rowCount === 1);
+    await waitFor(
+      'v1 registered',
+      async () => (await tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE executor_id = 'exec-v1'`)).rowCount === 1,
+    );
 
     const run = await runCli(['drain', '--version', 'v1', '--wait', '--timeout-s', '40', '--json'], env, 60_000);
     expect(run.code, run.stderr).toBe(0);

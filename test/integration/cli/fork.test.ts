@@ -27,9 +27,16 @@ describe('afterlife fork', () => {
     tdb = await createTestDatabase();
     // MAX_FORKS, the deprecated name of MAX_REPAIRS, on purpose: the CLI driven from outside still honours it.
     env = { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: app, REDIS_URL: TEST_REDIS_URL, MAX_FORKS: '2', FORK_TARGET_VERSION: 'original' };
-    executor = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-1', queues: { forks: {} } });
+    executor = await startExecutor({
+      databaseUrl: tdb.url,
+      applicationName: app,
+      applicationVersion: 'v1',
+      executorId: 'exec-1',
+      queues: { forks: {} },
+    });
     client = await DBOSClient.create({ systemDatabaseUrl: tdb.url, applicationName: app, systemDatabasePoolSize: 2 });
-    for (const id of ['div-1', 'div-2']) await client.enqueue({ queueName: 'forks', workflowName: 'alwaysDivergentWorkflow', workflowID: id, appVersion: 'v1' });
+    for (const id of ['div-1', 'div-2'])
+      await client.enqueue({ queueName: 'forks', workflowName: 'alwaysDivergentWorkflow', workflowID: id, appVersion: 'v1' });
     await client.enqueue({ queueName: 'forks', workflowName: 'failingWorkflow', workflowID: 'plain', appVersion: 'v1' });
     for (const id of ['div-1', 'div-2', 'plain']) await waitError(id);
   });
@@ -42,7 +49,14 @@ describe('afterlife fork', () => {
   it('forks a diverged workflow from its divergent step, then its fork, then dead-letters the lineage', async () => {
     const first = await runCli(['fork', 'div-1', '--json'], env, 60_000);
     expect(first.code, first.stderr).toBe(0);
-    expect(parseJson(first, ForkOutput)).toMatchObject({ outcome: 'forked', newWorkflowId: 'div-1-fork-1', root: 'div-1', n: 1, startStep: 1, reason: 'diverged' });
+    expect(parseJson(first, ForkOutput)).toMatchObject({
+      outcome: 'forked',
+      newWorkflowId: 'div-1-fork-1',
+      root: 'div-1',
+      n: 1,
+      startStep: 1,
+      reason: 'diverged',
+    });
     // The fork runs (on the queue of the original) and, this workflow being what it is, diverges again.
     await waitError('div-1-fork-1');
     const forked = await tdb.sql.query(`SELECT forked_from, queue_name FROM dbos.workflow_status WHERE workflow_uuid = 'div-1-fork-1'`);
@@ -55,7 +69,13 @@ describe('afterlife fork', () => {
 
     const second = await runCli(['fork', 'div-1-fork-1', '--from-step', '0', '--json'], env, 60_000);
     expect(second.code, second.stderr).toBe(0);
-    expect(parseJson(second, ForkOutput)).toMatchObject({ outcome: 'forked', newWorkflowId: 'div-1-fork-2', root: 'div-1', n: 2, startStep: 0 });
+    expect(parseJson(second, ForkOutput)).toMatchObject({
+      outcome: 'forked',
+      newWorkflowId: 'div-1-fork-2',
+      root: 'div-1',
+      n: 2,
+      startStep: 0,
+    });
     await waitError('div-1-fork-2');
 
     const third = await runCli(['fork', 'div-1-fork-2', '--json'], env, 60_000);
@@ -63,7 +83,9 @@ describe('afterlife fork', () => {
     expect(parseJson(third, ForkOutput)).toMatchObject({ outcome: 'dead-lettered', root: 'div-1', forks: 2 });
 
     const ledger = await tdb.sql.query(`SELECT root_workflow_id, n, from_step, new_workflow_id, forked_by FROM afterlife.forks ORDER BY n`);
-    expect(ledger.rows.map((r: { n: number; from_step: number; new_workflow_id: string }) => [r.n, r.from_step, r.new_workflow_id])).toEqual([
+    expect(
+      ledger.rows.map((r: { n: number; from_step: number; new_workflow_id: string }) => [r.n, r.from_step, r.new_workflow_id]),
+    ).toEqual([
       [1, 1, 'div-1-fork-1'],
       [2, 0, 'div-1-fork-2'],
     ]);

@@ -16,7 +16,14 @@ function run(args: string[], stdin: string, env: NodeJS.ProcessEnv = process.env
 
 const line = (o: Record<string, unknown>) => JSON.stringify({ severity: 'INFO', timestamp: { seconds: 1_796_000_000, nanos: 0 }, ...o });
 const STREAM = [
-  line({ function: 'reaper', severity: 'NOTICE', message: 'executor declared dead: recovered inline', event: 'executor_dead', executorId: 'exec-A', reenqueued: 3 }),
+  line({
+    function: 'reaper',
+    severity: 'NOTICE',
+    message: 'executor declared dead: recovered inline',
+    event: 'executor_dead',
+    executorId: 'exec-A',
+    reenqueued: 3,
+  }),
   line({ function: 'reaper', message: 'reaper: 240 ticks', event: 'reaper_ticks', candidates: 2 }),
   line({ function: 'executorDeath', message: 'recovered', event: 'recovery', executorId: 'exec-B', workflowIds: ['wf-1', 'wf-2'] }),
   line({ function: 'reaper', severity: 'WARNING', message: 'stuck', event: 'stuck_workflow', workflowId: 'wf-9', executorId: 'exec-A' }),
@@ -30,13 +37,18 @@ describe('afterlife logs', () => {
     expect(r.code).toBe(0);
     const out = r.stdout.trim().split('\n');
     expect(out).toHaveLength(2);
-    expect(out[0]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} reaper\s+NOTE {2}executor declared dead: recovered inline event=executor_dead executorId=exec-A reenqueued=3$/);
+    expect(out[0]).toMatch(
+      /^\d\d:\d\d:\d\d\.\d{3} reaper\s+NOTE {2}executor declared dead: recovered inline event=executor_dead executorId=exec-A reenqueued=3$/,
+    );
     expect(out[1]).toMatch(/WARN .*event=stuck_workflow executorId=exec-A workflowId=wf-9/);
   });
 
   it('--workflow finds a workflow inside a list of IDs; --json keeps the lines JSON', async () => {
     const r = await run(['logs', '--workflow', 'wf-2', '--json'], STREAM);
-    const out = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const out = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(out).toEqual([expect.objectContaining({ event: 'recovery', executorId: 'exec-B', severity: 'INFO' })]);
     const none = await run(['logs', '--workflow', 'wf-1x'], STREAM);
     expect(none.stdout).toBe('');
@@ -60,7 +72,10 @@ describe('afterlife status --watch', () => {
   it('redraws the table in place on a terminal until Ctrl-C', { timeout: 60_000 }, async () => {
     const env = { ...process.env, DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: uniqueName('watch') };
     // `exec`: without SHELL (as under CI) script runs dash, which stays as the parent and dies of the Ctrl-C itself (130).
-    const child = spawn('script', ['-qfec', `exec ${process.execPath} ${CLI} status --watch --interval-s 1`, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn('script', ['-qfec', `exec ${process.execPath} ${CLI} status --watch --interval-s 1`, '/dev/null'], {
+      env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));

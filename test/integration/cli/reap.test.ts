@@ -51,12 +51,21 @@ describe('afterlife reap', () => {
     expect(run.stdout).toMatch(/^declared dead: exec-A$/m);
     expect(run.stderr).toMatch(/reaping .*: 6 tick\(s\) 500ms apart/);
     // One progress line per tick, and the death as it happens.
-    const ticks = [...run.stderr.matchAll(/^ {2}tick (\d+)\/6 \(\d+ms\): dead \d+ candidate\(s\), \d+ absent, (\d+) declared.*; stuck .*; diverged .*; orphaned .*$/gm)];
-    expect(ticks.map((m) => Number(m[1])), run.stderr).toEqual([1, 2, 3, 4, 5, 6]);
+    const ticks = [
+      ...run.stderr.matchAll(
+        /^ {2}tick (\d+)\/6 \(\d+ms\): dead \d+ candidate\(s\), \d+ absent, (\d+) declared.*; stuck .*; diverged .*; orphaned .*$/gm,
+      ),
+    ];
+    expect(
+      ticks.map((m) => Number(m[1])),
+      run.stderr,
+    ).toEqual([1, 2, 3, 4, 5, 6]);
     expect(ticks.some((m) => Number(m[2]) === 1)).toBe(true);
     expect(run.stderr).toMatch(/^ {2}declared dead: exec-A$/m);
     await waitAllSuccess(tdb.sql, ids);
-    const reg = await tdb.sql.query(`SELECT executor_id, state, reason FROM afterlife.executors WHERE application_name = $1 ORDER BY 1`, [app]);
+    const reg = await tdb.sql.query(`SELECT executor_id, state, reason FROM afterlife.executors WHERE application_name = $1 ORDER BY 1`, [
+      app,
+    ]);
     expect(reg.rows).toEqual([
       { executor_id: 'exec-A', state: 'dead', reason: 'heartbeat-lapsed' },
       { executor_id: 'exec-B', state: 'alive', reason: null },

@@ -29,7 +29,12 @@ describe('afterlife recover', () => {
 
     const dry = await runCli(['recover', 'exec-A', '--dry-run', '--json'], env);
     expect(dry.code, dry.stderr).toBe(0);
-    expect(parseJson(dry, RecoverOutput)).toMatchObject({ dryRun: true, outcome: 'dry-run', reenqueued: 0, pendingByVersion: { v1: orphans.length } });
+    expect(parseJson(dry, RecoverOutput)).toMatchObject({
+      dryRun: true,
+      outcome: 'dry-run',
+      reenqueued: 0,
+      pendingByVersion: { v1: orphans.length },
+    });
     expect(await pendingIds(tdb.sql, 'exec-A')).toEqual(orphans);
     const dryText = await runCli(['recover', 'exec-A', '--dry-run'], env);
     expect(dryText.stdout).toBe(`exec-A owns ${orphans.length} PENDING workflow(s) (v1: ${orphans.length}); dry run: nothing changed.\n`);
@@ -41,7 +46,13 @@ describe('afterlife recover', () => {
     const run = await runCli(['recover', 'exec-A', '--json'], { ...env, RECOVERY_BATCH_SIZE: '2' });
     expect(run.code, run.stderr).toBe(0);
     const out = parseJson(run, RecoverOutput);
-    expect(out).toMatchObject({ dryRun: false, outcome: 'completed', reenqueued: orphans.length, lockMode: 'locked', versionsWithoutExecutor: [] });
+    expect(out).toMatchObject({
+      dryRun: false,
+      outcome: 'completed',
+      reenqueued: orphans.length,
+      lockMode: 'locked',
+      versionsWithoutExecutor: [],
+    });
     expect(run.stderr).toMatch(`recovering exec-A: ${orphans.length} PENDING workflow(s) (v1: ${orphans.length})`);
     const batches = [...run.stderr.matchAll(/^ {2}batch (\d+): re-enqueued (\d+) \((\d+)\/(\d+)\)$/gm)].map((m) => m.slice(1).map(Number));
     expect(batches.length, run.stderr).toBeGreaterThanOrEqual(Math.ceil(orphans.length / 2));
@@ -49,7 +60,9 @@ describe('afterlife recover', () => {
     expect(batches.every((b) => (b[1] ?? 0) <= 2 && b[3] === orphans.length)).toBe(true);
     expect(batches.at(-1)?.[2]).toBe(orphans.length);
     expect(await auditedIds(tdb.sql, 'exec-A')).toEqual([...orphans].sort());
-    const audit = await tdb.sql.query<{ id: string; recovered_by: string; detected_by: string }>(`SELECT id::text, recovered_by, detected_by FROM afterlife.recoveries`);
+    const audit = await tdb.sql.query<{ id: string; recovered_by: string; detected_by: string }>(
+      `SELECT id::text, recovered_by, detected_by FROM afterlife.recoveries`,
+    );
     expect(audit.rows).toHaveLength(1);
     expect(Number(audit.rows[0]?.id)).toBe(out.recoveryId);
     expect(audit.rows[0]?.detected_by).toBe('afterlife-cli');

@@ -31,7 +31,11 @@ describe('afterlife status', () => {
     });
     // exec-gone: never heard of, three PENDING rows quiet for two hours (stuck), one of them newer.
     const twoHoursAgo = Date.now() - 2 * 3_600_000;
-    for (const [id, at] of [['gone-1', twoHoursAgo], ['gone-2', twoHoursAgo], ['gone-3', Date.now()]] as const) {
+    for (const [id, at] of [
+      ['gone-1', twoHoursAgo],
+      ['gone-2', twoHoursAgo],
+      ['gone-3', Date.now()],
+    ] as const) {
       await tdb.sql.query(
         `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, executor_id, application_version, application_name, created_at, updated_at)
          VALUES ($1, 'PENDING', 'agentWorkflow', 'exec-gone', 'v0', $2, $3, $3)`,
@@ -49,7 +53,10 @@ describe('afterlife status', () => {
       [app],
     );
     await tdb.sql.query(`INSERT INTO dbos.workflow_output (workflow_uuid, error) VALUES ('div-1', $1)`, [
-      JSON.stringify({ json: { dbosErrorCode: 26, workflowID: 'div-1', stepID: 1, name: 'Error', message: 'During execution ...' }, __dbos_serializer: 'superjson' }),
+      JSON.stringify({
+        json: { dbosErrorCode: 26, workflowID: 'div-1', stepID: 1, name: 'Error', message: 'During execution ...' },
+        __dbos_serializer: 'superjson',
+      }),
     ]);
   });
   afterAll(async () => {
@@ -68,7 +75,14 @@ describe('afterlife status', () => {
     expect(byId['exec-live']).toMatchObject({ state: 'alive', applicationVersions: ['v1'], pending: 2, stuck: 0, inFlight: 0 });
     expect(byId['exec-live']?.heartbeatAgeMs).toBeLessThan(60_000);
     expect(byId['exec-live']?.heartbeatTtlMs).toBeGreaterThan(0);
-    expect(byId['exec-gone']).toMatchObject({ state: 'unknown', livenessLock: 'free', applicationVersions: ['v0'], pending: 3, stuck: 2, heartbeatAgeMs: null });
+    expect(byId['exec-gone']).toMatchObject({
+      state: 'unknown',
+      livenessLock: 'free',
+      applicationVersions: ['v0'],
+      pending: 3,
+      stuck: 2,
+      heartbeatAgeMs: null,
+    });
     expect(byId['exec-gone']?.oldestActivityAgeMs).toBeGreaterThanOrEqual(2 * 3_600_000 - 60_000);
     expect(byId['exec-dead']).toMatchObject({ state: 'dead', pending: 0, reason: 'heartbeat-lapsed' });
     expect(s.totals).toMatchObject({ pending: 5, stuck: 2, diverged: 1, alive: 1, executors: 3 });
@@ -79,14 +93,19 @@ describe('afterlife status', () => {
     const run = await runCli(['status'], env);
     expect(run.code, run.stderr).toBe(0);
     const lines = run.stdout.split('\n');
-    expect(lines.some((l) => /^EXECUTOR\s+STATE\s+LOCK\s+VERSION\s+HEARTBEAT\s+IN-FLIGHT\s+PENDING\s+STUCK\s+OLDEST ACTIVITY$/.test(l))).toBe(true);
+    expect(
+      lines.some((l) => /^EXECUTOR\s+STATE\s+LOCK\s+VERSION\s+HEARTBEAT\s+IN-FLIGHT\s+PENDING\s+STUCK\s+OLDEST ACTIVITY$/.test(l)),
+    ).toBe(true);
     expect(lines.some((l) => /^exec-live\s+alive\s+free\s+v1\s+\S+ ago\s+0\s+2\s+0\s+/.test(l))).toBe(true);
     expect(lines.some((l) => /^exec-gone\s+unknown\s+free\s+v0\s+-\s+-\s+3\s+2\s+2h0\dm ago$/.test(l))).toBe(true);
     expect(run.stdout).toMatch(/stuck: 2 .*diverged: 1/);
   });
 
   it('a live executor whose heartbeat lapsed shows as lapsed; without Redis the registry state shows and redis is not-configured', async () => {
-    await tdb.sql.query(`INSERT INTO afterlife.executors (application_name, executor_id, application_version, state) VALUES ($1, 'exec-quiet', 'v1', 'alive')`, [app]);
+    await tdb.sql.query(
+      `INSERT INTO afterlife.executors (application_name, executor_id, application_version, state) VALUES ($1, 'exec-quiet', 'v1', 'alive')`,
+      [app],
+    );
     const withRedis = parseJson(await runCli(['status', '--json'], env), StatusOutput);
     expect(withRedis.executors.find((e) => e.executorId === 'exec-quiet')?.state).toBe('lapsed');
     const noRedis = parseJson(await runCli(['status', '--json'], { ...env, REDIS_URL: '' }), StatusOutput);

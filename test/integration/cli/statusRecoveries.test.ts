@@ -29,7 +29,12 @@ describe('afterlife status: recent recoveries', () => {
   });
 
   it('orders them by number, newest first, in --json and on the terminal', async () => {
-    const ids = (await tdb.sql.query<{ n: string }>(`SELECT id::text AS n FROM afterlife.recoveries WHERE application_name = $1 ORDER BY recoveries.id`, [app])).rows.map((r) => Number(r.n));
+    const ids = (
+      await tdb.sql.query<{ n: string }>(
+        `SELECT id::text AS n FROM afterlife.recoveries WHERE application_name = $1 ORDER BY recoveries.id`,
+        [app],
+      )
+    ).rows.map((r) => Number(r.n));
     const newest = ids.slice(-10).reverse();
     const json = parseJson(await runCli(['status', '--json'], env), StatusOutput);
     expect(json.recentRecoveries.map((r) => r.id)).toEqual(newest);

@@ -71,7 +71,14 @@ describe('per-function database roles (infra/grants.sql)', () => {
     await admin(async (c) => {
       for (const u of Object.values(users)) await c.query(`CREATE ROLE "${u}" LOGIN`);
     });
-    await makeOrphans({ databaseUrl: tdb.url, sql: tdb.sql, applicationName: app, executorId: 'exec-A', applicationVersion: 'v1', ids: ['g-0', 'g-1'] });
+    await makeOrphans({
+      databaseUrl: tdb.url,
+      sql: tdb.sql,
+      applicationName: app,
+      executorId: 'exec-A',
+      applicationVersion: 'v1',
+      ids: ['g-0', 'g-1'],
+    });
     // As the owner of both schemas (the test database's superuser here); twice, as after a DBOS upgrade.
     await tdb.sql.query(sql);
     await tdb.sql.query(sql);
@@ -87,10 +94,16 @@ describe('per-function database roles (infra/grants.sql)', () => {
   it("drain's role reads DBOS's tables and cannot UPDATE dbos.workflow_status; the drain function works with it", async () => {
     const pool = new pg.Pool({ connectionString: urlAs(tdb.url, users.drain), max: 2 });
     try {
-      const read = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1)`, [['g-0', 'g-1']]);
+      const read = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1)`, [
+        ['g-0', 'g-1'],
+      ]);
       expect(read.rows[0]?.n).toBe(2);
-      await expect(pool.query(`UPDATE dbos.workflow_status SET status = 'ENQUEUED' WHERE workflow_uuid = 'g-0'`)).rejects.toMatchObject({ code: '42501' });
-      await expect(pool.query(`INSERT INTO dbos.workflow_status (workflow_uuid, status) VALUES ('g-x', 'PENDING')`)).rejects.toMatchObject({ code: '42501' });
+      await expect(pool.query(`UPDATE dbos.workflow_status SET status = 'ENQUEUED' WHERE workflow_uuid = 'g-0'`)).rejects.toMatchObject({
+        code: '42501',
+      });
+      await expect(pool.query(`INSERT INTO dbos.workflow_status (workflow_uuid, status) VALUES ('g-x', 'PENDING')`)).rejects.toMatchObject({
+        code: '42501',
+      });
       await expect(pool.query(`DELETE FROM dbos.operation_outputs WHERE workflow_uuid = 'g-0'`)).rejects.toMatchObject({ code: '42501' });
     } finally {
       await pool.end();
@@ -127,7 +140,11 @@ describe('per-function database roles (infra/grants.sql)', () => {
   });
 
   it("the reaper's role forks, cancels and rewinds through DBOS's own client; drain's cannot fork", async () => {
-    const client = await DBOSClient.create({ systemDatabaseUrl: urlAs(tdb.url, users.reaper), applicationName: app, systemDatabasePoolSize: 2 });
+    const client = await DBOSClient.create({
+      systemDatabaseUrl: urlAs(tdb.url, users.reaper),
+      applicationName: app,
+      systemDatabasePoolSize: 2,
+    });
     try {
       expect(await client.forkWorkflow('g-0', 0, { newWorkflowID: 'g-0-fork-1' })).toBe('g-0-fork-1');
       await client.cancelWorkflow('g-0-fork-1');
@@ -139,7 +156,11 @@ describe('per-function database roles (infra/grants.sql)', () => {
     const rows = await workflowRows(tdb.sql, ['g-0-fork-1']);
     expect(rows.map((r) => r.status)).toEqual(['ENQUEUED']);
 
-    const reader = await DBOSClient.create({ systemDatabaseUrl: urlAs(tdb.url, users.drain), applicationName: app, systemDatabasePoolSize: 2 });
+    const reader = await DBOSClient.create({
+      systemDatabaseUrl: urlAs(tdb.url, users.drain),
+      applicationName: app,
+      systemDatabasePoolSize: 2,
+    });
     try {
       await expect(reader.forkWorkflow('g-1', 0, { newWorkflowID: 'g-1-fork-1' })).rejects.toThrow(/permission denied/);
     } finally {

@@ -139,7 +139,12 @@ describe('grants exactly as documented', () => {
   });
 
   it('every afterlife table has a decision in the matrix', () => {
-    expect(tables.filter((t) => t.schema === 'afterlife').map((t) => t.name).sort()).toEqual(Object.keys(AFTERLIFE).sort());
+    expect(
+      tables
+        .filter((t) => t.schema === 'afterlife')
+        .map((t) => t.name)
+        .sort(),
+    ).toEqual(Object.keys(AFTERLIFE).sort());
   });
 
   it('each role can make exactly the writes the matrix allows, on every table of both schemas', async () => {
@@ -161,16 +166,24 @@ describe('grants exactly as documented', () => {
   it("the audit's two attacks as drain: marking an executor dead and planting an everlasting lease are refused", async () => {
     const c = clients.drain!;
     await tdb.sql.query(`INSERT INTO afterlife.executors (application_name, executor_id, state) VALUES ('app', 'exec-A', 'alive')`);
-    await expect(c.query(`UPDATE afterlife.executors SET state = 'dead' WHERE executor_id = 'exec-A'`)).rejects.toMatchObject({ code: '42501' });
-    await expect(c.query(`INSERT INTO afterlife.leases (name, holder, expires_at) VALUES ('reaper:app', 'me', 'infinity')`)).rejects.toMatchObject({ code: '42501' });
-    await expect(clients.executor_death!.query(`INSERT INTO afterlife.leases (name, holder, expires_at) VALUES ('reaper:app', 'me', 'infinity')`)).rejects.toMatchObject({ code: '42501' });
+    await expect(c.query(`UPDATE afterlife.executors SET state = 'dead' WHERE executor_id = 'exec-A'`)).rejects.toMatchObject({
+      code: '42501',
+    });
+    await expect(
+      c.query(`INSERT INTO afterlife.leases (name, holder, expires_at) VALUES ('reaper:app', 'me', 'infinity')`),
+    ).rejects.toMatchObject({ code: '42501' });
+    await expect(
+      clients.executor_death!.query(`INSERT INTO afterlife.leases (name, holder, expires_at) VALUES ('reaper:app', 'me', 'infinity')`),
+    ).rejects.toMatchObject({ code: '42501' });
     const row = await tdb.sql.query<{ state: string }>(`SELECT state FROM afterlife.executors WHERE executor_id = 'exec-A'`);
     expect(row.rows[0]?.state).toBe('alive');
   });
 
   it('re-running grants.sql over the old, broader grants takes them back', async () => {
     // A deployment granted by the previous file: full DML for all three on afterlife's tables.
-    await tdb.sql.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA afterlife TO "${roles.drain}", "${roles.executor_death}"`);
+    await tdb.sql.query(
+      `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA afterlife TO "${roles.drain}", "${roles.executor_death}"`,
+    );
     const template = await readFile(join(repoRoot, 'infra', 'grants.sql'), 'utf8');
     const vars: Record<string, string> = { dbos_schema: 'dbos', afterlife_schema: 'afterlife' };
     for (const r of ROLES) {

@@ -12,8 +12,16 @@ import { createTestDatabase, type TestDatabase } from '../../helpers/db.js';
 describe('grants SQL with mixed-case schema names', () => {
   let tdb: TestDatabase;
   const tag = randomBytes(3).toString('hex');
-  const roles = { executor_death_role: `Afterlife_Death_${tag}`, reaper_role: `Afterlife_Reaper_${tag}`, drain_role: `Afterlife_Drain_${tag}` };
-  const users = { executor_death_user: `afterlife-death-${tag}@p.iam`, reaper_user: `afterlife-reaper-${tag}@p.iam`, drain_user: `afterlife-drain-${tag}@p.iam` };
+  const roles = {
+    executor_death_role: `Afterlife_Death_${tag}`,
+    reaper_role: `Afterlife_Reaper_${tag}`,
+    drain_role: `Afterlife_Drain_${tag}`,
+  };
+  const users = {
+    executor_death_user: `afterlife-death-${tag}@p.iam`,
+    reaper_user: `afterlife-reaper-${tag}@p.iam`,
+    drain_user: `afterlife-drain-${tag}@p.iam`,
+  };
 
   function grantsTemplate(): string {
     return readFileSync(new URL('../../../infra/grants.sql', import.meta.url), 'utf8');
@@ -46,13 +54,21 @@ describe('grants SQL with mixed-case schema names', () => {
     await tdb?.drop();
     const admin = new pg.Client({ connectionString: tdb.url.replace(/\/[^/]+$/, '/postgres') });
     await admin.connect();
-    for (const r of [...Object.values(users), ...Object.values(roles)]) await admin.query(`DROP ROLE IF EXISTS "${r}"`).catch(() => undefined);
+    for (const r of [...Object.values(users), ...Object.values(roles)])
+      await admin.query(`DROP ROLE IF EXISTS "${r}"`).catch(() => undefined);
     await admin.end();
   });
 
   it('grants on "MyDbos" and "MyAfterlife" themselves', async () => {
     await tdb.sql.query(rendered('MyDbos', 'MyAfterlife'));
-    const r = await tdb.sql.query<{ dbos: boolean; table: boolean; mine: boolean; member: boolean; drainReads: boolean; drainWrites: boolean }>(
+    const r = await tdb.sql.query<{
+      dbos: boolean;
+      table: boolean;
+      mine: boolean;
+      member: boolean;
+      drainReads: boolean;
+      drainWrites: boolean;
+    }>(
       `SELECT has_schema_privilege($1, 'MyDbos', 'USAGE') AS dbos,
               has_table_privilege($1, '"MyDbos".workflow_status', 'UPDATE') AS table,
               has_table_privilege($1, '"MyAfterlife".recoveries', 'UPDATE') AS mine,

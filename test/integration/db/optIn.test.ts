@@ -50,35 +50,43 @@ describe('opt-in owner index', () => {
     expect(after[0]?.def).toContain('(executor_id, application_version, created_at, workflow_uuid)');
   });
 
-  it('with it, recoveries move exactly their executor\'s rows in batches, a NULL-version executor included', { timeout: 60_000 }, async () => {
-    await t.sql.query(
-      `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, class_name, config_name, executor_id, application_version,
+  it(
+    "with it, recoveries move exactly their executor's rows in batches, a NULL-version executor included",
+    { timeout: 60_000 },
+    async () => {
+      await t.sql.query(
+        `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, class_name, config_name, executor_id, application_version,
           application_name, queue_name, recovery_attempts, created_at, updated_at, serialization)
        SELECT 'wf-' || g, 'PENDING', 'agentWorkflow', '', '', 'exec-' || (g % 3), CASE WHEN g % 3 = 1 THEN NULL ELSE 'v1' END,
               $1, 'agents', 1, 1700000000000 + g / 2, 1700000000000 + g, 'js_superjson'
          FROM generate_series(1, 6000) g`,
-      [app],
-    );
-    await t.sql.query('VACUUM ANALYZE dbos.workflow_status');
-    const db = afterlifeDb(t.url, { max: 1 });
-    try {
-      for (const executorId of ['exec-0', 'exec-1']) {
-        const out = await recoverExecutor(
-          { db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 500, lockTtlMs: 5_000 },
-          deathNotice({ executorId, applicationName: app, reason: 'manual', detectedBy: 'test' }),
-        );
-        expect(out).toMatchObject({ outcome: 'completed', reenqueued: 2000 });
+        [app],
+      );
+      await t.sql.query('VACUUM ANALYZE dbos.workflow_status');
+      const db = afterlifeDb(t.url, { max: 1 });
+      try {
+        for (const executorId of ['exec-0', 'exec-1']) {
+          const out = await recoverExecutor(
+            { db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 500, lockTtlMs: 5_000 },
+            deathNotice({ executorId, applicationName: app, reason: 'manual', detectedBy: 'test' }),
+          );
+          expect(out).toMatchObject({ outcome: 'completed', reenqueued: 2000 });
+        }
+      } finally {
+        await db.end();
       }
-    } finally {
-      await db.end();
-    }
-    const left = await t.sql.query<{ executor_id: string; status: string; n: string }>(
-      `SELECT executor_id, status, count(*) AS n FROM dbos.workflow_status GROUP BY 1, 2 ORDER BY 1, 2`,
-    );
-    expect(left.rows.map((r) => `${r.executor_id}:${r.status}:${r.n}`)).toEqual(['exec-0:ENQUEUED:2000', 'exec-1:ENQUEUED:2000', 'exec-2:PENDING:2000']);
-    const moved = await t.sql.query<{ n: string; d: string }>(
-      `SELECT count(*) AS n, count(DISTINCT id) AS d FROM afterlife.recovery_batches, unnest(workflow_ids) AS id`,
-    );
-    expect(moved.rows[0]).toEqual({ n: '4000', d: '4000' });
-  });
+      const left = await t.sql.query<{ executor_id: string; status: string; n: string }>(
+        `SELECT executor_id, status, count(*) AS n FROM dbos.workflow_status GROUP BY 1, 2 ORDER BY 1, 2`,
+      );
+      expect(left.rows.map((r) => `${r.executor_id}:${r.status}:${r.n}`)).toEqual([
+        'exec-0:ENQUEUED:2000',
+        'exec-1:ENQUEUED:2000',
+        'exec-2:PENDING:2000',
+      ]);
+      const moved = await t.sql.query<{ n: string; d: string }>(
+        `SELECT count(*) AS n, count(DISTINCT id) AS d FROM afterlife.recovery_batches, unnest(workflow_ids) AS id`,
+      );
+      expect(moved.rows[0]).toEqual({ n: '4000', d: '4000' });
+    },
+  );
 });

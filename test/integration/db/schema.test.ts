@@ -23,7 +23,9 @@ describe('schemas', () => {
       const missing = Object.assign(Object.create(db) as typeof db, { dbosSchema: 'nope' });
       await expect(checkDbosSchema(missing)).rejects.toThrow(/not found.*DBOS_SYSTEM_SCHEMA/s);
 
-      await tdb.sql.query(`CREATE SCHEMA old_dbos; CREATE TABLE old_dbos.dbos_migrations (version bigint PRIMARY KEY); INSERT INTO old_dbos.dbos_migrations VALUES (114)`);
+      await tdb.sql.query(
+        `CREATE SCHEMA old_dbos; CREATE TABLE old_dbos.dbos_migrations (version bigint PRIMARY KEY); INSERT INTO old_dbos.dbos_migrations VALUES (114)`,
+      );
       const old = Object.assign(Object.create(db) as typeof db, { dbosSchema: 'old_dbos' });
       const err = await checkDbosSchema(old).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(DbosSchemaError);
@@ -39,7 +41,9 @@ describe('schemas', () => {
     try {
       const results = await Promise.all(fresh.map((d) => migrate(d)));
       const applied = results.flatMap((r) => r.applied);
-      const files = (await tdb.sql.query<{ name: string }>(`SELECT name FROM afterlife_fresh.migrations ORDER BY id`)).rows.map((r) => r.name);
+      const files = (await tdb.sql.query<{ name: string }>(`SELECT name FROM afterlife_fresh.migrations ORDER BY id`)).rows.map(
+        (r) => r.name,
+      );
       expect(applied.sort()).toEqual([...files].sort()); // each applied by exactly one instance
       expect(files[0]).toBe('0001_foundation');
       expect((await migrate(fresh[0]!)).applied).toEqual([]);

@@ -16,7 +16,9 @@ describe('DBOS schema-version guard', () => {
   beforeAll(async () => {
     tdb = await createTestDatabase();
     // A copy of the real DBOS schema's version table, one migration ahead (what a DBOS upgrade leaves).
-    await tdb.sql.query(`CREATE SCHEMA next_dbos; CREATE TABLE next_dbos.dbos_migrations (version bigint PRIMARY KEY); INSERT INTO next_dbos.dbos_migrations VALUES (124)`);
+    await tdb.sql.query(
+      `CREATE SCHEMA next_dbos; CREATE TABLE next_dbos.dbos_migrations (version bigint PRIMARY KEY); INSERT INTO next_dbos.dbos_migrations VALUES (124)`,
+    );
   });
   afterAll(async () => {
     await tdb?.drop();
@@ -25,7 +27,13 @@ describe('DBOS schema-version guard', () => {
   const start = async (env: Record<string, string>) => {
     const lifecycle = new Lifecycle();
     try {
-      const rt = await createRuntime({ env: { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: 'guard', ...env }, logger: memoryLogger(), lifecycle, publisher: 'none', migrate: false });
+      const rt = await createRuntime({
+        env: { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: 'guard', ...env },
+        logger: memoryLogger(),
+        lifecycle,
+        publisher: 'none',
+        migrate: false,
+      });
       return rt.config.dbosSchema;
     } finally {
       await lifecycle.shutdown();

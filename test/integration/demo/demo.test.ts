@@ -48,7 +48,8 @@ describe('npm run demo', () => {
     // This build has the reaper target and the example app attaches the kit: both halves of the demo
     // must really run, not their fallbacks.
     expect(out).toMatch(/stack up: .*functions .*reaper/);
-    for (const e of ['exec-A', 'exec-B', 'exec-C']) expect(out).toMatch(new RegExp(`${e} up \\(DBOS executor, version v1, afterlife kit attached\\)`));
+    for (const e of ['exec-A', 'exec-B', 'exec-C'])
+      expect(out).toMatch(new RegExp(`${e} up \\(DBOS executor, version v1, afterlife kit attached\\)`));
 
     // SIGKILL: nobody tells afterlife; the lapsed heartbeat does, through the reaper.
     expect(at(/function reaper: executor declared dead/)).toBeGreaterThan(at(/SIGKILL exec-A/));
@@ -65,7 +66,9 @@ describe('npm run demo', () => {
     expect(out).not.toMatch(/with no notice from it: publishing one/);
     // Its own notice, or the reaper a tick after the kit let go of its lock and key on the way out (the
     // reaper declares a crash in about a second now): either recovery is the same idempotent statement.
-    const handedOver = at(/RECOVERED exec-B: .*reason (sigterm|drained, detected by afterlife-executor:exec-B|heartbeat-lapsed, detected by reaper@)/);
+    const handedOver = at(
+      /RECOVERED exec-B: .*reason (sigterm|drained, detected by afterlife-executor:exec-B|heartbeat-lapsed, detected by reaper@)/,
+    );
     const finished = at(/exec-B finished everything it held before exiting/);
     expect(Math.max(handedOver, finished), 'exec-B either handed its leftovers over itself or finished them').toBeGreaterThan(sigterm);
     expect(at(/ALL 20 WORKFLOWS SUCCESS/)).toBe(timeline.length - 2);

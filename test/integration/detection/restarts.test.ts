@@ -105,65 +105,99 @@ describe('detection: no false death across Postgres and Redis restarts', () => {
     { name: 'postgres', fault: restartPostgres, postgres: true },
     { name: 'redis', fault: restartRedis, postgres: false },
     { name: 'both', fault: restartBoth, postgres: true },
-  ])('$name restart: the live executors are never declared dead; an executor killed meanwhile is', { timeout: 90_000 }, async ({ name, fault, postgres }) => {
-    const victimId = `victim-${name}`;
-    const victim = await startKit(victimId);
-    const owned: Record<string, string[]> = Object.fromEntries(LIVE.map((id) => [id, [`${name}-${id}-a`, `${name}-${id}-b`]]));
-    for (const [id, wfs] of Object.entries(owned)) for (const wf of wfs) await executors.get(id)?.start(wf, { steps: 2, stepMs: STEP_MS });
-    const victimWf = `${name}-${victimId}`;
-    await victim.start(victimWf, { steps: 2, stepMs: STEP_MS });
-    const all = [...Object.values(owned).flat(), victimWf];
-    await waitFor('every workflow is in its first step', async () => {
-      const r = await sql.query<{ n: number }>(`SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE phase = 'start' AND workflow_id = ANY($1)`, [all]);
-      return r.rows[0]?.n === all.length;
-    });
+  ])(
+    '$name restart: the live executors are never declared dead; an executor killed meanwhile is',
+    { timeout: 90_000 },
+    async ({ name, fault, postgres }) => {
+      const victimId = `victim-${name}`;
+      const victim = await startKit(victimId);
+      const owned: Record<string, string[]> = Object.fromEntries(LIVE.map((id) => [id, [`${name}-${id}-a`, `${name}-${id}-b`]]));
+      for (const [id, wfs] of Object.entries(owned))
+        for (const wf of wfs) await executors.get(id)?.start(wf, { steps: 2, stepMs: STEP_MS });
+      const victimWf = `${name}-${victimId}`;
+      await victim.start(victimWf, { steps: 2, stepMs: STEP_MS });
+      const all = [...Object.values(owned).flat(), victimWf];
+      await waitFor('every workflow is in its first step', async () => {
+        const r = await sql.query<{ n: number }>(
+          `SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE phase = 'start' AND workflow_id = ANY($1)`,
+          [all],
+        );
+        return r.rows[0]?.n === all.length;
+      });
 
-    const reaper = startReaper(testReaperDeps(rt));
-    try {
-      await waitFor('the reaper judges all three alive on both witnesses', async () =>
-        reaper.fullEvidenceTicksSince(0).some((t) => judgedAlive(t, [...LIVE, victimId])),
-      );
+      const reaper = startReaper(testReaperDeps(rt));
+      try {
+        await waitFor('the reaper judges all three alive on both witnesses', async () =>
+          reaper.fullEvidenceTicksSince(0).some((t) => judgedAlive(t, [...LIVE, victimId])),
+        );
 
-      const faultAt = Date.now();
-      victim.kill('SIGKILL');
-      await fault();
-      const backAt = Date.now();
-      const declaredAt = await waitFor(
-        `${victimId} declared dead`,
-        async () => {
-          const r = await sql.query<{ at: Date }>(`SELECT state_changed_at AS at FROM afterlife.executors WHERE application_name = $1 AND executor_id = $2 AND state = 'dead'`, [app, victimId]);
-          return r.rows[0]?.at.getTime();
-        },
-        { timeoutMs: 30_000 },
-      );
-      // Both witnesses usable again (Postgres up for the settle window, Redis keeping its keys for a TTL),
-      // and the live executors judged on them for two seconds of ticks.
-      const fullFrom = backAt + (postgres ? SETTLE_MS : TTL_MS);
-      await waitFor('8 ticks on both witnesses after the outage', async () => reaper.fullEvidenceTicksSince(fullFrom).length >= 8, { timeoutMs: 30_000 });
-      await Promise.all(LIVE.map((id) => waitForLock(sql, app, id)));
-      const summary = await reaper.stop();
+        const faultAt = Date.now();
+        victim.kill('SIGKILL');
+        await fault();
+        const backAt = Date.now();
+        const declaredAt = await waitFor(
+          `${victimId} declared dead`,
+          async () => {
+            const r = await sql.query<{ at: Date }>(
+              `SELECT state_changed_at AS at FROM afterlife.executors WHERE application_name = $1 AND executor_id = $2 AND state = 'dead'`,
+              [app, victimId],
+            );
+            return r.rows[0]?.at.getTime();
+          },
+          { timeoutMs: 30_000 },
+        );
+        // Both witnesses usable again (Postgres up for the settle window, Redis keeping its keys for a TTL),
+        // and the live executors judged on them for two seconds of ticks.
+        const fullFrom = backAt + (postgres ? SETTLE_MS : TTL_MS);
+        await waitFor('8 ticks on both witnesses after the outage', async () => reaper.fullEvidenceTicksSince(fullFrom).length >= 8, {
+          timeoutMs: 30_000,
+        });
+        await Promise.all(LIVE.map((id) => waitForLock(sql, app, id)));
+        const summary = await reaper.stop();
 
-      const afterFault = reaper.ticks.filter((t) => t.at >= faultAt);
-      const skipped = [...new Set(afterFault.flatMap(({ r }) => ('error' in r.dead ? ['tick failed (database down)'] : [r.dead.heartbeat, r.dead.liveness].filter((x) => x !== 'checked').map((x) => x.skipped.replace(/[\d.]+ s ago/, 'N s ago')))))];
-      console.log(
-        `[detection:${name}] outage ${backAt - faultAt} ms; ${victimId} (SIGKILLed at the fault) declared ${declaredAt - backAt} ms after both were back; ` +
-          `${afterFault.length} ticks since the fault, evidence skipped: ${skipped.join(' | ') || 'never'}`,
-      );
-      expect(summary.declaredDead).toEqual([victimId]);
-      expect(reaper.fullEvidenceTicksSince(fullFrom).filter((t) => !judgedAlive(t, LIVE)).map((t) => t.r.tick)).toEqual([]);
-      // The outage was seen: ticks failed (Postgres) or the heartbeat pass was skipped (Redis).
-      if (postgres) expect(skipped.some((s) => s.startsWith('tick failed') || s.startsWith('postgres started'))).toBe(true);
-      if (name !== 'postgres') expect(skipped.some((s) => s.startsWith('redis'))).toBe(true);
+        const afterFault = reaper.ticks.filter((t) => t.at >= faultAt);
+        const skipped = [
+          ...new Set(
+            afterFault.flatMap(({ r }) =>
+              'error' in r.dead
+                ? ['tick failed (database down)']
+                : [r.dead.heartbeat, r.dead.liveness]
+                    .filter((x) => x !== 'checked')
+                    .map((x) => x.skipped.replace(/[\d.]+ s ago/, 'N s ago')),
+            ),
+          ),
+        ];
+        console.log(
+          `[detection:${name}] outage ${backAt - faultAt} ms; ${victimId} (SIGKILLed at the fault) declared ${declaredAt - backAt} ms after both were back; ` +
+            `${afterFault.length} ticks since the fault, evidence skipped: ${skipped.join(' | ') || 'never'}`,
+        );
+        expect(summary.declaredDead).toEqual([victimId]);
+        expect(
+          reaper
+            .fullEvidenceTicksSince(fullFrom)
+            .filter((t) => !judgedAlive(t, LIVE))
+            .map((t) => t.r.tick),
+        ).toEqual([]);
+        // The outage was seen: ticks failed (Postgres) or the heartbeat pass was skipped (Redis).
+        if (postgres) expect(skipped.some((s) => s.startsWith('tick failed') || s.startsWith('postgres started'))).toBe(true);
+        if (name !== 'postgres') expect(skipped.some((s) => s.startsWith('redis'))).toBe(true);
 
-      await expectUntouched(sql, owned);
-      // The control's work moved: re-enqueued by the recovery, then claimed by a live executor (DBOS's poll).
-      await waitFor(`${victimWf} claimed by a live executor`, async () => {
-        const r = await sql.query<{ executor_id: string }>(`SELECT executor_id FROM dbos.workflow_status WHERE workflow_uuid = $1`, [victimWf]);
-        return LIVE.includes(r.rows[0]?.executor_id ?? '');
-      }, { timeoutMs: 10_000 });
-      await finishedOnOwners(sql, owned);
-    } finally {
-      await reaper.stop().catch(() => undefined);
-    }
-  });
+        await expectUntouched(sql, owned);
+        // The control's work moved: re-enqueued by the recovery, then claimed by a live executor (DBOS's poll).
+        await waitFor(
+          `${victimWf} claimed by a live executor`,
+          async () => {
+            const r = await sql.query<{ executor_id: string }>(`SELECT executor_id FROM dbos.workflow_status WHERE workflow_uuid = $1`, [
+              victimWf,
+            ]);
+            return LIVE.includes(r.rows[0]?.executor_id ?? '');
+          },
+          { timeoutMs: 10_000 },
+        );
+        await finishedOnOwners(sql, owned);
+      } finally {
+        await reaper.stop().catch(() => undefined);
+      }
+    },
+  );
 });

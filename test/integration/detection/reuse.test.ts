@@ -22,18 +22,33 @@ type Reg = { state: string; incarnation: string | null; reason: string | null };
 describe('detection: an executor ID used again by a new process', () => {
   const fx = reaperFixture('app-reuse', { env: { REAPER_TICK_MS: '250', FUNCTION_TIMEOUT_S: '600', BUDGET_MARGIN_MS: '1000' } });
   const registry = async (id: string): Promise<Reg | undefined> => {
-    const r = await fx.tdb.sql.query<Reg>(`SELECT state, incarnation, reason FROM afterlife.executors WHERE application_name = $1 AND executor_id = $2`, [fx.app, id]);
+    const r = await fx.tdb.sql.query<Reg>(
+      `SELECT state, incarnation, reason FROM afterlife.executors WHERE application_name = $1 AND executor_id = $2`,
+      [fx.app, id],
+    );
     return r.rows[0];
   };
   const inFirstStep = (executorId: string, ids: string[]) =>
     waitFor(`${ids.join(', ')} in a step on ${executorId}`, async () => {
-      const r = await fx.tdb.sql.query<{ n: number }>(`SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE phase = 'start' AND executor_id = $1 AND workflow_id = ANY($2)`, [executorId, ids]);
+      const r = await fx.tdb.sql.query<{ n: number }>(
+        `SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE phase = 'start' AND executor_id = $1 AND workflow_id = ANY($2)`,
+        [executorId, ids],
+      );
       return r.rows[0]?.n === ids.length;
     });
   const allSuccess = (ids: string[], timeoutMs = 60_000) =>
-    waitFor(`${ids.join(', ')} SUCCESS`, async () => (await workflowRows(fx.tdb.sql, ids)).every((r) => r.status === 'SUCCESS') && ids.length > 0, { timeoutMs });
+    waitFor(
+      `${ids.join(', ')} SUCCESS`,
+      async () => (await workflowRows(fx.tdb.sql, ids)).every((r) => r.status === 'SUCCESS') && ids.length > 0,
+      { timeoutMs },
+    );
   const checkpointedTwice = async (ids: string[]) =>
-    (await fx.tdb.sql.query(`SELECT workflow_uuid, function_id FROM dbos.operation_outputs WHERE workflow_uuid = ANY($1) GROUP BY 1, 2 HAVING count(*) > 1`, [ids])).rows;
+    (
+      await fx.tdb.sql.query(
+        `SELECT workflow_uuid, function_id FROM dbos.operation_outputs WHERE workflow_uuid = ANY($1) GROUP BY 1, 2 HAVING count(*) > 1`,
+        [ids],
+      )
+    ).rows;
 
   /** The new process runs like any other: registered alive under its own incarnation, holding its lease, running work, not fenced. */
   const startsNormally = async (e: ExecutorHandle, id: string, old: string | null | undefined, wf: string) => {
@@ -88,7 +103,9 @@ describe('detection: an executor ID used again by a new process', () => {
     }
     // Finished by a live executor of the version (any of this file's), never by the dead process.
     expect((await workflowRows(fx.tdb.sql, ids)).filter((r) => r.executor_id === 'fixed-kill')).toEqual([]);
-    const audit = await fx.tdb.sql.query<{ incarnation: string | null }>(`SELECT incarnation FROM afterlife.recoveries WHERE executor_id = 'fixed-kill'`);
+    const audit = await fx.tdb.sql.query<{ incarnation: string | null }>(
+      `SELECT incarnation FROM afterlife.recoveries WHERE executor_id = 'fixed-kill'`,
+    );
     expect(audit.rows.map((r) => r.incarnation)).toEqual([old]);
 
     const second = await fx.executor('fixed-kill', { beat: true });
@@ -96,37 +113,60 @@ describe('detection: an executor ID used again by a new process', () => {
     expect(await checkpointedTwice(ids)).toEqual([]);
   });
 
-  it('3: while the old incarnation is still being recovered (DBOS launch recovery and afterlife recovery race)', { timeout: 120_000 }, async () => {
-    const first = await fx.executor('fixed-race', { beat: true });
-    await fx.executor('heir-race', { beat: true });
-    await waitForLock(fx.tdb.sql, fx.app, 'fixed-race');
-    const old = (await registry('fixed-race'))?.incarnation ?? undefined;
-    expect(old).toBeDefined();
-    const ids = Array.from({ length: 6 }, (_, i) => `race-${i}`);
-    for (const id of ids) await first.start(id, { steps: 2, stepMs: 2_000 });
-    await inFirstStep('fixed-race', ids);
-    first.kill('SIGKILL');
-    await first.exited;
-    await waitFor('its lock is free', async () => (await fx.tdb.sql.query(`SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'afterlife_live_fixed-race@%'`)).rowCount === 0);
+  it(
+    '3: while the old incarnation is still being recovered (DBOS launch recovery and afterlife recovery race)',
+    { timeout: 120_000 },
+    async () => {
+      const first = await fx.executor('fixed-race', { beat: true });
+      await fx.executor('heir-race', { beat: true });
+      await waitForLock(fx.tdb.sql, fx.app, 'fixed-race');
+      const old = (await registry('fixed-race'))?.incarnation ?? undefined;
+      expect(old).toBeDefined();
+      const ids = Array.from({ length: 6 }, (_, i) => `race-${i}`);
+      for (const id of ids) await first.start(id, { steps: 2, stepMs: 2_000 });
+      await inFirstStep('fixed-race', ids);
+      first.kill('SIGKILL');
+      await first.exited;
+      await waitFor(
+        'its lock is free',
+        async () =>
+          (await fx.tdb.sql.query(`SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'afterlife_live_fixed-race@%'`)).rowCount ===
+          0,
+      );
 
-    // Both at once: afterlife's recovery of the old incarnation, and a new process with the ID whose DBOS
-    // launch re-enqueues the same PENDING rows with the same statement.
-    const { rt } = fx;
-    const [summary, second] = await Promise.all([
-      recoverExecutor(
-        { db: rt.db, redis: rt.redis, lock: rt.lock, logger: rt.logger, batchSize: 2, lockTtlMs: rt.config.recovery.lockTtlMs, recoveredBy: 'test@race' },
-        deathNotice({ executorId: 'fixed-race', applicationName: fx.app, reason: 'manual', detectedBy: 'test', ...(old ? { incarnation: old } : {}) }),
-      ),
-      fx.executor('fixed-race', { beat: true }),
-    ]);
-    await allSuccess(ids);
-    const moved = summary.outcome === 'false-alarm' ? 0 : summary.reenqueued;
-    const finals = await workflowRows(fx.tdb.sql, ids);
-    console.log(
-      `[detection:reuse-race] afterlife re-enqueued ${moved} of ${ids.length}; finished on ${JSON.stringify(finals.map((r) => r.executor_id))}`,
-    );
-    expect(await checkpointedTwice(ids)).toEqual([]);
-    // The old incarnation's death did not land on the new one, which runs on.
-    await startsNormally(second, 'fixed-race', old, 'race-new');
-  });
+      // Both at once: afterlife's recovery of the old incarnation, and a new process with the ID whose DBOS
+      // launch re-enqueues the same PENDING rows with the same statement.
+      const { rt } = fx;
+      const [summary, second] = await Promise.all([
+        recoverExecutor(
+          {
+            db: rt.db,
+            redis: rt.redis,
+            lock: rt.lock,
+            logger: rt.logger,
+            batchSize: 2,
+            lockTtlMs: rt.config.recovery.lockTtlMs,
+            recoveredBy: 'test@race',
+          },
+          deathNotice({
+            executorId: 'fixed-race',
+            applicationName: fx.app,
+            reason: 'manual',
+            detectedBy: 'test',
+            ...(old ? { incarnation: old } : {}),
+          }),
+        ),
+        fx.executor('fixed-race', { beat: true }),
+      ]);
+      await allSuccess(ids);
+      const moved = summary.outcome === 'false-alarm' ? 0 : summary.reenqueued;
+      const finals = await workflowRows(fx.tdb.sql, ids);
+      console.log(
+        `[detection:reuse-race] afterlife re-enqueued ${moved} of ${ids.length}; finished on ${JSON.stringify(finals.map((r) => r.executor_id))}`,
+      );
+      expect(await checkpointedTwice(ids)).toEqual([]);
+      // The old incarnation's death did not land on the new one, which runs on.
+      await startsNormally(second, 'fixed-race', old, 'race-new');
+    },
+  );
 });

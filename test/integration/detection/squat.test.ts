@@ -17,13 +17,23 @@ import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 describe('detection: squatted and colliding liveness keys', () => {
   const fx = reaperFixture('app-squat', { env: { REAPER_TICK_MS: '250', FUNCTION_TIMEOUT_S: '600', BUDGET_MARGIN_MS: '1000' } });
   const dead = (id: string) =>
-    waitFor(`${id} declared dead`, async () => {
-      const r = await fx.tdb.sql.query<{ at: Date }>(`SELECT state_changed_at AS at FROM afterlife.executors WHERE application_name = $1 AND executor_id = $2 AND state = 'dead'`, [fx.app, id]);
-      return r.rows[0]?.at.getTime();
-    }, { timeoutMs: 20_000, intervalMs: 50 });
+    waitFor(
+      `${id} declared dead`,
+      async () => {
+        const r = await fx.tdb.sql.query<{ at: Date }>(
+          `SELECT state_changed_at AS at FROM afterlife.executors WHERE application_name = $1 AND executor_id = $2 AND state = 'dead'`,
+          [fx.app, id],
+        );
+        return r.rows[0]?.at.getTime();
+      },
+      { timeoutMs: 20_000, intervalMs: 50 },
+    );
   const running = (id: string, ids: string[]) =>
     waitFor(`${ids.join(', ')} in a step on ${id}`, async () => {
-      const r = await fx.tdb.sql.query<{ n: number }>(`SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE phase = 'start' AND executor_id = $1 AND workflow_id = ANY($2)`, [id, ids]);
+      const r = await fx.tdb.sql.query<{ n: number }>(
+        `SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE phase = 'start' AND executor_id = $1 AND workflow_id = ANY($2)`,
+        [id, ids],
+      );
       return r.rows[0]?.n === ids.length;
     });
 
@@ -50,7 +60,11 @@ describe('detection: squatted and colliding liveness keys', () => {
         await victim.exited;
         const at = await dead('sq');
         console.log(`[detection:squat] squatted key; SIGKILLed executor declared dead ${at - killedAt} ms after the kill`);
-        await waitFor('its workflows finish elsewhere', async () => (await workflowRows(tdb.sql, ids)).every((w) => w.status === 'SUCCESS' && w.executor_id !== 'sq'), { timeoutMs: 45_000 });
+        await waitFor(
+          'its workflows finish elsewhere',
+          async () => (await workflowRows(tdb.sql, ids)).every((w) => w.status === 'SUCCESS' && w.executor_id !== 'sq'),
+          { timeoutMs: 45_000 },
+        );
         expect(rt.logger.lines.some((l) => l.event === 'liveness_lock_squatted' && l.executorId === 'sq')).toBe(true);
       } finally {
         await reaper.stop().catch(() => undefined);
@@ -64,7 +78,10 @@ describe('detection: squatted and colliding liveness keys', () => {
   it('of two IDs colliding under hashtext, the SIGKILLed one is declared dead while its twin lives', { timeout: 90_000 }, async () => {
     const { tdb, app, rt } = fx;
     const [a, b] = ['exec-9863923cd615', 'exec-39cac52d2c3c'];
-    const same = await tdb.sql.query<{ same: boolean }>(`SELECT ${LEGACY_LIVENESS_KEY_SQL.executor('$1::text')} = ${LEGACY_LIVENESS_KEY_SQL.executor('$2::text')} AS same`, [a, b]);
+    const same = await tdb.sql.query<{ same: boolean }>(
+      `SELECT ${LEGACY_LIVENESS_KEY_SQL.executor('$1::text')} = ${LEGACY_LIVENESS_KEY_SQL.executor('$2::text')} AS same`,
+      [a, b],
+    );
     expect(same.rows[0]?.same).toBe(true);
     const victim = await fx.executor(a, { beat: true });
     await fx.executor(b, { beat: true });
@@ -80,8 +97,15 @@ describe('detection: squatted and colliding liveness keys', () => {
       await victim.exited;
       const at = await dead(a);
       console.log(`[detection:collision] ${a} declared dead ${at - killedAt} ms after the kill while its hashtext twin ${b} lives`);
-      await waitFor('its workflows finish elsewhere', async () => (await workflowRows(tdb.sql, ids)).every((w) => w.status === 'SUCCESS' && w.executor_id !== a), { timeoutMs: 45_000 });
-      const twin = await tdb.sql.query<{ state: string }>(`SELECT state FROM afterlife.executors WHERE application_name = $1 AND executor_id = $2`, [app, b]);
+      await waitFor(
+        'its workflows finish elsewhere',
+        async () => (await workflowRows(tdb.sql, ids)).every((w) => w.status === 'SUCCESS' && w.executor_id !== a),
+        { timeoutMs: 45_000 },
+      );
+      const twin = await tdb.sql.query<{ state: string }>(
+        `SELECT state FROM afterlife.executors WHERE application_name = $1 AND executor_id = $2`,
+        [app, b],
+      );
       expect(twin.rows).toEqual([{ state: 'alive' }]);
     } finally {
       await reaper.stop().catch(() => undefined);

@@ -40,7 +40,10 @@ describe('detection: a host that vanishes behind a proxy', () => {
     const ids = Array.from({ length: 4 }, (_, i) => `lost-${i}`);
     for (const id of ids) await victim.start(id, { steps: 2, stepMs: 3_000 });
     await waitFor('every workflow in its first step on the victim', async () => {
-      const r = await tdb.sql.query<{ n: number }>(`SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE phase = 'start' AND executor_id = 'lost' AND workflow_id = ANY($1)`, [ids]);
+      const r = await tdb.sql.query<{ n: number }>(
+        `SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE phase = 'start' AND executor_id = 'lost' AND workflow_id = ANY($1)`,
+        [ids],
+      );
       return r.rows[0]?.n === ids.length;
     });
     const reaper = startReaper(testReaperDeps(rt));
@@ -52,17 +55,38 @@ describe('detection: a host that vanishes behind a proxy', () => {
       // The proxy's leg is still there, idle: only the server's lease timer can end it.
       const r = await tdb.sql.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1`, [holder.pid]);
       expect(r.rowCount).toBe(1);
-      const endedAt = await waitFor('the server ends the silent liveness session', async () => {
-        const s = await tdb.sql.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1`, [holder.pid]);
-        return s.rowCount === 0 ? Date.now() : undefined;
-      }, { timeoutMs: DEFAULT_LIVENESS_LEASE_MS + 10_000, intervalMs: 50 });
-      const declaredAt = await waitFor('the victim is declared dead', async () => {
-        const d = await tdb.sql.query<{ at: Date }>(`SELECT state_changed_at AS at FROM afterlife.executors WHERE application_name = $1 AND executor_id = 'lost' AND state = 'dead'`, [app]);
-        return d.rows[0]?.at.getTime();
-      }, { timeoutMs: 20_000, intervalMs: 50 });
-      await waitFor('every workflow SUCCESS elsewhere', async () => (await workflowRows(tdb.sql, ids)).every((w) => w.status === 'SUCCESS' && w.executor_id !== 'lost'), { timeoutMs: 60_000 });
-      const firstElsewhere = await tdb.sql.query<{ t: Date }>(`SELECT min(at) AS t FROM public.step_runs WHERE executor_id <> 'lost' AND phase = 'start' AND workflow_id = ANY($1)`, [ids]);
-      const twice = await tdb.sql.query(`SELECT workflow_uuid, function_id FROM dbos.operation_outputs WHERE workflow_uuid = ANY($1) GROUP BY 1, 2 HAVING count(*) > 1`, [ids]);
+      const endedAt = await waitFor(
+        'the server ends the silent liveness session',
+        async () => {
+          const s = await tdb.sql.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1`, [holder.pid]);
+          return s.rowCount === 0 ? Date.now() : undefined;
+        },
+        { timeoutMs: DEFAULT_LIVENESS_LEASE_MS + 10_000, intervalMs: 50 },
+      );
+      const declaredAt = await waitFor(
+        'the victim is declared dead',
+        async () => {
+          const d = await tdb.sql.query<{ at: Date }>(
+            `SELECT state_changed_at AS at FROM afterlife.executors WHERE application_name = $1 AND executor_id = 'lost' AND state = 'dead'`,
+            [app],
+          );
+          return d.rows[0]?.at.getTime();
+        },
+        { timeoutMs: 20_000, intervalMs: 50 },
+      );
+      await waitFor(
+        'every workflow SUCCESS elsewhere',
+        async () => (await workflowRows(tdb.sql, ids)).every((w) => w.status === 'SUCCESS' && w.executor_id !== 'lost'),
+        { timeoutMs: 60_000 },
+      );
+      const firstElsewhere = await tdb.sql.query<{ t: Date }>(
+        `SELECT min(at) AS t FROM public.step_runs WHERE executor_id <> 'lost' AND phase = 'start' AND workflow_id = ANY($1)`,
+        [ids],
+      );
+      const twice = await tdb.sql.query(
+        `SELECT workflow_uuid, function_id FROM dbos.operation_outputs WHERE workflow_uuid = ANY($1) GROUP BY 1, 2 HAVING count(*) > 1`,
+        [ids],
+      );
       console.log(
         `[detection:vanish] lease ${DEFAULT_LIVENESS_LEASE_MS} ms; session ended ${endedAt - vanishedAt} ms after the vanish, declared dead ${declaredAt - vanishedAt} ms, ` +
           `first step elsewhere ${(firstElsewhere.rows[0]?.t.getTime() ?? NaN) - vanishedAt} ms; the forwarder still holds ${forwarder.connections} leg(s)`,

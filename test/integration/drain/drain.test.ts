@@ -61,7 +61,15 @@ describe('drain function', () => {
     expect(noQuery.status).toBe(400);
     expect(await noQuery.text()).toMatch(/applicationVersion/);
     expect((await fetch(plane.url, { method: 'PUT' })).status).toBe(405);
-    const empty = { applicationName: app, applicationVersion: 'no-such-version', executors: [], pending: 0, enqueued: 0, done: true, heartbeatsKnown: true };
+    const empty = {
+      applicationName: app,
+      applicationVersion: 'no-such-version',
+      executors: [],
+      pending: 0,
+      enqueued: 0,
+      done: true,
+      heartbeatsKnown: true,
+    };
     expect(await progress('no-such-version')).toEqual(empty);
     // No drain request was written by any of the bad requests.
     expect((await tdb.sql.query('SELECT 1 FROM afterlife.drain_requests')).rowCount).toBe(0);
@@ -104,7 +112,10 @@ describe('drain function', () => {
     // because the draining v1 executor no longer dequeues.
     client = await DBOSClient.create({ systemDatabaseUrl: tdb.url });
     await client.enqueue({ queueName: 'agents', workflowName: 'agentWorkflow', workflowID: 'd-new' }, { steps: 1, stepMs: 10 });
-    await client.enqueue({ queueName: 'agents', workflowName: 'agentWorkflow', workflowID: 'd-pinned', appVersion: 'v1' }, { steps: 1, stepMs: 10 });
+    await client.enqueue(
+      { queueName: 'agents', workflowName: 'agentWorkflow', workflowID: 'd-pinned', appVersion: 'v1' },
+      { steps: 1, stepMs: 10 },
+    );
 
     const done = await waitFor(
       'drain done',
@@ -123,7 +134,10 @@ describe('drain function', () => {
     // What v1 held finished on v1, each step once; no recovery was needed.
     expect(await statuses(tdb.sql, held)).toEqual({ SUCCESS: 3 });
     expect((await workflowRows(tdb.sql, held)).every((r) => r.executor_id === 'exec-v1')).toBe(true);
-    const twice = await tdb.sql.query(`SELECT workflow_id, step FROM public.step_runs WHERE phase = 'start' AND workflow_id = ANY($1) GROUP BY 1, 2 HAVING count(*) > 1`, [held]);
+    const twice = await tdb.sql.query(
+      `SELECT workflow_id, step FROM public.step_runs WHERE phase = 'start' AND workflow_id = ANY($1) GROUP BY 1, 2 HAVING count(*) > 1`,
+      [held],
+    );
     expect(twice.rows).toEqual([]);
     expect((await tdb.sql.query('SELECT 1 FROM afterlife.recoveries')).rowCount).toBe(0);
 
@@ -161,7 +175,10 @@ describe('drain function', () => {
     await v4.start('d-stranded', { steps: 3, stepMs: 2_000 });
     await waitFor('v4 beating with d-stranded in flight', async () => (await progress('v4')).executors[0]?.inFlight === 1);
     expect((await post({ executorIds: ['exec-v4'], budgetMs: 1_000 })).status).toBe(202);
-    const exit = await Promise.race([v4.exited, new Promise((r) => setTimeout(() => r('still running 15 s after the drain request'), 15_000))]);
+    const exit = await Promise.race([
+      v4.exited,
+      new Promise((r) => setTimeout(() => r('still running 15 s after the drain request'), 15_000)),
+    ]);
     expect(exit, v4.output.join('')).toEqual({ code: 0, signal: null });
     expect(v4.output.join('')).toContain('executor_drain_exit');
     const p = await progress('v4');
@@ -186,7 +203,13 @@ describe('drain function', () => {
       expect((await post({ executorIds: ['exec-v3'], budgetMs: 1_000 })).status).toBe(202);
       expect(await v3.exited).toEqual({ code: 0, signal: null });
       await waitFor('death notice', async () => notices.length > 0);
-      expect(notices[0]).toMatchObject({ type: 'executor.dead', executorId: 'exec-v3', applicationName: app, applicationVersions: ['v3'], reason: 'drained' });
+      expect(notices[0]).toMatchObject({
+        type: 'executor.dead',
+        executorId: 'exec-v3',
+        applicationName: app,
+        applicationVersions: ['v3'],
+        reason: 'drained',
+      });
       // Exited after draining: reported drained, but not done while its leftover is PENDING (recovery's job).
       const p = await progress('v3');
       expect(p.executors).toMatchObject([{ executorId: 'exec-v3', state: 'drained', pending: 1, heartbeatAgeMs: null }]);
@@ -198,4 +221,3 @@ describe('drain function', () => {
     }
   });
 });
-

@@ -22,14 +22,25 @@ describe('drain requests', () => {
 
   it('a version request is in force for its budget plus the slack, then lapses; an executor request does not', async () => {
     const budgetMs = 60_000;
-    const [versionReq] = await insertDrainRequests(db, { applicationName: app, target: { applicationVersion: 'v1' }, budgetMs, requestedBy: 'test' });
-    const [execReq] = await insertDrainRequests(db, { applicationName: app, target: { executorIds: ['exec-old'] }, budgetMs, requestedBy: 'test' });
+    const [versionReq] = await insertDrainRequests(db, {
+      applicationName: app,
+      target: { applicationVersion: 'v1' },
+      budgetMs,
+      requestedBy: 'test',
+    });
+    const [execReq] = await insertDrainRequests(db, {
+      applicationName: app,
+      target: { executorIds: ['exec-old'] },
+      budgetMs,
+      requestedBy: 'test',
+    });
     const newV1 = { applicationName: app, executorId: 'exec-new', applicationVersion: 'v1' };
     expect((await findDrainRequest(db, newV1))?.id).toBe(versionReq);
     expect(await findDrainRequest(db, { ...newV1, applicationVersion: 'v2' })).toBeUndefined();
 
     // Backdate both requests to just inside, then just outside, budget + slack.
-    const backdate = (ms: number) => tdb.sql.query(`UPDATE afterlife.drain_requests SET requested_at = now() - make_interval(secs => $1 / 1000.0)`, [ms]);
+    const backdate = (ms: number) =>
+      tdb.sql.query(`UPDATE afterlife.drain_requests SET requested_at = now() - make_interval(secs => $1 / 1000.0)`, [ms]);
     await backdate(budgetMs + VERSION_REQUEST_SLACK_MS - 5_000);
     expect((await findDrainRequest(db, newV1))?.id).toBe(versionReq);
     await backdate(budgetMs + VERSION_REQUEST_SLACK_MS + 5_000);

@@ -20,7 +20,8 @@ describe('the example app on Cloud Run', () => {
   beforeAll(async () => {
     tdb = await createTestDatabase();
     server = createServer((req, res) => {
-      if (req.url === '/computeMetadata/v1/instance/id' && req.headers['metadata-flavor'] === 'Google') res.writeHead(200, { 'Metadata-Flavor': 'Google' }).end(instanceId);
+      if (req.url === '/computeMetadata/v1/instance/id' && req.headers['metadata-flavor'] === 'Google')
+        res.writeHead(200, { 'Metadata-Flavor': 'Google' }).end(instanceId);
       else res.writeHead(404, { 'Metadata-Flavor': 'Google' }).end();
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

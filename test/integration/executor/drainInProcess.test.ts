@@ -27,7 +27,14 @@ describe('executor kit: in-process drain and heartbeat', () => {
   const executors: ExecutorHandle[] = [];
   const app = uniqueName('app-hb');
   const start = (executorId: string, env: Record<string, string> = {}, script?: string) =>
-    startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId, env: kitEnv({ ttlMs: TTL_MS, env }), ...(script ? { script } : {}) }).then((e) => {
+    startExecutor({
+      databaseUrl: tdb.url,
+      applicationName: app,
+      applicationVersion: 'v1',
+      executorId,
+      env: kitEnv({ ttlMs: TTL_MS, env }),
+      ...(script ? { script } : {}),
+    }).then((e) => {
       executors.push(e);
       return e;
     });
@@ -85,7 +92,12 @@ describe('executor kit: in-process drain and heartbeat', () => {
       const hb = await read('exec-c');
       return hb?.value?.inFlight === 5 ? hb : undefined;
     });
-    expect(HeartbeatValue.parse(alive.value)).toMatchObject({ executorId: 'exec-c', applicationName: app, applicationVersion: 'v1', state: 'alive' });
+    expect(HeartbeatValue.parse(alive.value)).toMatchObject({
+      executorId: 'exec-c',
+      applicationName: app,
+      applicationVersion: 'v1',
+      state: 'alive',
+    });
     expect(alive.ttlMs).toBeGreaterThan(0);
     expect(alive.ttlMs).toBeLessThanOrEqual(TTL_MS);
 
@@ -96,7 +108,10 @@ describe('executor kit: in-process drain and heartbeat', () => {
 
     // C: everything finished here, each step ran exactly once, nothing needed recovering.
     expect(await statuses(tdb.sql, ids)).toEqual({ SUCCESS: 5 });
-    const owners = await tdb.sql.query<{ executor_id: string }>(`SELECT DISTINCT executor_id FROM dbos.workflow_status WHERE workflow_uuid = ANY($1)`, [ids]);
+    const owners = await tdb.sql.query<{ executor_id: string }>(
+      `SELECT DISTINCT executor_id FROM dbos.workflow_status WHERE workflow_uuid = ANY($1)`,
+      [ids],
+    );
     expect(owners.rows).toEqual([{ executor_id: 'exec-c' }]);
     const runs = await tdb.sql.query<{ workflow_id: string; step: number; starts: number; executors: number }>(
       `SELECT workflow_id, step, count(*)::int AS starts, count(DISTINCT executor_id)::int AS executors
@@ -109,7 +124,10 @@ describe('executor kit: in-process drain and heartbeat', () => {
     expect(out).toContain('nothing left PENDING');
     expect(out).not.toContain('death_notice_published');
     expect((await tdb.sql.query(`SELECT 1 FROM afterlife.recoveries`)).rowCount).toBe(0);
-    const reg = await tdb.sql.query(`SELECT state, reason FROM afterlife.executors WHERE application_name = $1 AND executor_id = 'exec-c'`, [app]);
+    const reg = await tdb.sql.query(
+      `SELECT state, reason FROM afterlife.executors WHERE application_name = $1 AND executor_id = 'exec-c'`,
+      [app],
+    );
     expect(reg.rows).toEqual([{ state: 'dead', reason: 'sigterm' }]);
   });
 
@@ -122,7 +140,9 @@ describe('executor kit: in-process drain and heartbeat', () => {
     const { t0, exitAt, lastSeen } = await sigtermAndWatch(e);
     // The drain really outlasted the TTL: only beats during it kept the key until just before the exit.
     expect(lastSeen.at - t0).toBeGreaterThan(TTL_MS + 1_000);
-    console.log(`[long drain] SIGTERM → exit ${exitAt - t0} ms; heartbeat (draining) last seen ${lastSeen.at - t0} ms after SIGTERM with ${lastSeen.ttlMs} ms TTL left`);
+    console.log(
+      `[long drain] SIGTERM → exit ${exitAt - t0} ms; heartbeat (draining) last seen ${lastSeen.at - t0} ms after SIGTERM with ${lastSeen.ttlMs} ms TTL left`,
+    );
   });
 
   it('after SIGKILL the heartbeat expires within its TTL', async () => {
@@ -141,14 +161,22 @@ describe('executor kit: in-process drain and heartbeat', () => {
     // The framework registers its SIGTERM listener (a synchronous process.exit()) once listening; this app
     // attaches the kit on its first request, later. An appended listener would never run.
     const port = await freePort();
-    const e = await start('exec-late', { AFTERLIFE_KIT: 'off', FUNCTION_TARGET: 'agentLate', FUNCTION_SOURCE: AGENT_SERVE_LATE, PORT: String(port) }, FUNCTIONS_FRAMEWORK_MAIN);
+    const e = await start(
+      'exec-late',
+      { AFTERLIFE_KIT: 'off', FUNCTION_TARGET: 'agentLate', FUNCTION_SOURCE: AGENT_SERVE_LATE, PORT: String(port) },
+      FUNCTIONS_FRAMEWORK_MAIN,
+    );
     const url = `http://127.0.0.1:${port}/`;
     const attached = await waitFor('kit attached by the first request', async () => {
       const res = await fetch(url).catch(() => undefined);
       return res?.status === 200 ? ((await res.json()) as unknown) : undefined;
     });
     expect(attached).toEqual({ executorId: 'exec-late', state: 'alive' });
-    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ workflowId: 'late-0', spec: { steps: 3, stepMs: 1_000 } }) });
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ workflowId: 'late-0', spec: { steps: 3, stepMs: 1_000 } }),
+    });
     expect(res.status).toBe(202);
     await waitFor('late-0 in flight', async () => (await read('exec-late'))?.value?.inFlight === 1);
     await sigtermAndWatch(e);

@@ -19,9 +19,10 @@ const TTL_MS = 1_500;
 /** Fails with `what` if `p` has not settled within `ms`: a hang is the failure under test. */
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: still waiting after ${ms} ms`)), ms)))]).finally(() =>
-    clearTimeout(timer),
-  );
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: still waiting after ${ms} ms`)), ms))),
+  ]).finally(() => clearTimeout(timer));
 }
 
 describe('executor kit: a Redis that never answers', () => {
@@ -41,7 +42,14 @@ describe('executor kit: a Redis that never answers', () => {
     await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
     redis = new Redis(`redis://127.0.0.1:${port}`, { maxRetriesPerRequest: null });
     redis.on('error', () => undefined);
-    DBOS.setConfig({ name: app, systemDatabaseUrl: tdb.url, executorID: 'exec-hung', applicationVersion: 'v1', runMigrations: false, logLevel: 'warn' });
+    DBOS.setConfig({
+      name: app,
+      systemDatabaseUrl: tdb.url,
+      executorID: 'exec-hung',
+      applicationVersion: 'v1',
+      runMigrations: false,
+      logLevel: 'warn',
+    });
     await DBOS.launch();
   });
   afterAll(async () => {
@@ -58,14 +66,21 @@ describe('executor kit: a Redis that never answers', () => {
 
     const logger = memoryLogger();
     const t0 = Date.now();
-    const kit = await within(attachExecutor({ databaseUrl: tdb.url, redis, heartbeatTtlMs: TTL_MS, handleSignals: false, publisher: 'none', logger }), 5_000, 'attachExecutor');
+    const kit = await within(
+      attachExecutor({ databaseUrl: tdb.url, redis, heartbeatTtlMs: TTL_MS, handleSignals: false, publisher: 'none', logger }),
+      5_000,
+      'attachExecutor',
+    );
     const attachMs = Date.now() - t0;
     expect(attachMs).toBeLessThan(TTL_MS);
 
     const failedBeats = () => logger.lines.filter((l) => l.event === 'heartbeat_failed').length;
     await waitFor('three failed beats', async () => failedBeats() >= 3, { timeoutMs: 4 * TTL_MS, intervalMs: 50 });
 
-    await tdb.sql.query(`INSERT INTO afterlife.drain_requests (application_name, executor_id, budget_ms, requested_by) VALUES ($1, 'exec-hung', 1000, 'test')`, [app]);
+    await tdb.sql.query(
+      `INSERT INTO afterlife.drain_requests (application_name, executor_id, budget_ms, requested_by) VALUES ($1, 'exec-hung', 1000, 'test')`,
+      [app],
+    );
     await waitFor('drain request seen', async () => kit.draining, { timeoutMs: 2 * TTL_MS, intervalMs: 50 });
     await within(kit.drained, 10_000, 'drain');
     expect(kit.state).toBe('drained');

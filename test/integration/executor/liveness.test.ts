@@ -30,7 +30,12 @@ describe('kit modules: liveness lock and heartbeat', () => {
 
   let n = 0;
   /** A kit's liveness module as attach wires it: its own incarnation, registered before it takes the lock. */
-  const lock = (executorId: string, onFenced: (v: FenceVerdict) => void = () => undefined, logger = memoryLogger(), o: { leaseMs?: number; checkEveryMs?: number } = {}) => {
+  const lock = (
+    executorId: string,
+    onFenced: (v: FenceVerdict) => void = () => undefined,
+    logger = memoryLogger(),
+    o: { leaseMs?: number; checkEveryMs?: number } = {},
+  ) => {
     const incarnation = `inc${++n}`;
     return new LivenessLock({
       databaseUrl: tdb.url,
@@ -40,7 +45,15 @@ describe('kit modules: liveness lock and heartbeat', () => {
       since: new Date(),
       incarnation,
       register: async () => {
-        await registerAlive(db, { applicationName: app, executorId, applicationVersion: 'v1', startedAt: new Date(), heartbeats: true, liveness: true, incarnation });
+        await registerAlive(db, {
+          applicationName: app,
+          executorId,
+          applicationVersion: 'v1',
+          startedAt: new Date(),
+          heartbeats: true,
+          liveness: true,
+          incarnation,
+        });
       },
       logger,
       onFenced,
@@ -63,7 +76,10 @@ describe('kit modules: liveness lock and heartbeat', () => {
       );
       expect(killed.rows.map((r) => r.ok)).toEqual([true]);
       const t0 = Date.now();
-      await waitFor('the lock taken back', async () => (await readLiveness(db, app, ['exec-a'])).held.has('exec-a'), { timeoutMs: 10_000, intervalMs: 20 });
+      await waitFor('the lock taken back', async () => (await readLiveness(db, app, ['exec-a'])).held.has('exec-a'), {
+        timeoutMs: 10_000,
+        intervalMs: 20,
+      });
       console.log(`[liveness] lock taken back ${Date.now() - t0} ms after pg_terminate_backend`);
     } finally {
       await l.close();
@@ -115,34 +131,66 @@ describe('kit modules: liveness lock and heartbeat', () => {
     try {
       expect(l.leaseMs).toBe(3_000);
       const pid = await waitFor('the lease session', async () => {
-        const r = await tdb.sql.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'afterlife_live_exec-lease@%' AND datname = current_database()`);
+        const r = await tdb.sql.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'afterlife_live_exec-lease@%' AND datname = current_database()`,
+        );
         return r.rows[0]?.pid;
       });
       const t0 = Date.now();
-      await waitFor('the server ends the silent session', async () => {
-        const r = await tdb.sql.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1`, [pid]);
-        return r.rowCount === 0;
-      }, { timeoutMs: 10_000, intervalMs: 50 });
+      await waitFor(
+        'the server ends the silent session',
+        async () => {
+          const r = await tdb.sql.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1`, [pid]);
+          return r.rowCount === 0;
+        },
+        { timeoutMs: 10_000, intervalMs: 50 },
+      );
       const endedMs = Date.now() - t0;
       console.log(`[liveness] a session silent for its 3000 ms lease ended ${endedMs} ms after it was first seen`);
       expect(endedMs).toBeLessThan(3_000 + 2_000);
-      await waitFor('the lock taken back on a new session', async () => (await readLiveness(db, app, ['exec-lease'])).held.has('exec-lease'), { timeoutMs: 10_000 });
+      await waitFor(
+        'the lock taken back on a new session',
+        async () => (await readLiveness(db, app, ['exec-lease'])).held.has('exec-lease'),
+        { timeoutMs: 10_000 },
+      );
     } finally {
       await l.close();
     }
   });
 
   it('an idle_session_timeout set in the URL is kept when shorter and keepable, replaced (loudly) when unsafe', async () => {
-    const url = (ms: number) => `${tdb.url}${tdb.url.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c idle_session_timeout=${ms}`)}`;
+    const url = (ms: number) =>
+      `${tdb.url}${tdb.url.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c idle_session_timeout=${ms}`)}`;
     const logger = memoryLogger();
-    const kept = new LivenessLock({ databaseUrl: url(5_000), applicationName: app, executorId: 'exec-url', afterlifeSchema: 'afterlife', since: new Date(), logger, onFenced: () => undefined });
-    const unsafe = new LivenessLock({ databaseUrl: url(1_000), applicationName: app, executorId: 'exec-url2', afterlifeSchema: 'afterlife', since: new Date(), logger, onFenced: () => undefined });
+    const kept = new LivenessLock({
+      databaseUrl: url(5_000),
+      applicationName: app,
+      executorId: 'exec-url',
+      afterlifeSchema: 'afterlife',
+      since: new Date(),
+      logger,
+      onFenced: () => undefined,
+    });
+    const unsafe = new LivenessLock({
+      databaseUrl: url(1_000),
+      applicationName: app,
+      executorId: 'exec-url2',
+      afterlifeSchema: 'afterlife',
+      since: new Date(),
+      logger,
+      onFenced: () => undefined,
+    });
     await Promise.all([kept.start(), unsafe.start()]);
     try {
       expect(kept.held && unsafe.held).toBe(true);
       expect(kept.leaseMs).toBe(5_000);
       expect(unsafe.leaseMs).toBe(8_000);
-      expect(logger.lines.filter((x) => x.event === 'liveness_lease').map((x) => x.severity).sort()).toEqual(['NOTICE', 'WARNING']);
+      expect(
+        logger.lines
+          .filter((x) => x.event === 'liveness_lease')
+          .map((x) => x.severity)
+          .sort(),
+      ).toEqual(['NOTICE', 'WARNING']);
     } finally {
       await Promise.all([kept.close(), unsafe.close()]);
     }
@@ -173,7 +221,10 @@ describe('kit modules: liveness lock and heartbeat', () => {
     const s = await stranger();
     try {
       expect(l.held).toBe(true);
-      const denied = await s.c.query(`SELECT 1 FROM afterlife.executors`).then(() => false, () => true);
+      const denied = await s.c.query(`SELECT 1 FROM afterlife.executors`).then(
+        () => false,
+        () => true,
+      );
       expect(denied).toBe(true);
       await s.c.query(`SELECT pg_notify('afterlife_fence', $1)`, [JSON.stringify({ applicationName: app, executorId: 'exec-n' })]);
       // The hint makes it ask at once; two more periodic checks (200 ms) for good measure.
@@ -212,7 +263,10 @@ describe('kit modules: liveness lock and heartbeat', () => {
 
   it('two IDs that collide under 32-bit hashtext hold separate locks (64-bit keys)', async () => {
     const [a, b] = ['exec-9863923cd615', 'exec-39cac52d2c3c'];
-    const legacy = await tdb.sql.query<{ same: boolean }>(`SELECT ${LEGACY_LIVENESS_KEY_SQL.executor('$1::text')} = ${LEGACY_LIVENESS_KEY_SQL.executor('$2::text')} AS same`, [a, b]);
+    const legacy = await tdb.sql.query<{ same: boolean }>(
+      `SELECT ${LEGACY_LIVENESS_KEY_SQL.executor('$1::text')} = ${LEGACY_LIVENESS_KEY_SQL.executor('$2::text')} AS same`,
+      [a, b],
+    );
     expect(legacy.rows[0]?.same).toBe(true);
     const la = lock(a);
     const lb = lock(b);
@@ -221,16 +275,20 @@ describe('kit modules: liveness lock and heartbeat', () => {
       expect([la.held, lb.held]).toEqual([true, true]);
       expect((await readLiveness(db, app, [a, b])).held).toEqual(new Set([a, b]));
       await la.close();
-      await waitFor('a free, b still held', async () => {
-        const r = await readLiveness(db, app, [a, b]);
-        return !r.held.has(a) && r.held.has(b);
-      }, { timeoutMs: 5_000 });
+      await waitFor(
+        'a free, b still held',
+        async () => {
+          const r = await readLiveness(db, app, [a, b]);
+          return !r.held.has(a) && r.held.has(b);
+        },
+        { timeoutMs: 5_000 },
+      );
     } finally {
       await Promise.all([la.close(), lb.close()]);
     }
   });
 
-  it('what reading the holder costs: the reaper\'s statement over 200 registered holders', async () => {
+  it("what reading the holder costs: the reaper's statement over 200 registered holders", async () => {
     // One session holds 200 keys, registered as their holder: the statement's work (pg_locks x registry)
     // without 200 connections.
     const holder = new pg.Client({ connectionString: tdb.url });
@@ -239,10 +297,22 @@ describe('kit modules: liveness lock and heartbeat', () => {
     try {
       const pid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
       for (const id of ids) {
-        await registerAlive(db, { applicationName: app, executorId: id, applicationVersion: 'v1', startedAt: new Date(), heartbeats: true, liveness: true, incarnation: `c-${id}` });
+        await registerAlive(db, {
+          applicationName: app,
+          executorId: id,
+          applicationVersion: 'v1',
+          startedAt: new Date(),
+          heartbeats: true,
+          liveness: true,
+          incarnation: `c-${id}`,
+        });
       }
       await holder.query(`SELECT pg_advisory_lock(${LIVENESS_KEY_SQL.key('$1::text', 'id')}) FROM unnest($2::text[]) AS id`, [app, ids]);
-      await tdb.sql.query(`UPDATE afterlife.executors SET liveness_pid = $1 WHERE application_name = $2 AND executor_id = ANY($3)`, [pid, app, ids]);
+      await tdb.sql.query(`UPDATE afterlife.executors SET liveness_pid = $1 WHERE application_name = $2 AND executor_id = ANY($3)`, [
+        pid,
+        app,
+        ids,
+      ]);
       const time = async (f: () => Promise<unknown>) => {
         const xs: number[] = [];
         for (let i = 0; i < 15; i++) {
@@ -261,7 +331,9 @@ describe('kit modules: liveness lock and heartbeat', () => {
           [app, ids],
         ),
       );
-      console.log(`[liveness:cost] 200 holders: the reaper's read with the holder check ${withHolder.toFixed(1)} ms median, any holder ${anyHolder.toFixed(1)} ms`);
+      console.log(
+        `[liveness:cost] 200 holders: the reaper's read with the holder check ${withHolder.toFixed(1)} ms median, any holder ${anyHolder.toFixed(1)} ms`,
+      );
     } finally {
       await holder.end();
     }
@@ -270,7 +342,21 @@ describe('kit modules: liveness lock and heartbeat', () => {
   it('a heartbeat that cannot be written for a TTL is logged loudly and counted', async () => {
     const logger = memoryLogger();
     const redis = createRedis('redis://127.0.0.1:1');
-    const hb = new Heartbeat(redis, 600, 100, () => ({ executorId: 'y', applicationName: 'x', applicationVersion: 'v1', state: 'alive', startedAt: '', beatAt: new Date().toISOString(), inFlight: 0 }), logger);
+    const hb = new Heartbeat(
+      redis,
+      600,
+      100,
+      () => ({
+        executorId: 'y',
+        applicationName: 'x',
+        applicationVersion: 'v1',
+        state: 'alive',
+        startedAt: '',
+        beatAt: new Date().toISOString(),
+        inFlight: 0,
+      }),
+      logger,
+    );
     hb.start();
     try {
       await waitFor('heartbeat_lost', async () => logger.lines.some((l) => l.event === 'heartbeat_lost'), { timeoutMs: 5_000 });

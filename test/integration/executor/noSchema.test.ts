@@ -28,46 +28,67 @@ describe('kit: afterlife schema missing', () => {
     await tdb?.drop();
   });
 
-  it(`at most one log line per minute, saying what to run; one liveness connection at most; recovers once migrated`, { timeout: 90_000 }, async () => {
-    e = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'bare', env: kitEnv({ env: { DBOS_LOG_LEVEL: 'error', AFTERLIFE_ATTACH_FATAL: 'false' } }) });
-    const kitLines = () =>
-      e!.output
-        .join('')
-        .split('\n')
-        .filter((l) => l.includes('"component":"afterlife-executor"'));
-    const startup = await waitFor('the schema error', async () => {
+  it(
+    `at most one log line per minute, saying what to run; one liveness connection at most; recovers once migrated`,
+    { timeout: 90_000 },
+    async () => {
+      e = await startExecutor({
+        databaseUrl: tdb.url,
+        applicationName: app,
+        applicationVersion: 'v1',
+        executorId: 'bare',
+        env: kitEnv({ env: { DBOS_LOG_LEVEL: 'error', AFTERLIFE_ATTACH_FATAL: 'false' } }),
+      });
+      const kitLines = () =>
+        e!.output
+          .join('')
+          .split('\n')
+          .filter((l) => l.includes('"component":"afterlife-executor"'));
+      const startup = await waitFor(
+        'the schema error',
+        async () => {
+          const lines = kitLines();
+          return lines.some((l) => l.includes('afterlife_schema_missing')) ? lines.length : undefined;
+        },
+        { timeoutMs: 15_000 },
+      );
+      const t0 = Date.now();
+      let maxSessions = 0;
+      while (Date.now() - t0 < WATCH_MS) {
+        const r = await tdb.sql.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'afterlife_live_%'`,
+        );
+        maxSessions = Math.max(maxSessions, r.rows[0]?.n ?? 0);
+        await new Promise((r) => setTimeout(r, 25));
+      }
       const lines = kitLines();
-      return lines.some((l) => l.includes('afterlife_schema_missing')) ? lines.length : undefined;
-    }, { timeoutMs: 15_000 });
-    const t0 = Date.now();
-    let maxSessions = 0;
-    while (Date.now() - t0 < WATCH_MS) {
-      const r = await tdb.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'afterlife_live_%'`);
-      maxSessions = Math.max(maxSessions, r.rows[0]?.n ?? 0);
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    const lines = kitLines();
-    const errors = lines.filter((l) => l.includes('afterlife_schema_missing'));
-    const after = lines.slice(startup);
-    console.log(`[kit:no-schema] ${lines.length} kit lines in all (${startup} by the first schema error), ${after.length} in the ${WATCH_MS} ms after it; at most ${maxSessions} liveness session(s) at once`);
-    expect(errors).toHaveLength(1);
-    expect(errors[0]).toContain('"severity":"ERROR"');
-    expect(errors[0]).toContain('NOT protected');
-    expect(errors[0]).toContain('afterlife migrate');
-    // The throttle is a minute: nothing else in the window (no per-attempt WARNING from any chore).
-    expect(after).toEqual([]);
-    expect(maxSessions).toBeLessThanOrEqual(1);
-    expect(e.child.exitCode).toBeNull();
+      const errors = lines.filter((l) => l.includes('afterlife_schema_missing'));
+      const after = lines.slice(startup);
+      console.log(
+        `[kit:no-schema] ${lines.length} kit lines in all (${startup} by the first schema error), ${after.length} in the ${WATCH_MS} ms after it; at most ${maxSessions} liveness session(s) at once`,
+      );
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toContain('"severity":"ERROR"');
+      expect(errors[0]).toContain('NOT protected');
+      expect(errors[0]).toContain('afterlife migrate');
+      // The throttle is a minute: nothing else in the window (no per-attempt WARNING from any chore).
+      expect(after).toEqual([]);
+      expect(maxSessions).toBeLessThanOrEqual(1);
+      expect(e.child.exitCode).toBeNull();
 
-    // Migrated now: the kit registers and takes its lease without a restart (backoff is bounded).
-    const db = afterlifeDb(tdb.url);
-    try {
-      await migrate(db);
-    } finally {
-      await db.pool.end();
-    }
-    await waitForLock(tdb.sql, app, 'bare', { timeoutMs: 15_000 });
-    const reg = await tdb.sql.query<{ state: string }>(`SELECT state FROM afterlife.executors WHERE application_name = $1 AND executor_id = 'bare'`, [app]);
-    expect(reg.rows).toEqual([{ state: 'alive' }]);
-  });
+      // Migrated now: the kit registers and takes its lease without a restart (backoff is bounded).
+      const db = afterlifeDb(tdb.url);
+      try {
+        await migrate(db);
+      } finally {
+        await db.pool.end();
+      }
+      await waitForLock(tdb.sql, app, 'bare', { timeoutMs: 15_000 });
+      const reg = await tdb.sql.query<{ state: string }>(
+        `SELECT state FROM afterlife.executors WHERE application_name = $1 AND executor_id = 'bare'`,
+        [app],
+      );
+      expect(reg.rows).toEqual([{ state: 'alive' }]);
+    },
+  );
 });

@@ -24,7 +24,11 @@ async function listen(server: Server): Promise<string> {
 }
 
 async function rest(path: string, method: string, body?: unknown): Promise<unknown> {
-  const res = await fetch(`http://${emulatorHost}/v1/${path}`, { method, headers: { 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const res = await fetch(`http://${emulatorHost}/v1/${path}`, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
   const text = await res.text();
   if (!res.ok && res.status !== 409) throw new Error(`${method} ${path}: ${res.status} ${text}`);
   return JSON.parse(text || '{}');
@@ -37,7 +41,12 @@ async function pullOne(sub: string): Promise<{ data: unknown; attributes: Record
       receivedMessages?: { message: { data: string; attributes: Record<string, string>; orderingKey?: string } }[];
     };
     const m = r.receivedMessages?.[0]?.message;
-    if (m) return { data: JSON.parse(Buffer.from(m.data, 'base64').toString('utf8')), attributes: m.attributes, ...(m.orderingKey ? { orderingKey: m.orderingKey } : {}) };
+    if (m)
+      return {
+        data: JSON.parse(Buffer.from(m.data, 'base64').toString('utf8')),
+        attributes: m.attributes,
+        ...(m.orderingKey ? { orderingKey: m.orderingKey } : {}),
+      };
     await new Promise((res) => setTimeout(res, 100));
   }
   throw new Error(`nothing pulled from ${sub} in 10 s`);
@@ -54,7 +63,10 @@ describe.skipIf(!emulatorHost)('the kit publishes death notices without the Pub/
 
   beforeAll(async () => {
     await rest(`projects/${PROJECT}/topics/${topic}`, 'PUT');
-    await rest(`projects/${PROJECT}/subscriptions/${sub}`, 'PUT', { topic: `projects/${PROJECT}/topics/${topic}`, enableMessageOrdering: true });
+    await rest(`projects/${PROJECT}/subscriptions/${sub}`, 'PUT', {
+      topic: `projects/${PROJECT}/topics/${topic}`,
+      enableMessageOrdering: true,
+    });
     // FAKE: the metadata server of Cloud Run / GCE (not available here).
     const metadata = createServer((req, res) => {
       const flavor = req.headers['metadata-flavor'] as string | undefined;
@@ -63,7 +75,9 @@ describe.skipIf(!emulatorHost)('the kit publishes death notices without the Pub/
       res.setHeader('Metadata-Flavor', 'Google');
       if (req.url === '/computeMetadata/v1/project/project-id') return void res.end(PROJECT);
       if (req.url === '/computeMetadata/v1/instance/service-accounts/default/token')
-        return void res.setHeader('content-type', 'application/json').end(JSON.stringify({ access_token: 'fake-token-1', expires_in: 3599, token_type: 'Bearer' }));
+        return void res
+          .setHeader('content-type', 'application/json')
+          .end(JSON.stringify({ access_token: 'fake-token-1', expires_in: 3599, token_type: 'Bearer' }));
       res.writeHead(404).end();
     });
     // Records what the kit sends, then forwards it to the real emulator.
@@ -72,7 +86,11 @@ describe.skipIf(!emulatorHost)('the kit publishes death notices without the Pub/
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        void fetch(`http://${emulatorHost}${req.url ?? '/'}`, { method: req.method ?? 'POST', headers: { 'content-type': 'application/json' }, body: Buffer.concat(chunks) })
+        void fetch(`http://${emulatorHost}${req.url ?? '/'}`, {
+          method: req.method ?? 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: Buffer.concat(chunks),
+        })
           .then(async (r) => res.writeHead(r.status, { 'content-type': 'application/json' }).end(await r.text()))
           .catch(() => res.writeHead(502).end());
       });
@@ -85,10 +103,13 @@ describe.skipIf(!emulatorHost)('the kit publishes death notices without the Pub/
     await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
   });
 
-  const notice = (executorId: string) => deathNotice({ executorId, applicationName: 'app-p', reason: 'sigterm', detectedBy: `afterlife-executor:${executorId}` });
+  const notice = (executorId: string) =>
+    deathNotice({ executorId, applicationName: 'app-p', reason: 'sigterm', detectedBy: `afterlife-executor:${executorId}` });
 
   it('PUBSUB_EMULATOR_HOST: the emulator REST endpoint, no auth; the notice arrives intact with its attributes and ordering key', async () => {
-    const { publisher, path } = await createKitPublisher({ env: { PUBSUB_EMULATOR_HOST: emulatorHost ?? '', GOOGLE_CLOUD_PROJECT: PROJECT } });
+    const { publisher, path } = await createKitPublisher({
+      env: { PUBSUB_EMULATOR_HOST: emulatorHost ?? '', GOOGLE_CLOUD_PROJECT: PROJECT },
+    });
     expect(path).toBe('emulator');
     const id = await publishDeathNotice(publisher, topic, notice('exec-e'));
     expect(id).toMatch(/^\d+$/);
@@ -100,7 +121,11 @@ describe.skipIf(!emulatorHost)('the kit publishes death notices without the Pub/
 
   it('on Google Cloud: project and token from the metadata server, REST publish with the bearer token', async () => {
     const before = metadataCalls.length;
-    const { publisher, path } = await createKitPublisher({ env: { GCE_METADATA_HOST: metadataHost }, endpoint: proxyUrl, useClientLibrary: false });
+    const { publisher, path } = await createKitPublisher({
+      env: { GCE_METADATA_HOST: metadataHost },
+      endpoint: proxyUrl,
+      useClientLibrary: false,
+    });
     expect(path).toBe('rest');
     await publishDeathNotice(publisher, topic, notice('exec-m'));
     await publishDeathNotice(publisher, topic, notice('exec-m'));
@@ -114,7 +139,11 @@ describe.skipIf(!emulatorHost)('the kit publishes death notices without the Pub/
   });
 
   it('no emulator, no client library, no metadata server: a ConfigError that says what to set', async () => {
-    const dead = await listen(createServer((_req, res) => res.writeHead(404).end()).on('listening', function (this: Server) { servers.push(this); }));
+    const dead = await listen(
+      createServer((_req, res) => res.writeHead(404).end()).on('listening', function (this: Server) {
+        servers.push(this);
+      }),
+    );
     const err = await createKitPublisher({ env: { GCE_METADATA_HOST: dead }, useClientLibrary: false }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConfigError);
     expect(String((err as Error).message)).toMatch(/GOOGLE_CLOUD_PROJECT.*AFTERLIFE_PUBLISH=none/s);

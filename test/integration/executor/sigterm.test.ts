@@ -40,7 +40,10 @@ describe.skipIf(!emulatorHost)('SIGTERM: drain, death notice, recovery on a live
 
   async function sigtermAndHandOver(victim: ExecutorHandle, ids: string[], label: string): Promise<void> {
     await waitFor(`all ${ids.length} workflows running on ${victim.executorId}`, async () => {
-      const r = await tdb.sql.query<{ n: number }>(`SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE executor_id = $1 AND workflow_id = ANY($2)`, [victim.executorId, ids]);
+      const r = await tdb.sql.query<{ n: number }>(
+        `SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE executor_id = $1 AND workflow_id = ANY($2)`,
+        [victim.executorId, ids],
+      );
       return r.rows[0]?.n === ids.length;
     });
     const t0 = await dbNow(tdb.sql);
@@ -55,14 +58,20 @@ describe.skipIf(!emulatorHost)('SIGTERM: drain, death notice, recovery on a live
 
     await waitAllSuccess(tdb.sql, ids, 90_000);
     expect(await statuses(tdb.sql, ids)).toEqual({ SUCCESS: ids.length });
-    const audit = await tdb.sql.query<{ reason: string; reenqueued: number }>(`SELECT reason, reenqueued FROM afterlife.recoveries WHERE executor_id = $1`, [victim.executorId]);
+    const audit = await tdb.sql.query<{ reason: string; reenqueued: number }>(
+      `SELECT reason, reenqueued FROM afterlife.recoveries WHERE executor_id = $1`,
+      [victim.executorId],
+    );
     expect(audit.rows.map((r) => r.reason)).toContain('sigterm');
     expect(audit.rows.reduce((n, r) => n + r.reenqueued, 0)).toBeGreaterThan(0);
 
     const first = await firstStepAt(tdb.sql, 'exec-live', ids);
     expect(first).toBeDefined();
     const handOverMs = (first ?? 0) - t0;
-    const kitLog = victim.output.join('').split('\n').filter((l) => /in-flight wait over|death notice|"exiting"/.test(l));
+    const kitLog = victim.output
+      .join('')
+      .split('\n')
+      .filter((l) => /in-flight wait over|death notice|"exiting"/.test(l));
     console.log(`[${label}] SIGTERM → exit ${exitMs} ms; SIGTERM → first step on the live executor ${handOverMs} ms\n${kitLog.join('\n')}`);
     expect(handOverMs).toBeLessThan(GRACE_MS + 5_000);
   }
@@ -84,9 +93,16 @@ describe.skipIf(!emulatorHost)('SIGTERM: drain, death notice, recovery on a live
     });
     const url = `http://127.0.0.1:${port}/`;
     const ids = Array.from({ length: 10 }, (_, i) => `b-${i}`);
-    await waitFor('functions-framework listening', async () => (await fetch(url, { method: 'GET' }).catch(() => undefined))?.status === 405);
+    await waitFor(
+      'functions-framework listening',
+      async () => (await fetch(url, { method: 'GET' }).catch(() => undefined))?.status === 405,
+    );
     for (const id of ids) {
-      const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ workflowId: id, spec: STEP }) });
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ workflowId: id, spec: STEP }),
+      });
       expect(res.status).toBe(202);
     }
     await sigtermAndHandOver(b, ids, 'B');
@@ -97,7 +113,10 @@ describe.skipIf(!emulatorHost)('SIGTERM: drain, death notice, recovery on a live
     const ids = Array.from({ length: 3 }, (_, i) => `f-${i}`);
     for (const id of ids) await c.start(id, STEP);
     await waitFor('all running on exec-fast', async () => {
-      const r = await tdb.sql.query<{ n: number }>(`SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE executor_id = 'exec-fast' AND workflow_id = ANY($1)`, [ids]);
+      const r = await tdb.sql.query<{ n: number }>(
+        `SELECT count(DISTINCT workflow_id)::int AS n FROM public.step_runs WHERE executor_id = 'exec-fast' AND workflow_id = ANY($1)`,
+        [ids],
+      );
       return r.rows[0]?.n === ids.length;
     });
     c.kill('SIGTERM');

@@ -20,7 +20,14 @@ describe('executor kit: attach with what DBOS already knows', () => {
 
   beforeAll(async () => {
     tdb = await createTestDatabase();
-    DBOS.setConfig({ name: app, systemDatabaseUrl: tdb.url, executorID: 'exec-zc', applicationVersion: 'zc1', runMigrations: false, logLevel: 'warn' });
+    DBOS.setConfig({
+      name: app,
+      systemDatabaseUrl: tdb.url,
+      executorID: 'exec-zc',
+      applicationVersion: 'zc1',
+      runMigrations: false,
+      logLevel: 'warn',
+    });
     await DBOS.launch();
   });
   afterAll(async () => {
@@ -34,9 +41,15 @@ describe('executor kit: attach with what DBOS already knows', () => {
     const kit = await attachExecutor({ env, handleSignals: false, logger, fatal: false });
     try {
       expect(kit).toMatchObject({ executorId: 'exec-zc', applicationName: app, applicationVersion: 'zc1' });
-      expect(logger.lines.find((l) => l.message === 'executor kit attached')).toMatchObject({ databaseUrlFrom: 'dbos-config', deathNotices: 'off' });
+      expect(logger.lines.find((l) => l.message === 'executor kit attached')).toMatchObject({
+        databaseUrlFrom: 'dbos-config',
+        deathNotices: 'off',
+      });
       await waitFor('liveness lock held', async () => kit.livenessHeld);
-      const r = await tdb.sql.query(`SELECT state, application_version FROM afterlife.executors WHERE application_name = $1 AND executor_id = 'exec-zc'`, [app]);
+      const r = await tdb.sql.query(
+        `SELECT state, application_version FROM afterlife.executors WHERE application_name = $1 AND executor_id = 'exec-zc'`,
+        [app],
+      );
       expect(r.rows).toEqual([{ state: 'alive', application_version: 'zc1' }]);
     } finally {
       await kit.close();
@@ -44,14 +57,26 @@ describe('executor kit: attach with what DBOS already knows', () => {
   });
 
   it('fatal: false: a configuration error rejects; a schema that is not there does not stop the attach', async () => {
-    const bad = await attachExecutor({ env: { AFTERLIFE_PUBLISH: 'none', HEARTBEAT_TTL_MS: '10' }, handleSignals: false, logger: memoryLogger(), fatal: false }).catch((e: unknown) => e);
+    const bad = await attachExecutor({
+      env: { AFTERLIFE_PUBLISH: 'none', HEARTBEAT_TTL_MS: '10' },
+      handleSignals: false,
+      logger: memoryLogger(),
+      fatal: false,
+    }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(ConfigError);
     expect(String((bad as Error).message)).toMatch(/HEARTBEAT_TTL_MS/);
     // The degraded start issue 19 describes: unprotected, said at ERROR, healed once migrated (noSchema.test.ts).
     const logger = memoryLogger();
-    const kit = await attachExecutor({ env: { AFTERLIFE_PUBLISH: 'none', AFTERLIFE_SCHEMA: 'not_migrated' }, handleSignals: false, logger, fatal: false });
+    const kit = await attachExecutor({
+      env: { AFTERLIFE_PUBLISH: 'none', AFTERLIFE_SCHEMA: 'not_migrated' },
+      handleSignals: false,
+      logger,
+      fatal: false,
+    });
     try {
-      await waitFor('the schema error', async () => logger.lines.some((l) => l.event === 'afterlife_schema_missing' && l.severity === 'ERROR'));
+      await waitFor('the schema error', async () =>
+        logger.lines.some((l) => l.event === 'afterlife_schema_missing' && l.severity === 'ERROR'),
+      );
     } finally {
       await kit.close();
     }

@@ -31,15 +31,22 @@ describe('bounded database concurrency', () => {
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
-        const r = await monitor.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1`, [session]);
+        const r = await monitor.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1`, [
+          session,
+        ]);
         peak = Math.max(peak, r.rows[0]?.n ?? 0);
       }
     })();
 
     const events = Array.from({ length: 200 }, (_, i) =>
-      pubsubCloudEvent(JSON.stringify(deathNotice({ executorId: `exec-${i}`, applicationName: f.app, reason: 'manual', detectedBy: 'test' })), { messageId: `i-${i}` }),
+      pubsubCloudEvent(
+        JSON.stringify(deathNotice({ executorId: `exec-${i}`, applicationName: f.app, reason: 'manual', detectedBy: 'test' })),
+        { messageId: `i-${i}` },
+      ),
     );
-    const statuses = await Promise.all(events.map((ev) => postEvent(f.server.url, ev).then(async (r) => ({ status: r.status, body: await r.text() }))));
+    const statuses = await Promise.all(
+      events.map((ev) => postEvent(f.server.url, ev).then(async (r) => ({ status: r.status, body: await r.text() }))),
+    );
     const nacked = statuses.filter((s) => s.status >= 300);
     expect(nacked).toEqual([]); // the burst was served in one pass, none bounced
     expect(f.rt.logger.lines.filter((l) => l.event === 'recovery_retry')).toEqual([]);
@@ -49,10 +56,14 @@ describe('bounded database concurrency', () => {
     await monitor.end();
     expect(peak).toBeGreaterThan(0);
     expect(peak).toBeLessThanOrEqual(3);
-    const done = await f.tdb.sql.query<{ n: number }>(`SELECT count(DISTINCT executor_id)::int AS n FROM afterlife.recoveries WHERE outcome = 'completed'`);
+    const done = await f.tdb.sql.query<{ n: number }>(
+      `SELECT count(DISTINCT executor_id)::int AS n FROM afterlife.recoveries WHERE outcome = 'completed'`,
+    );
     expect(done.rows[0]?.n).toBe(200);
     // Admitted whole: no delivery was cut off halfway (an audit row left open or failed by the budget).
-    const cut = await f.tdb.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM afterlife.recoveries WHERE outcome IS DISTINCT FROM 'completed'`);
+    const cut = await f.tdb.sql.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM afterlife.recoveries WHERE outcome IS DISTINCT FROM 'completed'`,
+    );
     expect(cut.rows[0]?.n).toBe(0);
     console.log(`concurrency: 200 deliveries → all acked on first delivery; peak sessions ${peak}/3`);
   });
@@ -60,12 +71,20 @@ describe('bounded database concurrency', () => {
   it('answers retry-later when no slot frees within half the budget', async () => {
     // One slot, a one-second budget: the second delivery may wait 500 ms while the first holds its slot.
     const faults = new FaultInjector();
-    const short = testRuntime({ databaseUrl: f.tdb.url, applicationName: f.app, faults, poolMax: 1, env: { FUNCTION_TIMEOUT_S: '1', BUDGET_MARGIN_MS: '0' } });
+    const short = testRuntime({
+      databaseUrl: f.tdb.url,
+      applicationName: f.app,
+      faults,
+      poolMax: 1,
+      env: { FUNCTION_TIMEOUT_S: '1', BUDGET_MARGIN_MS: '0' },
+    });
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
     faults.onNth('db.beforeQuery', 1, () => held);
     const envelope = (executorId: string) =>
-      JSON.parse(pubsubCloudEvent(JSON.stringify(deathNotice({ executorId, applicationName: f.app, reason: 'manual', detectedBy: 'test' }))).body) as unknown;
+      JSON.parse(
+        pubsubCloudEvent(JSON.stringify(deathNotice({ executorId, applicationName: f.app, reason: 'manual', detectedBy: 'test' }))).body,
+      ) as unknown;
     try {
       const first = handleDeathEvent(short, envelope('exec-slow'));
       const started = Date.now();

@@ -51,8 +51,20 @@ describe('death notices about live executors', () => {
     const down = createRedis('redis://127.0.0.1:1');
     const blind = testRuntime({ databaseUrl: f.tdb.url, applicationName: f.app, redis: down });
     try {
-      await registerAlive(f.rt.db, { applicationName: f.app, executorId: 'locked-1', applicationVersion: 'v1', startedAt: new Date(), heartbeats: true, liveness: true, incarnation: 'inc-locked-1' });
-      const took = await session.query<{ ok: boolean; recorded: boolean }>(takeLivenessSql('afterlife'), [f.app, 'locked-1', 'inc-locked-1']);
+      await registerAlive(f.rt.db, {
+        applicationName: f.app,
+        executorId: 'locked-1',
+        applicationVersion: 'v1',
+        startedAt: new Date(),
+        heartbeats: true,
+        liveness: true,
+        incarnation: 'inc-locked-1',
+      });
+      const took = await session.query<{ ok: boolean; recorded: boolean }>(takeLivenessSql('afterlife'), [
+        f.app,
+        'locked-1',
+        'inc-locked-1',
+      ]);
       expect(took.rows).toEqual([{ ok: true, recorded: true }]);
       const out = await handleDeathEvent(blind, envelope(notice('locked-1', 'manual')));
       expect(out).toMatchObject({ ack: true, kind: 'refused' });
@@ -71,7 +83,7 @@ describe('death notices about live executors', () => {
     expect(out).toMatchObject({ ack: true, kind: 'recovered', summary: { reenqueued: 3 } });
   });
 
-  it('an executor\'s own sigterm notice is accepted while its key says draining', async () => {
+  it("an executor's own sigterm notice is accepted while its key says draining", async () => {
     await beat(f.rt.redis!, f.app, 'draining-1', 'v1', 60_000, 'draining');
     const out = await handleDeathEvent(f.rt, envelope(notice('draining-1', 'sigterm')));
     expect(out).toMatchObject({ ack: true, kind: 'recovered', summary: { reenqueued: 2 } });

@@ -6,7 +6,10 @@ import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
 /** Acceptance F: poison notices are acked (2xx) with a logged reason, nothing is recovered, the process stays up. */
 describe('poison death notices', () => {
-  const f = executorDeathFixture('app-p', { env: { GOOGLE_CLOUD_PROJECT: 'proj-p' }, setup: (f) => knownExecutors(f.tdb.sql, f.app, ['exec-P']) });
+  const f = executorDeathFixture('app-p', {
+    env: { GOOGLE_CLOUD_PROJECT: 'proj-p' },
+    setup: (f) => knownExecutors(f.tdb.sql, f.app, ['exec-P']),
+  });
   const valid = () => deathNotice({ executorId: 'exec-P', applicationName: f.app, reason: 'manual', detectedBy: 'test' });
 
   const raw = (data: string | undefined) => pubsubCloudEvent(data === undefined ? undefined : Buffer.from(data, 'latin1'));
@@ -52,7 +55,10 @@ describe('poison death notices', () => {
   it('joins the trace Eventarc sets on the event (ce-traceparent)', async () => {
     const before = f.rt.logger.lines.length;
     const ev = json(valid());
-    const res = await postEvent(f.server.url, { ...ev, headers: { ...ev.headers, 'ce-traceparent': '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' } });
+    const res = await postEvent(f.server.url, {
+      ...ev,
+      headers: { ...ev.headers, 'ce-traceparent': '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
+    });
     expect(res.status).toBe(204);
     const handled = f.rt.logger.lines.slice(before).find((l) => l.event === 'recovery');
     expect(handled?.['logging.googleapis.com/trace']).toBe('projects/proj-p/traces/4bf92f3577b34da6a3ce929d0e0e4736');

@@ -63,7 +63,11 @@ describe.skipIf(!emulatorHost)('executorDeath through the real Pub/Sub emulator'
     expect(m.id).toBe(messageId);
     expect(m.attributes).toEqual({ type: 'executor.dead', executorId: 'exec-A' });
     expect(m.orderingKey).toBe('exec-A');
-    expect(DeathNotice.parse(JSON.parse(m.data.toString('utf8')))).toMatchObject({ executorId: 'exec-A', applicationName: f.app, reason: 'manual' });
+    expect(DeathNotice.parse(JSON.parse(m.data.toString('utf8')))).toMatchObject({
+      executorId: 'exec-A',
+      applicationName: f.app,
+      reason: 'manual',
+    });
   });
 
   it('the bridge nacks a non-2xx answer and the message comes back until it is acked', async () => {
@@ -76,9 +80,19 @@ describe.skipIf(!emulatorHost)('executorDeath through the real Pub/Sub emulator'
     });
     await new Promise<void>((r) => target.listen(0, '127.0.0.1', () => r()));
     const flaky = uniqueName('executor-deaths-flaky');
-    const b = await startPullBridge({ pubsub, topic: flaky, subscription: `${flaky}-sub`, targetUrl: `http://127.0.0.1:${(target.address() as AddressInfo).port}/`, logger: silentLogger() });
+    const b = await startPullBridge({
+      pubsub,
+      topic: flaky,
+      subscription: `${flaky}-sub`,
+      targetUrl: `http://127.0.0.1:${(target.address() as AddressInfo).port}/`,
+      logger: silentLogger(),
+    });
     try {
-      const id = await publishDeathNotice(new PubSubPublisher(pubsub), flaky, deathNotice({ executorId: 'exec-F', applicationName: f.app, reason: 'manual', detectedBy: 'test' }));
+      const id = await publishDeathNotice(
+        new PubSubPublisher(pubsub),
+        flaky,
+        deathNotice({ executorId: 'exec-F', applicationName: f.app, reason: 'manual', detectedBy: 'test' }),
+      );
       await waitFor('acked on the third delivery', async () => b.delivered === 1);
       expect(seen.filter((s) => s === id)).toHaveLength(3);
     } finally {

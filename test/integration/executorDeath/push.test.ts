@@ -62,10 +62,21 @@ describe.skipIf(!emulatorHost)('executorDeath behind a push subscription with de
     faults.on('db.beforeQuery', () => {
       throw new Error('injected: database unreachable');
     });
-    const failing = await publishDeathNotice(publisher(), topic, deathNotice({ executorId: 'exec-gone', applicationName: f.app, reason: 'manual', detectedBy: 'test' }));
-    const poison = await pubsub.topic(topic).publishMessage({ data: Buffer.from('{"type":"executor.dead","version":1}'), attributes: { type: 'executor.dead', executorId: 'x' } });
+    const failing = await publishDeathNotice(
+      publisher(),
+      topic,
+      deathNotice({ executorId: 'exec-gone', applicationName: f.app, reason: 'manual', detectedBy: 'test' }),
+    );
+    const poison = await pubsub.topic(topic).publishMessage({
+      data: Buffer.from('{"type":"executor.dead","version":1}'),
+      attributes: { type: 'executor.dead', executorId: 'x' },
+    });
 
-    const letter = await waitFor('the failing notice on the dead-letter topic', async () => dead.find((m) => m.attributes.CloudPubSubDeadLetterSourceDeliveryCount !== undefined), { timeoutMs: 45_000 });
+    const letter = await waitFor(
+      'the failing notice on the dead-letter topic',
+      async () => dead.find((m) => m.attributes.CloudPubSubDeadLetterSourceDeliveryCount !== undefined),
+      { timeoutMs: 45_000 },
+    );
     expect(JSON.parse(letter.data.toString())).toMatchObject({ executorId: 'exec-gone', applicationName: f.app });
     expect(letter.attributes).toMatchObject({ executorId: 'exec-gone', CloudPubSubDeadLetterSourceDeliveryCount: String(MAX_ATTEMPTS) });
     // Each delivery reached the handler as a CloudEvent with the message's ID, and was nacked.
@@ -85,12 +96,26 @@ describe.skipIf(!emulatorHost)('executorDeath behind a push subscription with de
     const probe = await serve('pushProbe');
     try {
       const probeTopic = uniqueName('push-probe');
-      await ensurePushSubscription(pubsub, { topic: probeTopic, subscription: `${probeTopic}-push`, functionUrl: probe.url, deadLetterTopic: `${probeTopic}-dlq`, maxDeliveryAttempts: 5 });
+      await ensurePushSubscription(pubsub, {
+        topic: probeTopic,
+        subscription: `${probeTopic}-push`,
+        functionUrl: probe.url,
+        deadLetterTopic: `${probeTopic}-dlq`,
+        maxDeliveryAttempts: 5,
+      });
       const id = await pubsub.topic(probeTopic).publishMessage({ json: { hello: 1 }, attributes: { executorId: 'e1' }, orderingKey: 'e1' });
       const ev = await waitFor('the probe event', async () => seen[0]);
-      expect(ev).toMatchObject({ id, type: 'google.cloud.pubsub.topic.v1.messagePublished', source: `//pubsub.googleapis.com/projects/afterlife-test/topics/${probeTopic}` });
+      expect(ev).toMatchObject({
+        id,
+        type: 'google.cloud.pubsub.topic.v1.messagePublished',
+        source: `//pubsub.googleapis.com/projects/afterlife-test/topics/${probeTopic}`,
+      });
       const data = ev.data as { message: Record<string, unknown>; subscription?: unknown; deliveryAttempt?: unknown };
-      expect(data.message).toMatchObject({ messageId: id, attributes: { executorId: 'e1' }, data: Buffer.from('{"hello":1}').toString('base64') });
+      expect(data.message).toMatchObject({
+        messageId: id,
+        attributes: { executorId: 'e1' },
+        data: Buffer.from('{"hello":1}').toString('base64'),
+      });
       // The conversion keeps message data, attributes, ID and publish time; it drops these, so the handler
       // must not depend on them (it does not: Pub/Sub itself counts attempts and dead-letters).
       expect(data.subscription).toBeUndefined();
@@ -103,9 +128,15 @@ describe.skipIf(!emulatorHost)('executorDeath behind a push subscription with de
 
   it('recovers a notice on its first delivery once the database answers', async () => {
     faults.off('db.beforeQuery');
-    const ok = await publishDeathNotice(publisher(), topic, deathNotice({ executorId: 'exec-ok', applicationName: f.app, reason: 'manual', detectedBy: 'test' }));
+    const ok = await publishDeathNotice(
+      publisher(),
+      topic,
+      deathNotice({ executorId: 'exec-ok', applicationName: f.app, reason: 'manual', detectedBy: 'test' }),
+    );
     await waitFor('the recovery', async () => linesFor('recovery', ok).length > 0, { timeoutMs: 20_000 });
-    const audit = await f.tdb.sql.query<{ message_id: string }>(`SELECT message_id FROM afterlife.recoveries WHERE executor_id = 'exec-ok'`);
+    const audit = await f.tdb.sql.query<{ message_id: string }>(
+      `SELECT message_id FROM afterlife.recoveries WHERE executor_id = 'exec-ok'`,
+    );
     expect(audit.rows.map((r) => r.message_id)).toEqual([ok]);
     expect(linesFor('recovery_retry', ok)).toEqual([]);
   });

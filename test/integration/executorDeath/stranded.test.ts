@@ -39,18 +39,49 @@ describe('stranded recovery', () => {
     // The dead kit's lingering key: its last beat 5 s ago (stale after two 250 ms intervals), the key alive
     // for its 15 s TTL.
     const lastBeat = new Date(Date.now() - 5_000).toISOString();
-    await writeHeartbeat(rt.redis, { executorId: 'exec-A', applicationName: app, applicationVersion: 'v1', state: 'alive', startedAt: lastBeat, beatAt: lastBeat, inFlight: 3, beatEveryMs: 250 }, 15_000);
+    await writeHeartbeat(
+      rt.redis,
+      {
+        executorId: 'exec-A',
+        applicationName: app,
+        applicationVersion: 'v1',
+        state: 'alive',
+        startedAt: lastBeat,
+        beatAt: lastBeat,
+        inFlight: 3,
+        beatEveryMs: 250,
+      },
+      15_000,
+    );
     const stale = await readHeartbeat(rt.redis, heartbeatKey(app, 'exec-A'));
     if (!stale?.value) throw new Error('no beat');
     await beat(rt.redis, app, 'exec-B', 'v2');
 
-    const out = await handleDeathEvent(rt, body(deathNotice({ executorId: 'exec-A', applicationName: app, reason: 'heartbeat-lapsed', evidence: 'liveness', staleBeatAt: stale.value.beatAt, detectedBy: 'test' })));
+    const out = await handleDeathEvent(
+      rt,
+      body(
+        deathNotice({
+          executorId: 'exec-A',
+          applicationName: app,
+          reason: 'heartbeat-lapsed',
+          evidence: 'liveness',
+          staleBeatAt: stale.value.beatAt,
+          detectedBy: 'test',
+        }),
+      ),
+    );
     if (out.kind !== 'recovered' || out.summary.outcome === 'false-alarm') throw new Error(`unexpected ${JSON.stringify(out)}`);
     expect(out.summary.reenqueued).toBe(3);
     expect(out.summary.versionsWithoutExecutor).toEqual(['v1']);
     const warnings = rt.logger.lines.filter((l) => l.event === 'orphaned_version');
     expect(warnings).toHaveLength(1);
-    expect(warnings[0]).toMatchObject({ severity: 'WARNING', applicationVersion: 'v1', count: 3, policy: 'leave', policyActsAfterMs: 600_000 });
+    expect(warnings[0]).toMatchObject({
+      severity: 'WARNING',
+      applicationVersion: 'v1',
+      count: 3,
+      policy: 'leave',
+      policyActsAfterMs: 600_000,
+    });
     expect(String(warnings[0]?.message)).toMatch(/nowhere to go/);
     expect((await workflowRows(tdb.sql, ids)).every((r) => r.status === 'ENQUEUED' && r.application_version === 'v1')).toBe(true);
 
@@ -68,7 +99,9 @@ describe('stranded recovery', () => {
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toMatch(/STRANDED/);
     expect(text.stdout.split('\n').some((l) => /^v1\s+3\s+\S+ ago\s+leave\s+in \S+/.test(l))).toBe(true);
-    expect(text.stdout).toMatch(/ORPHANED_VERSION_POLICY=leave: after ORPHANED_VERSION_GRACE_MS \(10m\S*\) untouched the reaper reports them/);
+    expect(text.stdout).toMatch(
+      /ORPHANED_VERSION_POLICY=leave: after ORPHANED_VERSION_GRACE_MS \(10m\S*\) untouched the reaper reports them/,
+    );
 
     // Once an executor of v1 beats, the same work is no longer stranded.
     await beat(rt.redis, app, 'exec-C', 'v1');

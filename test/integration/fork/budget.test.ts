@@ -63,15 +63,33 @@ describe('fork budget, dead letters, the ledger and races', () => {
       }
       // Five concurrent callers each write the ledger once: a DB budget of 8 keeps 'retry later' (DbBusyError)
       // out of a test about the fork fence. Reapers tick every 250 ms so lineages move quickly.
-      const runtime = () => f.runtime({ poolMax: 8, env: { DEAD_LETTER_TOPIC: topic, REAPER_TICK_MS: '250', REPAIR_MODE: 'fork' }, ...(publisher ? { publisher } : {}) });
+      const runtime = () =>
+        f.runtime({
+          poolMax: 8,
+          env: { DEAD_LETTER_TOPIC: topic, REAPER_TICK_MS: '250', REPAIR_MODE: 'fork' },
+          ...(publisher ? { publisher } : {}),
+        });
       rt = runtime();
       rt2 = runtime();
-      f.executors.push(await startExecutor({ databaseUrl: f.tdb.url, applicationName: f.app, applicationVersion: 'v1', executorId: 'exec-1', queues: QUEUES }));
+      f.executors.push(
+        await startExecutor({
+          databaseUrl: f.tdb.url,
+          applicationName: f.app,
+          applicationVersion: 'v1',
+          executorId: 'exec-1',
+          queues: QUEUES,
+        }),
+      );
     },
   });
 
   const deadLetters = async (root: string) =>
-    (await f.tdb.sql.query(`SELECT workflow_id, forks, published_at IS NOT NULL AS published FROM afterlife.dead_letters WHERE root_workflow_id = $1`, [root])).rows;
+    (
+      await f.tdb.sql.query(
+        `SELECT workflow_id, forks, published_at IS NOT NULL AS published FROM afterlife.dead_letters WHERE root_workflow_id = $1`,
+        [root],
+      )
+    ).rows;
 
   withEmulator('autoFork forks 1, 2, 3, then exactly one dead letter (one row, one message)', async () => {
     const deps = forkDepsFromRuntime(rt);
@@ -89,7 +107,9 @@ describe('fork budget, dead letters, the ledger and races', () => {
     expect(await autoFork(deps, 'seq-fork-3')).toMatchObject({ outcome: 'dead-lettered', published: false });
     expect(await forksOf(f.tdb.sql, 'seq-fork-3')).toEqual([]);
     expect(await deadLetters('seq')).toEqual([{ workflow_id: 'seq-fork-3', forks: 3, published: true }]);
-    const ledger = await f.tdb.sql.query(`SELECT n, source_workflow_id, from_step FROM afterlife.forks WHERE root_workflow_id = 'seq' ORDER BY n`);
+    const ledger = await f.tdb.sql.query(
+      `SELECT n, source_workflow_id, from_step FROM afterlife.forks WHERE root_workflow_id = 'seq' ORDER BY n`,
+    );
     expect(ledger.rows).toEqual([
       { n: 1, source_workflow_id: 'seq', from_step: 1 },
       { n: 2, source_workflow_id: 'seq-fork-1', from_step: 1 },
@@ -105,10 +125,19 @@ describe('fork budget, dead letters, the ledger and races', () => {
     await enqueue(f.client, 'alwaysDivergentWorkflow', 'reaped', 'v1');
     await waitStatus(f.tdb.sql, 'reaped', 'ERROR');
     await reapUntil(rt, 'the dead letter of reaped', async () => (await deadLetters('reaped')).some((d) => d.published));
-    expect(await allForks(f.tdb.sql)).toEqual(expect.arrayContaining(['reaped-fork-1 <- reaped', 'reaped-fork-2 <- reaped-fork-1', 'reaped-fork-3 <- reaped-fork-2']));
+    expect(await allForks(f.tdb.sql)).toEqual(
+      expect.arrayContaining(['reaped-fork-1 <- reaped', 'reaped-fork-2 <- reaped-fork-1', 'reaped-fork-3 <- reaped-fork-2']),
+    );
     expect(await forksOf(f.tdb.sql, 'reaped-fork-3')).toEqual([]);
     expect(await ledgerOf(f.tdb.sql, 'reaped')).toEqual(
-      [1, 2, 3].map((n) => ({ n, source: n === 1 ? 'reaped' : `reaped-fork-${n - 1}`, fork: `reaped-fork-${n}`, from_step: 1, reason: 'diverged', child_fork_id: null })),
+      [1, 2, 3].map((n) => ({
+        n,
+        source: n === 1 ? 'reaped' : `reaped-fork-${n - 1}`,
+        fork: `reaped-fork-${n}`,
+        from_step: 1,
+        reason: 'diverged',
+        child_fork_id: null,
+      })),
     );
     expect(await deadLetters('reaped')).toEqual([{ workflow_id: 'reaped-fork-3', forks: 3, published: true }]);
     for (const id of ['reaped-fork-1', 'reaped-fork-2', 'reaped-fork-3']) expect(await stepStarts(f.tdb.sql, id, 0)).toBe(0);
@@ -116,52 +145,62 @@ describe('fork budget, dead letters, the ledger and races', () => {
     expect(published.filter((r) => r === 'reaped')).toEqual(['reaped']);
   });
 
-  withEmulator('the real reaper, a second reaper racing past its lease and the app helper still make forks 1–3, three ledger rows and exactly one dead letter', async () => {
-    await enqueue(f.client, 'alwaysDivergentWorkflow', 'race', 'v1');
-    // Reaper 1: real invocations back to back. Reaper 2: the tick of a reaper whose lease was taken over.
-    let stop = false;
-    const second = (async () => {
-      const state: ReaperState = {};
-      for (let tick = 1; !stop; tick++) {
-        const r = await reaperTick(rt2, state, tick);
-        expect(r.diverged).not.toHaveProperty('error');
-        await new Promise((resolve) => setTimeout(resolve, 250));
+  withEmulator(
+    'the real reaper, a second reaper racing past its lease and the app helper still make forks 1–3, three ledger rows and exactly one dead letter',
+    async () => {
+      await enqueue(f.client, 'alwaysDivergentWorkflow', 'race', 'v1');
+      // Reaper 1: real invocations back to back. Reaper 2: the tick of a reaper whose lease was taken over.
+      let stop = false;
+      const second = (async () => {
+        const state: ReaperState = {};
+        for (let tick = 1; !stop; tick++) {
+          const r = await reaperTick(rt2, state, tick);
+          expect(r.diverged).not.toHaveProperty('error');
+          await new Promise((resolve) => setTimeout(resolve, 250));
+        }
+      })();
+      const forksFollowed: string[] = [];
+      const helper = getResultWithAutoFork(f.client, 'race', { maxForks: 3, onFork: (f) => forksFollowed.push(f.to) }).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      let err: unknown;
+      try {
+        const reaped = reapUntil(rt, 'the dead letter of race', async () => (await deadLetters('race')).some((d) => d.published));
+        err = await helper;
+        await reaped;
+      } finally {
+        stop = true;
+        await second;
       }
-    })();
-    const forksFollowed: string[] = [];
-    const helper = getResultWithAutoFork(f.client, 'race', { maxForks: 3, onFork: (f) => forksFollowed.push(f.to) }).then(
-      () => undefined,
-      (err: unknown) => err,
-    );
-    let err: unknown;
-    try {
-      const reaped = reapUntil(rt, 'the dead letter of race', async () => (await deadLetters('race')).some((d) => d.published));
-      err = await helper;
-      await reaped;
-    } finally {
-      stop = true;
-      await second;
-    }
-    expect(err).toBeInstanceOf(ForkBudgetExhaustedError);
-    expect(err).toMatchObject({ rootWorkflowId: 'race', forks: 3, workflowId: 'race-fork-3' });
-    expect(forksFollowed).toEqual(['race-fork-1', 'race-fork-2', 'race-fork-3']);
-    const lineage = await f.tdb.sql.query<{ workflow_uuid: string; forked_from: string }>(
-      `SELECT workflow_uuid, forked_from FROM dbos.workflow_status WHERE workflow_uuid LIKE 'race%' AND forked_from IS NOT NULL ORDER BY 1`,
-    );
-    expect(lineage.rows).toEqual([
-      { workflow_uuid: 'race-fork-1', forked_from: 'race' },
-      { workflow_uuid: 'race-fork-2', forked_from: 'race-fork-1' },
-      { workflow_uuid: 'race-fork-3', forked_from: 'race-fork-2' },
-    ]);
-    // Whoever made each fork (a reaper, with its row first, or the helper, reconciled by a reaper): one row each.
-    expect(await ledgerOf(f.tdb.sql, 'race')).toEqual(
-      [1, 2, 3].map((n) => ({ n, source: n === 1 ? 'race' : `race-fork-${n - 1}`, fork: `race-fork-${n}`, from_step: 1, reason: 'diverged', child_fork_id: null })),
-    );
-    expect(await deadLetters('race')).toEqual([{ workflow_id: 'race-fork-3', forks: 3, published: true }]);
-    await waitFor('the dead-letter message of race', async () => received.some((m) => m.rootWorkflowId === 'race'));
-    expect(published.filter((r) => r === 'race')).toEqual(['race']);
-    expect(received.filter((m) => m.rootWorkflowId === 'race')).toHaveLength(1);
-  });
+      expect(err).toBeInstanceOf(ForkBudgetExhaustedError);
+      expect(err).toMatchObject({ rootWorkflowId: 'race', forks: 3, workflowId: 'race-fork-3' });
+      expect(forksFollowed).toEqual(['race-fork-1', 'race-fork-2', 'race-fork-3']);
+      const lineage = await f.tdb.sql.query<{ workflow_uuid: string; forked_from: string }>(
+        `SELECT workflow_uuid, forked_from FROM dbos.workflow_status WHERE workflow_uuid LIKE 'race%' AND forked_from IS NOT NULL ORDER BY 1`,
+      );
+      expect(lineage.rows).toEqual([
+        { workflow_uuid: 'race-fork-1', forked_from: 'race' },
+        { workflow_uuid: 'race-fork-2', forked_from: 'race-fork-1' },
+        { workflow_uuid: 'race-fork-3', forked_from: 'race-fork-2' },
+      ]);
+      // Whoever made each fork (a reaper, with its row first, or the helper, reconciled by a reaper): one row each.
+      expect(await ledgerOf(f.tdb.sql, 'race')).toEqual(
+        [1, 2, 3].map((n) => ({
+          n,
+          source: n === 1 ? 'race' : `race-fork-${n - 1}`,
+          fork: `race-fork-${n}`,
+          from_step: 1,
+          reason: 'diverged',
+          child_fork_id: null,
+        })),
+      );
+      expect(await deadLetters('race')).toEqual([{ workflow_id: 'race-fork-3', forks: 3, published: true }]);
+      await waitFor('the dead-letter message of race', async () => received.some((m) => m.rootWorkflowId === 'race'));
+      expect(published.filter((r) => r === 'race')).toEqual(['race']);
+      expect(received.filter((m) => m.rootWorkflowId === 'race')).toHaveLength(1);
+    },
+  );
 
   it('ledger: forks the app helper made on its own are recorded by the reaper (three rows), which dead-letters the lineage once', async () => {
     await enqueue(f.client, 'alwaysDivergentWorkflow', 'solo', 'v1');
@@ -176,7 +215,14 @@ describe('fork budget, dead letters, the ledger and races', () => {
     const s = await reap(rt);
     expect(s.errors).toEqual([]);
     expect(await ledgerOf(f.tdb.sql, 'solo')).toEqual(
-      [1, 2, 3].map((n) => ({ n, source: n === 1 ? 'solo' : `solo-fork-${n - 1}`, fork: `solo-fork-${n}`, from_step: 1, reason: 'diverged', child_fork_id: null })),
+      [1, 2, 3].map((n) => ({
+        n,
+        source: n === 1 ? 'solo' : `solo-fork-${n - 1}`,
+        fork: `solo-fork-${n}`,
+        from_step: 1,
+        reason: 'diverged',
+        child_fork_id: null,
+      })),
     );
     const by = await f.tdb.sql.query(`SELECT DISTINCT forked_by FROM afterlife.forks WHERE root_workflow_id = 'solo'`);
     expect(by.rows).toEqual([{ forked_by: RECONCILED_BY }]);
@@ -194,11 +240,19 @@ describe('fork budget, dead letters, the ledger and races', () => {
        VALUES ('ok-1', 1, 'stale-execution-step', 1, 1)`,
     );
     await enqueue(f.client, 'parentWorkflow', 'ok', 'v1', { key: 'ok', lastStepMs: 0 });
-    expect(await getResultWithAutoFork<string[]>(f.client, 'ok')).toEqual(['prepare@exec-1', 'plan@exec-1', 'tool-a@exec-1', 'answer@exec-1', 'summarize@exec-1']);
+    expect(await getResultWithAutoFork<string[]>(f.client, 'ok')).toEqual([
+      'prepare@exec-1',
+      'plan@exec-1',
+      'tool-a@exec-1',
+      'answer@exec-1',
+      'summarize@exec-1',
+    ]);
     expect(await ledgerOf(f.tdb.sql, 'ok')).toEqual([]);
     const s = await reap(rt);
     expect(s.passes.diverged).toMatchObject({ errors: 0 });
-    expect(await ledgerOf(f.tdb.sql, 'ok')).toEqual([{ n: 1, source: 'ok', fork: 'ok-fork-1', from_step: 1, reason: 'child-diverged', child_fork_id: null }]);
+    expect(await ledgerOf(f.tdb.sql, 'ok')).toEqual([
+      { n: 1, source: 'ok', fork: 'ok-fork-1', from_step: 1, reason: 'child-diverged', child_fork_id: null },
+    ]);
   });
 
   it('ledger: a fresh child the helper forked for a parent, diverging again, is left to its parent (never a second lineage)', async () => {
@@ -249,13 +303,27 @@ describe('fork budget, dead letters, the ledger and races', () => {
     await enqueue(f.client, 'parentWorkflow', 'pb', 'v1', { key: 'pb', lastStepMs: 0 });
     await waitStatus(f.tdb.sql, 'pb', 'ERROR');
     await reapUntil(rt, 'the dead letter of pb', async () => (await deadLetters('pb')).length > 0);
-    expect((await allForks(f.tdb.sql)).filter((f) => f.startsWith('pb'))).toEqual(['pb-fork-1 <- pb', 'pb-fork-2 <- pb-fork-1', 'pb-fork-3 <- pb-fork-2']);
-    for (const id of ['pb-fork-1-1', 'pb-fork-2-1', 'pb-fork-3-1']) expect(await f.client.getWorkflow(id)).toMatchObject({ status: 'ERROR', parentWorkflowID: id.slice(0, -2) });
+    expect((await allForks(f.tdb.sql)).filter((f) => f.startsWith('pb'))).toEqual([
+      'pb-fork-1 <- pb',
+      'pb-fork-2 <- pb-fork-1',
+      'pb-fork-3 <- pb-fork-2',
+    ]);
+    for (const id of ['pb-fork-1-1', 'pb-fork-2-1', 'pb-fork-3-1'])
+      expect(await f.client.getWorkflow(id)).toMatchObject({ status: 'ERROR', parentWorkflowID: id.slice(0, -2) });
     expect(await ledgerOf(f.tdb.sql, 'pb')).toEqual(
-      [1, 2, 3].map((n) => ({ n, source: n === 1 ? 'pb' : `pb-fork-${n - 1}`, fork: `pb-fork-${n}`, from_step: 1, reason: 'child-diverged', child_fork_id: null })),
+      [1, 2, 3].map((n) => ({
+        n,
+        source: n === 1 ? 'pb' : `pb-fork-${n - 1}`,
+        fork: `pb-fork-${n}`,
+        from_step: 1,
+        reason: 'child-diverged',
+        child_fork_id: null,
+      })),
     );
     // One dead letter, on the parent's root: none for a child, none for a lineage of a child.
-    const dl = await f.tdb.sql.query(`SELECT root_workflow_id, workflow_id, forks FROM afterlife.dead_letters WHERE root_workflow_id LIKE 'pb%'`);
+    const dl = await f.tdb.sql.query(
+      `SELECT root_workflow_id, workflow_id, forks FROM afterlife.dead_letters WHERE root_workflow_id LIKE 'pb%'`,
+    );
     expect(dl.rows).toEqual([{ root_workflow_id: 'pb', workflow_id: 'pb-fork-3', forks: 3 }]);
     expect(await forksOf(f.tdb.sql, 'pb-fork-3')).toEqual([]);
     // The parent's first step ran once in the whole lineage.
@@ -267,13 +335,26 @@ describe('fork budget, dead letters, the ledger and races', () => {
   });
 
   /** Five concurrent calls, released together by a barrier at the fork point, so the race is real. */
-  async function fiveAtOnce(deps: ForkDeps, faults: FaultInjector, id: string, release: (settled: () => number, hits: () => number) => boolean) {
+  async function fiveAtOnce(
+    deps: ForkDeps,
+    faults: FaultInjector,
+    id: string,
+    release: (settled: () => number, hits: () => number) => boolean,
+  ) {
     let settled = 0;
     faults.on('fork.beforeFork', () =>
-      waitFor('the barrier', async () => release(() => settled, () => faults.hits.filter((h) => h.point === 'fork.beforeFork').length), {
-        timeoutMs: 20_000,
-        intervalMs: 20,
-      }).then(() => undefined),
+      waitFor(
+        'the barrier',
+        async () =>
+          release(
+            () => settled,
+            () => faults.hits.filter((h) => h.point === 'fork.beforeFork').length,
+          ),
+        {
+          timeoutMs: 20_000,
+          intervalMs: 20,
+        },
+      ).then(() => undefined),
     );
     return Promise.all(
       Array.from({ length: 5 }, () =>
@@ -300,7 +381,12 @@ describe('fork budget, dead letters, the ledger and races', () => {
     await waitStatus(f.tdb.sql, 'five-nolock', 'ERROR');
     const faults = new FaultInjector();
     // All five reach the fork point before any of them forks.
-    const results = await fiveAtOnce(forkDepsFromRuntime(rt, { faults, lock: undefined }), faults, 'five-nolock', (_s, hits) => hits() >= 5);
+    const results = await fiveAtOnce(
+      forkDepsFromRuntime(rt, { faults, lock: undefined }),
+      faults,
+      'five-nolock',
+      (_s, hits) => hits() >= 5,
+    );
     expect(results.filter((r) => r.outcome === 'forked')).toHaveLength(1);
     expect(results.filter((r) => r.outcome === 'already-forked')).toHaveLength(4);
     expect(new Set(results.map((r) => ('newWorkflowId' in r ? r.newWorkflowId : r.outcome)))).toEqual(new Set(['five-nolock-fork-1']));
@@ -315,12 +401,27 @@ describe('fork budget, dead letters, the ledger and races', () => {
     await enqueue(f.client, 'alwaysDivergentWorkflow', 'tv-original', 'v1');
     await waitStatus(f.tdb.sql, 'tv-latest', 'ERROR');
     await waitStatus(f.tdb.sql, 'tv-original', 'ERROR');
-    f.executors.push(await startExecutor({ databaseUrl: f.tdb.url, applicationName: f.app, applicationVersion: 'v2', executorId: 'exec-v2', queues: QUEUES }));
+    f.executors.push(
+      await startExecutor({
+        databaseUrl: f.tdb.url,
+        applicationName: f.app,
+        applicationVersion: 'v2',
+        executorId: 'exec-v2',
+        queues: QUEUES,
+      }),
+    );
     expect((await f.client.getLatestApplicationVersion()).versionName).toBe('v2');
-    const original = testRuntime({ databaseUrl: f.tdb.url, applicationName: f.app, env: { FORK_TARGET_VERSION: 'original', REPAIR_MODE: 'fork' } });
+    const original = testRuntime({
+      databaseUrl: f.tdb.url,
+      applicationName: f.app,
+      env: { FORK_TARGET_VERSION: 'original', REPAIR_MODE: 'fork' },
+    });
     try {
       expect(original.config.repair.targetVersion).toBe('original');
-      expect(await autoFork(forkDepsFromRuntime(original), 'tv-original')).toMatchObject({ outcome: 'forked', newWorkflowId: 'tv-original-fork-1' });
+      expect(await autoFork(forkDepsFromRuntime(original), 'tv-original')).toMatchObject({
+        outcome: 'forked',
+        newWorkflowId: 'tv-original-fork-1',
+      });
     } finally {
       await original.close();
     }
@@ -331,7 +432,9 @@ describe('fork budget, dead letters, the ledger and races', () => {
     await waitStatus(f.tdb.sql, 'tv-latest-fork-1', 'ERROR');
     expect(await f.client.getWorkflow('tv-original-fork-1')).toMatchObject({ applicationVersion: 'v1', executorId: 'exec-1' });
     expect(await f.client.getWorkflow('tv-latest-fork-1')).toMatchObject({ applicationVersion: 'v2', executorId: 'exec-v2' });
-    const versions = await f.tdb.sql.query(`SELECT new_workflow_id, application_version FROM afterlife.forks WHERE root_workflow_id LIKE 'tv-%' ORDER BY 1`);
+    const versions = await f.tdb.sql.query(
+      `SELECT new_workflow_id, application_version FROM afterlife.forks WHERE root_workflow_id LIKE 'tv-%' ORDER BY 1`,
+    );
     expect(versions.rows).toEqual([
       { new_workflow_id: 'tv-latest-fork-1', application_version: 'v2' },
       { new_workflow_id: 'tv-original-fork-1', application_version: 'v1' },

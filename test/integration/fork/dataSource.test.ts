@@ -22,7 +22,13 @@ describe('repair of a diverged workflow with data-source transactions past the c
     setup: async ({ tdb, rt, client, app, executors }) => {
       // The same deployment with the check blind (no schema holding the checkpoints): what a missing check does.
       unchecked = f.runtime({ env: { DATASOURCE_SCHEMAS: 'no_such_schema' } });
-      const a = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-A', queues: QUEUES });
+      const a = await startExecutor({
+        databaseUrl: tdb.url,
+        applicationName: app,
+        applicationVersion: 'v1',
+        executorId: 'exec-A',
+        queues: QUEUES,
+      });
       executors.push(a);
       for (const id of ids) await enqueue(client, 'chargingWorkflow', id, 'v1', { key: id, lastStepMs: 5_000 });
       await waitFor('the transactions checkpointed by the data source on A', async () => {
@@ -34,10 +40,18 @@ describe('repair of a diverged workflow with data-source transactions past the c
   });
 
   const charges = async (id: string) =>
-    (await f.tdb.sql.query<{ item: string; step: number }>(`SELECT item, step FROM public.charges WHERE workflow_id = $1 ORDER BY step, item`, [id])).rows;
+    (
+      await f.tdb.sql.query<{ item: string; step: number }>(
+        `SELECT item, step FROM public.charges WHERE workflow_id = $1 ORDER BY step, item`,
+        [id],
+      )
+    ).rows;
 
   it('the diverged replay left the data-source checkpoint past the cut (DBOS removes it only for a run that used the data source)', async () => {
-    const r = await f.tdb.sql.query(`SELECT workflow_id, function_num FROM dbos.transaction_completion WHERE workflow_id = ANY($1) ORDER BY 1`, [ids]);
+    const r = await f.tdb.sql.query(
+      `SELECT workflow_id, function_num FROM dbos.transaction_completion WHERE workflow_id = ANY($1) ORDER BY 1`,
+      [ids],
+    );
     expect(r.rows).toEqual(ids.map((workflow_id) => ({ workflow_id, function_num: 2 })));
   });
 
@@ -46,7 +60,12 @@ describe('repair of a diverged workflow with data-source transactions past the c
     expect(res).toMatchObject({ outcome: 'forked', newWorkflowId: 'wf-ds-fork-1', startStep: 1, n: 1 });
     const why = f.rt.logger.lines.find((l) => l.event === 'repair_fork_fallback' && l.workflowId === 'wf-ds');
     expect(String(why?.why)).toMatch(/data-source checkpoints at or past the cut \(dbos\.transaction_completion: wf-ds step 2\)/);
-    expect(await f.client.retrieveWorkflow<string[]>('wf-ds-fork-1').getResult()).toEqual(['plan@exec-A', 'tool-b@exec-B', 'charge-b@exec-B', 'answer@exec-B']);
+    expect(await f.client.retrieveWorkflow<string[]>('wf-ds-fork-1').getResult()).toEqual([
+      'plan@exec-A',
+      'tool-b@exec-B',
+      'charge-b@exec-B',
+      'answer@exec-B',
+    ]);
     expect(await charges('wf-ds-fork-1')).toEqual([{ item: 'charge-b', step: 2 }]);
     // The original keeps its ending (ERROR) and its one applied transaction, of the discarded path.
     expect(await charges('wf-ds')).toEqual([{ item: 'charge-a', step: 2 }]);

@@ -15,21 +15,37 @@ const MSG = (wf: string, step: number) =>
   `During execution of workflow ${wf} step ${step}, function step1 was recorded when step2 was expected. Check that your workflow is deterministic.`;
 const envelope = (wf: string, step: number) =>
   JSON.stringify({
-    json: { dbosErrorCode: 26, workflowID: wf, stepID: step, expectedName: 'step2', name: 'Error', message: MSG(wf, step), stack: 'Error: ...' },
+    json: {
+      dbosErrorCode: 26,
+      workflowID: wf,
+      stepID: step,
+      expectedName: 'step2',
+      name: 'Error',
+      message: MSG(wf, step),
+      stack: 'Error: ...',
+    },
     __dbos_serializer: 'superjson',
   });
 
 describe('divergence detection', () => {
   it('reads code 26 from the superjson envelope, a bare error, or the message alone', () => {
     expect(parseDivergence(envelope('wf-1', 3))).toEqual({ workflowId: 'wf-1', stepId: 3, expectedName: 'step2', message: MSG('wf-1', 3) });
-    expect(parseDivergence(JSON.stringify({ message: MSG('child-9', 0), name: 'Error' }))).toMatchObject({ workflowId: 'child-9', stepId: 0 });
+    expect(parseDivergence(JSON.stringify({ message: MSG('child-9', 0), name: 'Error' }))).toMatchObject({
+      workflowId: 'child-9',
+      stepId: 0,
+    });
     expect(parseDivergence(MSG('legacy', 2))).toMatchObject({ workflowId: 'legacy', stepId: 2, expectedName: 'step2' });
   });
 
   it('never reports an ordinary error, a different DBOS code, or garbage', () => {
-    const other = JSON.stringify({ json: { dbosErrorCode: 12, message: 'Workflow was cancelled', name: 'Error' }, __dbos_serializer: 'superjson' });
+    const other = JSON.stringify({
+      json: { dbosErrorCode: 12, message: 'Workflow was cancelled', name: 'Error' },
+      __dbos_serializer: 'superjson',
+    });
     expect(parseDivergence(other)).toBeUndefined();
-    expect(parseDivergence(JSON.stringify({ json: { message: 'tool exploded', name: 'Error' }, __dbos_serializer: 'superjson' }))).toBeUndefined();
+    expect(
+      parseDivergence(JSON.stringify({ json: { message: 'tool exploded', name: 'Error' }, __dbos_serializer: 'superjson' })),
+    ).toBeUndefined();
     expect(parseDivergence('{not json')).toBeUndefined();
     expect(parseDivergence(null)).toBeUndefined();
     expect(parseDivergence(JSON.stringify({ json: { dbosErrorCode: 26, name: 'Error' } }))).toBeUndefined(); // no step to fork from
@@ -44,7 +60,9 @@ describe('findDiverged (the reaper pass scan)', () => {
   beforeAll(async () => {
     tdb = await createTestDatabase();
     db = afterlifeDb(tdb.url);
-    const rows: Array<[id: string, app: string | null, parent: string | null, forked: boolean, legacy: string | null, output: string | null]> = [
+    const rows: Array<
+      [id: string, app: string | null, parent: string | null, forked: boolean, legacy: string | null, output: string | null]
+    > = [
       ['new-style', APP, null, false, null, envelope('new-style', 1)],
       ['legacy', APP, null, false, MSG('legacy', 2), null],
       ['unclaimed', null, null, false, null, envelope('unclaimed', 1)],
@@ -88,8 +106,11 @@ describe('findDiverged (the reaper pass scan)', () => {
   });
 
   it('cancelForkedOriginals finishes a fork-to-latest interrupted between the fork and the cancel', async () => {
-    await tdb.sql.query(`INSERT INTO dbos.workflow_status (workflow_uuid, status, name, application_name, queue_name, application_version)
-                         VALUES ('orig', 'ENQUEUED', 'wf', $1, '_dbos_internal_queue', 'v1')`, [APP]);
+    await tdb.sql.query(
+      `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, application_name, queue_name, application_version)
+                         VALUES ('orig', 'ENQUEUED', 'wf', $1, '_dbos_internal_queue', 'v1')`,
+      [APP],
+    );
     await tdb.sql.query(
       `INSERT INTO afterlife.forks (root_workflow_id, n, application_name, source_workflow_id, from_step, new_workflow_id, reason, forked_by)
        VALUES ('orig', 1, $1, 'orig', 2, 'orig-fork-1', 'orphaned-version', 'test')`,

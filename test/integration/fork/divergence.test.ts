@@ -38,7 +38,13 @@ describe('auto-fork of real replay divergence', () => {
     setupTimeoutMs: 120_000,
     setup: async ({ tdb, rt, client, app, executors }) => {
       deps = forkDepsFromRuntime(rt);
-      const a = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-A', queues: QUEUES });
+      const a = await startExecutor({
+        databaseUrl: tdb.url,
+        applicationName: app,
+        applicationVersion: 'v1',
+        executorId: 'exec-A',
+        queues: QUEUES,
+      });
       executors.push(a);
       await enqueue(client, 'divergentWorkflow', 'wf-a', 'v1', spec('wf-a'));
       await enqueue(client, 'divergentWorkflow', 'wf-reaper', 'v1', spec('wf-reaper'));
@@ -78,7 +84,11 @@ describe('auto-fork of real replay divergence', () => {
     const res = await autoFork(deps, 'wf-a');
     expect(res).toMatchObject({ outcome: 'forked', newWorkflowId: 'wf-a-fork-1', root: 'wf-a', n: 1, startStep: 1, reason: 'diverged' });
     await waitStatus(f.tdb.sql, 'wf-a-fork-1', 'SUCCESS');
-    expect(await f.client.getWorkflow('wf-a-fork-1')).toMatchObject({ forkedFrom: 'wf-a', queueName: 'forktest', applicationVersion: 'v1' });
+    expect(await f.client.getWorkflow('wf-a-fork-1')).toMatchObject({
+      forkedFrom: 'wf-a',
+      queueName: 'forktest',
+      applicationVersion: 'v1',
+    });
     expect(await stepStarts(f.tdb.sql, 'wf-a', 0)).toBe(1);
     expect(await stepStarts(f.tdb.sql, 'wf-a-fork-1', 0)).toBe(0); // step 0 copied, not run
     expect(await stepStarts(f.tdb.sql, 'wf-a-fork-1', 1)).toBe(1);
@@ -87,7 +97,9 @@ describe('auto-fork of real replay divergence', () => {
     // Asked again: already forked, same ID, still one fork and one ledger row.
     expect(await autoFork(deps, 'wf-a')).toMatchObject({ outcome: 'already-forked', newWorkflowId: 'wf-a-fork-1' });
     expect(await forksOf(f.tdb.sql, 'wf-a')).toEqual(['wf-a-fork-1']);
-    const ledger = await f.tdb.sql.query(`SELECT root_workflow_id, n, from_step, new_workflow_id, reason FROM afterlife.forks WHERE root_workflow_id = 'wf-a'`);
+    const ledger = await f.tdb.sql.query(
+      `SELECT root_workflow_id, n, from_step, new_workflow_id, reason FROM afterlife.forks WHERE root_workflow_id = 'wf-a'`,
+    );
     expect(ledger.rows).toEqual([{ root_workflow_id: 'wf-a', n: 1, from_step: 1, new_workflow_id: 'wf-a-fork-1', reason: 'diverged' }]);
   });
 
@@ -133,11 +145,20 @@ describe('auto-fork of real replay divergence', () => {
     // C with a child the app named: a fork from the start step would re-attach to the failed child, so the
     // child is forked afresh and the parent forked past its start row, remapped to the fresh child.
     expect(await ledgerOf(f.tdb.sql, 'parent-x')).toEqual([
-      { n: 1, source: 'parent-x', fork: 'parent-x-fork-1', from_step: 2, reason: 'child-diverged', child_fork_id: 'parent-x-fork-1-child-1' },
+      {
+        n: 1,
+        source: 'parent-x',
+        fork: 'parent-x-fork-1',
+        from_step: 2,
+        reason: 'child-diverged',
+        child_fork_id: 'parent-x-fork-1-child-1',
+      },
     ]);
     await waitStatus(f.tdb.sql, 'parent-x-fork-1', 'SUCCESS');
     expect(await f.client.getWorkflow('parent-x-fork-1-child-1')).toMatchObject({ status: 'SUCCESS', forkedFrom: 'explicit-child' });
-    expect((await f.client.listWorkflowSteps('parent-x-fork-1'))?.find((s) => s.functionID === 1)?.childWorkflowID).toBe('parent-x-fork-1-child-1');
+    expect((await f.client.listWorkflowSteps('parent-x-fork-1'))?.find((s) => s.functionID === 1)?.childWorkflowID).toBe(
+      'parent-x-fork-1-child-1',
+    );
     expect(await stepStarts(f.tdb.sql, 'parent-x', 0)).toBe(1);
     expect(await stepStarts(f.tdb.sql, 'parent-x-fork-1-child-1', 0)).toBe(1); // the child started afresh
 

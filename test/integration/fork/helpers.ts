@@ -17,7 +17,13 @@ export const QUEUES = { [FORK_QUEUE]: {} };
 
 export { dbosClient } from '../../helpers/repair.js';
 
-export async function enqueue(client: DBOSClient, workflowName: string, workflowID: string, appVersion: string, ...args: unknown[]): Promise<void> {
+export async function enqueue(
+  client: DBOSClient,
+  workflowName: string,
+  workflowID: string,
+  appVersion: string,
+  ...args: unknown[]
+): Promise<void> {
   await client.enqueue({ queueName: FORK_QUEUE, workflowName, workflowID, appVersion }, ...args);
 }
 
@@ -45,7 +51,9 @@ export async function hasCheckpoint(sql: pg.Pool, workflowId: string, functionId
 }
 
 export async function forksOf(sql: pg.Pool, source: string): Promise<string[]> {
-  const r = await sql.query<{ workflow_uuid: string }>(`SELECT workflow_uuid FROM dbos.workflow_status WHERE forked_from = $1 ORDER BY 1`, [source]);
+  const r = await sql.query<{ workflow_uuid: string }>(`SELECT workflow_uuid FROM dbos.workflow_status WHERE forked_from = $1 ORDER BY 1`, [
+    source,
+  ]);
   return r.rows.map((x) => x.workflow_uuid);
 }
 
@@ -106,10 +114,14 @@ export async function reapUntil(rt: Runtime, what: string, done: () => Promise<b
     failure = err;
   });
   try {
-    await waitFor(what, async () => {
-      if (failure) throw failure;
-      return done();
-    }, { timeoutMs });
+    await waitFor(
+      what,
+      async () => {
+        if (failure) throw failure;
+        return done();
+      },
+      { timeoutMs },
+    );
   } finally {
     ac.abort();
     await loop;
@@ -131,7 +143,13 @@ export async function divergeOnB(
   await o.sql.query(`INSERT INTO public.divergent_choice SELECT unnest($1::text[]), 'b'`, [o.choices]);
   a.kill('SIGKILL');
   await a.exited;
-  const b = await startExecutor({ databaseUrl: o.databaseUrl, applicationName: o.applicationName, applicationVersion: 'v1', executorId: 'exec-B', queues: QUEUES });
+  const b = await startExecutor({
+    databaseUrl: o.databaseUrl,
+    applicationName: o.applicationName,
+    applicationVersion: 'v1',
+    executorId: 'exec-B',
+    queues: QUEUES,
+  });
   await recoverExecutor(
     { db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, batchSize: 100, lockTtlMs: 5_000 },
     deathNotice({ executorId: 'exec-A', applicationName: o.applicationName, reason: 'manual', detectedBy: 'test' }),

@@ -21,11 +21,21 @@ import { repairFixture } from '../../helpers/repair.js';
  * fork-to-latest (named fault points) leaves work the reaper's next pass finishes.
  */
 describe('fork-to-latest for a version no live executor runs', () => {
-  const f = repairFixture('app-orphan', { env: { ORPHANED_VERSION_POLICY: 'fork-to-latest', REPAIR_MODE: 'fork' }, divergentChoice: false, serve: true });
+  const f = repairFixture('app-orphan', {
+    env: { ORPHANED_VERSION_POLICY: 'fork-to-latest', REPAIR_MODE: 'fork' },
+    divergentChoice: false,
+    serve: true,
+  });
   const agents = ['agent-0', 'agent-1', 'agent-2'];
 
   it('forks the v1 orphans onto v2, cancels the originals, and all complete', { timeout: 120_000 }, async () => {
-    const v1 = await startExecutor({ databaseUrl: f.tdb.url, applicationName: f.app, applicationVersion: 'v1', executorId: 'exec-v1', queues: QUEUES });
+    const v1 = await startExecutor({
+      databaseUrl: f.tdb.url,
+      applicationName: f.app,
+      applicationVersion: 'v1',
+      executorId: 'exec-v1',
+      queues: QUEUES,
+    });
     f.executors.push(v1);
     for (const id of agents) await enqueue(f.client, 'agentWorkflow', id, 'v1', { steps: 4, stepMs: 700 });
     await enqueue(f.client, 'parentWorkflow', 'parent', 'v1', { key: 'parent', lastStepMs: 4_000 });
@@ -34,17 +44,31 @@ describe('fork-to-latest for a version no live executor runs', () => {
     );
     v1.kill('SIGKILL');
     await v1.exited;
-    const orphans = (await f.tdb.sql.query<{ workflow_uuid: string }>(`SELECT workflow_uuid FROM dbos.workflow_status WHERE status = 'PENDING' ORDER BY 1`)).rows.map(
-      (r) => r.workflow_uuid,
-    );
+    const orphans = (
+      await f.tdb.sql.query<{ workflow_uuid: string }>(`SELECT workflow_uuid FROM dbos.workflow_status WHERE status = 'PENDING' ORDER BY 1`)
+    ).rows.map((r) => r.workflow_uuid);
     expect(orphans).toEqual([...agents, 'parent', 'parent-1'].sort());
     const checkpointed = await f.tdb.sql.query<{ workflow_uuid: string; function_id: number }>(
       `SELECT workflow_uuid, function_id FROM dbos.operation_outputs o JOIN public.step_runs s ON s.workflow_id = o.workflow_uuid AND s.step = o.function_id AND s.phase = 'end'`,
     );
 
-    const v2 = await startExecutor({ databaseUrl: f.tdb.url, applicationName: f.app, applicationVersion: 'v2', executorId: 'exec-v2', queues: QUEUES });
+    const v2 = await startExecutor({
+      databaseUrl: f.tdb.url,
+      applicationName: f.app,
+      applicationVersion: 'v2',
+      executorId: 'exec-v2',
+      queues: QUEUES,
+    });
     f.executors.push(v2);
-    const beat = { executorId: 'exec-v2', applicationName: f.app, applicationVersion: 'v2', state: 'alive', startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), inFlight: 0 };
+    const beat = {
+      executorId: 'exec-v2',
+      applicationName: f.app,
+      applicationVersion: 'v2',
+      state: 'alive',
+      startedAt: new Date().toISOString(),
+      beatAt: new Date().toISOString(),
+      inFlight: 0,
+    };
     await f.rt.redis?.set(heartbeatKey(f.app, 'exec-v2'), JSON.stringify(beat), 'PX', 120_000);
 
     const notice = deathNotice({ executorId: 'exec-v1', applicationName: f.app, reason: 'manual', detectedBy: 'test' });
@@ -91,13 +115,17 @@ describe('fork-to-latest for a version no live executor runs', () => {
       })),
     );
     // The originals never ran again: v1 is gone and they are cancelled.
-    const originals = await f.tdb.sql.query(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status <> 'CANCELLED'`, [orphans]);
+    const originals = await f.tdb.sql.query(
+      `SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status <> 'CANCELLED'`,
+      [orphans],
+    );
     expect(originals.rows[0]).toEqual({ n: 0 });
   });
 
   it('a crash after the fork, or between the ledger row and the fork, leaves work the next reaper pass finishes: the original cancelled, the fork run', async () => {
     // After the test above v2 is the latest version and only its executor lives: v1 rows wait forever.
-    for (const id of ['crash-after-fork', 'crash-before-fork']) await enqueue(f.client, 'agentWorkflow', id, 'v1', { steps: 2, stepMs: 50 });
+    for (const id of ['crash-after-fork', 'crash-before-fork'])
+      await enqueue(f.client, 'agentWorkflow', id, 'v1', { steps: 2, stepMs: 50 });
     const faults = new FaultInjector()
       .on('fork.afterFork', (ctx) => {
         if (ctx.workflowId === 'crash-after-fork') throw new Error('crash after the fork');
@@ -115,7 +143,10 @@ describe('fork-to-latest for a version no live executor runs', () => {
     // The crash windows: one fork runs while its original still waits ENQUEUED; the other was never made.
     // Either way the ledger row is there, its original not cancelled.
     expect(await f.client.getWorkflow('crash-after-fork')).toMatchObject({ status: 'ENQUEUED', applicationVersion: 'v1' });
-    expect(await f.client.getWorkflow('crash-after-fork-fork-1')).toMatchObject({ forkedFrom: 'crash-after-fork', applicationVersion: 'v2' });
+    expect(await f.client.getWorkflow('crash-after-fork-fork-1')).toMatchObject({
+      forkedFrom: 'crash-after-fork',
+      applicationVersion: 'v2',
+    });
     expect(await f.client.getWorkflow('crash-before-fork')).toMatchObject({ status: 'ENQUEUED', applicationVersion: 'v1' });
     expect(await f.client.getWorkflow('crash-before-fork-fork-1')).toBeUndefined();
     const pending = await f.tdb.sql.query(
@@ -129,9 +160,16 @@ describe('fork-to-latest for a version no live executor runs', () => {
     for (const id of ['crash-after-fork', 'crash-before-fork']) {
       expect(await f.client.getWorkflow(id)).toMatchObject({ status: 'CANCELLED' });
       await waitStatus(f.tdb.sql, `${id}-fork-1`, 'SUCCESS');
-      expect(await f.client.getWorkflow(`${id}-fork-1`)).toMatchObject({ forkedFrom: id, applicationVersion: 'v2', executorId: 'exec-v2', queueName: 'forktest' });
+      expect(await f.client.getWorkflow(`${id}-fork-1`)).toMatchObject({
+        forkedFrom: id,
+        applicationVersion: 'v2',
+        executorId: 'exec-v2',
+        queueName: 'forktest',
+      });
     }
-    const done = await f.tdb.sql.query(`SELECT count(*)::int AS n FROM afterlife.forks WHERE source_workflow_id LIKE 'crash-%' AND original_cancelled_at IS NOT NULL`);
+    const done = await f.tdb.sql.query(
+      `SELECT count(*)::int AS n FROM afterlife.forks WHERE source_workflow_id LIKE 'crash-%' AND original_cancelled_at IS NOT NULL`,
+    );
     expect(done.rows[0]).toEqual({ n: 2 });
     // Once finished, a further pass has nothing to do: no second fork, nothing to cancel.
     await runReaper(testReaperDeps(f.rt), { maxTicks: 1 });
@@ -158,7 +196,9 @@ describe('fork-to-latest for a version no live executor runs', () => {
     ]);
     const forks = await f.tdb.sql.query(`SELECT 1 FROM dbos.workflow_status WHERE forked_from IN ('claimed-1', 'restamped-1')`);
     expect(forks.rowCount).toBe(0);
-    const rows = await f.tdb.sql.query(`SELECT workflow_uuid, status FROM dbos.workflow_status WHERE workflow_uuid IN ('claimed-1', 'restamped-1') ORDER BY 1`);
+    const rows = await f.tdb.sql.query(
+      `SELECT workflow_uuid, status FROM dbos.workflow_status WHERE workflow_uuid IN ('claimed-1', 'restamped-1') ORDER BY 1`,
+    );
     expect(rows.rows).toEqual([
       { workflow_uuid: 'claimed-1', status: 'PENDING' },
       { workflow_uuid: 'restamped-1', status: 'ENQUEUED' },

@@ -42,27 +42,54 @@ describe('repair by rewind of real replay divergence', () => {
     setupTimeoutMs: 120_000,
     setup: async ({ tdb, rt, client, app, executors }) => {
       deps = forkDepsFromRuntime(rt);
-      const a = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-A', queues: QUEUES });
+      const a = await startExecutor({
+        databaseUrl: tdb.url,
+        applicationName: app,
+        applicationVersion: 'v1',
+        executorId: 'exec-A',
+        queues: QUEUES,
+      });
       executors.push(a);
-      for (const id of diverged.filter((x) => x.startsWith('wf-') && x !== 'wf-stream')) await enqueue(client, 'divergentWorkflow', id, 'v1', spec(id));
+      for (const id of diverged.filter((x) => x.startsWith('wf-') && x !== 'wf-stream'))
+        await enqueue(client, 'divergentWorkflow', id, 'v1', spec(id));
       await enqueue(client, 'streamingDivergentWorkflow', 'wf-stream', 'v1', spec('wf-stream'));
       repairAware = collect(readStreamWithRepair<string>(client, 'wf-stream', 'tokens', { pollMs: 200, repairTimeoutMs: 90_000 }));
       plain = collect(client.readStream<string>('wf-stream', 'tokens'));
       // Awaited by their test; handled here too, so a run filtered to other tests does not report them.
       for (const p of [repairAware, plain]) p.catch(() => undefined);
       await enqueue(client, 'parentWorkflow', 'parent-r', 'v1', spec('parent-r'));
-      await waitFor('tool steps checkpointed on A', async () =>
-        (await Promise.all(['wf-r', 'wf-race', 'wf-crash', 'wf-reaper', 'parent-r-1'].map((id) => hasCheckpoint(tdb.sql, id, 1)))).every(Boolean) &&
-        // wf-stream: plan (0), its token (1), the tool (2), its token (3); the answer (4) is in flight.
-        (await hasCheckpoint(tdb.sql, 'wf-stream', 3)),
+      await waitFor(
+        'tool steps checkpointed on A',
+        async () =>
+          (await Promise.all(['wf-r', 'wf-race', 'wf-crash', 'wf-reaper', 'parent-r-1'].map((id) => hasCheckpoint(tdb.sql, id, 1)))).every(
+            Boolean,
+          ) &&
+          // wf-stream: plan (0), its token (1), the tool (2), its token (3); the answer (4) is in flight.
+          (await hasCheckpoint(tdb.sql, 'wf-stream', 3)),
       );
-      executors.push(await divergeOnB(rt, a, { databaseUrl: tdb.url, applicationName: app, choices: diverged, waitError: [...diverged, 'parent-r-1'], sql: tdb.sql }));
+      executors.push(
+        await divergeOnB(rt, a, {
+          databaseUrl: tdb.url,
+          applicationName: app,
+          choices: diverged,
+          waitError: [...diverged, 'parent-r-1'],
+          sql: tdb.sql,
+        }),
+      );
     },
   });
 
   it('rewinds a diverged workflow once from its divergent step: SUCCESS under its own ID, step 0 not re-run', async () => {
     const res = await repairDiverged(deps, 'wf-r');
-    expect(res).toMatchObject({ outcome: 'rewound', workflowId: 'wf-r', root: 'wf-r', n: 1, startStep: 1, reason: 'diverged', rewound: ['wf-r'] });
+    expect(res).toMatchObject({
+      outcome: 'rewound',
+      workflowId: 'wf-r',
+      root: 'wf-r',
+      n: 1,
+      startStep: 1,
+      reason: 'diverged',
+      rewound: ['wf-r'],
+    });
     // The same ID is re-enqueued on its own queue and runs again; a plain getResult on the ID gets the result.
     expect(await f.client.retrieveWorkflow<string[]>('wf-r').getResult()).toEqual(['plan@exec-A', 'tool-b@exec-B', 'answer@exec-B']);
     expect(await f.client.getWorkflow('wf-r')).toMatchObject({ status: 'SUCCESS', queueName: 'forktest', applicationVersion: 'v1' });
@@ -82,13 +109,24 @@ describe('repair by rewind of real replay divergence', () => {
     // The discarded run's token stays (a rewind removes only the close marker); the repaired run's follow, to the close.
     expect(await repairAware).toEqual(['plan@exec-A', 'tool-a@exec-A', 'tool-b@exec-B', 'answer@exec-B']);
     expect(await f.client.getWorkflow('wf-stream')).toMatchObject({ status: 'SUCCESS' });
-    expect(await collect(f.client.readStream<string>('wf-stream', 'tokens'))).toEqual(['plan@exec-A', 'tool-a@exec-A', 'tool-b@exec-B', 'answer@exec-B']);
+    expect(await collect(f.client.readStream<string>('wf-stream', 'tokens'))).toEqual([
+      'plan@exec-A',
+      'tool-a@exec-A',
+      'tool-b@exec-B',
+      'answer@exec-B',
+    ]);
   });
 
   it('two repairers racing without Redis rewind it once (the ledger claim and DBOS status re-check fence)', async () => {
-    const [r1, r2] = [testRuntime({ databaseUrl: f.tdb.url, applicationName: f.app, redis: 'none' }), testRuntime({ databaseUrl: f.tdb.url, applicationName: f.app, redis: 'none' })];
+    const [r1, r2] = [
+      testRuntime({ databaseUrl: f.tdb.url, applicationName: f.app, redis: 'none' }),
+      testRuntime({ databaseUrl: f.tdb.url, applicationName: f.app, redis: 'none' }),
+    ];
     try {
-      const results = await Promise.all([repairDiverged(forkDepsFromRuntime(r1), 'wf-race'), repairDiverged(forkDepsFromRuntime(r2), 'wf-race')]);
+      const results = await Promise.all([
+        repairDiverged(forkDepsFromRuntime(r1), 'wf-race'),
+        repairDiverged(forkDepsFromRuntime(r2), 'wf-race'),
+      ]);
       const outcomes = results.map((r) => r.outcome).sort();
       expect(outcomes.filter((o) => o === 'rewound')).toHaveLength(1);
       expect(outcomes.every((o) => ['rewound', 'busy', 'already-rewound'].includes(o))).toBe(true);
@@ -133,7 +171,9 @@ describe('repair by rewind of real replay divergence', () => {
     expect(await stepStarts(f.tdb.sql, 'parent-r-1', 0)).toBe(1);
     expect(await stepStarts(f.tdb.sql, 'parent-r-1', 1)).toBe(2);
     const row = await f.tdb.sql.query(`SELECT n, from_step, reason, descendants FROM afterlife.rewinds WHERE workflow_id = 'parent-r'`);
-    expect(row.rows).toEqual([{ n: 1, from_step: 2, reason: 'child-diverged', descendants: [expect.objectContaining({ workflowId: 'parent-r-1', fromStep: 1 })] }]);
+    expect(row.rows).toEqual([
+      { n: 1, from_step: 2, reason: 'child-diverged', descendants: [expect.objectContaining({ workflowId: 'parent-r-1', fromStep: 1 })] },
+    ]);
   });
 
   it('the real reaper (an invocation, and a second reaper ticking past its lease) rewinds by default, once, and forks nothing', async () => {
@@ -171,18 +211,27 @@ describe('repair by rewind of real replay divergence', () => {
     expect(await stepStarts(f.tdb.sql, 'always', 0)).toBe(1);
   });
 
-  it('the real reaper alone: rewinds a workflow diverging on every replay MAX_REPAIRS times, then one dead letter', { timeout: 120_000 }, async () => {
-    await enqueue(f.client, 'alwaysDivergentWorkflow', 'always-reaped', 'v1');
-    await waitStatus(f.tdb.sql, 'always-reaped', 'ERROR');
-    const deadLetter = async () => (await f.tdb.sql.query(`SELECT workflow_id, forks FROM afterlife.dead_letters WHERE root_workflow_id = 'always-reaped'`)).rows;
-    await reapUntil(f.rt, 'the dead letter of always-reaped', async () => (await deadLetter()).length > 0, 90_000);
-    expect(await deadLetter()).toEqual([{ workflow_id: 'always-reaped', forks: 3 }]);
-    expect((await rewindRows('always-reaped')).map((r) => [r.n, r.done])).toEqual([[1, true], [2, true], [3, true]]);
-    // More invocations change nothing: no fourth rewind, no second dead letter.
-    await reap(f.rt);
-    expect(await rewindRows('always-reaped')).toHaveLength(3);
-    expect(await deadLetter()).toHaveLength(1);
-    expect(await stepStarts(f.tdb.sql, 'always-reaped', 0)).toBe(1);
-    expect(await allForks(f.tdb.sql)).toEqual([]);
-  });
+  it(
+    'the real reaper alone: rewinds a workflow diverging on every replay MAX_REPAIRS times, then one dead letter',
+    { timeout: 120_000 },
+    async () => {
+      await enqueue(f.client, 'alwaysDivergentWorkflow', 'always-reaped', 'v1');
+      await waitStatus(f.tdb.sql, 'always-reaped', 'ERROR');
+      const deadLetter = async () =>
+        (await f.tdb.sql.query(`SELECT workflow_id, forks FROM afterlife.dead_letters WHERE root_workflow_id = 'always-reaped'`)).rows;
+      await reapUntil(f.rt, 'the dead letter of always-reaped', async () => (await deadLetter()).length > 0, 90_000);
+      expect(await deadLetter()).toEqual([{ workflow_id: 'always-reaped', forks: 3 }]);
+      expect((await rewindRows('always-reaped')).map((r) => [r.n, r.done])).toEqual([
+        [1, true],
+        [2, true],
+        [3, true],
+      ]);
+      // More invocations change nothing: no fourth rewind, no second dead letter.
+      await reap(f.rt);
+      expect(await rewindRows('always-reaped')).toHaveLength(3);
+      expect(await deadLetter()).toHaveLength(1);
+      expect(await stepStarts(f.tdb.sql, 'always-reaped', 0)).toBe(1);
+      expect(await allForks(f.tdb.sql)).toEqual([]);
+    },
+  );
 });

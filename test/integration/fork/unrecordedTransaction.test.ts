@@ -41,9 +41,11 @@ describe('repair of an orphan whose last transaction committed but was never rec
       )
     ).rows;
   const recordedSteps = async (id: string) =>
-    (await f.tdb.sql.query<{ function_id: number }>(`SELECT function_id FROM dbos.operation_outputs WHERE workflow_uuid = $1 ORDER BY 1`, [id])).rows.map(
-      (r) => r.function_id,
-    );
+    (
+      await f.tdb.sql.query<{ function_id: number }>(`SELECT function_id FROM dbos.operation_outputs WHERE workflow_uuid = $1 ORDER BY 1`, [
+        id,
+      ])
+    ).rows.map((r) => r.function_id);
 
   const f = repairFixture('app-unrec', {
     env: { ORPHANED_VERSION_POLICY: 'fork-to-latest' },
@@ -61,16 +63,26 @@ describe('repair of an orphan whose last transaction committed but was never rec
       blocker = new pg.Client({ connectionString: tdb.url, application_name: 'fault-unrecorded-step' });
       await blocker.connect();
       await blocker.query('BEGIN');
-      await blocker.query(`INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name) SELECT unnest($1::text[]), 2, 'charge-a'`, [ids]);
+      await blocker.query(
+        `INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name) SELECT unnest($1::text[]), 2, 'charge-a'`,
+        [ids],
+      );
       const blockerPid = (await blocker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
       const waiting = async () =>
         (
-          await tdb.sql.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND $1 = ANY(pg_blocking_pids(pid))`, [
-            blockerPid,
-          ])
+          await tdb.sql.query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND $1 = ANY(pg_blocking_pids(pid))`,
+            [blockerPid],
+          )
         ).rows.map((r) => r.pid);
 
-      const v1 = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-v1', queues: QUEUES });
+      const v1 = await startExecutor({
+        databaseUrl: tdb.url,
+        applicationName: app,
+        applicationVersion: 'v1',
+        executorId: 'exec-v1',
+        queues: QUEUES,
+      });
       executors.push(v1);
       await waitFor('charge-a committed by the data source, and exec-v1 waiting to record it', async () => {
         const tc = await tdb.sql.query(`SELECT 1 FROM dbos.transaction_completion WHERE workflow_id = ANY($1) AND function_num = 2`, [ids]);
@@ -82,14 +94,23 @@ describe('repair of an orphan whose last transaction committed but was never rec
       // the checkpoint once the lock is released: ended as the server would on noticing the disconnect.
       const stranded = await waiting();
       await tdb.sql.query('SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS t(pid)', [stranded]);
-      await waitFor('the dead executor’s backends gone', async () =>
-        (await tdb.sql.query(`SELECT 1 FROM pg_stat_activity WHERE pid = ANY($1)`, [stranded])).rowCount === 0,
+      await waitFor(
+        'the dead executor’s backends gone',
+        async () => (await tdb.sql.query(`SELECT 1 FROM pg_stat_activity WHERE pid = ANY($1)`, [stranded])).rowCount === 0,
       );
       await blocker.query('ROLLBACK');
       await blocker.end();
       blocker = undefined;
 
-      executors.push(await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v2', executorId: 'exec-v2', queues: QUEUES }));
+      executors.push(
+        await startExecutor({
+          databaseUrl: tdb.url,
+          applicationName: app,
+          applicationVersion: 'v2',
+          executorId: 'exec-v2',
+          queues: QUEUES,
+        }),
+      );
       // The recovery alone, without its orphaned-version hook: each row is repaired below by its own runtime.
       const recovered = await recoverExecutor(
         { db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, batchSize: 100, lockTtlMs: 5_000 },
@@ -98,7 +119,6 @@ describe('repair of an orphan whose last transaction committed but was never rec
       expect(recovered).toMatchObject({ outcome: 'completed', reenqueued: ids.length });
     },
   });
-
 
   it('the premise: charge-a applied and checkpointed by the data source, step 2 never recorded, the rows ENQUEUED on v1', async () => {
     for (const id of ids) {
@@ -110,34 +130,56 @@ describe('repair of an orphan whose last transaction committed but was never rec
     }
   });
 
-  it('REPAIR_MODE=rewind rewinds it under its own ID onto v2; the replay is served charge-a: charged once', { timeout: 60_000 }, async () => {
-    const out = await repairOrphaned(forkDepsFromRuntime(f.rt), orphanOf('wf-rewind'));
-    expect(out).toEqual([{ workflowId: 'wf-rewind', outcome: 'rewound' }]);
-    const served = f.rt.logger.lines.find((l) => l.event === 'repair_rewind_serves_transaction' && l.workflowId === 'wf-rewind');
-    expect(served?.steps).toEqual(['dbos.transaction_completion: step 2']);
-    await waitStatus(f.tdb.sql, 'wf-rewind', 'SUCCESS');
-    expect(await f.client.retrieveWorkflow<string[]>('wf-rewind').getResult()).toEqual(['plan@exec-v1', 'tool-a@exec-v1', 'charge-a@exec-v1', 'answer@exec-v2']);
-    expect(await f.client.getWorkflow('wf-rewind')).toMatchObject({ applicationVersion: 'v2', executorId: 'exec-v2' });
-    expect(await charges('wf-rewind%')).toEqual([{ workflow_id: 'wf-rewind', item: 'charge-a', executor_id: 'exec-v1' }]);
-    expect(await forksOf(f.tdb.sql, 'wf-rewind')).toEqual([]);
-    const ledger = await f.tdb.sql.query(`SELECT from_step, reason, application_version, rewound_at IS NOT NULL AS done FROM afterlife.rewinds WHERE workflow_id = 'wf-rewind'`);
-    expect(ledger.rows).toEqual([{ from_step: 2, reason: 'orphaned-version', application_version: 'v2', done: true }]);
-  });
+  it(
+    'REPAIR_MODE=rewind rewinds it under its own ID onto v2; the replay is served charge-a: charged once',
+    { timeout: 60_000 },
+    async () => {
+      const out = await repairOrphaned(forkDepsFromRuntime(f.rt), orphanOf('wf-rewind'));
+      expect(out).toEqual([{ workflowId: 'wf-rewind', outcome: 'rewound' }]);
+      const served = f.rt.logger.lines.find((l) => l.event === 'repair_rewind_serves_transaction' && l.workflowId === 'wf-rewind');
+      expect(served?.steps).toEqual(['dbos.transaction_completion: step 2']);
+      await waitStatus(f.tdb.sql, 'wf-rewind', 'SUCCESS');
+      expect(await f.client.retrieveWorkflow<string[]>('wf-rewind').getResult()).toEqual([
+        'plan@exec-v1',
+        'tool-a@exec-v1',
+        'charge-a@exec-v1',
+        'answer@exec-v2',
+      ]);
+      expect(await f.client.getWorkflow('wf-rewind')).toMatchObject({ applicationVersion: 'v2', executorId: 'exec-v2' });
+      expect(await charges('wf-rewind%')).toEqual([{ workflow_id: 'wf-rewind', item: 'charge-a', executor_id: 'exec-v1' }]);
+      expect(await forksOf(f.tdb.sql, 'wf-rewind')).toEqual([]);
+      const ledger = await f.tdb.sql.query(
+        `SELECT from_step, reason, application_version, rewound_at IS NOT NULL AS done FROM afterlife.rewinds WHERE workflow_id = 'wf-rewind'`,
+      );
+      expect(ledger.rows).toEqual([{ from_step: 2, reason: 'orphaned-version', application_version: 'v2', done: true }]);
+    },
+  );
 
-  it('REPAIR_MODE=fork refuses the fork, naming the checkpoint; the row waits for a repair under its own ID, which charges once', { timeout: 60_000 }, async () => {
-    const out = await repairOrphaned(forkDepsFromRuntime(forkRt), orphanOf('wf-fork'));
-    expect(out).toEqual([{ workflowId: 'wf-fork', outcome: 'skipped', why: expect.stringMatching(/dbos\.transaction_completion holds step 2 of wf-fork/) }]);
-    expect(forkRt.logger.lines.some((l) => l.event === 'repair_refused' && l.workflowId === 'wf-fork')).toBe(true);
-    expect(await f.client.getWorkflow('wf-fork')).toMatchObject({ status: 'ENQUEUED', applicationVersion: 'v1' });
-    expect(await forksOf(f.tdb.sql, 'wf-fork')).toEqual([]);
-    expect(await charges('wf-fork%')).toEqual([{ workflow_id: 'wf-fork', item: 'charge-a', executor_id: 'exec-v1' }]);
+  it(
+    'REPAIR_MODE=fork refuses the fork, naming the checkpoint; the row waits for a repair under its own ID, which charges once',
+    { timeout: 60_000 },
+    async () => {
+      const out = await repairOrphaned(forkDepsFromRuntime(forkRt), orphanOf('wf-fork'));
+      expect(out).toEqual([
+        { workflowId: 'wf-fork', outcome: 'skipped', why: expect.stringMatching(/dbos\.transaction_completion holds step 2 of wf-fork/) },
+      ]);
+      expect(forkRt.logger.lines.some((l) => l.event === 'repair_refused' && l.workflowId === 'wf-fork')).toBe(true);
+      expect(await f.client.getWorkflow('wf-fork')).toMatchObject({ status: 'ENQUEUED', applicationVersion: 'v1' });
+      expect(await forksOf(f.tdb.sql, 'wf-fork')).toEqual([]);
+      expect(await charges('wf-fork%')).toEqual([{ workflow_id: 'wf-fork', item: 'charge-a', executor_id: 'exec-v1' }]);
 
-    // Left as it was, it is still the orphan a rewind repairs: the refusal lost nothing.
-    expect(await repairOrphaned(forkDepsFromRuntime(f.rt), orphanOf('wf-fork'))).toEqual([{ workflowId: 'wf-fork', outcome: 'rewound' }]);
-    await waitStatus(f.tdb.sql, 'wf-fork', 'SUCCESS');
-    expect(await f.client.retrieveWorkflow<string[]>('wf-fork').getResult()).toEqual(['plan@exec-v1', 'tool-a@exec-v1', 'charge-a@exec-v1', 'answer@exec-v2']);
-    expect(await charges('wf-fork%')).toEqual([{ workflow_id: 'wf-fork', item: 'charge-a', executor_id: 'exec-v1' }]);
-  });
+      // Left as it was, it is still the orphan a rewind repairs: the refusal lost nothing.
+      expect(await repairOrphaned(forkDepsFromRuntime(f.rt), orphanOf('wf-fork'))).toEqual([{ workflowId: 'wf-fork', outcome: 'rewound' }]);
+      await waitStatus(f.tdb.sql, 'wf-fork', 'SUCCESS');
+      expect(await f.client.retrieveWorkflow<string[]>('wf-fork').getResult()).toEqual([
+        'plan@exec-v1',
+        'tool-a@exec-v1',
+        'charge-a@exec-v1',
+        'answer@exec-v2',
+      ]);
+      expect(await charges('wf-fork%')).toEqual([{ workflow_id: 'wf-fork', item: 'charge-a', executor_id: 'exec-v1' }]);
+    },
+  );
 
   it('without the check the fork is made, and its replay applies charge-a a second time', { timeout: 60_000 }, async () => {
     const out = await repairOrphaned(forkDepsFromRuntime(blindRt), orphanOf('wf-blind'));

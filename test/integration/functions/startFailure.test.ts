@@ -21,7 +21,12 @@ describe('a runtime that cannot start', () => {
   const empty = `afterlife_nodbos_${process.pid}_${randomBytes(4).toString('hex')}`;
   let redis: PrivateRedis;
   const app = 'app-start';
-  const env = (over: Record<string, string> = {}) => ({ DATABASE_URL: databaseUrl(empty), REDIS_URL: redis.url, DBOS_APPLICATION_NAME: app, ...over });
+  const env = (over: Record<string, string> = {}) => ({
+    DATABASE_URL: databaseUrl(empty),
+    REDIS_URL: redis.url,
+    DBOS_APPLICATION_NAME: app,
+    ...over,
+  });
 
   beforeAll(async () => {
     const a = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
@@ -43,7 +48,11 @@ describe('a runtime that cannot start', () => {
     const sessionName = `afterlife-leak-${randomBytes(3).toString('hex')}`;
     const log = memoryLogger();
     // No backoff, so every call really builds: the leak is per build, not per request.
-    const factory = startingRuntime({ env: env(), sessionName, lifecycle: new Lifecycle(), publisher: 'none' }, { initialBackoffMs: 0, maxBackoffMs: 0 }, log);
+    const factory = startingRuntime(
+      { env: env(), sessionName, lifecycle: new Lifecycle(), publisher: 'none' },
+      { initialBackoffMs: 0, maxBackoffMs: 0 },
+      log,
+    );
     const redisBefore = await redisClients(redis.url);
     for (let i = 0; i < 20; i++) await expect(factory()).rejects.toBeInstanceOf(RuntimeUnavailableError);
     expect(log.lines.filter((l) => l.event === 'runtime_start_failed')).toHaveLength(20);
@@ -55,7 +64,11 @@ describe('a runtime that cannot start', () => {
   it('with Postgres down, failed builds leak no Redis client either', async () => {
     const log = memoryLogger();
     const factory = startingRuntime(
-      { env: env({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', DB_CONNECT_TIMEOUT_MS: '500' }), lifecycle: new Lifecycle(), publisher: 'none' },
+      {
+        env: env({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', DB_CONNECT_TIMEOUT_MS: '500' }),
+        lifecycle: new Lifecycle(),
+        publisher: 'none',
+      },
       { initialBackoffMs: 0, maxBackoffMs: 0 },
       log,
     );
@@ -77,16 +90,29 @@ describe('a runtime that cannot start', () => {
   it('every function answers 503 JSON {error, code}; executorDeath nacks a valid notice and acks poison', async () => {
     const log = memoryLogger();
     const sessionName = `afterlife-http-${randomBytes(3).toString('hex')}`;
-    useRuntime(startingRuntime({ env: env(), sessionName, lifecycle: new Lifecycle(), publisher: 'none' }, { initialBackoffMs: 60_000 }, log));
+    useRuntime(
+      startingRuntime({ env: env(), sessionName, lifecycle: new Lifecycle(), publisher: 'none' }, { initialBackoffMs: 60_000 }, log),
+    );
     const redisBefore = await redisClients(redis.url);
     const servers = await Promise.all(['drain', 'reaper', 'executorDeath'].map((t) => serve(t)));
     try {
-      const [drain, reaper, death] = servers as [Awaited<ReturnType<typeof serve>>, Awaited<ReturnType<typeof serve>>, Awaited<ReturnType<typeof serve>>];
+      const [drain, reaper, death] = servers as [
+        Awaited<ReturnType<typeof serve>>,
+        Awaited<ReturnType<typeof serve>>,
+        Awaited<ReturnType<typeof serve>>,
+      ];
       const answers = [
-        await fetch(drain.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ applicationVersion: 'v1' }) }),
+        await fetch(drain.url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ applicationVersion: 'v1' }),
+        }),
         await fetch(`${drain.url}?applicationVersion=v1`),
         await fetch(reaper.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }),
-        await postEvent(death.url, pubsubCloudEvent(JSON.stringify(deathNotice({ executorId: 'e-1', applicationName: app, reason: 'manual', detectedBy: 't' })))),
+        await postEvent(
+          death.url,
+          pubsubCloudEvent(JSON.stringify(deathNotice({ executorId: 'e-1', applicationName: app, reason: 'manual', detectedBy: 't' }))),
+        ),
       ];
       for (const res of answers) {
         expect(res.status).toBe(503);

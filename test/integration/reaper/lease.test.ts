@@ -46,7 +46,15 @@ describe('reaper: a tick never outlives its lease', () => {
   };
 
   beforeAll(async () => {
-    await makeOrphans({ databaseUrl: fx.tdb.url, sql: fx.tdb.sql, applicationName: fx.app, executorId: 'exec-dead', applicationVersion: 'v1', ids, stepMs: 60_000 });
+    await makeOrphans({
+      databaseUrl: fx.tdb.url,
+      sql: fx.tdb.sql,
+      applicationName: fx.app,
+      executorId: 'exec-dead',
+      applicationVersion: 'v1',
+      ids,
+      stepMs: 60_000,
+    });
     // A first tick plants the reaper's Redis sentinel (the tick that plants it treats absences as a reset).
     expect((await reap(90_000)).declaredDead).toEqual([]);
     faults.on('recover.afterBatch', () => {

@@ -23,7 +23,10 @@ describe('reaper: a live executor in a 60 s step', () => {
     await kit.start('long-kit', { steps: 1, stepMs: STEP_MS });
     await noKit.start('long-nokit', { steps: 1, stepMs: STEP_MS });
     const ids = ['long-kit', 'long-nokit'];
-    const before = await tdb.sql.query(`SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts, updated_at FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) ORDER BY 1`, [ids]);
+    const before = await tdb.sql.query(
+      `SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts, updated_at FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) ORDER BY 1`,
+      [ids],
+    );
 
     const t0 = Date.now();
     const results: TickResult[] = [];
@@ -42,13 +45,20 @@ describe('reaper: a live executor in a 60 s step', () => {
     expect(ticks.every((d) => d.candidates === 2 && d.alive === 2)).toBe(true);
 
     // Untouched while the step ran: same status, owner, ownership token, attempts and status clock.
-    const during = await tdb.sql.query(`SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts, updated_at FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) ORDER BY 1`, [ids]);
+    const during = await tdb.sql.query(
+      `SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts, updated_at FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) ORDER BY 1`,
+      [ids],
+    );
     expect(during.rows).toEqual(before.rows);
     expect((await tdb.sql.query(`SELECT count(*)::int AS n FROM afterlife.recoveries`)).rows[0]).toEqual({ n: 0 });
 
     // Both finish on their own executor, each step body ran exactly once.
-    await waitFor('both long workflows finish', async () => (await workflowRows(tdb.sql, ids)).every((r) => r.status === 'SUCCESS'), { timeoutMs: 30_000 });
-    const runs = await tdb.sql.query(`SELECT workflow_id, executor_id, count(*)::int AS n FROM public.step_runs WHERE phase = 'start' GROUP BY 1, 2 ORDER BY 1`);
+    await waitFor('both long workflows finish', async () => (await workflowRows(tdb.sql, ids)).every((r) => r.status === 'SUCCESS'), {
+      timeoutMs: 30_000,
+    });
+    const runs = await tdb.sql.query(
+      `SELECT workflow_id, executor_id, count(*)::int AS n FROM public.step_runs WHERE phase = 'start' GROUP BY 1, 2 ORDER BY 1`,
+    );
     expect(runs.rows).toEqual([
       { workflow_id: 'long-kit', executor_id: 'exec-kit', n: 1 },
       { workflow_id: 'long-nokit', executor_id: 'exec-nokit', n: 1 },

@@ -46,107 +46,131 @@ describe('reaper: a lost host holding a row lock inside a transaction', () => {
     await closePool?.();
   });
 
-  it('recovers every other workflow at once, keeps ticking, and recovers the locked one once its transaction ends', { timeout: 180_000 }, async () => {
-    const { tdb, app, rt } = fx;
-    const victim = await fx.executor('victim', { beat: true });
-    const other = await fx.executor('other', { beat: true });
-    await fx.executor('survivor', { beat: true });
-    for (const id of ['victim', 'other', 'survivor']) await waitForLock(tdb.sql, app, id);
+  it(
+    'recovers every other workflow at once, keeps ticking, and recovers the locked one once its transaction ends',
+    { timeout: 180_000 },
+    async () => {
+      const { tdb, app, rt } = fx;
+      const victim = await fx.executor('victim', { beat: true });
+      const other = await fx.executor('other', { beat: true });
+      await fx.executor('survivor', { beat: true });
+      for (const id of ['victim', 'other', 'survivor']) await waitForLock(tdb.sql, app, id);
 
-    const locked = 'lost-0';
-    const free = ['lost-1', 'lost-2', 'lost-3', 'lost-4'];
-    const otherIds = ['other-0', 'other-1'];
-    for (const id of [locked, ...free]) await victim.start(id, { steps: 2, stepMs: 3_000 });
-    for (const id of otherIds) await other.start(id, { steps: 2, stepMs: 3_000 });
-    await waitFor('PENDING on their executors', async () => {
-      const rows = await workflowRows(tdb.sql, [locked, ...free, ...otherIds]);
-      return rows.length === 7 && rows.every((r) => r.status === 'PENDING' && r.executor_id === (r.workflow_uuid.startsWith('other') ? 'other' : 'victim'));
-    });
+      const locked = 'lost-0';
+      const free = ['lost-1', 'lost-2', 'lost-3', 'lost-4'];
+      const otherIds = ['other-0', 'other-1'];
+      for (const id of [locked, ...free]) await victim.start(id, { steps: 2, stepMs: 3_000 });
+      for (const id of otherIds) await other.start(id, { steps: 2, stepMs: 3_000 });
+      await waitFor('PENDING on their executors', async () => {
+        const rows = await workflowRows(tdb.sql, [locked, ...free, ...otherIds]);
+        return (
+          rows.length === 7 &&
+          rows.every((r) => r.status === 'PENDING' && r.executor_id === (r.workflow_uuid.startsWith('other') ? 'other' : 'victim'))
+        );
+      });
 
-    // The lost leg: DBOS's session name, inside a transaction, holding the checkpoint's row lock, silent.
-    holder = new pg.Client({ connectionString: tdb.url, application_name: 'dbos_transact_victim_v1' });
-    await holder.connect();
-    holder.on('error', () => undefined); // terminated below, as the server's idle-in-transaction limit would
-    await holder.query('BEGIN');
-    await holder.query(`SELECT owner_xid FROM dbos.workflow_status WHERE workflow_uuid = $1 FOR NO KEY UPDATE`, [locked]);
-    const holderPid = (holder as unknown as { processID: number }).processID;
+      // The lost leg: DBOS's session name, inside a transaction, holding the checkpoint's row lock, silent.
+      holder = new pg.Client({ connectionString: tdb.url, application_name: 'dbos_transact_victim_v1' });
+      await holder.connect();
+      holder.on('error', () => undefined); // terminated below, as the server's idle-in-transaction limit would
+      await holder.query('BEGIN');
+      await holder.query(`SELECT owner_xid FROM dbos.workflow_status WHERE workflow_uuid = $1 FOR NO KEY UPDATE`, [locked]);
+      const holderPid = (holder as unknown as { processID: number }).processID;
 
-    // The reaper's pool as production builds it (DB_STATEMENT_TIMEOUT_MS and all), not the tests' bare one.
-    const { pool, close } = await createPool(rt.config, rt.logger, 'afterlife-reaper');
-    closePool = close;
-    const db = createDb(pool, rt.config.database.poolMax, { dbosSchema: rt.config.dbosSchema, afterlifeSchema: rt.config.afterlifeSchema, logger: rt.logger });
-    // As the Scheduler runs it (standby): a first lease attempt that fails on a loaded machine is retried.
-    const ticks: TickSeen[] = [];
-    const stop = new AbortController();
-    const running = runReaper(testReaperDeps(rt, { db }), { signal: stop.signal, standby: true, onTick: (r) => ticks.push({ at: Date.now(), r }) });
-    const reaper = {
-      ticks,
-      stop: async () => {
-        stop.abort();
-        const s = await running;
-        if (s.outcome !== 'completed') throw new Error(`reaper skipped: ${s.reason}`);
-        return s;
-      },
-    };
-    try {
-      await waitFor('the reaper judges both alive', async () => reaper.ticks.some((t) => judgedAlive(t, ['victim', 'other'])));
-      victim.kill('SIGKILL');
-      const killedAt = Date.now();
-      await victim.exited;
+      // The reaper's pool as production builds it (DB_STATEMENT_TIMEOUT_MS and all), not the tests' bare one.
+      const { pool, close } = await createPool(rt.config, rt.logger, 'afterlife-reaper');
+      closePool = close;
+      const db = createDb(pool, rt.config.database.poolMax, {
+        dbosSchema: rt.config.dbosSchema,
+        afterlifeSchema: rt.config.afterlifeSchema,
+        logger: rt.logger,
+      });
+      // As the Scheduler runs it (standby): a first lease attempt that fails on a loaded machine is retried.
+      const ticks: TickSeen[] = [];
+      const stop = new AbortController();
+      const running = runReaper(testReaperDeps(rt, { db }), {
+        signal: stop.signal,
+        standby: true,
+        onTick: (r) => ticks.push({ at: Date.now(), r }),
+      });
+      const reaper = {
+        ticks,
+        stop: async () => {
+          stop.abort();
+          const s = await running;
+          if (s.outcome !== 'completed') throw new Error(`reaper skipped: ${s.reason}`);
+          return s;
+        },
+      };
+      try {
+        await waitFor('the reaper judges both alive', async () => reaper.ticks.some((t) => judgedAlive(t, ['victim', 'other'])));
+        victim.kill('SIGKILL');
+        const killedAt = Date.now();
+        await victim.exited;
 
-      const freeAt = await waitFor(
-        // Both live executors run the victim's version, so either may dequeue what the recovery re-enqueued.
-        'every unlocked workflow of the victim claimed by a live executor',
-        async () => ((await workflowRows(tdb.sql, free)).every((r) => r.executor_id === 'survivor' || r.executor_id === 'other') ? Date.now() : undefined),
-        { timeoutMs: 60_000, intervalMs: 50 },
+        const freeAt = await waitFor(
+          // Both live executors run the victim's version, so either may dequeue what the recovery re-enqueued.
+          'every unlocked workflow of the victim claimed by a live executor',
+          async () =>
+            (await workflowRows(tdb.sql, free)).every((r) => r.executor_id === 'survivor' || r.executor_id === 'other')
+              ? Date.now()
+              : undefined,
+          { timeoutMs: 60_000, intervalMs: 50 },
+        );
+        console.log(
+          `[lost transaction] unlocked workflows on a live executor ${freeAt - killedAt} ms after SIGKILL (bound ${RECOVERED_MS} ms)`,
+        );
+        expect(freeAt - killedAt).toBeLessThanOrEqual(RECOVERED_MS);
+
+        // The reaper still sees other deaths while the lock is held.
+        other.kill('SIGKILL');
+        const otherKilledAt = Date.now();
+        await other.exited;
+        const otherAt = await waitFor(
+          'the other executor’s workflows claimed by the survivor',
+          async () => ((await workflowRows(tdb.sql, otherIds)).every((r) => r.executor_id === 'survivor') ? Date.now() : undefined),
+          { timeoutMs: 60_000, intervalMs: 50 },
+        );
+        console.log(`[lost transaction] a second death recovered ${otherAt - otherKilledAt} ms after its SIGKILL, lock still held`);
+        expect(otherAt - otherKilledAt).toBeLessThanOrEqual(RECOVERED_MS);
+
+        const [row] = await workflowRows(tdb.sql, [locked]);
+        expect(row).toMatchObject({ status: 'PENDING', executor_id: 'victim' });
+        const during = reaper.ticks.filter((t) => t.at >= killedAt);
+        const longest = Math.max(...during.map((t) => t.r.durationMs));
+        console.log(`[lost transaction] ${during.length} ticks while the lock was held, longest ${longest} ms`);
+        expect(longest).toBeLessThan(2_000);
+
+        // The transaction ends (the server ends the idle-in-transaction session): the locked row follows.
+        await tdb.sql.query('SELECT pg_terminate_backend($1)', [holderPid]);
+        const endedAt = Date.now();
+        const lockedAt = await waitFor(
+          'the formerly locked workflow claimed by the survivor',
+          async () => ((await workflowRows(tdb.sql, [locked]))[0]?.executor_id === 'survivor' ? Date.now() : undefined),
+          { timeoutMs: 60_000, intervalMs: 50 },
+        );
+        console.log(`[lost transaction] locked workflow on the survivor ${lockedAt - endedAt} ms after its transaction ended`);
+        expect(lockedAt - endedAt).toBeLessThanOrEqual(RECOVERED_MS);
+      } finally {
+        const summary = await reaper.stop();
+        console.log(`[lost transaction] reaper: ${summary.ticks} ticks, errors ${JSON.stringify(summary.errors.slice(0, 3))}`);
+      }
+      await waitFor(
+        'all finish',
+        async () => (await workflowRows(tdb.sql, [locked, ...free, ...otherIds])).every((r) => r.status === 'SUCCESS'),
+        { timeoutMs: 60_000 },
       );
-      console.log(`[lost transaction] unlocked workflows on a live executor ${freeAt - killedAt} ms after SIGKILL (bound ${RECOVERED_MS} ms)`);
-      expect(freeAt - killedAt).toBeLessThanOrEqual(RECOVERED_MS);
 
-      // The reaper still sees other deaths while the lock is held.
-      other.kill('SIGKILL');
-      const otherKilledAt = Date.now();
-      await other.exited;
-      const otherAt = await waitFor(
-        'the other executor’s workflows claimed by the survivor',
-        async () => ((await workflowRows(tdb.sql, otherIds)).every((r) => r.executor_id === 'survivor') ? Date.now() : undefined),
-        { timeoutMs: 60_000, intervalMs: 50 },
+      // The audit never says a recovery of the victim finished while its row was left behind.
+      const audit = await tdb.sql.query<{ outcome: string; reenqueued: number; error: string | null }>(
+        `SELECT outcome, reenqueued, error FROM afterlife.recoveries WHERE executor_id = 'victim' ORDER BY id`,
       );
-      console.log(`[lost transaction] a second death recovered ${otherAt - otherKilledAt} ms after its SIGKILL, lock still held`);
-      expect(otherAt - otherKilledAt).toBeLessThanOrEqual(RECOVERED_MS);
-
-      const [row] = await workflowRows(tdb.sql, [locked]);
-      expect(row).toMatchObject({ status: 'PENDING', executor_id: 'victim' });
-      const during = reaper.ticks.filter((t) => t.at >= killedAt);
-      const longest = Math.max(...during.map((t) => t.r.durationMs));
-      console.log(`[lost transaction] ${during.length} ticks while the lock was held, longest ${longest} ms`);
-      expect(longest).toBeLessThan(2_000);
-
-      // The transaction ends (the server ends the idle-in-transaction session): the locked row follows.
-      await tdb.sql.query('SELECT pg_terminate_backend($1)', [holderPid]);
-      const endedAt = Date.now();
-      const lockedAt = await waitFor(
-        'the formerly locked workflow claimed by the survivor',
-        async () => ((await workflowRows(tdb.sql, [locked]))[0]?.executor_id === 'survivor' ? Date.now() : undefined),
-        { timeoutMs: 60_000, intervalMs: 50 },
-      );
-      console.log(`[lost transaction] locked workflow on the survivor ${lockedAt - endedAt} ms after its transaction ended`);
-      expect(lockedAt - endedAt).toBeLessThanOrEqual(RECOVERED_MS);
-    } finally {
-      const summary = await reaper.stop();
-      console.log(`[lost transaction] reaper: ${summary.ticks} ticks, errors ${JSON.stringify(summary.errors.slice(0, 3))}`);
-    }
-    await waitFor('all finish', async () => (await workflowRows(tdb.sql, [locked, ...free, ...otherIds])).every((r) => r.status === 'SUCCESS'), { timeoutMs: 60_000 });
-
-    // The audit never says a recovery of the victim finished while its row was left behind.
-    const audit = await tdb.sql.query<{ outcome: string; reenqueued: number; error: string | null }>(
-      `SELECT outcome, reenqueued, error FROM afterlife.recoveries WHERE executor_id = 'victim' ORDER BY id`,
-    );
-    console.log(`[lost transaction] audit: ${JSON.stringify(audit.rows)}`);
-    expect(audit.rows.at(-1)).toMatchObject({ outcome: 'completed', reenqueued: 1 });
-    expect(audit.rows.slice(0, -1).every((r) => r.outcome === 'partial' && /locked/.test(r.error ?? ''))).toBe(true);
-    expect(audit.rows.reduce((n, r) => n + r.reenqueued, 0)).toBe(5);
-  });
+      console.log(`[lost transaction] audit: ${JSON.stringify(audit.rows)}`);
+      expect(audit.rows.at(-1)).toMatchObject({ outcome: 'completed', reenqueued: 1 });
+      expect(audit.rows.slice(0, -1).every((r) => r.outcome === 'partial' && /locked/.test(r.error ?? ''))).toBe(true);
+      expect(audit.rows.reduce((n, r) => n + r.reenqueued, 0)).toBe(5);
+    },
+  );
 
   it("the stuck pass's cancel passes over a row another transaction holds at once, and cancels it once the lock is gone", async () => {
     const { tdb, app, rt } = fx;

@@ -36,7 +36,9 @@ describe('reaper: an executor without the kit', () => {
     await fx.executor('exec-live', { beat: true });
     const noKit = await fx.executor('exec-nokit');
     for (const id of ids) await noKit.start(id, { steps: 2, stepMs: 60_000 });
-    await waitFor('both PENDING on exec-nokit', async () => (await workflowRows(fx.tdb.sql, ids)).every((r) => r.status === 'PENDING' && r.executor_id === 'exec-nokit'));
+    await waitFor('both PENDING on exec-nokit', async () =>
+      (await workflowRows(fx.tdb.sql, ids)).every((r) => r.status === 'PENDING' && r.executor_id === 'exec-nokit'),
+    );
     // Claimed two hours ago and no checkpoint since: older than the grace (1 min) by far.
     await fx.tdb.sql.query(
       `UPDATE dbos.workflow_status SET started_at_epoch_ms = started_at_epoch_ms - 7200000, updated_at = updated_at - 7200000 WHERE workflow_uuid = ANY($1)`,
@@ -83,7 +85,9 @@ describe('reaper: an executor without the kit', () => {
       for (let i = 0; i < 2; i++) expect((await tick(fx.rt)).declaredDead).toEqual([]);
       expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
       // Control: the same executor registered as a beating kit would be declared dead on that evidence.
-      await tdb.sql.query(`UPDATE afterlife.executors SET heartbeats = true WHERE application_name = $1 AND executor_id = 'exec-nokit'`, [app]);
+      await tdb.sql.query(`UPDATE afterlife.executors SET heartbeats = true WHERE application_name = $1 AND executor_id = 'exec-nokit'`, [
+        app,
+      ]);
       await absent();
       const dry = await runReaper(testReaperDeps(fx.rt), { maxTicks: 1, dryRun: true });
       if (dry.outcome !== 'completed') throw new Error('skipped');
@@ -101,7 +105,10 @@ describe('reaper: an executor without the kit', () => {
     noKit.kill('SIGKILL');
     await noKit.exited;
     await waitFor('its sessions leave pg_stat_activity', async () => {
-      const r = await tdb.sql.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND starts_with(application_name, $1)`, [sessionPrefix('exec-nokit')]);
+      const r = await tdb.sql.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND starts_with(application_name, $1)`,
+        [sessionPrefix('exec-nokit')],
+      );
       return (r.rows[0] as { n: number }).n === 0;
     });
     await tdb.sql.query(`CREATE ROLE ${role} LOGIN PASSWORD 'x'`);
@@ -116,7 +123,9 @@ describe('reaper: an executor without the kit', () => {
     const seen = await rtNoPriv.db.query<{ n: number; named: number }>(
       `SELECT count(*)::int AS n, count(*) FILTER (WHERE application_name <> '')::int AS named FROM pg_stat_activity WHERE usename <> current_user`,
     );
-    console.log(`[acceptance E] unprivileged role sees ${seen.rows[0]?.n} foreign sessions, ${seen.rows[0]?.named} with an application_name`);
+    console.log(
+      `[acceptance E] unprivileged role sees ${seen.rows[0]?.n} foreign sessions, ${seen.rows[0]?.named} with an application_name`,
+    );
     for (let i = 0; i < 3; i++) {
       const s = await tick(rtNoPriv);
       expect(s.sessions).toBe('unknown');
@@ -135,7 +144,9 @@ describe('reaper: an executor without the kit', () => {
       expect(s.sessions).toBe('unknown');
       expect(s.declaredDead).toEqual([]);
     }
-    expect(rt.logger.lines.some((l) => l.event === 'sessions_unknown' && String(l.message).includes('REAPER_SESSION_EVIDENCE=none'))).toBe(true);
+    expect(rt.logger.lines.some((l) => l.event === 'sessions_unknown' && String(l.message).includes('REAPER_SESSION_EVIDENCE=none'))).toBe(
+      true,
+    );
     expect(await state()).toEqual(ids.map((id) => [id, 'PENDING', 'exec-nokit']));
   });
 
@@ -143,7 +154,8 @@ describe('reaper: an executor without the kit', () => {
   const forgetObservations = () =>
     fx.tdb.sql.query(`DELETE FROM afterlife.executor_observations WHERE application_name = $1 AND executor_id = 'exec-nokit'`, [fx.app]);
   const recoveries = async () =>
-    (await fx.tdb.sql.query(`SELECT outcome, reenqueued, error FROM afterlife.recoveries WHERE executor_id = 'exec-nokit' ORDER BY id`)).rows;
+    (await fx.tdb.sql.query(`SELECT outcome, reenqueued, error FROM afterlife.recoveries WHERE executor_id = 'exec-nokit' ORDER BY id`))
+      .rows;
   const registryDead = async () =>
     (await fx.tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE executor_id = 'exec-nokit' AND state = 'dead'`)).rowCount;
 

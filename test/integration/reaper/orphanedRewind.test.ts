@@ -39,12 +39,26 @@ describe('reaper: orphaned versions rewound onto the latest version', () => {
   beforeAll(async () => {
     tdb = await createTestDatabase();
     rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, faults, env: { ORPHANED_VERSION_POLICY: 'fork-to-latest' } });
-    await makeOrphans({ databaseUrl: tdb.url, sql: tdb.sql, applicationName: app, executorId: 'exec-v1', applicationVersion: 'v1', ids: IDS, stepMs: 1_500 });
+    await makeOrphans({
+      databaseUrl: tdb.url,
+      sql: tdb.sql,
+      applicationName: app,
+      executorId: 'exec-v1',
+      applicationVersion: 'v1',
+      ids: IDS,
+      stepMs: 1_500,
+    });
     await waitFor('the stopped v1 executor has no sessions left', async () => {
       const r = await tdb.sql.query(`SELECT 1 FROM pg_stat_activity WHERE starts_with(application_name, 'dbos_transact_exec-v1_')`);
       return r.rowCount === 0;
     });
-    const v2 = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v2', executorId: 'exec-v2', env: kitEnv({ ttlMs: 15_000 }) });
+    const v2 = await startExecutor({
+      databaseUrl: tdb.url,
+      applicationName: app,
+      applicationVersion: 'v2',
+      executorId: 'exec-v2',
+      env: kitEnv({ ttlMs: 15_000 }),
+    });
     executors.push(v2);
     const summary = await orphanThroughRecovery(rt, { applicationName: app, deadExecutorId: 'exec-v1', liveExecutorId: 'exec-v2' });
     expect(summary.versionsWithoutExecutor).toEqual(['v1']);
@@ -57,35 +71,47 @@ describe('reaper: orphaned versions rewound onto the latest version', () => {
     await tdb?.drop();
   });
 
-  it('rewinds them onto v2 under their own IDs; they finish on v2; a crash after the cancel is finished by a later pass', { timeout: 90_000 }, async () => {
-    faults.on('rewind.afterCancel', (ctx) => {
-      if (ctx.workflowId === 'orw-crash') throw new Error('injected: reaper died between the cancel and the rewind');
-    });
-    const s = await reap();
-    faults.off('rewind.afterCancel');
-    expect(s.passes.orphaned).toMatchObject({ found: 3, forked: 2, failed: 1 });
-    await waitAllSuccess(tdb.sql, ['orw-0', 'orw-1'], 60_000);
-    expect((await rows()).filter((r) => r.workflow_uuid !== 'orw-crash')).toEqual(
-      ['orw-0', 'orw-1'].map((id) => ({ workflow_uuid: id, status: 'SUCCESS', application_version: 'v2', executor_id: 'exec-v2' })),
-    );
-    // The interrupted one: cancelled, its claim open.
-    expect((await rows()).find((r) => r.workflow_uuid === 'orw-crash')).toMatchObject({ status: 'CANCELLED' });
-    const ledger = async () =>
-      (await tdb.sql.query(`SELECT workflow_id, reason, application_version, rewound_at IS NOT NULL AS done FROM afterlife.rewinds ORDER BY 1`)).rows;
-    expect(await ledger()).toEqual([
-      { workflow_id: 'orw-0', reason: 'orphaned-version', application_version: 'v2', done: true },
-      { workflow_id: 'orw-1', reason: 'orphaned-version', application_version: 'v2', done: true },
-      { workflow_id: 'orw-crash', reason: 'orphaned-version', application_version: 'v2', done: false },
-    ]);
-    // A fresh claim may be a live reaper's: the next pass leaves it.
-    await reap();
-    expect((await rows()).find((r) => r.workflow_uuid === 'orw-crash')).toMatchObject({ status: 'CANCELLED' });
-    // Stale (backdated): the pass takes it over and rewinds it.
-    await tdb.sql.query(`UPDATE afterlife.rewinds SET claimed_at = now() - interval '1 hour' WHERE workflow_id = 'orw-crash'`);
-    await reap();
-    await waitAllSuccess(tdb.sql, ['orw-crash'], 60_000);
-    expect((await rows()).find((r) => r.workflow_uuid === 'orw-crash')).toMatchObject({ status: 'SUCCESS', application_version: 'v2', executor_id: 'exec-v2' });
-    expect((await ledger()).every((r) => r.done)).toBe(true);
-    expect((await tdb.sql.query(`SELECT 1 FROM dbos.workflow_status WHERE forked_from IS NOT NULL`)).rowCount).toBe(0);
-  });
+  it(
+    'rewinds them onto v2 under their own IDs; they finish on v2; a crash after the cancel is finished by a later pass',
+    { timeout: 90_000 },
+    async () => {
+      faults.on('rewind.afterCancel', (ctx) => {
+        if (ctx.workflowId === 'orw-crash') throw new Error('injected: reaper died between the cancel and the rewind');
+      });
+      const s = await reap();
+      faults.off('rewind.afterCancel');
+      expect(s.passes.orphaned).toMatchObject({ found: 3, forked: 2, failed: 1 });
+      await waitAllSuccess(tdb.sql, ['orw-0', 'orw-1'], 60_000);
+      expect((await rows()).filter((r) => r.workflow_uuid !== 'orw-crash')).toEqual(
+        ['orw-0', 'orw-1'].map((id) => ({ workflow_uuid: id, status: 'SUCCESS', application_version: 'v2', executor_id: 'exec-v2' })),
+      );
+      // The interrupted one: cancelled, its claim open.
+      expect((await rows()).find((r) => r.workflow_uuid === 'orw-crash')).toMatchObject({ status: 'CANCELLED' });
+      const ledger = async () =>
+        (
+          await tdb.sql.query(
+            `SELECT workflow_id, reason, application_version, rewound_at IS NOT NULL AS done FROM afterlife.rewinds ORDER BY 1`,
+          )
+        ).rows;
+      expect(await ledger()).toEqual([
+        { workflow_id: 'orw-0', reason: 'orphaned-version', application_version: 'v2', done: true },
+        { workflow_id: 'orw-1', reason: 'orphaned-version', application_version: 'v2', done: true },
+        { workflow_id: 'orw-crash', reason: 'orphaned-version', application_version: 'v2', done: false },
+      ]);
+      // A fresh claim may be a live reaper's: the next pass leaves it.
+      await reap();
+      expect((await rows()).find((r) => r.workflow_uuid === 'orw-crash')).toMatchObject({ status: 'CANCELLED' });
+      // Stale (backdated): the pass takes it over and rewinds it.
+      await tdb.sql.query(`UPDATE afterlife.rewinds SET claimed_at = now() - interval '1 hour' WHERE workflow_id = 'orw-crash'`);
+      await reap();
+      await waitAllSuccess(tdb.sql, ['orw-crash'], 60_000);
+      expect((await rows()).find((r) => r.workflow_uuid === 'orw-crash')).toMatchObject({
+        status: 'SUCCESS',
+        application_version: 'v2',
+        executor_id: 'exec-v2',
+      });
+      expect((await ledger()).every((r) => r.done)).toBe(true);
+      expect((await tdb.sql.query(`SELECT 1 FROM dbos.workflow_status WHERE forked_from IS NOT NULL`)).rowCount).toBe(0);
+    },
+  );
 });

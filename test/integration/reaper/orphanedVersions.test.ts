@@ -43,7 +43,15 @@ describe('reaper: orphaned versions', () => {
     tdb = await createTestDatabase();
     rt = runtime();
     // v1 launches first, so v2 (launched next) is the latest version.
-    await makeOrphans({ databaseUrl: tdb.url, sql: tdb.sql, applicationName: app, executorId: 'exec-v1', applicationVersion: 'v1', ids: IDS, stepMs: 1_500 });
+    await makeOrphans({
+      databaseUrl: tdb.url,
+      sql: tdb.sql,
+      applicationName: app,
+      executorId: 'exec-v1',
+      applicationVersion: 'v1',
+      ids: IDS,
+      stepMs: 1_500,
+    });
     await waitFor('the SIGKILLed executor has no sessions left', async () => {
       const r = await tdb.sql.query(`SELECT 1 FROM pg_stat_activity WHERE starts_with(application_name, 'dbos_transact_exec-v1_')`);
       return r.rowCount === 0;
@@ -72,12 +80,21 @@ describe('reaper: orphaned versions', () => {
     expect((await rows()).map((r) => [r.status, r.application_version])).toEqual(IDS.map(() => ['ENQUEUED', 'v1']));
 
     // Untouched for longer than the grace (database clock, as DBOS writes updated_at).
-    await tdb.sql.query(`UPDATE dbos.workflow_status SET updated_at = updated_at - $2::bigint WHERE workflow_uuid = ANY($1)`, [IDS, GRACE_MS + 60_000]);
+    await tdb.sql.query(`UPDATE dbos.workflow_status SET updated_at = updated_at - $2::bigint WHERE workflow_uuid = ANY($1)`, [
+      IDS,
+      GRACE_MS + 60_000,
+    ]);
     const before = await rows();
 
     const dry = await reap(rt, { dryRun: true });
     expect(dry.planned?.filter((p) => p.pass === 'orphaned')).toEqual(
-      IDS.map((id) => ({ pass: 'orphaned', action: 'report', workflowId: id, executorId: 'exec-v1', detail: { applicationVersion: 'v1' } })),
+      IDS.map((id) => ({
+        pass: 'orphaned',
+        action: 'report',
+        workflowId: id,
+        executorId: 'exec-v1',
+        detail: { applicationVersion: 'v1' },
+      })),
     );
 
     const s = await reap(rt);
@@ -118,25 +135,39 @@ describe('reaper: orphaned versions', () => {
     expect(await rows()).toEqual(before);
   });
 
-  it('fork-to-latest: forks them onto v2, cancels the originals, and the forks finish on the live v2 executor', { timeout: 90_000 }, async () => {
-    const fork = runtime({ ORPHANED_VERSION_POLICY: 'fork-to-latest', REPAIR_MODE: 'fork' });
-    const s = await reap(fork);
-    expect(s.passes.orphaned).toMatchObject({ runs: 1, errors: 0, found: 3, forked: 3, failed: 0, notForked: 0 });
-    expect((await rows()).map((r) => r.status)).toEqual(IDS.map(() => 'CANCELLED'));
-    const forks = IDS.map((id) => `${id}-fork-1`);
-    await waitAllSuccess(tdb.sql, forks, 60_000);
-    const forked = await tdb.sql.query(
-      `SELECT workflow_uuid, forked_from, application_version, executor_id, status FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) ORDER BY 1`,
-      [forks],
-    );
-    expect(forked.rows).toEqual(IDS.map((id) => ({ workflow_uuid: `${id}-fork-1`, forked_from: id, application_version: 'v2', executor_id: 'exec-v2', status: 'SUCCESS' })));
-    const ledger = await tdb.sql.query(`SELECT source_workflow_id, reason, original_cancelled_at IS NOT NULL AS cancelled FROM afterlife.forks ORDER BY 1`);
-    expect(ledger.rows).toEqual(IDS.map((id) => ({ source_workflow_id: id, reason: 'orphaned-version', cancelled: true })));
+  it(
+    'fork-to-latest: forks them onto v2, cancels the originals, and the forks finish on the live v2 executor',
+    { timeout: 90_000 },
+    async () => {
+      const fork = runtime({ ORPHANED_VERSION_POLICY: 'fork-to-latest', REPAIR_MODE: 'fork' });
+      const s = await reap(fork);
+      expect(s.passes.orphaned).toMatchObject({ runs: 1, errors: 0, found: 3, forked: 3, failed: 0, notForked: 0 });
+      expect((await rows()).map((r) => r.status)).toEqual(IDS.map(() => 'CANCELLED'));
+      const forks = IDS.map((id) => `${id}-fork-1`);
+      await waitAllSuccess(tdb.sql, forks, 60_000);
+      const forked = await tdb.sql.query(
+        `SELECT workflow_uuid, forked_from, application_version, executor_id, status FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) ORDER BY 1`,
+        [forks],
+      );
+      expect(forked.rows).toEqual(
+        IDS.map((id) => ({
+          workflow_uuid: `${id}-fork-1`,
+          forked_from: id,
+          application_version: 'v2',
+          executor_id: 'exec-v2',
+          status: 'SUCCESS',
+        })),
+      );
+      const ledger = await tdb.sql.query(
+        `SELECT source_workflow_id, reason, original_cancelled_at IS NOT NULL AS cancelled FROM afterlife.forks ORDER BY 1`,
+      );
+      expect(ledger.rows).toEqual(IDS.map((id) => ({ source_workflow_id: id, reason: 'orphaned-version', cancelled: true })));
 
-    // Nothing left to find: the originals are cancelled, the forks ran.
-    const again = await reap(fork);
-    expect(again.passes.orphaned).toMatchObject({ found: 0 });
-  });
+      // Nothing left to find: the originals are cancelled, the forks ran.
+      const again = await reap(fork);
+      expect(again.passes.orphaned).toMatchObject({ found: 0 });
+    },
+  );
 
   it('cancels the original of a fork-to-latest fork interrupted before its cancel, whatever the policy', async () => {
     // A fork was made and recorded, then the process died before cancelling the original (still ENQUEUED).
@@ -154,7 +185,9 @@ describe('reaper: orphaned versions', () => {
     expect(s.outcome).toBe('completed');
     const row = await tdb.sql.query(`SELECT status FROM dbos.workflow_status WHERE workflow_uuid = 'interrupted-1'`);
     expect(row.rows).toEqual([{ status: 'CANCELLED' }]);
-    const ledger = await tdb.sql.query(`SELECT original_cancelled_at IS NOT NULL AS done FROM afterlife.forks WHERE new_workflow_id = 'interrupted-1-fork-1'`);
+    const ledger = await tdb.sql.query(
+      `SELECT original_cancelled_at IS NOT NULL AS done FROM afterlife.forks WHERE new_workflow_id = 'interrupted-1-fork-1'`,
+    );
     expect(ledger.rows).toEqual([{ done: true }]);
   });
 });

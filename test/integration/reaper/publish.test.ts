@@ -40,7 +40,11 @@ describe.skipIf(!emulatorHost)('reaper: death notices through Pub/Sub', () => {
   const deps = (topicName: string) =>
     testReaperDeps(fx.rt, {
       publisher: new PubSubPublisher(pubsub),
-      config: { ...fx.rt.config, topics: { ...fx.rt.config.topics, executorDeaths: topicName }, reaper: { ...fx.rt.config.reaper, recovery: 'notice' } },
+      config: {
+        ...fx.rt.config,
+        topics: { ...fx.rt.config.topics, executorDeaths: topicName },
+        reaper: { ...fx.rt.config.reaper, recovery: 'notice' },
+      },
     });
   /** Starts an executor with the kit running two long workflows, lets the reaper see it beat, SIGKILLs it. */
   const victim = async (executorId: string, ids: string[]) => {
@@ -76,7 +80,11 @@ describe.skipIf(!emulatorHost)('reaper: death notices through Pub/Sub', () => {
     expect(s.declaredDead).toEqual(['exec-victim']);
     expect(s.passes.dead.published).toBe(1);
     expect(s.passes.dead.recoveredInline).toBe(0);
-    await waitFor('the survivor claims both', async () => (await workflowRows(fx.tdb.sql, ids)).every((r) => r.executor_id === 'exec-survivor'), { timeoutMs: 30_000 });
+    await waitFor(
+      'the survivor claims both',
+      async () => (await workflowRows(fx.tdb.sql, ids)).every((r) => r.executor_id === 'exec-survivor'),
+      { timeoutMs: 30_000 },
+    );
     const audit = await fx.tdb.sql.query(`SELECT executor_id, reason, detected_by, reenqueued FROM afterlife.recoveries`);
     expect(audit.rows).toEqual([{ executor_id: 'exec-victim', reason: 'heartbeat-lapsed', detected_by: 'reaper-test', reenqueued: 2 }]);
     // Declared once: the next tick does not publish again.
@@ -93,6 +101,10 @@ describe.skipIf(!emulatorHost)('reaper: death notices through Pub/Sub', () => {
     expect(s.passes.dead.published).toBe(0);
     expect(s.passes.dead.recoveredInline).toBe(1);
     expect(fx.rt.logger.lines.some((l) => l.message.startsWith('publishing the death notice failed'))).toBe(true);
-    await waitFor('the survivor claims it', async () => (await workflowRows(fx.tdb.sql, ids)).every((r) => r.executor_id === 'exec-survivor'), { timeoutMs: 30_000 });
+    await waitFor(
+      'the survivor claims it',
+      async () => (await workflowRows(fx.tdb.sql, ids)).every((r) => r.executor_id === 'exec-survivor'),
+      { timeoutMs: 30_000 },
+    );
   });
 });

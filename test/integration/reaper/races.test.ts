@@ -30,10 +30,10 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
     return s;
   };
   const tick = (o: { dryRun?: boolean; policy?: 'report' | 'cancel-and-fork' } = {}) =>
-    runReaper(
-      testReaperDeps(rt, o.policy ? { config: { ...rt.config, reaper: { ...rt.config.reaper, stuckPolicy: o.policy } } } : {}),
-      { maxTicks: 1, ...(o.dryRun ? { dryRun: true } : {}) },
-    ).then(completed);
+    runReaper(testReaperDeps(rt, o.policy ? { config: { ...rt.config, reaper: { ...rt.config.reaper, stuckPolicy: o.policy } } } : {}), {
+      maxTicks: 1,
+      ...(o.dryRun ? { dryRun: true } : {}),
+    }).then(completed);
 
   /**
    * The dead executor's lock has been free and its key gone for 10 s, seen on one tick (and Redis has kept
@@ -116,21 +116,32 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
     const server = await serve('reaper');
     try {
       await makeAbsent('exec-dead');
-      const res = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ dryRun: true, maxTicks: 1 }) });
+      const res = await fetch(server.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ dryRun: true, maxTicks: 1 }),
+      });
       expect(res.status).toBe(200);
       const body = (await res.json()) as ReaperSummary;
       expect(body.outcome).toBe('completed');
       expect(body.dryRun).toBe(true);
       expect(await snapshot()).toEqual(before);
       expect((await fetch(server.url, { method: 'GET' })).status).toBe(405);
-      const bad = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ dryRun: 'yes' }) });
+      const bad = await fetch(server.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ dryRun: 'yes' }),
+      });
       expect(bad.status).toBe(400);
       expect(JSON.stringify(await bad.json())).toContain('dryRun');
     } finally {
       await server.close();
     }
     // Fresh again, so the next tests decide when they become stuck.
-    await tdb.sql.query(`UPDATE dbos.workflow_status SET started_at_epoch_ms = ${'(EXTRACT(EPOCH FROM now())*1000)::bigint'} WHERE workflow_uuid = ANY($1)`, [stuckIds]);
+    await tdb.sql.query(
+      `UPDATE dbos.workflow_status SET started_at_epoch_ms = ${'(EXTRACT(EPOCH FROM now())*1000)::bigint'} WHERE workflow_uuid = ANY($1)`,
+      [stuckIds],
+    );
   });
 
   it('a heartbeat reappearing between detection and recovery leaves the executor alone; without it, it is recovered', async () => {
@@ -222,7 +233,9 @@ describe('reaper: races, lease, stuck workflows and dry run', () => {
          '{"json":{"dbosErrorCode":26,"workflowID":"diverged-1","stepID":1,"expectedName":"step-2","name":"Error","message":"During execution of workflow diverged-1 step 1, function step-1 was recorded when step-2 was expected. Check that your workflow is deterministic."},"__dbos_serializer":"superjson"}')`,
     );
     const dry = await tick({ dryRun: true });
-    expect(dry.planned).toEqual(expect.arrayContaining([expect.objectContaining({ pass: 'diverged', action: 'fork', workflowId: 'diverged-1' })]));
+    expect(dry.planned).toEqual(
+      expect.arrayContaining([expect.objectContaining({ pass: 'diverged', action: 'fork', workflowId: 'diverged-1' })]),
+    );
     const handed: string[] = [];
     const s = await runReaper(testReaperDeps(rt, { repairDiverged: async (id) => void handed.push(id) }), { maxTicks: 2 });
     expect(s.outcome === 'completed' && s.passes.diverged.handed).toBe(1);

@@ -32,7 +32,8 @@ describe('recovery: a heartbeat returning mid-recovery', () => {
     lockTtlMs: 5_000,
     recoveredBy: 'recheck-test',
   });
-  const lapsed = (executorId: string) => deathNotice({ executorId, applicationName: app, reason: 'heartbeat-lapsed', detectedBy: 'reaper-test' });
+  const lapsed = (executorId: string) =>
+    deathNotice({ executorId, applicationName: app, reason: 'heartbeat-lapsed', detectedBy: 'reaper-test' });
   const registryState = async (executorId: string) =>
     (await tdb.sql.query<{ state: string }>(`SELECT state FROM afterlife.executors WHERE executor_id = $1`, [executorId])).rows[0]?.state;
 

@@ -43,55 +43,63 @@ describe.each([
     await priv?.stop();
   });
 
-  it('no executor is declared dead; the heartbeat pass is skipped while Redis is unreachable, saying why', { timeout: 90_000 }, async () => {
-    const { tdb, rt, app } = fx;
-    const redis = priv!;
-    const before = await tdb.sql.query(`SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts FROM dbos.workflow_status ORDER BY 1`);
-    const flushedAt: number[] = [];
-    faults.on('reaper.tick', async (ctx) => {
-      const tick = Number(ctx.tick);
-      // Flushed just before each of six ticks reads the heartbeats: every key is gone at every read, for
-      // longer than a TTL, while the kits keep beating in between.
-      if (tick >= FLUSH_FROM && tick <= FLUSH_TO) {
-        await redis.flushAll();
-        flushedAt.push(Date.now());
-      }
-      if (tick === 10) await redis.kill(); // unreachable for ticks 10–12
-      if (tick === 13) {
-        await redis.start(); // back, empty
-        if (rt.redis && !(await waitReady(rt.redis, 5_000))) throw new Error('reaper redis did not reconnect');
-      }
-      // Only the heartbeat keys vanish (not the sentinel), on two consecutive ticks: two samples of
-      // absence, but not a TTL of it.
-      if (tick === 16 || tick === 17) await rt.redis?.del(heartbeatKey(app, 'exec-1'), heartbeatKey(app, 'exec-2'));
-    });
-    const tickLines: TickResult[] = [];
-    const summary = await runReaper(testReaperDeps(rt), { maxTicks: ticks, onTick: (r) => tickLines.push(r) });
-    faults.off('reaper.tick');
-    if (summary.outcome !== 'completed') throw new Error('skipped');
-    expect(summary.ticks).toBe(ticks);
-    expect(summary.declaredDead).toEqual([]);
-    expect(summary.passes.dead.recoveredInline ?? 0).toBe(0);
-    expect(summary.heartbeatSkipped.some((r) => r.startsWith('redis unreachable'))).toBe(true);
-    expect(summary.heartbeatSkipped.some((r) => r.startsWith('redis lost its keys'))).toBe(true);
+  it(
+    'no executor is declared dead; the heartbeat pass is skipped while Redis is unreachable, saying why',
+    { timeout: 90_000 },
+    async () => {
+      const { tdb, rt, app } = fx;
+      const redis = priv!;
+      const before = await tdb.sql.query(
+        `SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts FROM dbos.workflow_status ORDER BY 1`,
+      );
+      const flushedAt: number[] = [];
+      faults.on('reaper.tick', async (ctx) => {
+        const tick = Number(ctx.tick);
+        // Flushed just before each of six ticks reads the heartbeats: every key is gone at every read, for
+        // longer than a TTL, while the kits keep beating in between.
+        if (tick >= FLUSH_FROM && tick <= FLUSH_TO) {
+          await redis.flushAll();
+          flushedAt.push(Date.now());
+        }
+        if (tick === 10) await redis.kill(); // unreachable for ticks 10–12
+        if (tick === 13) {
+          await redis.start(); // back, empty
+          if (rt.redis && !(await waitReady(rt.redis, 5_000))) throw new Error('reaper redis did not reconnect');
+        }
+        // Only the heartbeat keys vanish (not the sentinel), on two consecutive ticks: two samples of
+        // absence, but not a TTL of it.
+        if (tick === 16 || tick === 17) await rt.redis?.del(heartbeatKey(app, 'exec-1'), heartbeatKey(app, 'exec-2'));
+      });
+      const tickLines: TickResult[] = [];
+      const summary = await runReaper(testReaperDeps(rt), { maxTicks: ticks, onTick: (r) => tickLines.push(r) });
+      faults.off('reaper.tick');
+      if (summary.outcome !== 'completed') throw new Error('skipped');
+      expect(summary.ticks).toBe(ticks);
+      expect(summary.declaredDead).toEqual([]);
+      expect(summary.passes.dead.recoveredInline ?? 0).toBe(0);
+      expect(summary.heartbeatSkipped.some((r) => r.startsWith('redis unreachable'))).toBe(true);
+      expect(summary.heartbeatSkipped.some((r) => r.startsWith('redis lost its keys'))).toBe(true);
 
-    const skippedTicks = tickLines.filter((l) => JSON.stringify(l.dead).includes('redis unreachable')).map((l) => l.tick);
-    console.log(`[acceptance H] heartbeat pass skipped (redis unreachable) on ticks ${skippedTicks.join(', ')}`);
-    expect(skippedTicks).toEqual(expect.arrayContaining([10, 11, 12]));
-    // Every flushed tick was recognised as a reset, not counted as absence.
-    const resetTicks = tickLines.filter((l) => JSON.stringify(l.dead).includes('redis lost its keys')).map((l) => l.tick);
-    expect(resetTicks).toEqual(expect.arrayContaining(Array.from({ length: FLUSH_TO - FLUSH_FROM + 1 }, (_, i) => FLUSH_FROM + i)));
-    // The outage lasted longer than a TTL, over six ticks: the TTL rule alone would have fired.
-    expect(flushedAt).toHaveLength(FLUSH_TO - FLUSH_FROM + 1);
-    expect(Math.max(...flushedAt) - Math.min(...flushedAt)).toBeGreaterThan(TEST_TTL_MS);
-    if (liveness === 'on') {
-      // Keys gone at ticks 16–17 with Redis up: both kits still read alive, by their held locks.
-      const aliveTicks = tickLines.filter((l) => (l.dead as { alive?: number }).alive === 2).map((l) => l.tick);
-      expect(aliveTicks).toEqual(expect.arrayContaining([16, 17]));
-    }
+      const skippedTicks = tickLines.filter((l) => JSON.stringify(l.dead).includes('redis unreachable')).map((l) => l.tick);
+      console.log(`[acceptance H] heartbeat pass skipped (redis unreachable) on ticks ${skippedTicks.join(', ')}`);
+      expect(skippedTicks).toEqual(expect.arrayContaining([10, 11, 12]));
+      // Every flushed tick was recognised as a reset, not counted as absence.
+      const resetTicks = tickLines.filter((l) => JSON.stringify(l.dead).includes('redis lost its keys')).map((l) => l.tick);
+      expect(resetTicks).toEqual(expect.arrayContaining(Array.from({ length: FLUSH_TO - FLUSH_FROM + 1 }, (_, i) => FLUSH_FROM + i)));
+      // The outage lasted longer than a TTL, over six ticks: the TTL rule alone would have fired.
+      expect(flushedAt).toHaveLength(FLUSH_TO - FLUSH_FROM + 1);
+      expect(Math.max(...flushedAt) - Math.min(...flushedAt)).toBeGreaterThan(TEST_TTL_MS);
+      if (liveness === 'on') {
+        // Keys gone at ticks 16–17 with Redis up: both kits still read alive, by their held locks.
+        const aliveTicks = tickLines.filter((l) => (l.dead as { alive?: number }).alive === 2).map((l) => l.tick);
+        expect(aliveTicks).toEqual(expect.arrayContaining([16, 17]));
+      }
 
-    const after = await tdb.sql.query(`SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts FROM dbos.workflow_status ORDER BY 1`);
-    expect(after.rows).toEqual(before.rows);
-    expect((await tdb.sql.query(`SELECT count(*)::int AS n FROM afterlife.recoveries`)).rows[0]).toEqual({ n: 0 });
-  });
+      const after = await tdb.sql.query(
+        `SELECT workflow_uuid, status, executor_id, owner_xid, recovery_attempts FROM dbos.workflow_status ORDER BY 1`,
+      );
+      expect(after.rows).toEqual(before.rows);
+      expect((await tdb.sql.query(`SELECT count(*)::int AS n FROM afterlife.recoveries`)).rows[0]).toEqual({ n: 0 });
+    },
+  );
 });

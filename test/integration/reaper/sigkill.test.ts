@@ -33,14 +33,20 @@ describe('reaper: a SIGKILLed executor with the kit', () => {
     const reaper = runReaper(testReaperDeps(rt), { signal: stop.signal });
     // Let the reaper see the victim beating first (it learns the victim has the kit).
     await waitFor('the reaper saw the victim beat', async () => {
-      const r = await tdb.sql.query(`SELECT 1 FROM afterlife.executor_observations WHERE executor_id = 'exec-victim' AND last_beat_seen_at IS NOT NULL`);
+      const r = await tdb.sql.query(
+        `SELECT 1 FROM afterlife.executor_observations WHERE executor_id = 'exec-victim' AND last_beat_seen_at IS NOT NULL`,
+      );
       return r.rowCount === 1;
     });
 
     victim.kill('SIGKILL');
     const killedAt = Date.now();
     await victim.exited;
-    const expiredAt = await waitFor('the victim’s heartbeat key to expire', async () => ((await rt.redis?.exists(heartbeatKey(app, 'exec-victim'))) === 0 ? Date.now() : undefined), { intervalMs: 20 });
+    const expiredAt = await waitFor(
+      'the victim’s heartbeat key to expire',
+      async () => ((await rt.redis?.exists(heartbeatKey(app, 'exec-victim'))) === 0 ? Date.now() : undefined),
+      { intervalMs: 20 },
+    );
     const claimedAt = await waitFor(
       'the survivor claims every workflow of the victim',
       async () => ((await workflowRows(tdb.sql, ids)).every((r) => r.executor_id === 'exec-survivor') ? Date.now() : undefined),
@@ -51,14 +57,18 @@ describe('reaper: a SIGKILLed executor with the kit', () => {
 
     const fromExpiry = claimedAt - expiredAt;
     const fromKill = claimedAt - killedAt;
-    console.log(`[acceptance A] heartbeat TTL ${TTL_MS} ms, tick ${TICK_MS} ms: key expired ${expiredAt - killedAt} ms after SIGKILL; ` +
-      `claimed ${fromExpiry} ms after expiry (bound ${TTL_MS + 2 * TICK_MS + CLAIM_MS} ms), ${fromKill} ms after SIGKILL`);
+    console.log(
+      `[acceptance A] heartbeat TTL ${TTL_MS} ms, tick ${TICK_MS} ms: key expired ${expiredAt - killedAt} ms after SIGKILL; ` +
+        `claimed ${fromExpiry} ms after expiry (bound ${TTL_MS + 2 * TICK_MS + CLAIM_MS} ms), ${fromKill} ms after SIGKILL`,
+    );
     expect(fromExpiry).toBeLessThanOrEqual(TTL_MS + 2 * TICK_MS + CLAIM_MS);
     expect(summary.outcome).toBe('completed');
     if (summary.outcome === 'completed') {
       expect(summary.declaredDead).toEqual(['exec-victim']);
       expect(summary.stoppedBecause).toBe('shutting-down');
     }
-    await waitFor('all three finish on the survivor', async () => (await workflowRows(tdb.sql, ids)).every((r) => r.status === 'SUCCESS'), { timeoutMs: 30_000 });
+    await waitFor('all three finish on the survivor', async () => (await workflowRows(tdb.sql, ids)).every((r) => r.status === 'SUCCESS'), {
+      timeoutMs: 30_000,
+    });
   });
 });

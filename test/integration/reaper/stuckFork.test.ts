@@ -47,7 +47,8 @@ describe('reaper: a stuck workflow cancelled by a reaper that died before forkin
     await tick().catch(() => undefined); // however the crashed pass surfaces, the cancel has committed
     faults.off('reaper.beforeForkStuck');
     expect((await workflowRows(tdb.sql, [id]))[0]?.status).toBe('CANCELLED');
-    const report = async () => (await tdb.sql.query(`SELECT action, forked_to FROM afterlife.stuck_workflows WHERE workflow_uuid = $1`, [id])).rows;
+    const report = async () =>
+      (await tdb.sql.query(`SELECT action, forked_to FROM afterlife.stuck_workflows WHERE workflow_uuid = $1`, [id])).rows;
     expect(await report()).toEqual([{ action: 'cancelled', forked_to: null }]);
     const forks = async () => (await tdb.sql.query(`SELECT workflow_uuid FROM dbos.workflow_status WHERE forked_from = $1`, [id])).rows;
     expect(await forks()).toEqual([]);

@@ -24,13 +24,21 @@ describe('reaper: cancel-and-repair rewinds a stuck workflow in place', () => {
     return s;
   };
   const starts = async (step: number) =>
-    (await tdb.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM public.step_runs WHERE workflow_id = $1 AND step = $2 AND phase = 'start'`, [id, step])).rows[0]?.n;
+    (
+      await tdb.sql.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM public.step_runs WHERE workflow_id = $1 AND step = $2 AND phase = 'start'`,
+        [id, step],
+      )
+    ).rows[0]?.n;
 
   beforeAll(async () => {
     ({ tdb, rt } = fx);
     await fx.executor('exec-live', { beat: true });
     client = await DBOSClient.create({ systemDatabaseUrl: tdb.url, applicationName: fx.app, systemDatabasePoolSize: 2 });
-    await client.enqueue({ queueName: '_dbos_internal_queue', workflowName: 'divergentWorkflow', workflowID: id, appVersion: 'v1' }, { key: id, lastStepMs: 4_000 });
+    await client.enqueue(
+      { queueName: '_dbos_internal_queue', workflowName: 'divergentWorkflow', workflowID: id, appVersion: 'v1' },
+      { key: id, lastStepMs: 4_000 },
+    );
     await waitFor('steps 0 and 1 checkpointed, step 2 running', async () => (await starts(2)) === 1);
     // An hour of silence, by data: claim time, status change and checkpoints all backdated.
     await tdb.sql.query(

@@ -13,7 +13,12 @@ import { executorDeathFixture } from '../../helpers/executorDeath.js';
  */
 describe('is a named executor alive', () => {
   const f = executorDeathFixture('app-alive', { serve: false });
-  const deps = (redis = true): AliveDeps => ({ db: f.rt.db, redis: redis ? f.rt.redis : undefined, heartbeatIntervalMs: 250, clock: Date.now });
+  const deps = (redis = true): AliveDeps => ({
+    db: f.rt.db,
+    redis: redis ? f.rt.redis : undefined,
+    heartbeatIntervalMs: 250,
+    clock: Date.now,
+  });
   const ask = (executorId: string, doubt: AliveQuestion['doubt'], more: Partial<AliveQuestion> = {}, redis = true) =>
     isAlive(deps(redis), { applicationName: f.app, executorId, reason: 'manual', force: false, doubt, ...more });
 
@@ -40,11 +45,19 @@ describe('is a named executor alive', () => {
     expect(await ask('gone-2', 'refuse', {}, false)).toEqual({ alive: 'unknown', witness: 'heartbeat' });
   });
 
-  it('a held liveness lock is life for both, Redis or not, except the executor\'s own notice while it is leaving', async () => {
+  it("a held liveness lock is life for both, Redis or not, except the executor's own notice while it is leaving", async () => {
     const session = new pg.Client({ connectionString: f.tdb.url });
     await session.connect();
     try {
-      await registerAlive(f.rt.db, { applicationName: f.app, executorId: 'locked-1', applicationVersion: 'v1', startedAt: new Date(), heartbeats: true, liveness: true, incarnation: 'inc-1' });
+      await registerAlive(f.rt.db, {
+        applicationName: f.app,
+        executorId: 'locked-1',
+        applicationVersion: 'v1',
+        startedAt: new Date(),
+        heartbeats: true,
+        liveness: true,
+        incarnation: 'inc-1',
+      });
       const took = await session.query<{ ok: boolean }>(takeLivenessSql('afterlife'), [f.app, 'locked-1', 'inc-1']);
       expect(took.rows[0]?.ok).toBe(true);
       for (const doubt of ['proceed', 'refuse'] as const) {

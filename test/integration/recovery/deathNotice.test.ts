@@ -15,7 +15,13 @@ describe('executor death → recovery through the served function', () => {
 
   it('re-enqueues exactly the dead executor’s PENDING workflows and a live executor completes them', async () => {
     const queues = { agents: { concurrency: 2 } };
-    const a = await startExecutor({ databaseUrl: f.tdb.url, applicationName: f.app, applicationVersion: 'v1', executorId: 'exec-A', queues });
+    const a = await startExecutor({
+      databaseUrl: f.tdb.url,
+      applicationName: f.app,
+      applicationVersion: 'v1',
+      executorId: 'exec-A',
+      queues,
+    });
     f.executors.push(a);
     const ids = Array.from({ length: 20 }, (_, i) => `wf-${i}`);
     for (const [i, id] of ids.entries()) await a.start(id, { steps: 5, stepMs: 400 }, i % 2 === 0 ? 'agents' : undefined);
@@ -28,7 +34,9 @@ describe('executor death → recovery through the served function', () => {
     a.kill('SIGKILL');
     await a.exited;
     const pendingOfA = (
-      await f.tdb.sql.query<{ workflow_uuid: string }>(`SELECT workflow_uuid FROM dbos.workflow_status WHERE status = 'PENDING' AND executor_id = 'exec-A'`)
+      await f.tdb.sql.query<{ workflow_uuid: string }>(
+        `SELECT workflow_uuid FROM dbos.workflow_status WHERE status = 'PENDING' AND executor_id = 'exec-A'`,
+      )
     ).rows.map((r) => r.workflow_uuid);
     expect(pendingOfA.length).toBeGreaterThan(0);
     const enqueuedBefore = (await workflowRows(f.tdb.sql, ids)).filter((r) => r.status === 'ENQUEUED').map((r) => r.workflow_uuid);
@@ -36,12 +44,26 @@ describe('executor death → recovery through the served function', () => {
       `SELECT workflow_uuid, function_id, output FROM dbos.operation_outputs ORDER BY 1, 2`,
     );
 
-    const b = await startExecutor({ databaseUrl: f.tdb.url, applicationName: f.app, applicationVersion: 'v1', executorId: 'exec-B', queues });
+    const b = await startExecutor({
+      databaseUrl: f.tdb.url,
+      applicationName: f.app,
+      applicationVersion: 'v1',
+      executorId: 'exec-B',
+      queues,
+    });
     f.executors.push(b);
     // B's kit heartbeat, as the contract defines it (the kit itself is tested in its own suite).
     await f.rt.redis?.set(
       heartbeatKey(f.app, 'exec-B'),
-      JSON.stringify({ executorId: 'exec-B', applicationName: f.app, applicationVersion: 'v1', state: 'alive', startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), inFlight: 0 }),
+      JSON.stringify({
+        executorId: 'exec-B',
+        applicationName: f.app,
+        applicationVersion: 'v1',
+        state: 'alive',
+        startedAt: new Date().toISOString(),
+        beatAt: new Date().toISOString(),
+        inFlight: 0,
+      }),
       'PX',
       60_000,
     );

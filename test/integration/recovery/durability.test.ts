@@ -70,14 +70,18 @@ describe('a finished recovery survives a Postgres crash right after it', () => {
     expect(out.batches).toBeGreaterThan(5);
 
     await pgs.startServer();
-    expect(await count(`SELECT count(*) AS n FROM dbos.workflow_status WHERE status = 'ENQUEUED' AND executor_id = 'exec-dead'`)).toBe(ROWS);
+    expect(await count(`SELECT count(*) AS n FROM dbos.workflow_status WHERE status = 'ENQUEUED' AND executor_id = 'exec-dead'`)).toBe(
+      ROWS,
+    );
     expect(await count(`SELECT count(*) AS n FROM dbos.workflow_status WHERE status = 'PENDING'`)).toBe(0);
     expect(await count(`SELECT count(DISTINCT id) AS n FROM afterlife.recovery_batches, unnest(workflow_ids) AS id`)).toBe(ROWS);
     expect(await count(`SELECT count(*) AS n FROM afterlife.recoveries WHERE outcome = 'completed' AND reenqueued = ${ROWS}`)).toBe(1);
   });
 
   it('a crash mid-recovery loses at most its last batches, and the redelivery moves each row once', { timeout: 120_000 }, async () => {
-    await count(`WITH a AS (DELETE FROM afterlife.recovery_batches), b AS (DELETE FROM afterlife.recoveries), c AS (DELETE FROM dbos.workflow_status) SELECT 0 AS n`);
+    await count(
+      `WITH a AS (DELETE FROM afterlife.recovery_batches), b AS (DELETE FROM afterlife.recoveries), c AS (DELETE FROM dbos.workflow_status) SELECT 0 AS n`,
+    );
     await seedPending();
     // The crash lands right after the third batch's statement returned, before the recovery's closing write.
     const faults = new FaultInjector().onNth('recover.afterBatch', 3, () => pgs.crash());
@@ -93,7 +97,9 @@ describe('a finished recovery survives a Postgres crash right after it', () => {
     if (out.outcome !== 'completed') return;
     // Whatever the crash kept of the first recovery (0 to 3 batches) the redelivery did not move again.
     expect(out.reenqueued).toBeGreaterThanOrEqual(ROWS - 3_000);
-    expect(await count(`SELECT count(*) AS n FROM dbos.workflow_status WHERE status = 'ENQUEUED' AND executor_id = 'exec-dead'`)).toBe(ROWS);
+    expect(await count(`SELECT count(*) AS n FROM dbos.workflow_status WHERE status = 'ENQUEUED' AND executor_id = 'exec-dead'`)).toBe(
+      ROWS,
+    );
     expect(await count(`SELECT count(*) AS n FROM dbos.workflow_status WHERE status = 'PENDING'`)).toBe(0);
     expect(await count(`SELECT count(*) AS n FROM afterlife.recovery_batches, unnest(workflow_ids) AS id`)).toBe(ROWS);
     expect(await count(`SELECT count(DISTINCT id) AS n FROM afterlife.recovery_batches, unnest(workflow_ids) AS id`)).toBe(ROWS);

@@ -20,7 +20,13 @@ describe('recovery scope', () => {
     serve: false,
     setup: async ({ tdb, app: x }) => {
       const common = { databaseUrl: tdb.url, sql: tdb.sql };
-      await makeOrphans({ ...common, applicationName: x, executorId: 'exec-A', applicationVersion: 'v1', ids: ['x-a-v1-0', 'x-a-v1-1', 'x-a-v1-2'] });
+      await makeOrphans({
+        ...common,
+        applicationName: x,
+        executorId: 'exec-A',
+        applicationVersion: 'v1',
+        ids: ['x-a-v1-0', 'x-a-v1-1', 'x-a-v1-2'],
+      });
       await makeOrphans({ ...common, applicationName: x, executorId: 'exec-A', applicationVersion: 'v2', ids: ['x-a-v2-0'] });
       // DBOS 5.3 requires version names to be unique across the apps of one system database.
       await makeOrphans({ ...common, applicationName: y, executorId: 'exec-A', applicationVersion: 'y1', ids: ['y-a-v1-0'] });
@@ -42,16 +48,27 @@ describe('recovery scope', () => {
     if (out.kind !== 'recovered' || out.summary.outcome === 'false-alarm') throw new Error(`unexpected ${JSON.stringify(out)}`);
     expect(out.summary.reenqueued).toBe(3);
     expect(out.summary.versionsWithoutExecutor).toEqual(['v1']);
-    expect(f.rt.logger.lines.some((l) => l.event === 'orphaned_version' && l.applicationVersion === 'v1' && l.severity === 'WARNING')).toBe(true);
+    expect(f.rt.logger.lines.some((l) => l.event === 'orphaned_version' && l.applicationVersion === 'v1' && l.severity === 'WARNING')).toBe(
+      true,
+    );
 
-    const rows = Object.fromEntries((await workflowRows(f.tdb.sql, ['x-a-v1-0', 'x-a-v1-1', 'x-a-v1-2', 'x-a-v2-0', 'y-a-v1-0', 'x-c-v1-0'])).map((r) => [r.workflow_uuid, r]));
-    for (const id of ['x-a-v1-0', 'x-a-v1-1', 'x-a-v1-2']) expect(rows[id]).toMatchObject({ status: 'ENQUEUED', application_version: 'v1' });
+    const rows = Object.fromEntries(
+      (await workflowRows(f.tdb.sql, ['x-a-v1-0', 'x-a-v1-1', 'x-a-v1-2', 'x-a-v2-0', 'y-a-v1-0', 'x-c-v1-0'])).map((r) => [
+        r.workflow_uuid,
+        r,
+      ]),
+    );
+    for (const id of ['x-a-v1-0', 'x-a-v1-1', 'x-a-v1-2'])
+      expect(rows[id]).toMatchObject({ status: 'ENQUEUED', application_version: 'v1' });
     expect(rows['x-a-v2-0']).toMatchObject({ status: 'PENDING', executor_id: 'exec-A' }); // version not named
     expect(rows['y-a-v1-0']).toMatchObject({ status: 'PENDING', executor_id: 'exec-A' }); // another app
     expect(rows['x-c-v1-0']).toMatchObject({ status: 'PENDING', executor_id: 'exec-C' }); // another executor
 
     // A notice without versions recovers the rest of exec-A's rows in app X, and the v2 fleet runs them.
-    const all = await handleDeathEvent(f.rt, body(deathNotice({ executorId: 'exec-A', applicationName: x, reason: 'manual', detectedBy: 'test' })));
+    const all = await handleDeathEvent(
+      f.rt,
+      body(deathNotice({ executorId: 'exec-A', applicationName: x, reason: 'manual', detectedBy: 'test' })),
+    );
     if (all.kind !== 'recovered' || all.summary.outcome === 'false-alarm') throw new Error('unexpected');
     expect(all.summary.reenqueued).toBe(1);
     await waitAllSuccess(f.tdb.sql, ['x-a-v2-0'], 30_000);

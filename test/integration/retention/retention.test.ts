@@ -46,7 +46,10 @@ async function rowsOf(sql: pg.Pool, ids: string[]): Promise<Record<string, numbe
 }
 
 async function exists(sql: pg.Pool, ids: string[]): Promise<string[]> {
-  const r = await sql.query<{ workflow_uuid: string }>(`SELECT workflow_uuid FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) ORDER BY 1`, [ids]);
+  const r = await sql.query<{ workflow_uuid: string }>(
+    `SELECT workflow_uuid FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) ORDER BY 1`,
+    [ids],
+  );
   return r.rows.map((x) => x.workflow_uuid);
 }
 
@@ -93,9 +96,16 @@ describe('retention and the global timeout (real executors)', () => {
     rts.push(rt);
     return rt;
   }
-  function pass(env: Record<string, string>, o: { dryRun?: boolean; faults?: FaultInjector; batchSize?: number } = {}): Promise<RetentionPassResult> {
+  function pass(
+    env: Record<string, string>,
+    o: { dryRun?: boolean; faults?: FaultInjector; batchSize?: number } = {},
+  ): Promise<RetentionPassResult> {
     const rt = retentionRuntime(env, o.faults);
-    return runRetentionPass(rt, { budget: unlimitedBudget(), dryRun: o.dryRun ?? false, tuning: o.batchSize ? { batchSize: o.batchSize } : {} });
+    return runRetentionPass(rt, {
+      budget: unlimitedBudget(),
+      dryRun: o.dryRun ?? false,
+      tuning: o.batchSize ? { batchSize: o.batchSize } : {},
+    });
   }
   const byAge = { RETENTION_MAX_AGE_MS: String(HOUR) };
 
@@ -106,7 +116,13 @@ describe('retention and the global timeout (real executors)', () => {
   beforeAll(async () => {
     tdb = await createTestDatabase();
     client = await dbosClient(tdb.url, app);
-    exec = await startExecutor({ databaseUrl: tdb.url, applicationName: app, applicationVersion: 'v1', executorId: 'exec-R', queues: { [QUEUE]: {} } });
+    exec = await startExecutor({
+      databaseUrl: tdb.url,
+      applicationName: app,
+      applicationVersion: 'v1',
+      executorId: 'exec-R',
+      queues: { [QUEUE]: {} },
+    });
 
     await enqueue('agentWorkflow', 'done-1', QUEUE, agent(2, 1));
     await enqueue('agentWorkflow', 'done-2', QUEUE, agent(1, 1));
@@ -116,7 +132,10 @@ describe('retention and the global timeout (real executors)', () => {
     await enqueue('agentWorkflow', 'recent-1', QUEUE, agent(1, 1));
     await enqueue('agentWorkflow', 'running-1', QUEUE, agent(1, 600_000));
     await enqueue('agentWorkflow', 'enq-1', PARKED, agent(1, 1));
-    await client.enqueue({ queueName: QUEUE, workflowName: 'agentWorkflow', workflowID: 'delayed-1', appVersion: 'v1', delaySeconds: 3_600 }, agent(1, 1));
+    await client.enqueue(
+      { queueName: QUEUE, workflowName: 'agentWorkflow', workflowID: 'delayed-1', appVersion: 'v1', delaySeconds: 3_600 },
+      agent(1, 1),
+    );
     // famA: running parent, completed child. famB: completed parent, running child. famC: completed parent, ENQUEUED child.
     await enqueue('familyWorkflow', 'famA', QUEUE, { child: agent(1, 1), awaitChild: true, holdMs: 600_000 });
     await enqueue('familyWorkflow', 'famB', QUEUE, { child: agent(1, 600_000), awaitChild: false, holdMs: 0 });
@@ -240,7 +259,10 @@ describe('retention and the global timeout (real executors)', () => {
   it('keeps the newest RETENTION_MAX_COMPLETED completed workflows (rows threshold)', async () => {
     const ids = await seedCompleted(tdb.sql, app, 'rows', 30, 0);
     // Spread their completions a second apart, newest last.
-    await tdb.sql.query(`UPDATE dbos.workflow_status SET completed_at = completed_at + split_part(workflow_uuid, '-', 2)::int * 1000 WHERE workflow_uuid = ANY($1)`, [ids]);
+    await tdb.sql.query(
+      `UPDATE dbos.workflow_status SET completed_at = completed_at + split_part(workflow_uuid, '-', 2)::int * 1000 WHERE workflow_uuid = ANY($1)`,
+      [ids],
+    );
     const r = await pass({ RETENTION_MAX_COMPLETED: '10' });
     const left = await tdb.sql.query<{ workflow_uuid: string }>(
       `SELECT workflow_uuid FROM dbos.workflow_status WHERE status IN ${COMPLETED} ORDER BY completed_at DESC LIMIT 10`,
@@ -250,7 +272,12 @@ describe('retention and the global timeout (real executors)', () => {
     expect(await exists(tdb.sql, ids)).toEqual(Array.from({ length: 10 }, (_, i) => `rows-${20 + i}`).sort());
     expect(r.deleted).toBeGreaterThanOrEqual(20);
     // What must stay stays whatever the rows threshold says.
-    expect(await exists(tdb.sql, stay.filter((id) => id !== 'recent-1'))).toEqual(stay.filter((id) => id !== 'recent-1').sort());
+    expect(
+      await exists(
+        tdb.sql,
+        stay.filter((id) => id !== 'recent-1'),
+      ),
+    ).toEqual(stay.filter((id) => id !== 'recent-1').sort());
   });
 
   it('the global timeout cancels the way DBOS cancels: children follow, and the caller sees CANCELLED', async () => {
@@ -267,7 +294,10 @@ describe('retention and the global timeout (real executors)', () => {
       (err: unknown) => String(err),
     );
     // Created two hours ago (the child later, as a child is).
-    await tdb.sql.query(`UPDATE dbos.workflow_status SET created_at = created_at - $2::bigint WHERE workflow_uuid = ANY($1)`, [['slow-1', 'famT'], 2 * HOUR]);
+    await tdb.sql.query(`UPDATE dbos.workflow_status SET created_at = created_at - $2::bigint WHERE workflow_uuid = ANY($1)`, [
+      ['slow-1', 'famT'],
+      2 * HOUR,
+    ]);
     const r = await pass({ WORKFLOW_GLOBAL_TIMEOUT_MS: String(HOUR) });
     expect([...r.timedOutWorkflows].sort()).toEqual(['famT', 'slow-1']);
     expect(r.timedOut).toBe(3);
@@ -276,11 +306,14 @@ describe('retention and the global timeout (real executors)', () => {
     expect(await statusOf(tdb.sql, 'running-1')).toBe('PENDING');
     const seen = await Promise.race([outcome, new Promise<string>((r) => setTimeout(() => r('no outcome within 20 s'), 20_000).unref())]);
     expect(seen).toMatch(/cancel/i);
-    const s = await tdb.sql.query<{ total_timed_out: string }>(`SELECT total_timed_out FROM afterlife.retention_state WHERE application_name = $1`, [app]);
+    const s = await tdb.sql.query<{ total_timed_out: string }>(
+      `SELECT total_timed_out FROM afterlife.retention_state WHERE application_name = $1`,
+      [app],
+    );
     expect(Number(s.rows[0]?.total_timed_out)).toBe(3);
   });
 
-  it('runs in the reaper\'s tick when configured, and not at all when not', async () => {
+  it("runs in the reaper's tick when configured, and not at all when not", async () => {
     const ids = await seedCompleted(tdb.sql, app, 'tick', 5, 2 * HOUR);
     const off = retentionRuntime({});
     const rOff = await runTick({ ...off, detectedBy: 'test' }, { tick: 1, dryRun: false, planned: [] }, unlimitedBudget(), {});
@@ -312,7 +345,7 @@ describe('retention and the global timeout (real executors)', () => {
     expect(await rowsOf(tdb.sql, ids)).toEqual(Object.fromEntries(TABLES.map(([t]) => [t, 0])));
   });
 
-  it('prunes afterlife\'s own rows only once nothing needs them', async () => {
+  it("prunes afterlife's own rows only once nothing needs them", async () => {
     const a = afterlifeDb(tdb.url);
     try {
       await tdb.sql.query(
@@ -334,7 +367,10 @@ describe('retention and the global timeout (real executors)', () => {
       );
       await seedCompleted(tdb.sql, app, 'own', 1, 2 * HOUR);
       await pass(byAge);
-      const ex = await tdb.sql.query<{ executor_id: string }>(`SELECT executor_id FROM afterlife.executors WHERE application_name = $1 ORDER BY 1`, [app]);
+      const ex = await tdb.sql.query<{ executor_id: string }>(
+        `SELECT executor_id FROM afterlife.executors WHERE application_name = $1 ORDER BY 1`,
+        [app],
+      );
       expect(ex.rows.map((x) => x.executor_id)).toEqual(['new-dead', 'old-alive', 'old-dead-owner']);
       const forks = await tdb.sql.query<{ root_workflow_id: string }>(`SELECT root_workflow_id FROM afterlife.forks ORDER BY 1`);
       expect(forks.rows.map((x) => x.root_workflow_id)).toEqual(['div-1']);

@@ -13,7 +13,11 @@ import { waitFor } from '../../helpers/db.js';
  */
 interface Seen {
   headers: IncomingMessage['headers'];
-  body: { message: { data: string; attributes: Record<string, string>; messageId: string; orderingKey?: string }; subscription: string; deliveryAttempt: number };
+  body: {
+    message: { data: string; attributes: Record<string, string>; messageId: string; orderingKey?: string };
+    subscription: string;
+    deliveryAttempt: number;
+  };
 }
 
 describe('in-process Pub/Sub bridge', () => {
@@ -41,10 +45,13 @@ describe('in-process Pub/Sub bridge', () => {
           res.writeHead(500).end('nope');
         } else {
           // A slow first message of an ordering key must still be delivered before the next one.
-          setTimeout(() => {
-            acked.push(key);
-            res.writeHead(204).end();
-          }, key === '"ordered-1"' ? 300 : 0);
+          setTimeout(
+            () => {
+              acked.push(key);
+              res.writeHead(204).end();
+            },
+            key === '"ordered-1"' ? 300 : 0,
+          );
         }
       });
     });
@@ -64,8 +71,17 @@ describe('in-process Pub/Sub bridge', () => {
     const id = await new HttpBridgePublisher(bridge.url, 'p').publish('t', 'hello', { type: 'x' }, 'k1');
     await waitFor('delivery', async () => deliveries('hello').length === 1);
     const [d] = deliveries('hello');
-    expect(d?.headers).toMatchObject({ 'ce-id': id, 'ce-specversion': '1.0', 'ce-type': 'google.cloud.pubsub.topic.v1.messagePublished', 'ce-source': '//pubsub.googleapis.com/projects/p/topics/t' });
-    expect(d?.body).toMatchObject({ message: { attributes: { type: 'x' }, messageId: id, orderingKey: 'k1' }, subscription: 'projects/p/subscriptions/sub', deliveryAttempt: 1 });
+    expect(d?.headers).toMatchObject({
+      'ce-id': id,
+      'ce-specversion': '1.0',
+      'ce-type': 'google.cloud.pubsub.topic.v1.messagePublished',
+      'ce-source': '//pubsub.googleapis.com/projects/p/topics/t',
+    });
+    expect(d?.body).toMatchObject({
+      message: { attributes: { type: 'x' }, messageId: id, orderingKey: 'k1' },
+      subscription: 'projects/p/subscriptions/sub',
+      deliveryAttempt: 1,
+    });
   });
 
   it('redelivers on 5xx until a 2xx, and dead-letters after the attempts', async () => {

@@ -21,7 +21,13 @@ describe('a DBOS executor started by the stack', () => {
   });
 
   const warnsOnStart = async (databaseUrl: string, executorId: string) => {
-    const e = await startAgentExecutor({ databaseUrl, applicationName: app, applicationVersion: 'v1', executorId, env: { AFTERLIFE_KIT: 'off' } });
+    const e = await startAgentExecutor({
+      databaseUrl,
+      applicationName: app,
+      applicationVersion: 'v1',
+      executorId,
+      env: { AFTERLIFE_KIT: 'off' },
+    });
     await e.start(`${executorId}-wf`, { steps: 1, stepMs: 10 });
     await e.stop();
     return /client is already executing a query/.test(e.output.join(''));

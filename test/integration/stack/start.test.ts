@@ -22,7 +22,10 @@ import { runStart, START_SCRIPT, type StartedStack } from '../../helpers/stack.j
  */
 // Every test here starts the stack on an embedded Postgres, which root runs as the `postgres` user.
 const blocked = await embeddedBinariesBlockedBy();
-if (blocked) console.warn(`!!! SKIPPED: npm start on embedded Postgres (running as root, and the 'postgres' user cannot enter ${blocked}; chmod o+x it)`);
+if (blocked)
+  console.warn(
+    `!!! SKIPPED: npm start on embedded Postgres (running as root, and the 'postgres' user cannot enter ${blocked}; chmod o+x it)`,
+  );
 const hasEmulator = emulatorInstalled();
 if (!hasEmulator) console.warn(`!!! SKIPPED: npm start through the Pub/Sub emulator (not installed at ${PUBSUB_EMULATOR_BIN})`);
 
@@ -82,9 +85,14 @@ async function checkStack(stack: StartedStack, publisher: Publisher): Promise<vo
     );
     const handledMs = Date.now() - t0;
     expect(audit).toMatchObject({ outcome: 'completed', reenqueued: 3, message_id: messageId });
-    const rows = await sql.query<{ status: string; queue_name: string }>(`SELECT status, queue_name FROM dbos.workflow_status WHERE workflow_uuid = ANY($1)`, [ids]);
+    const rows = await sql.query<{ status: string; queue_name: string }>(
+      `SELECT status, queue_name FROM dbos.workflow_status WHERE workflow_uuid = ANY($1)`,
+      [ids],
+    );
     expect(rows.rows.every((r) => r.status === 'ENQUEUED' && r.queue_name === '_dbos_internal_queue')).toBe(true);
-    await waitFor('the function log line', async () => stack.output.join('').includes('"message":"executor death handled"'), { timeoutMs: 5_000 });
+    await waitFor('the function log line', async () => stack.output.join('').includes('"message":"executor death handled"'), {
+      timeoutMs: 5_000,
+    });
     console.info(`npm start (${info.pubsub.kind}): death notice handled ${handledMs} ms after publish`);
   } finally {
     await sql.end();
@@ -109,7 +117,10 @@ describe.skipIf(blocked !== undefined)('npm start (the local stack)', () => {
     const stack = await runStart(freshEnv({ DBOS_APPLICATION_NAME: uniqueName('start-emu') }));
     stacks.push(stack);
     expect(stack.info.pubsub.kind).toBe('emulator');
-    const pubsub = new PubSub({ projectId: stack.info.project, apiEndpoint: stack.info.pubsub.kind === 'emulator' ? stack.info.pubsub.host : '' });
+    const pubsub = new PubSub({
+      projectId: stack.info.project,
+      apiEndpoint: stack.info.pubsub.kind === 'emulator' ? stack.info.pubsub.host : '',
+    });
     try {
       await checkStack(stack, new PubSubPublisher(pubsub));
     } finally {
@@ -144,14 +155,17 @@ function processesWith(marker: string): number[] {
   return pids;
 }
 
-
 /**
  * Runs `npm start`, sends SIGINT the moment a progress line matches `at` (to the whole process group, as
  * a terminal's Ctrl-C does, or to the script alone, as npm forwarding it does), and checks that nothing it
  * started outlives it: no process carrying the run's marker, no listening port, no embedded data dir.
  * TMPDIR is private to the run, so the data dir check does not see other runs on the machine.
  */
-async function interruptWhileStarting(o: { at: RegExp; group: boolean; extraEnv: Record<string, string> }): Promise<{ line: string; stderr: string }> {
+async function interruptWhileStarting(o: {
+  at: RegExp;
+  group: boolean;
+  extraEnv: Record<string, string>;
+}): Promise<{ line: string; stderr: string }> {
   const marker = uniqueName('ctrl-c');
   const tmp = mkdtempSync(join(tmpdir(), 'afterlife-start-'));
   // The embedded cluster runs as the `postgres` OS user and must reach its data dir under here.
@@ -190,7 +204,9 @@ async function interruptWhileStarting(o: { at: RegExp; group: boolean; extraEnv:
     expect(stderr).toMatch(/local stack stopped/);
     expect(stderr).not.toMatch(/npm start failed/);
     // Stopping kills each child's process group after its leader exits; allow the kernel a moment to reap.
-    await waitFor('no process of the run left', async () => processesWith(marker).length === 0, { timeoutMs: 3_000 }).catch(() => undefined);
+    await waitFor('no process of the run left', async () => processesWith(marker).length === 0, { timeoutMs: 3_000 }).catch(
+      () => undefined,
+    );
     expect(processesWith(marker), stderr).toEqual([]);
     for (const m of stderr.matchAll(/on 127\.0\.0\.1:(\d+)/g)) expect(await accepts(Number(m[1])), m[0]).toBe(false);
     expect(readdirSync(tmp).filter((f) => f.startsWith('afterlife-pg-') || f.startsWith('pg-password-'))).toEqual([]);
@@ -216,7 +232,11 @@ async function interruptWhileStarting(o: { at: RegExp; group: boolean; extraEnv:
 
 describe.skipIf(blocked !== undefined)('npm start: Ctrl-C while starting stops what was started', () => {
   it('Ctrl-C to the process group as the embedded cluster is being created: no server, no data dir', async () => {
-    const { stderr } = await interruptWhileStarting({ at: /postgres: initialising embedded PostgreSQL/, group: true, extraEnv: { LOCAL_PUBSUB: 'bridge' } });
+    const { stderr } = await interruptWhileStarting({
+      at: /postgres: initialising embedded PostgreSQL/,
+      group: true,
+      extraEnv: { LOCAL_PUBSUB: 'bridge' },
+    });
     expect(stderr).toMatch(/SIGINT: stopping the local stack/);
   });
 

@@ -27,7 +27,10 @@ interface Pty {
 
 function inPty(env: NodeJS.ProcessEnv): Pty {
   // `exec`: without SHELL (as under CI) script runs dash, which would stay between the pty and npm start.
-  const child = spawn('script', ['-qfec', `exec ${process.execPath} ${START_SCRIPT}`, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn('script', ['-qfec', `exec ${process.execPath} ${START_SCRIPT}`, '/dev/null'], {
+    env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout?.on('data', (b: Buffer) => (out += b.toString()));
   child.stderr?.on('data', (b: Buffer) => (out += b.toString()));
@@ -64,7 +67,15 @@ const lines = (s: string) =>
 
 describe('npm start in a terminal', () => {
   // A person's terminal: Node's colour detection (tty hasColors) answers "no colour" when CI is set, as it is in CI.
-  const env = { ...process.env, LOCAL_PUBSUB: 'bridge', TERM: 'xterm-256color', NO_COLOR: undefined, FORCE_COLOR: undefined, LOG_FORMAT: undefined, CI: undefined };
+  const env = {
+    ...process.env,
+    LOCAL_PUBSUB: 'bridge',
+    TERM: 'xterm-256color',
+    NO_COLOR: undefined,
+    FORCE_COLOR: undefined,
+    LOG_FORMAT: undefined,
+    CI: undefined,
+  };
 
   it(`idle for a minute: at most ${IDLE_TERMINAL_LINES} lines, each one readable event line`, { timeout: 150_000 }, async () => {
     const pty = inPty(env);

@@ -33,11 +33,18 @@ async function gzipBomb(mib: number): Promise<Buffer> {
 /** A raw HTTP POST (fetch would refuse to send a Content-Encoding it did not apply itself). */
 function post(url: string, body: Buffer, headers: Record<string, string>, chunked = false): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers, ...(chunked ? {} : { 'content-length': String(body.length) }) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
-    });
+    const req = request(
+      url,
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers, ...(chunked ? {} : { 'content-length': String(body.length) }) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
+      },
+    );
     req.on('error', reject);
     if (chunked) {
       for (let i = 0; i < body.length; i += 64 * 1024) req.write(body.subarray(i, i + 64 * 1024));
@@ -96,7 +103,9 @@ describe('compressed request bodies are capped before they are inflated', () => 
     const inflatesPast = Buffer.alloc(MAX_INFLATED_BYTES + 1, 0x20);
     expect((await post(drain.url, gzipSync(inflatesPast), { 'content-encoding': 'gzip' })).status).toBe(413);
     expect((await post(drain.url, deflateSync(inflatesPast), { 'content-encoding': 'deflate' })).status).toBe(413);
-    expect((await post(drain.url, deflateRawSync(Buffer.alloc(8 * MAX_INFLATED_BYTES)), { 'content-encoding': 'deflate' })).status).toBeGreaterThanOrEqual(400);
+    expect(
+      (await post(drain.url, deflateRawSync(Buffer.alloc(8 * MAX_INFLATED_BYTES)), { 'content-encoding': 'deflate' })).status,
+    ).toBeGreaterThanOrEqual(400);
   });
 
   it('a small gzipped body within the cap still works', async () => {

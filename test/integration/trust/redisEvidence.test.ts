@@ -42,14 +42,28 @@ describe('Redis evidence bounded by what a kit writes', () => {
   });
 
   // Redis has kept its keys for longer than a TTL, so an absent key is evidence.
-  const settings = (): RuleSettings => ({ nowMs: Date.now(), intervalMs: rt.config.heartbeatIntervalMs, ttlMs: TTL, redisKeptKeysMs: 10 * TTL });
+  const settings = (): RuleSettings => ({
+    nowMs: Date.now(),
+    intervalMs: rt.config.heartbeatIntervalMs,
+    ttlMs: TTL,
+    redisKeptKeysMs: 10 * TTL,
+  });
   const judge = async (id: string, lock: 'free' | 'unavailable') => {
     const read = await readBeats(testReaperDeps(rt), [id]);
     if ('skipped' in read) throw new Error(read.skipped);
     return judgeKit({ lock, beat: read.beats.get(id) }, settings());
   };
   const kitValue = (id: string, o: Record<string, unknown>) =>
-    JSON.stringify({ executorId: id, applicationName: app, applicationVersion: 'v1', state: 'alive', startedAt: new Date().toISOString(), beatAt: new Date().toISOString(), inFlight: 0, ...o });
+    JSON.stringify({
+      executorId: id,
+      applicationName: app,
+      applicationVersion: 'v1',
+      state: 'alive',
+      startedAt: new Date().toISOString(),
+      beatAt: new Date().toISOString(),
+      inFlight: 0,
+      ...o,
+    });
 
   it('a garbage value with no TTL is no evidence: the executor is a suspect, not alive forever', async () => {
     await rt.redis!.set(heartbeatKey(app, 'exec-garbage'), 'not json at all');
@@ -62,7 +76,12 @@ describe('Redis evidence bounded by what a kit writes', () => {
 
   it('beatEveryMs 2147483647 does not make a stale beat fresh', async () => {
     // Written ten minutes ago by Redis's clock (declared TTL 600 s, 10 s left), interval 2^31-1.
-    await rt.redis!.set(heartbeatKey(app, 'exec-slowbeat'), kitValue('exec-slowbeat', { beatEveryMs: 2_147_483_647, ttlMs: 600_000 }), 'PX', 10_000);
+    await rt.redis!.set(
+      heartbeatKey(app, 'exec-slowbeat'),
+      kitValue('exec-slowbeat', { beatEveryMs: 2_147_483_647, ttlMs: 600_000 }),
+      'PX',
+      10_000,
+    );
     expect(await judge('exec-slowbeat', 'free')).toBe('suspect-liveness');
   });
 
@@ -110,7 +129,9 @@ describe('Redis evidence bounded by what a kit writes', () => {
     const drainMs = performance.now() - t2;
     expect(drain.status).toBe(200);
     expect(JSON.stringify(drain.body)).toContain('exec-real');
-    console.log(`heartbeat index flood: first read ${firstMs.toFixed(0)} ms (prunes 200k), next ${secondMs.toFixed(1)} ms, GET /drain ${drainMs.toFixed(1)} ms`);
+    console.log(
+      `heartbeat index flood: first read ${firstMs.toFixed(0)} ms (prunes 200k), next ${secondMs.toFixed(1)} ms, GET /drain ${drainMs.toFixed(1)} ms`,
+    );
     expect(secondMs).toBeLessThan(100);
   });
 });

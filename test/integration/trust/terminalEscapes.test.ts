@@ -40,7 +40,7 @@ describe('terminal escapes in human output', () => {
   it('afterlife status prints no control character but newlines between its own lines, and no line a forged ID made', async () => {
     const run = await runCli(['status'], env);
     expect(run.code, run.stderr).toBe(0);
-     
+
     expect(run.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
     const lines = run.stdout.split('\n');
     expect(lines.some((l) => l.startsWith('{'))).toBe(false);
@@ -59,7 +59,7 @@ describe('terminal escapes in human output', () => {
 
   it('an error naming bad input is escaped on stderr', async () => {
     const run = await runCli(['recover', `exec\u001b[31m\nx`], env);
-     
+
     expect(run.stderr).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
   });
 });
