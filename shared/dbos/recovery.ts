@@ -70,7 +70,7 @@ export interface BatchResult {
  * - nothing can build on a lost batch durably: a live executor that claims a re-enqueued row commits
  *   synchronously, and its flush covers this batch;
  * - the recovery ends with `finishRecovery` (a synchronous commit; recoverExecutor.ts) before the notice
- *   is acknowledged, which makes every batch durable (test/integration/executorDeath/durability.test.ts);
+ *   is acknowledged, which makes every batch durable (test/integration/recovery/durability.test.ts);
  * - a Postgres crash before that loses at most the last batches, whose rows are PENDING on the dead
  *   executor again; the notice was never acknowledged, and its redelivery moves them.
  */
