@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { StatusOutput } from '../../../cli/schemas.js';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
@@ -6,8 +6,8 @@ import { heartbeatKey, readHeartbeat, writeHeartbeat } from '../../../shared/hea
 import { beat, makeOrphans } from '../../helpers/agents.js';
 import { parseJson, runCli } from '../../helpers/cli.js';
 import { pubsubCloudEvent } from '../../helpers/cloudEvents.js';
-import { createTestDatabase, type TestDatabase, uniqueName, workflowRows } from '../../helpers/db.js';
-import { testRuntime } from '../../helpers/runtime.js';
+import { workflowRows } from '../../helpers/db.js';
+import { executorDeathFixture } from '../../helpers/executorDeath.js';
 import { TEST_REDIS_URL } from '../../helpers/services.js';
 
 /**
@@ -19,22 +19,16 @@ import { TEST_REDIS_URL } from '../../helpers/services.js';
 const body = (n: ReturnType<typeof deathNotice>) => JSON.parse(pubsubCloudEvent(JSON.stringify(n)).body) as unknown;
 
 describe('stranded recovery', () => {
-  let tdb: TestDatabase;
-  let rt: ReturnType<typeof testRuntime>;
-  const app = uniqueName('stranded');
   const ids = ['s-a-0', 's-a-1', 's-a-2'];
-
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    rt = testRuntime({ databaseUrl: tdb.url, applicationName: app, env: { ORPHANED_VERSION_GRACE_MS: '600000' } });
-    await makeOrphans({ databaseUrl: tdb.url, sql: tdb.sql, applicationName: app, executorId: 'exec-A', applicationVersion: 'v1', ids });
-  });
-  afterAll(async () => {
-    await rt?.close();
-    await tdb?.drop();
+  const f = executorDeathFixture('stranded', {
+    serve: false,
+    env: { ORPHANED_VERSION_GRACE_MS: '600000' },
+    setup: ({ tdb, app }) =>
+      makeOrphans({ databaseUrl: tdb.url, sql: tdb.sql, applicationName: app, executorId: 'exec-A', applicationVersion: 'v1', ids }),
   });
 
   it('one WARNING with the version and the count; status shows it stranded with the policy and when it acts', async () => {
+    const { tdb, rt, app } = f;
     if (!rt.redis) throw new Error('Redis required');
     // The dead kit's lingering key: its last beat 5 s ago (stale after two 250 ms intervals), the key alive
     // for its 15 s TTL.
