@@ -10,7 +10,7 @@ import { knownExecutors } from '../../helpers/agents.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
 /**
- * Acceptance I (and issue 13's burst): 200 concurrent deliveries against one instance with pool max 3.
+ * A burst of deaths (issue 13): 200 concurrent deliveries against one instance with pool max 3.
  * afterlife's sessions in pg_stat_activity never exceed 3, no pool acquisition times out, and the excess
  * waits in the admission line instead of bouncing, so every notice is handled on its first delivery. A
  * delivery that cannot get a slot within half its budget still answers retry-later.

@@ -11,7 +11,7 @@ import { testRuntime } from '../../helpers/runtime.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
 /**
- * Issue 10, defect 2 and the suspected heartbeat-lapsed hole: a notice is a claim anyone on the topic can
+ * Issue 10: a notice is a claim anyone on the topic can
  * make, so a death the heartbeat contradicts is refused (acked, logged, counted) unless forced, and an
  * inferred death whose heartbeat cannot be re-read waits instead of acting.
  */

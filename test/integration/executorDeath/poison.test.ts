@@ -4,7 +4,7 @@ import { postEvent, pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { knownExecutors } from '../../helpers/agents.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
-/** Acceptance F: poison notices are acked (2xx) with a logged reason, nothing is recovered, the process stays up. */
+/** Poison notices are acked (2xx) with a logged reason, nothing is recovered, the process stays up. */
 describe('poison death notices', () => {
   const f = executorDeathFixture('app-p', {
     env: { GOOGLE_CLOUD_PROJECT: 'proj-p' },

@@ -12,7 +12,7 @@ import { uniqueName, waitFor } from '../../helpers/db.js';
 import { startExecutor } from '../../helpers/executor.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
-/** Acceptance H: publisher → real Pub/Sub emulator → pull-and-post bridge → served function → B completes. */
+/** The pull delivery path end to end: publisher → real Pub/Sub emulator → pull-and-post bridge → served function → B completes. */
 const emulatorHost = inject('pubsubEmulatorHost');
 if (!emulatorHost) console.warn('!!! SKIPPED: executorDeath through the Pub/Sub emulator (emulator not installed)');
 

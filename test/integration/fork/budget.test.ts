@@ -15,15 +15,15 @@ import { allForks, enqueue, forksOf, ledgerOf, QUEUES, reap, reaperTick, reapUnt
 import { repairFixture } from '../../helpers/repair.js';
 
 /**
- * Acceptance B (bounded lineage → exactly one dead letter: by autoFork, by the real reaper alone, and with
- * the reaper, a second reaper and the app helper racing), C's budget on the parent's root, D (five
- * concurrent autoFork calls → one fork), the fork ledger (forks the app helper made are reconciled; a fresh
- * child it forked never becomes a lineage of its own) and FORK_TARGET_VERSION, on a real executor running
- * workflows that diverge every time. Dead letters go through the real Pub/Sub emulator; without it only the
+ * A bounded lineage ends in exactly one dead letter (by autoFork, by the real reaper alone, and with the
+ * reaper, a second reaper and the app helper racing); a nested fork's budget is counted on the parent's
+ * root; five concurrent autoFork calls make one fork; the fork ledger reconciles forks the app helper made
+ * (a fresh child it forked never becomes a lineage of its own); FORK_TARGET_VERSION picks the version. All
+ * on a real executor running workflows that diverge every time. Dead letters go through the real Pub/Sub emulator; without it only the
  * tests about the published message are skipped.
  */
 const emulatorHost = inject('pubsubEmulatorHost');
-if (!emulatorHost) console.warn('\n!!! Pub/Sub emulator not available: the dead-letter message tests (B) are SKIPPED\n');
+if (!emulatorHost) console.warn('\n!!! Pub/Sub emulator not available: the dead-letter message tests are SKIPPED\n');
 const withEmulator = it.skipIf(!emulatorHost);
 
 describe('fork budget, dead letters, the ledger and races', () => {

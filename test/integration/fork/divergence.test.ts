@@ -27,8 +27,8 @@ import {
  * version string) recovers them and the replay diverges at function_id 1 (code 26). A parent awaiting such
  * a child fails with the child's error. An ordinary failing step ends ERROR too, and must never be forked.
  *
- * Acceptance A (autoFork, and separately the real reaper: runReaper and its tick, whose diverged pass hands
- * workflows to shared/reaper/deps.ts), C (nested) and F (ordinary ERROR).
+ * Repaired by autoFork, and separately by the real reaper (runReaper and its tick, whose diverged pass hands
+ * workflows to shared/reaper/deps.ts); nested workflows; an ordinary ERROR left alone.
  */
 describe('auto-fork of real replay divergence', () => {
   const spec = (key: string) => ({ key, lastStepMs: 3_000 });
@@ -128,7 +128,7 @@ describe('auto-fork of real replay divergence', () => {
 
     await waitStatus(f.tdb.sql, 'wf-reaper-fork-1', 'SUCCESS');
     await waitStatus(f.tdb.sql, 'parent-fork-1', 'SUCCESS');
-    // C: the child started afresh under the fork's default child ID, and ran all its steps again.
+    // Nested: the child started afresh under the fork's default child ID, and ran all its steps again.
     const child = await f.client.getWorkflow('parent-fork-1-1');
     expect(child).toMatchObject({ status: 'SUCCESS', parentWorkflowID: 'parent-fork-1' });
     expect(await f.client.retrieveWorkflow<string[]>('parent-fork-1').getResult()).toEqual([
@@ -162,7 +162,7 @@ describe('auto-fork of real replay divergence', () => {
     expect(await stepStarts(f.tdb.sql, 'parent-x', 0)).toBe(1);
     expect(await stepStarts(f.tdb.sql, 'parent-x-fork-1-child-1', 0)).toBe(1); // the child started afresh
 
-    // F: the ordinary ERROR is never forked, directly or by the reaper.
+    // The ordinary ERROR is never forked, directly or by the reaper.
     expect(await autoFork(deps, 'plain-error')).toMatchObject({ outcome: 'skipped', why: 'not-diverged' });
     expect(await forksOf(f.tdb.sql, 'plain-error')).toEqual([]);
     const ledger = await f.tdb.sql.query(`SELECT count(*)::int AS n FROM afterlife.forks WHERE source_workflow_id = 'plain-error'`);

@@ -14,7 +14,7 @@ import { enqueue, forksOf, hasCheckpoint, QUEUES, stepStarts, waitStatus } from 
 import { repairFixture } from '../../helpers/repair.js';
 
 /**
- * Acceptance E: ORPHANED_VERSION_POLICY=fork-to-latest. A v1 executor dies with work in flight (three agent
+ * ORPHANED_VERSION_POLICY=fork-to-latest. A v1 executor dies with work in flight (three agent
  * workflows and a parent awaiting its child) while only a v2 executor is alive. The death notice, through
  * the served executorDeath function, re-enqueues the v1 rows (which v2 would never claim), forks each onto
  * v2 from after its last checkpoint, cancels the originals, and everything completes on v2. A crash in

@@ -14,7 +14,7 @@ import { testReaperDeps } from '../../helpers/reaper.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { freePort, TEST_REDIS_URL } from '../../helpers/services.js';
 
-/** The acceptance bound: no stretch without a tick longer than this, at the default tick and lease. */
+/** The bound the reaper promises: no stretch without a tick longer than this, at the default tick and lease. */
 const MAX_BLIND_MS = 10_000;
 
 /** The longest stretch between consecutive timestamps, and where it lies. */

@@ -5,7 +5,7 @@ import { waitFor, workflowRows } from '../../helpers/db.js';
 import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 
 /**
- * Acceptance B (the one long test): through 60 s of 1 s ticks, a live executor running a 60 s step — which
+ * A long step is not a death (the one long test): through 60 s of 1 s ticks, a live executor running a 60 s step — which
  * writes nothing to DBOS's tables while it runs — is never declared dead and its workflow never touched.
  * A second live executor without the kit runs the same step with a grace far shorter than the step: its
  * workflow's activity clock goes stale, but its sessions are in pg_stat_activity, so it is alive too.
@@ -33,7 +33,7 @@ describe('reaper: a live executor in a 60 s step', () => {
     const summary = await runReaper(testReaperDeps(rt), { onTick: (r) => results.push(r) });
     const ranMs = Date.now() - t0;
     if (summary.outcome !== 'completed') throw new Error('reaper skipped');
-    console.log(`[acceptance B] ${summary.ticks} ticks over ${ranMs} ms; dead pass max ${summary.passes.dead.maxDurationMs} ms`);
+    console.log(`[long step] ${summary.ticks} ticks over ${ranMs} ms; dead pass max ${summary.passes.dead.maxDurationMs} ms`);
     expect(ranMs).toBeGreaterThanOrEqual(58_000);
     expect(summary.ticks).toBeGreaterThanOrEqual(55);
     expect(summary.declaredDead).toEqual([]);

@@ -9,7 +9,7 @@ import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 import { type PrivateRedis, startPrivateRedis } from '../../helpers/redisServer.js';
 
 /**
- * Issue 19, item 4: a host lost while one of DBOS's pool connections is inside a transaction. Its session
+ * Issue 19: a host lost while one of DBOS's pool connections is inside a transaction. Its session
  * (a proxy's open leg, in production) keeps the row locks the transaction took for as long as it lives.
  * Simulated exactly: a client of the victim's role and DBOS's session name BEGINs, takes the lock DBOS's
  * checkpoint takes (`SELECT owner_xid … FOR NO KEY UPDATE`) on one of the victim's workflows, and goes

@@ -10,11 +10,11 @@ import { testRuntime } from '../../helpers/runtime.js';
 import { ADMIN_DATABASE_URL } from '../../helpers/services.js';
 
 /**
- * Acceptance E: an executor without the kit (it never heart-beat) is judged by pg_stat_activity and the
+ * An executor without the kit (it never heart-beat) is judged by pg_stat_activity and the
  * activity clock. Left alone while one of its sessions is connected (even with activity older than the
  * grace), left alone when afterlife's role cannot see other roles' sessions, left alone with no session
- * but activity inside the grace, and recovered once it has no session and quiet workflows. Also C for
- * this path: a checkpoint landing between detection and the recovery statement keeps that workflow where
+ * but activity inside the grace, and recovered once it has no session and quiet workflows. On this path too,
+ * a checkpoint landing between detection and the recovery statement keeps that workflow where
  * it is, and when it lands on every workflow the executor is not declared dead at all.
  */
 describe('reaper: an executor without the kit', () => {
@@ -124,7 +124,7 @@ describe('reaper: an executor without the kit', () => {
       `SELECT count(*)::int AS n, count(*) FILTER (WHERE application_name <> '')::int AS named FROM pg_stat_activity WHERE usename <> current_user`,
     );
     console.log(
-      `[acceptance E] unprivileged role sees ${seen.rows[0]?.n} foreign sessions, ${seen.rows[0]?.named} with an application_name`,
+      `[executor without the kit] unprivileged role sees ${seen.rows[0]?.n} foreign sessions, ${seen.rows[0]?.named} with an application_name`,
     );
     for (let i = 0; i < 3; i++) {
       const s = await tick(rtNoPriv);

@@ -6,7 +6,7 @@ import { waitFor, workflowRows } from '../../helpers/db.js';
 import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 
 /**
- * Issue 20's acceptance: the reaper at the defaults (tick 250 ms, heartbeat TTL 15 s, the kits' liveness
+ * Quiet logs when nothing dies (issue 20): the reaper at the defaults (tick 250 ms, heartbeat TTL 15 s, the kits' liveness
  * locks) watches three live executors, each with a PENDING workflow (so every tick reads their evidence),
  * for a full minute. Its log over that minute stays within the stated idle budget (docs/logging.md) and
  * holds only the idle events; a fourth executor SIGKILLed during the minute still gets its declaration and

@@ -12,8 +12,8 @@ import { backdateSentinel, reaperFixture, testReaperDeps } from '../../helpers/r
 import type { testRuntime } from '../../helpers/runtime.js';
 
 /**
- * Acceptance C (races through fault points), D (single flight), F (stuck on a live executor) and G (dry
- * run) against real DBOS executors: `exec-live` keeps beating; `exec-dead` beat, owned workflows and was
+ * Races through fault points, a single flight, stuck workflows on a live executor and the dry run, against
+ * real DBOS executors: `exec-live` keeps beating; `exec-dead` beat, owned workflows and was
  * SIGKILLed. Time is simulated by backdating rows (observations, claim times), never by sleeping.
  */
 describe('reaper: races, lease, stuck workflows and dry run', () => {

@@ -8,7 +8,7 @@ import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers
 import { testRuntime } from '../../helpers/runtime.js';
 
 /**
- * Acceptance C for the recovery itself: the reaper's `heartbeat-lapsed` recovery re-reads the heartbeat at
+ * A death contradicted mid-recovery: the reaper's `heartbeat-lapsed` recovery re-reads the heartbeat at
  * every batch boundary. A key that comes back between batches (the `recover.beforeBatch` fault point,
  * batch size 1) stops it: the rest stays PENDING on the executor, the registry does not say dead and the
  * audit says why. The same fault point writing nothing lets every row be recovered. Real orphans: a real

@@ -9,7 +9,7 @@ import { reaperFixture, TEST_TTL_MS, testReaperDeps } from '../../helpers/reaper
 import { type PrivateRedis, startPrivateRedis } from '../../helpers/redisServer.js';
 
 /**
- * Acceptance H, on a private redis-server (the shared one must never be flushed): while two executors are
+ * Redis flushed, down and restarted empty, on a private redis-server (the shared one must never be flushed): while two executors are
  * alive, Redis is flushed at the start of six consecutive ticks (ticks 3–8, ~5 s, longer than the 3 s TTL),
  * then killed (unreachable) and restarted empty. None is declared dead; the ticks without Redis say why.
  * Run twice: with the kits' liveness locks (the default: a held lock is life, whatever Redis says — so also
@@ -81,7 +81,7 @@ describe.each([
       expect(summary.heartbeatSkipped.some((r) => r.startsWith('redis lost its keys'))).toBe(true);
 
       const skippedTicks = tickLines.filter((l) => JSON.stringify(l.dead).includes('redis unreachable')).map((l) => l.tick);
-      console.log(`[acceptance H] heartbeat pass skipped (redis unreachable) on ticks ${skippedTicks.join(', ')}`);
+      console.log(`[redis lost] heartbeat pass skipped (redis unreachable) on ticks ${skippedTicks.join(', ')}`);
       expect(skippedTicks).toEqual(expect.arrayContaining([10, 11, 12]));
       // Every flushed tick was recognised as a reset, not counted as absence.
       const resetTicks = tickLines.filter((l) => JSON.stringify(l.dead).includes('redis lost its keys')).map((l) => l.tick);

@@ -4,7 +4,7 @@ import { executorsWithSessions, sessionPrefix } from '../../../shared/dbos/reape
 import { afterlifeDb, createTestDatabase, type TestDatabase } from '../../helpers/db.js';
 
 /**
- * Issue 10, defect 3: Postgres rewrites non-printable-ASCII bytes of application_name (`?` up to 15,
+ * Issue 10: Postgres rewrites non-printable-ASCII bytes of application_name (`?` up to 15,
  * `\xNN` from 16), so a live executor named `sec-ü1` has sessions named `dbos_transact_sec-??1_v1`. Its
  * sessions must still count as its sessions: never "absent" because of the spelling.
  */

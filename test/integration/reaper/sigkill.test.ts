@@ -5,7 +5,7 @@ import { waitFor, workflowRows } from '../../helpers/db.js';
 import { FAST_REAPER_ENV, reaperFixture, TEST_TTL_MS, testReaperDeps } from '../../helpers/reaper.js';
 
 /**
- * Acceptance A: an executor with the kit's heartbeat (TTL 3 s; the reaper ticks every 1 s) is SIGKILLed
+ * Crash detection end to end: an executor with the kit's heartbeat (TTL 3 s; the reaper ticks every 1 s) is SIGKILLed
  * mid-step. The reaper, ticking inside one invocation, sees the key absent for a TTL over two ticks and
  * recovers it; the other executor claims its workflows. Measured from the key's expiry (when the death
  * becomes observable) and from the kill.
@@ -58,7 +58,7 @@ describe('reaper: a SIGKILLed executor with the kit', () => {
     const fromExpiry = claimedAt - expiredAt;
     const fromKill = claimedAt - killedAt;
     console.log(
-      `[acceptance A] heartbeat TTL ${TTL_MS} ms, tick ${TICK_MS} ms: key expired ${expiredAt - killedAt} ms after SIGKILL; ` +
+      `[SIGKILL detection] heartbeat TTL ${TTL_MS} ms, tick ${TICK_MS} ms: key expired ${expiredAt - killedAt} ms after SIGKILL; ` +
         `claimed ${fromExpiry} ms after expiry (bound ${TTL_MS + 2 * TICK_MS + CLAIM_MS} ms), ${fromKill} ms after SIGKILL`,
     );
     expect(fromExpiry).toBeLessThanOrEqual(TTL_MS + 2 * TICK_MS + CLAIM_MS);
