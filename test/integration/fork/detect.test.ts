@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type pg from 'pg';
+import { describe, expect, it } from 'vitest';
 import { findDiverged } from '../../../shared/dbos/diverged.js';
 import { parseDivergence } from '../../../shared/dbos/divergence.js';
 import { forkDepsFromRuntime } from '../../../shared/repair/deps.js';
 import { cancelForkedOriginals } from '../../../shared/repair/situations/orphanedFork.js';
-import { afterlifeDb, createTestDatabase, type TestDatabase } from '../../helpers/db.js';
-import { testRuntime } from '../../helpers/runtime.js';
+import { repairFixture } from '../../helpers/repair.js';
 
 /**
  * Detection on stored payloads (the envelope DBOS 5.3 writes, as observed, and the legacy column), and the
@@ -53,13 +53,9 @@ describe('divergence detection', () => {
 });
 
 describe('findDiverged (the reaper pass scan)', () => {
-  let tdb: TestDatabase;
-  let db: ReturnType<typeof afterlifeDb>;
-  const APP = 'scan-app';
+  const f = repairFixture('scan-app', { divergentChoice: false, redis: 'none', setup: ({ tdb, app }) => seed(tdb.sql, app) });
 
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    db = afterlifeDb(tdb.url);
+  async function seed(sql: pg.Pool, APP: string): Promise<void> {
     const rows: Array<
       [id: string, app: string | null, parent: string | null, forked: boolean, legacy: string | null, output: string | null]
     > = [
@@ -75,30 +71,28 @@ describe('findDiverged (the reaper pass scan)', () => {
       ['c-fork-1', APP, null, false, null, envelope('c-fork-1', 1)], // a fork-to-latest fork of a child
     ];
     for (const [id, app, parent, forked, legacy, output] of rows) {
-      await tdb.sql.query(
+      await sql.query(
         `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, application_name, parent_workflow_id, was_forked_from, error)
          VALUES ($1, 'ERROR', 'wf', $2, $3, $4, $5)`,
         [id, app, parent, forked, legacy],
       );
-      if (output) await tdb.sql.query(`INSERT INTO dbos.workflow_output (workflow_uuid, error) VALUES ($1, $2)`, [id, output]);
+      if (output) await sql.query(`INSERT INTO dbos.workflow_output (workflow_uuid, error) VALUES ($1, $2)`, [id, output]);
     }
-    await tdb.sql.query(
+    await sql.query(
       `INSERT INTO afterlife.dead_letters (root_workflow_id, application_name, workflow_id, forks, reason, published_at) VALUES ('dead', $1, 'dead', 3, 'diverged', now())`,
       [APP],
     );
-    await tdb.sql.query(
+    await sql.query(
       `INSERT INTO afterlife.forks (root_workflow_id, n, application_name, source_workflow_id, from_step, new_workflow_id, reason, forked_by, child_fork_id, awaited_by, original_cancelled_at)
        VALUES ('p', 1, $1, 'p', 2, 'p-fork-1', 'child-diverged', 'test', 'p-fork-1-child-1', NULL, NULL),
               ('c', 1, $1, 'c', 3, 'c-fork-1', 'orphaned-version', 'test', NULL, 'q-fork-1', now())`,
       [APP],
     );
-  });
-  afterAll(async () => {
-    await db?.end();
-    await tdb?.drop();
-  });
+  }
 
   it('lists only top-level, unforked, not dead-lettered code-26 ERRORs of this app (legacy column included), never a child’s fork', async () => {
+    const { db } = f.rt;
+    const APP = f.app;
     const found = await findDiverged(db, APP, 100);
     expect(found.map((f) => f.workflowId).sort()).toEqual(['legacy', 'new-style', 'unclaimed']);
     expect(found.find((f) => f.workflowId === 'legacy')?.divergence.stepId).toBe(2);
@@ -106,6 +100,7 @@ describe('findDiverged (the reaper pass scan)', () => {
   });
 
   it('cancelForkedOriginals finishes a fork-to-latest interrupted between the fork and the cancel', async () => {
+    const { tdb, app: APP } = f;
     await tdb.sql.query(
       `INSERT INTO dbos.workflow_status (workflow_uuid, status, name, application_name, queue_name, application_version)
                          VALUES ('orig', 'ENQUEUED', 'wf', $1, '_dbos_internal_queue', 'v1')`,
@@ -116,14 +111,9 @@ describe('findDiverged (the reaper pass scan)', () => {
        VALUES ('orig', 1, $1, 'orig', 2, 'orig-fork-1', 'orphaned-version', 'test')`,
       [APP],
     );
-    const rt = testRuntime({ databaseUrl: tdb.url, applicationName: APP, redis: 'none' });
-    try {
-      const deps = forkDepsFromRuntime(rt);
-      expect(await cancelForkedOriginals(deps)).toEqual(['orig']);
-      expect(await cancelForkedOriginals(deps)).toEqual([]);
-    } finally {
-      await rt.close();
-    }
+    const deps = forkDepsFromRuntime(f.rt);
+    expect(await cancelForkedOriginals(deps)).toEqual(['orig']);
+    expect(await cancelForkedOriginals(deps)).toEqual([]);
     const row = await tdb.sql.query(`SELECT status, queue_name FROM dbos.workflow_status WHERE workflow_uuid = 'orig'`);
     expect(row.rows).toEqual([{ status: 'CANCELLED', queue_name: null }]);
   });
