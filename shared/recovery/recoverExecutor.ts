@@ -223,7 +223,8 @@ async function reportOrphaned(r: Run): Promise<void> {
       ...(o
         ? {
             policy: o.policy,
-            policyActsAfterMs: o.graceMs,
+            // With the hook (executorDeath, fork-to-latest) the repair runs right after this line, not after the grace.
+            policyActsAfterMs: r.deps.onOrphanedVersion ? 0 : o.graceMs,
             then:
               o.policy === 'fork-to-latest'
                 ? 'forked to the latest live version'

@@ -75,6 +75,10 @@ describe('fork-to-latest for a version no live executor runs', () => {
     const res = await postEvent(f.server.url, pubsubCloudEvent(JSON.stringify(notice), { messageId: 'orphan-1' }));
     expect(res.status).toBeLessThan(300);
 
+    // The warning says what happens: the hook forks them now, not after ORPHANED_VERSION_GRACE_MS.
+    expect(f.rt.logger.lines.filter((l) => l.event === 'orphaned_version')).toEqual([
+      expect.objectContaining({ applicationVersion: 'v1', policy: 'fork-to-latest', policyActsAfterMs: 0 }),
+    ]);
     for (const id of orphans) {
       await waitStatus(f.tdb.sql, `${id}-fork-1`, 'SUCCESS', 60_000);
       expect(await f.client.getWorkflow(id)).toMatchObject({ status: 'CANCELLED', wasForkedFrom: true });
