@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { forkDepsFromRuntime } from '../../shared/repair/deps.js';
+import { repairDepsFromRuntime } from '../../shared/repair/deps.js';
 import { autoFork, type AutoForkResult } from '../../shared/repair/situations/divergedFork.js';
 import type { CliContext } from '../context.js';
 import { inline } from '../format.js';
@@ -14,7 +14,7 @@ import type { CommandResult } from './types.js';
  */
 export async function fork(ctx: CliContext, workflowId: string, o: { fromStep?: number }): Promise<CommandResult<ForkOutput>> {
   const { config } = ctx;
-  const deps = forkDepsFromRuntime(await ctx.runtime(), { forkedBy: `cli@${hostname()}` });
+  const deps = repairDepsFromRuntime(await ctx.runtime(), { forkedBy: `cli@${hostname()}` });
   ctx.progress(`forking ${inline(workflowId)}${o.fromStep === undefined ? ' from its first divergent step' : ` from step ${o.fromStep}`}…`);
   const r = await autoFork(deps, workflowId, o.fromStep === undefined ? {} : { fromStep: o.fromStep });
   const out = toOutput(config.applicationName, r);

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { forkDepsFromRuntime } from '../repair/deps.js';
+import { repairDepsFromRuntime } from '../repair/deps.js';
 import { repairDiverged } from '../repair/situations/diverged.js';
 import { finishInterruptedOrphanRepairs, repairOrphaned } from '../repair/situations/orphaned.js';
 import { repairStuck } from '../repair/situations/stuck.js';
@@ -15,10 +15,10 @@ import type { ReaperDeps } from './types.js';
  */
 export function repairHooks(rt: Runtime): Pick<ReaperDeps, 'repairDiverged' | 'repairStuck' | 'repairOrphaned' | 'finishInterruptedForks'> {
   return {
-    repairDiverged: (workflowId) => repairDiverged(forkDepsFromRuntime(rt), workflowId),
-    repairStuck: (workflowId) => repairStuck(forkDepsFromRuntime(rt), workflowId, rt.config.reaper.stuckPolicy),
-    repairOrphaned: (info) => repairOrphaned(forkDepsFromRuntime(rt), info),
-    finishInterruptedForks: () => finishInterruptedOrphanRepairs(forkDepsFromRuntime(rt)),
+    repairDiverged: (workflowId) => repairDiverged(repairDepsFromRuntime(rt), workflowId),
+    repairStuck: (workflowId) => repairStuck(repairDepsFromRuntime(rt), workflowId, rt.config.reaper.stuckPolicy),
+    repairOrphaned: (info) => repairOrphaned(repairDepsFromRuntime(rt), info),
+    finishInterruptedForks: () => finishInterruptedOrphanRepairs(repairDepsFromRuntime(rt)),
   };
 }
 

@@ -3,7 +3,7 @@ import type { Config } from '../config/index.js';
 import type { Db } from '../db/pool.js';
 import type { RedisLock } from '../lock/lock.js';
 import type { Logger } from '../log.js';
-import { forkDepsFromRuntime } from '../repair/deps.js';
+import { repairDepsFromRuntime } from '../repair/deps.js';
 import { repairOrphaned } from '../repair/situations/orphaned.js';
 import type { Runtime } from '../runtime.js';
 import type { Faults } from '../testing/faults.js';
@@ -62,5 +62,5 @@ export function recoveryDeps(src: RecoverySource, caller: RecoveryCaller): Recov
 function hooks(src: RecoverySource, caller: RecoveryCaller): Pick<RecoveryDeps, 'onOrphanedVersion'> {
   if (caller.via !== 'executorDeath' || src.config.recovery.orphanedVersionPolicy !== 'fork-to-latest') return {};
   const { runtime } = caller;
-  return { onOrphanedVersion: async (info) => void (await repairOrphaned(forkDepsFromRuntime(runtime, { logger: src.logger }), info)) };
+  return { onOrphanedVersion: async (info) => void (await repairOrphaned(repairDepsFromRuntime(runtime, { logger: src.logger }), info)) };
 }

@@ -1,14 +1,14 @@
 import type { Runtime } from '../runtime.js';
-import type { ForkDeps } from './primitives/deps.js';
+import type { RepairDeps } from './primitives/deps.js';
 import { lazyDbosClient } from './client.js';
 
 /**
- * ForkDeps from a Runtime, with one lazily-created DBOSClient per Runtime (closed by its lifecycle), so
+ * RepairDeps from a Runtime, with one lazily-created DBOSClient per Runtime (closed by its lifecycle), so
  * every handler of an instance shares it.
  */
-const clients = new WeakMap<Runtime, ForkDeps['dbos']>();
+const clients = new WeakMap<Runtime, RepairDeps['dbos']>();
 
-export function forkDepsFromRuntime(rt: Runtime, overrides: Partial<ForkDeps> = {}): ForkDeps {
+export function repairDepsFromRuntime(rt: Runtime, overrides: Partial<RepairDeps> = {}): RepairDeps {
   let dbos = clients.get(rt);
   if (!dbos) {
     dbos = lazyDbosClient(rt.config, rt.logger, rt.lifecycle);

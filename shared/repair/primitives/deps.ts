@@ -10,7 +10,7 @@ import type { ForkClient, TargetVersion } from './lineage.js';
  * may lack, and the settings that bound it (MAX_REPAIRS, the target version, REPAIR_MODE). Built from a
  * Runtime by shared/repair/deps.ts; tests build their own.
  */
-export interface ForkDeps {
+export interface RepairDeps {
   db: Db;
   /** DBOS's own client, created on first use; each call borrows a connection and gives it back. */
   dbos: () => Promise<ForkClient>;

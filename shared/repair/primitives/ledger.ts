@@ -3,7 +3,7 @@ import { claimDeadLetter, markDeadLetterPublished, recordFork } from '../../db/q
 import { publishDeadLetter } from '../../events/deadLetter.js';
 import { LockContendedError, LockUnavailableError } from '../../lock/errors.js';
 import type { Logger } from '../../log.js';
-import type { ForkDeps } from './deps.js';
+import type { RepairDeps } from './deps.js';
 import type { ForkPlan } from './fork.js';
 
 /**
@@ -27,14 +27,14 @@ export interface Busy {
   root: string;
 }
 
-export const forkLockKey = (deps: Pick<ForkDeps, 'keyPrefix' | 'applicationName'>, root: string) =>
+export const forkLockKey = (deps: Pick<RepairDeps, 'keyPrefix' | 'applicationName'>, root: string) =>
   `${deps.keyPrefix ?? 'afterlife'}:${deps.applicationName}:fork:${root}`;
 
 /**
  * Runs `fn` under the root's lock; 'busy' when another worker holds it (it is doing this very work).
  * Without Redis, or when Redis is unreachable, runs unlocked: the primary keys still allow one fork.
  */
-export async function underRootLock<T>(deps: ForkDeps, root: string, fn: () => Promise<T>): Promise<T | 'busy'> {
+export async function underRootLock<T>(deps: RepairDeps, root: string, fn: () => Promise<T>): Promise<T | 'busy'> {
   if (!deps.lock) return fn();
   try {
     return await deps.lock.using(forkLockKey(deps, root), deps.lockTtlMs, () => fn());
@@ -47,7 +47,7 @@ export async function underRootLock<T>(deps: ForkDeps, root: string, fn: () => P
 }
 
 /** A fork's row in the ledger, written before the fork as an intent (see the situations that fork). */
-export function ledger(deps: ForkDeps, plan: ForkPlan, awaitedBy?: string): Promise<void> {
+export function ledger(deps: RepairDeps, plan: ForkPlan, awaitedBy?: string): Promise<void> {
   return recordFork(deps.db, {
     applicationName: deps.applicationName,
     root: plan.root,
@@ -67,7 +67,7 @@ export function ledger(deps: ForkDeps, plan: ForkPlan, awaitedBy?: string): Prom
 
 /** One dead letter per root: the row, then one message from whoever claimed it. */
 export async function deadLetter(
-  deps: ForkDeps,
+  deps: RepairDeps,
   d: { workflowId: string; root: string; forks: number; reason: string; error: string | undefined },
   log: Logger,
 ): Promise<DeadLettered> {

@@ -3,7 +3,7 @@ import { claimRewind, markRewound, type RewindReason, type RewoundDescendant, re
 import { outsideRewindCheck } from '../../dbos/dataSourceCheckpoints.js';
 import type { Logger } from '../../log.js';
 import { noFaults } from '../../testing/faults.js';
-import type { ForkDeps } from './deps.js';
+import type { RepairDeps } from './deps.js';
 import { type ForkClient, lineageOf, type QueueTarget } from './lineage.js';
 import { type Busy, type DeadLettered, deadLetter, underRootLock } from './ledger.js';
 
@@ -58,7 +58,7 @@ export interface Rewound {
  * caller should fork instead.
  */
 export async function rewindPlanned(
-  deps: ForkDeps,
+  deps: RepairDeps,
   client: ForkClient,
   log: Logger,
   plan: RewindPlan,
@@ -87,7 +87,7 @@ export async function rewindPlanned(
  * instead, or undefined, having logged any unrecorded transaction the replay will be served.
  */
 export async function dataSourceRewindCheck(
-  deps: ForkDeps,
+  deps: RepairDeps,
   log: Logger,
   cuts: ReadonlyArray<{ workflowId: string; fromStep: number }>,
   samePath: boolean,
@@ -107,7 +107,7 @@ export async function dataSourceRewindCheck(
 }
 
 async function rewindUnderClaim(
-  deps: ForkDeps,
+  deps: RepairDeps,
   client: ForkClient,
   log: Logger,
   p: { root: string; depth: number; plan: RewindPlan; top: Target },

@@ -1,6 +1,6 @@
 import { rewindsOf } from '../../db/queries/rewinds.js';
 import { divergenceOf } from '../../dbos/divergence.js';
-import type { ForkDeps } from '../primitives/deps.js';
+import type { RepairDeps } from '../primitives/deps.js';
 import { type ForkClient, lineageOf, queueOf, targetVersionOf } from '../primitives/lineage.js';
 import { type RewindPlan, rewindPlanned, type Rewound, type Target } from '../primitives/rewind.js';
 import { autoFork, type AutoForkResult } from './divergedFork.js';
@@ -27,7 +27,7 @@ type Plan =
   | { kind: 'fork'; why: string };
 
 /** The reaper's (and `afterlife` CLI's) repair of a diverged workflow: rewind by default, fork when it must. */
-export async function repairDiverged(deps: ForkDeps, workflowId: string): Promise<RepairResult> {
+export async function repairDiverged(deps: RepairDeps, workflowId: string): Promise<RepairResult> {
   const log = deps.logger.child({ workflowId, component: 'repair' });
   if ((deps.repairMode ?? 'rewind') === 'fork') return autoFork(deps, workflowId);
   const client = await deps.dbos();
@@ -49,7 +49,7 @@ export async function repairDiverged(deps: ForkDeps, workflowId: string): Promis
 const AWAIT_STEP = 'DBOS.getResult';
 
 /** The rewinds that repair `workflowId`'s divergence, deepest first; or why a fork (or nothing) is due. */
-async function planRewind(client: ForkClient, workflowId: string, deps: ForkDeps): Promise<Plan> {
+async function planRewind(client: ForkClient, workflowId: string, deps: RepairDeps): Promise<Plan> {
   const status = await client.getWorkflow(workflowId);
   if (!status) return { kind: 'skip', why: 'missing', status: undefined };
   if (status.status !== 'ERROR') return { kind: 'skip', why: 'not-diverged', status: status.status };

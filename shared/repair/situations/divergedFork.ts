@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../../errors.js';
 import { noFaults } from '../../testing/faults.js';
-import type { ForkDeps } from '../primitives/deps.js';
+import type { RepairDeps } from '../primitives/deps.js';
 import { executePlan, type ForkPlan } from '../primitives/fork.js';
 import { type Busy, type DeadLettered, deadLetter, ledger, underRootLock } from '../primitives/ledger.js';
 import { reconcileForkLedger } from '../primitives/reconcile.js';
@@ -36,7 +36,7 @@ export interface ForkPointOptions {
   priorRewinds?: number;
 }
 
-export async function autoFork(deps: ForkDeps, workflowId: string, opts: ForkPointOptions = {}): Promise<AutoForkResult> {
+export async function autoFork(deps: RepairDeps, workflowId: string, opts: ForkPointOptions = {}): Promise<AutoForkResult> {
   const faults = deps.faults ?? noFaults;
   const log = deps.logger.child({ workflowId, component: 'fork' });
   const client = await deps.dbos();

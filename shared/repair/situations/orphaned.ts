@@ -1,4 +1,4 @@
-import type { ForkDeps } from '../primitives/deps.js';
+import type { RepairDeps } from '../primitives/deps.js';
 import { cancelForkedOriginals, forkOrphans } from './orphanedFork.js';
 import { finishOrphanRewinds, rewindOrphans } from './orphanedRewind.js';
 import type { OrphanInfo, OrphanOutcome } from './orphanOutcome.js';
@@ -14,7 +14,7 @@ import type { OrphanInfo, OrphanOutcome } from './orphanOutcome.js';
  * (data-source checkpoints at or past the cut, a DBOS without rewind) and every row under REPAIR_MODE=fork
  * are forked, their originals cancelled (orphanedFork.ts).
  */
-export async function repairOrphaned(deps: ForkDeps, info: OrphanInfo): Promise<OrphanOutcome[]> {
+export async function repairOrphaned(deps: RepairDeps, info: OrphanInfo): Promise<OrphanOutcome[]> {
   const client = await deps.dbos();
   const log = deps.logger.child({ component: 'fork', policy: 'fork-to-latest', executorId: info.executorId });
   const latest = (await client.getLatestApplicationVersion()).versionName;
@@ -40,6 +40,6 @@ export async function repairOrphaned(deps: ForkDeps, info: OrphanInfo): Promise<
  * a rewind claimed and never made); the reaper calls it each orphaned-versions pass. The workflow IDs
  * finished.
  */
-export async function finishInterruptedOrphanRepairs(deps: ForkDeps): Promise<string[]> {
+export async function finishInterruptedOrphanRepairs(deps: RepairDeps): Promise<string[]> {
   return [...(await cancelForkedOriginals(deps)), ...(await finishOrphanRewinds(deps))];
 }

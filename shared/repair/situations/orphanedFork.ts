@@ -1,7 +1,7 @@
 import { forkWouldReapply } from '../../dbos/dataSourceCheckpoints.js';
 import { dropAbandonedForkIntent, markOriginalCancelled, type UncancelledOriginal, uncancelledOriginals } from '../../db/queries/forks.js';
 import type { Logger } from '../../log.js';
-import type { ForkDeps } from '../primitives/deps.js';
+import type { RepairDeps } from '../primitives/deps.js';
 import { forkOnce, type ForkPlan } from '../primitives/fork.js';
 import { deadLetter, ledger, underRootLock } from '../primitives/ledger.js';
 import { type ForkClient, forkId, lineageOf, queueOf } from '../primitives/lineage.js';
@@ -31,7 +31,7 @@ interface OrphanForks {
 }
 
 export async function forkOrphans(
-  deps: ForkDeps,
+  deps: RepairDeps,
   client: ForkClient,
   info: OrphanInfo,
   latest: string,
@@ -58,7 +58,7 @@ export async function forkOrphans(
   return out;
 }
 
-async function planOrphanForks(deps: ForkDeps, client: ForkClient, info: OrphanInfo, latest: string): Promise<OrphanForks> {
+async function planOrphanForks(deps: RepairDeps, client: ForkClient, info: OrphanInfo, latest: string): Promise<OrphanForks> {
   const set = new Set(info.workflowIds);
   const batch: OrphanForks = { plans: new Map(), parents: new Map(), childrenOf: new Map(), skipped: [] };
   for (const id of info.workflowIds) {
@@ -117,7 +117,7 @@ function replacementsOf(batch: OrphanForks, id: string): Record<string, string> 
 }
 
 async function forkOrphan(
-  deps: ForkDeps,
+  deps: RepairDeps,
   client: ForkClient,
   log: Logger,
   batch: OrphanForks,
@@ -174,7 +174,7 @@ export const ABANDONED_INTENT_MS = 2 * 3_600_000;
  * is harmless), then cancel; the original no longer waits → leave it (it is live or done, and cancelling
  * it with no fork would lose it). Idempotent; the reaper calls it each orphaned-versions pass.
  */
-export async function cancelForkedOriginals(deps: ForkDeps, limit = 100): Promise<string[]> {
+export async function cancelForkedOriginals(deps: RepairDeps, limit = 100): Promise<string[]> {
   const pending = await uncancelledOriginals(deps.db, deps.applicationName, limit);
   if (!pending.length) return [];
   const client = await deps.dbos();
@@ -201,7 +201,7 @@ export async function cancelForkedOriginals(deps: ForkDeps, limit = 100): Promis
   return done;
 }
 
-async function finishOne(deps: ForkDeps, client: ForkClient, log: Logger, row: UncancelledOriginal): Promise<boolean> {
+async function finishOne(deps: RepairDeps, client: ForkClient, log: Logger, row: UncancelledOriginal): Promise<boolean> {
   const { source, newWorkflowId } = row;
   const fork = await client.getWorkflow(newWorkflowId);
   if (!fork) {

@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { claimRewind, markRewound, rewindsOf, staleOrphanRewinds } from '../../db/queries/rewinds.js';
 import type { Logger } from '../../log.js';
 import { noFaults } from '../../testing/faults.js';
-import type { ForkDeps } from '../primitives/deps.js';
+import type { RepairDeps } from '../primitives/deps.js';
 import { deadLetter, underRootLock } from '../primitives/ledger.js';
 import { type ForkClient, lineageOf, queueOf, type QueueTarget, stepAfterLastCheckpoint } from '../primitives/lineage.js';
 import { dataSourceRewindCheck, DEFAULT_REWIND_CLAIM_MS } from '../primitives/rewind.js';
@@ -21,7 +21,7 @@ import type { OrphanInfo, OrphanOutcome } from './orphanOutcome.js';
  * or past the cut, and a DBOS without rewind, are returned in `fallback` for the fork path.
  */
 export async function rewindOrphans(
-  deps: ForkDeps,
+  deps: RepairDeps,
   client: ForkClient,
   info: OrphanInfo,
   latest: string,
@@ -46,7 +46,7 @@ export async function rewindOrphans(
 }
 
 async function rewindOrphan(
-  deps: ForkDeps,
+  deps: RepairDeps,
   client: ForkClient,
   log: Logger,
   id: string,
@@ -120,7 +120,7 @@ async function rewindOrphan(
  * then it is live or done, and neither step applies.
  */
 async function finishOrphanRewind(
-  deps: ForkDeps,
+  deps: RepairDeps,
   client: ForkClient,
   r: { workflowId: string; incarnationMs: number; fromStep: number; applicationVersion: string | undefined; queue: QueueTarget },
 ): Promise<boolean> {
@@ -147,7 +147,7 @@ async function finishOrphanRewind(
  * cancel): the claim is taken over once stale and the rewind made. The cancel cleared the queue, so a
  * finished-late rewind runs on DBOS's internal queue. Idempotent; each orphaned-versions pass calls it.
  */
-export async function finishOrphanRewinds(deps: ForkDeps, limit = 100): Promise<string[]> {
+export async function finishOrphanRewinds(deps: RepairDeps, limit = 100): Promise<string[]> {
   const claimMs = deps.rewindClaimMs ?? DEFAULT_REWIND_CLAIM_MS;
   const rows = await staleOrphanRewinds(deps.db, deps.applicationName, claimMs, limit);
   if (!rows.length) return [];

@@ -1,6 +1,6 @@
 import type { Config } from '../../config/index.js';
 import { forkWouldReapply } from '../../dbos/dataSourceCheckpoints.js';
-import type { ForkDeps } from '../primitives/deps.js';
+import type { RepairDeps } from '../primitives/deps.js';
 import { forkOnce, type ForkPlan } from '../primitives/fork.js';
 import { deadLetter, ledger, underRootLock } from '../primitives/ledger.js';
 import { forkId, lineageOf, queueOf, stepAfterLastCheckpoint, targetVersionOf } from '../primitives/lineage.js';
@@ -19,7 +19,7 @@ import { rewindPlanned } from '../primitives/rewind.js';
  * ID the work goes on under (the workflow's own after a rewind), or undefined when nothing was repaired.
  */
 export async function repairStuck(
-  deps: ForkDeps,
+  deps: RepairDeps,
   workflowId: string,
   policy: Config['reaper']['stuckPolicy'],
 ): Promise<string | undefined> {
@@ -56,7 +56,7 @@ export async function repairStuck(
 }
 
 /** The fork way: the lineage started again from after the last checkpoint, under its next fork ID. */
-async function forkStuck(deps: ForkDeps, workflowId: string): Promise<string | undefined> {
+async function forkStuck(deps: RepairDeps, workflowId: string): Promise<string | undefined> {
   const client = await deps.dbos();
   const status = await client.getWorkflow(workflowId);
   if (status?.status !== 'CANCELLED') return undefined;

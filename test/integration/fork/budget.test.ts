@@ -1,9 +1,9 @@
 import type { Message, PubSub } from '@google-cloud/pubsub';
 import { describe, expect, inject, it } from 'vitest';
 import { type Publisher, PubSubPublisher } from '../../../shared/events/publisher.js';
-import { forkDepsFromRuntime } from '../../../shared/repair/deps.js';
+import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import { ForkBudgetExhaustedError, getResultWithAutoFork } from '../../../shared/repair/index.js';
-import type { ForkDeps } from '../../../shared/repair/primitives/deps.js';
+import type { RepairDeps } from '../../../shared/repair/primitives/deps.js';
 import { autoFork } from '../../../shared/repair/situations/divergedFork.js';
 import { RECONCILED_BY } from '../../../shared/repair/primitives/reconcile.js';
 import type { ReaperState } from '../../../shared/reaper/types.js';
@@ -92,7 +92,7 @@ describe('fork budget, dead letters, the ledger and races', () => {
     ).rows;
 
   withEmulator('autoFork forks 1, 2, 3, then exactly one dead letter (one row, one message)', async () => {
-    const deps = forkDepsFromRuntime(rt);
+    const deps = repairDepsFromRuntime(rt);
     await enqueue(f.client, 'alwaysDivergentWorkflow', 'seq', 'v1');
     let current = 'seq';
     for (let n = 1; n <= 3; n++) {
@@ -336,7 +336,7 @@ describe('fork budget, dead letters, the ledger and races', () => {
 
   /** Five concurrent calls, released together by a barrier at the fork point, so the race is real. */
   async function fiveAtOnce(
-    deps: ForkDeps,
+    deps: RepairDeps,
     faults: FaultInjector,
     id: string,
     release: (settled: () => number, hits: () => number) => boolean,
@@ -370,7 +370,7 @@ describe('fork budget, dead letters, the ledger and races', () => {
     await waitStatus(f.tdb.sql, 'five', 'ERROR');
     const faults = new FaultInjector();
     // The lock holder waits at the fork point until the four others have returned.
-    const results = await fiveAtOnce(forkDepsFromRuntime(rt, { faults }), faults, 'five', (settled) => settled() >= 4);
+    const results = await fiveAtOnce(repairDepsFromRuntime(rt, { faults }), faults, 'five', (settled) => settled() >= 4);
     expect(results.filter((r) => r.outcome === 'forked')).toHaveLength(1);
     expect(results.filter((r) => r.outcome === 'busy')).toHaveLength(4);
     expect(await forksOf(f.tdb.sql, 'five')).toEqual(['five-fork-1']);
@@ -382,7 +382,7 @@ describe('fork budget, dead letters, the ledger and races', () => {
     const faults = new FaultInjector();
     // All five reach the fork point before any of them forks.
     const results = await fiveAtOnce(
-      forkDepsFromRuntime(rt, { faults, lock: undefined }),
+      repairDepsFromRuntime(rt, { faults, lock: undefined }),
       faults,
       'five-nolock',
       (_s, hits) => hits() >= 5,
@@ -418,7 +418,7 @@ describe('fork budget, dead letters, the ledger and races', () => {
     });
     try {
       expect(original.config.repair.targetVersion).toBe('original');
-      expect(await autoFork(forkDepsFromRuntime(original), 'tv-original')).toMatchObject({
+      expect(await autoFork(repairDepsFromRuntime(original), 'tv-original')).toMatchObject({
         outcome: 'forked',
         newWorkflowId: 'tv-original-fork-1',
       });
@@ -426,7 +426,7 @@ describe('fork budget, dead letters, the ledger and races', () => {
       await original.close();
     }
     expect(rt.config.repair.targetVersion).toBe('latest');
-    expect(await autoFork(forkDepsFromRuntime(rt), 'tv-latest')).toMatchObject({ outcome: 'forked', newWorkflowId: 'tv-latest-fork-1' });
+    expect(await autoFork(repairDepsFromRuntime(rt), 'tv-latest')).toMatchObject({ outcome: 'forked', newWorkflowId: 'tv-latest-fork-1' });
     // Each fork diverges again, but only after an executor of its version claimed and ran it.
     await waitStatus(f.tdb.sql, 'tv-original-fork-1', 'ERROR');
     await waitStatus(f.tdb.sql, 'tv-latest-fork-1', 'ERROR');

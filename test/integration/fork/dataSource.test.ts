@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { forkDepsFromRuntime } from '../../../shared/repair/deps.js';
+import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import { repairDiverged } from '../../../shared/repair/situations/diverged.js';
 import { waitFor } from '../../helpers/db.js';
 import { startExecutor } from '../../helpers/executor.js';
@@ -56,7 +56,7 @@ describe('repair of a diverged workflow with data-source transactions past the c
   });
 
   it('falls back to a fork, saying why; the repaired run applies its transaction exactly once', async () => {
-    const res = await repairDiverged(forkDepsFromRuntime(f.rt), 'wf-ds');
+    const res = await repairDiverged(repairDepsFromRuntime(f.rt), 'wf-ds');
     expect(res).toMatchObject({ outcome: 'forked', newWorkflowId: 'wf-ds-fork-1', startStep: 1, n: 1 });
     const why = f.rt.logger.lines.find((l) => l.event === 'repair_fork_fallback' && l.workflowId === 'wf-ds');
     expect(String(why?.why)).toMatch(/data-source checkpoints at or past the cut \(dbos\.transaction_completion: wf-ds step 2\)/);
@@ -73,7 +73,7 @@ describe('repair of a diverged workflow with data-source transactions past the c
   });
 
   it('without the check an outside rewind is served the discarded run’s transaction output: charge-b never runs', async () => {
-    const res = await repairDiverged(forkDepsFromRuntime(unchecked), 'wf-ds-unchecked');
+    const res = await repairDiverged(repairDepsFromRuntime(unchecked), 'wf-ds-unchecked');
     expect(res).toMatchObject({ outcome: 'rewound', startStep: 1 });
     const out = await f.client.retrieveWorkflow<string[]>('wf-ds-unchecked').getResult();
     // Step 2 asked for charge-b; the data source found a checkpoint at step 2 and returned charge-a's.

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { findDiverged } from '../../../shared/dbos/diverged.js';
 import { parseDivergence } from '../../../shared/dbos/divergence.js';
-import { forkDepsFromRuntime } from '../../../shared/repair/deps.js';
+import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import { cancelForkedOriginals } from '../../../shared/repair/situations/orphanedFork.js';
 import { repairFixture } from '../../helpers/repair.js';
 
@@ -111,7 +111,7 @@ describe('findDiverged (the reaper pass scan)', () => {
        VALUES ('orig', 1, $1, 'orig', 2, 'orig-fork-1', 'orphaned-version', 'test')`,
       [APP],
     );
-    const deps = forkDepsFromRuntime(f.rt);
+    const deps = repairDepsFromRuntime(f.rt);
     expect(await cancelForkedOriginals(deps)).toEqual(['orig']);
     expect(await cancelForkedOriginals(deps)).toEqual([]);
     const row = await tdb.sql.query(`SELECT status, queue_name FROM dbos.workflow_status WHERE workflow_uuid = 'orig'`);

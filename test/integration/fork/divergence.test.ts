@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseDivergence } from '../../../shared/dbos/divergence.js';
-import { forkDepsFromRuntime } from '../../../shared/repair/deps.js';
-import type { ForkDeps } from '../../../shared/repair/primitives/deps.js';
+import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
+import type { RepairDeps } from '../../../shared/repair/primitives/deps.js';
 import { autoFork } from '../../../shared/repair/situations/divergedFork.js';
 import { waitFor } from '../../helpers/db.js';
 import { startExecutor } from '../../helpers/executor.js';
@@ -32,12 +32,12 @@ import {
  */
 describe('auto-fork of real replay divergence', () => {
   const spec = (key: string) => ({ key, lastStepMs: 3_000 });
-  let deps: ForkDeps;
+  let deps: RepairDeps;
   const f = repairFixture('app-div', {
     env: { REPAIR_MODE: 'fork' },
     setupTimeoutMs: 120_000,
     setup: async ({ tdb, rt, client, app, executors }) => {
-      deps = forkDepsFromRuntime(rt);
+      deps = repairDepsFromRuntime(rt);
       const a = await startExecutor({
         databaseUrl: tdb.url,
         applicationName: app,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { forkDepsFromRuntime } from '../../../shared/repair/deps.js';
+import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import { getResultWithAutoFork } from '../../../shared/repair/index.js';
 import { repairOrphaned } from '../../../shared/repair/situations/orphaned.js';
 import { heartbeatKey } from '../../../shared/heartbeat/index.js';
@@ -137,7 +137,7 @@ describe('fork-to-latest for a version no live executor runs', () => {
       .on('fork.beforeFork', (ctx) => {
         if (ctx.workflowId === 'crash-before-fork') throw new Error('crash before the fork');
       });
-    const out = await repairOrphaned(forkDepsFromRuntime(f.rt, { faults }), {
+    const out = await repairOrphaned(repairDepsFromRuntime(f.rt, { faults }), {
       applicationName: f.app,
       executorId: 'exec-v1',
       applicationVersion: 'v1',
@@ -188,7 +188,7 @@ describe('fork-to-latest for a version no live executor runs', () => {
               ('restamped-1', 'ENQUEUED', 'agentWorkflow', NULL, 'v2', $1, '_dbos_internal_queue')`,
       [f.app],
     );
-    const out = await repairOrphaned(forkDepsFromRuntime(f.rt), {
+    const out = await repairOrphaned(repairDepsFromRuntime(f.rt), {
       applicationName: f.app,
       executorId: 'exec-v1b',
       applicationVersion: 'v1',

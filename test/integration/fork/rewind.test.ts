@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { forkDepsFromRuntime } from '../../../shared/repair/deps.js';
+import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import { getResultWithRepair, readStreamWithRepair } from '../../../shared/repair/index.js';
-import type { ForkDeps } from '../../../shared/repair/primitives/deps.js';
+import type { RepairDeps } from '../../../shared/repair/primitives/deps.js';
 import { repairDiverged } from '../../../shared/repair/situations/diverged.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { waitFor } from '../../helpers/db.js';
@@ -16,7 +16,7 @@ import { repairFixture } from '../../helpers/repair.js';
  * diverge at function_id 1. afterlife rewinds them under their own IDs (REPAIR_MODE's default).
  */
 describe('repair by rewind of real replay divergence', () => {
-  let deps: ForkDeps;
+  let deps: RepairDeps;
   const faults = new FaultInjector();
   const spec = (key: string) => ({ key, lastStepMs: 3_000 });
   const diverged = ['wf-r', 'wf-race', 'wf-crash', 'wf-reaper', 'parent-r', 'wf-stream'];
@@ -41,7 +41,7 @@ describe('repair by rewind of real replay divergence', () => {
     faults,
     setupTimeoutMs: 120_000,
     setup: async ({ tdb, rt, client, app, executors }) => {
-      deps = forkDepsFromRuntime(rt);
+      deps = repairDepsFromRuntime(rt);
       const a = await startExecutor({
         databaseUrl: tdb.url,
         applicationName: app,
@@ -124,8 +124,8 @@ describe('repair by rewind of real replay divergence', () => {
     ];
     try {
       const results = await Promise.all([
-        repairDiverged(forkDepsFromRuntime(r1), 'wf-race'),
-        repairDiverged(forkDepsFromRuntime(r2), 'wf-race'),
+        repairDiverged(repairDepsFromRuntime(r1), 'wf-race'),
+        repairDiverged(repairDepsFromRuntime(r2), 'wf-race'),
       ]);
       const outcomes = results.map((r) => r.outcome).sort();
       expect(outcomes.filter((o) => o === 'rewound')).toHaveLength(1);

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { forkDepsFromRuntime } from '../../../shared/repair/deps.js';
+import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import { repairOrphaned } from '../../../shared/repair/situations/orphaned.js';
 import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { waitFor } from '../../helpers/db.js';
@@ -134,7 +134,7 @@ describe('repair of an orphan whose last transaction committed but was never rec
     'REPAIR_MODE=rewind rewinds it under its own ID onto v2; the replay is served charge-a: charged once',
     { timeout: 60_000 },
     async () => {
-      const out = await repairOrphaned(forkDepsFromRuntime(f.rt), orphanOf('wf-rewind'));
+      const out = await repairOrphaned(repairDepsFromRuntime(f.rt), orphanOf('wf-rewind'));
       expect(out).toEqual([{ workflowId: 'wf-rewind', outcome: 'rewound' }]);
       const served = f.rt.logger.lines.find((l) => l.event === 'repair_rewind_serves_transaction' && l.workflowId === 'wf-rewind');
       expect(served?.steps).toEqual(['dbos.transaction_completion: step 2']);
@@ -159,7 +159,7 @@ describe('repair of an orphan whose last transaction committed but was never rec
     'REPAIR_MODE=fork refuses the fork, naming the checkpoint; the row waits for a repair under its own ID, which charges once',
     { timeout: 60_000 },
     async () => {
-      const out = await repairOrphaned(forkDepsFromRuntime(forkRt), orphanOf('wf-fork'));
+      const out = await repairOrphaned(repairDepsFromRuntime(forkRt), orphanOf('wf-fork'));
       expect(out).toEqual([
         { workflowId: 'wf-fork', outcome: 'skipped', why: expect.stringMatching(/dbos\.transaction_completion holds step 2 of wf-fork/) },
       ]);
@@ -169,7 +169,9 @@ describe('repair of an orphan whose last transaction committed but was never rec
       expect(await charges('wf-fork%')).toEqual([{ workflow_id: 'wf-fork', item: 'charge-a', executor_id: 'exec-v1' }]);
 
       // Left as it was, it is still the orphan a rewind repairs: the refusal lost nothing.
-      expect(await repairOrphaned(forkDepsFromRuntime(f.rt), orphanOf('wf-fork'))).toEqual([{ workflowId: 'wf-fork', outcome: 'rewound' }]);
+      expect(await repairOrphaned(repairDepsFromRuntime(f.rt), orphanOf('wf-fork'))).toEqual([
+        { workflowId: 'wf-fork', outcome: 'rewound' },
+      ]);
       await waitStatus(f.tdb.sql, 'wf-fork', 'SUCCESS');
       expect(await f.client.retrieveWorkflow<string[]>('wf-fork').getResult()).toEqual([
         'plan@exec-v1',
@@ -182,7 +184,7 @@ describe('repair of an orphan whose last transaction committed but was never rec
   );
 
   it('without the check the fork is made, and its replay applies charge-a a second time', { timeout: 60_000 }, async () => {
-    const out = await repairOrphaned(forkDepsFromRuntime(blindRt), orphanOf('wf-blind'));
+    const out = await repairOrphaned(repairDepsFromRuntime(blindRt), orphanOf('wf-blind'));
     expect(out).toEqual([{ workflowId: 'wf-blind', outcome: 'forked', newWorkflowId: 'wf-blind-fork-1', cancelled: true }]);
     await waitStatus(f.tdb.sql, 'wf-blind-fork-1', 'SUCCESS');
     expect(await f.client.retrieveWorkflow<string[]>('wf-blind-fork-1').getResult()).toEqual([
