@@ -4,11 +4,11 @@ import { readRetentionState, recordPass, saveRound, type RetentionRound } from '
 import type { Budget } from '../lifecycle/deadline.js';
 import type { Logger } from '../log.js';
 import type { Faults } from '../testing/faults.js';
-import { type Candidate, deleteBatch, readCandidates, rowsCutoff, type Thresholds } from './batch.js';
+import { type Candidate, deleteBatch, readCandidates, rowsCutoff, type Thresholds } from '../dbos/retention/batch.js';
 import { boundFor, INITIAL_BATCH, MIN_BATCH, nextBatchSize } from './batchSize.js';
 import { type OwnPruned, pruneOwnTables } from './ownTables.js';
 import { deletes, policyOf, type RetentionPolicy } from './policy.js';
-import { cancelTimedOut, findTimedOut } from './timeout.js';
+import { cancelTimedOut, findTimedOut } from '../dbos/retention/timeout.js';
 
 /**
  * One retention pass: the global timeout, then completed workflows beyond the thresholds in batches,

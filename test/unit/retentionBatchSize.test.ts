@@ -9,7 +9,7 @@ import {
   SHRINK_ABOVE_MS,
   TARGET_BATCH_MS,
 } from '../../shared/retention/batchSize.js';
-import { literal } from '../../shared/retention/sql.js';
+import { literal } from '../../shared/db/retentionSql.js';
 
 /** The retention batch size and lock bound (shared/retention/batchSize.ts), and the literals its statement inlines. */
 describe('retention batch size', () => {

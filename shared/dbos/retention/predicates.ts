@@ -1,4 +1,4 @@
-import { DIVERGENCE_PREFILTER } from '../dbos/diverged.js';
+import { DIVERGENCE_PREFILTER } from '../diverged.js';
 
 /**
  * The SQL that decides whether a completed workflow may go. Shared by the read that picks a batch (and
