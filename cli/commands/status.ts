@@ -5,7 +5,7 @@ import { describePolicy, policyOf } from '../../shared/retention/policy.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
 import { findDiverged } from '../../shared/dbos/diverged.js';
 import { countStrandedEnqueued } from '../../shared/dbos/orphaned.js';
-import { readLiveness } from '../../shared/liveness/held.js';
+import { readLiveness } from '../../shared/db/queries/liveness.js';
 import { countByStatus, pendingSummaryByExecutor } from '../../shared/dbos/status.js';
 import { heartbeatKey, readAllHeartbeats, readHeartbeat, type HeartbeatValue } from '../../shared/heartbeat/index.js';
 import type { CliContext } from '../context.js';

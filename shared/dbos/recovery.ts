@@ -1,6 +1,6 @@
 import type { Db } from '../db/pool.js';
 import { ident } from '../db/pool.js';
-import { livenessHeldSql } from '../liveness/key.js';
+import { livenessHeldSql } from '../db/livenessKey.js';
 import { quietSince } from './activity.js';
 import { appScope, NOW_MS } from './sql.js';
 

@@ -1,7 +1,7 @@
 import pg from 'pg';
-import { Fence, fenceCheckQuery, type FenceVerdict } from '../liveness/fenceCheck.js';
+import { Fence, type FenceVerdict } from '../liveness/fenceCheck.js';
 import { fenceChannel } from '../db/fenceChannel.js';
-import { takeLivenessSql } from '../liveness/key.js';
+import { askFence, inheritedIdleSessionTimeoutMs, takeLiveness } from '../db/queries/liveness.js';
 import { effectiveLease, livenessLeaseMs, MIN_LIVENESS_LEASE_MS } from '../liveness/lease.js';
 import type { Logger } from '../log.js';
 import { KitTrouble } from './throttle.js';
@@ -120,7 +120,8 @@ export class LivenessLock {
     try {
       await client.connect();
       await this.lease(client);
-      // LISTEN before the fence question, so a declaration committed in between is still heard.
+      // LISTEN before the fence question, so a declaration committed in between is still heard (this session's
+      // own subscription is the fence protocol, so it stays beside it rather than in the SQL layer).
       await client.query(`LISTEN ${pg.escapeIdentifier(this.channel)}`);
       this.client = client;
       if (!this.registered && this.o.register) {
@@ -141,10 +142,10 @@ export class LivenessLock {
    * role or the database set is read first and never overridden in a way that weakens it (effectiveLease).
    */
   private async lease(client: pg.Client): Promise<void> {
-    const r = await client.query<{ ms: string }>(`SELECT setting AS ms FROM pg_settings WHERE name = 'idle_session_timeout'`);
-    const inheritedMs = Number(r.rows[0]?.ms ?? 0);
+    const inheritedMs = await inheritedIdleSessionTimeoutMs(client);
     const configured = livenessLeaseMs(this.o.leaseMs);
     const { leaseMs, inherited } = effectiveLease(configured, inheritedMs);
+    // The lease itself: session settings of this dedicated connection are the liveness protocol, so they stay here.
     await client.query(`${KEEPALIVES}; SET idle_session_timeout = ${String(leaseMs)}`);
     this.leaseMs = leaseMs;
     if (this.leaseLogged) return;
@@ -169,12 +170,7 @@ export class LivenessLock {
   }
 
   private async take(client: pg.Client): Promise<void> {
-    const res = await client.query<{ ok: boolean }>(takeLivenessSql(this.o.afterlifeSchema), [
-      this.o.applicationName,
-      this.o.executorId,
-      this.o.incarnation ?? null,
-    ]);
-    this.heldNow = res.rows[0]?.ok === true;
+    this.heldNow = await takeLiveness(client, this.o.afterlifeSchema, this.o);
     if (this.heldNow) {
       this.warnedBusy = false;
       this.o.logger.debug('liveness lock held', { leaseMs: this.leaseMs });
@@ -218,14 +214,12 @@ export class LivenessLock {
   }
 
   private async fenced(client: pg.Client): Promise<boolean> {
-    const q = fenceCheckQuery(this.o.afterlifeSchema, {
+    const raw = await askFence(client, this.o.afterlifeSchema, {
       applicationName: this.o.applicationName,
       executorId: this.o.executorId,
       since: this.o.since,
       incarnation: this.o.incarnation,
     });
-    const res = await client.query<{ fence: unknown }>(q.text, q.values);
-    const raw = res.rows[0]?.fence;
     if (raw === null || raw === undefined) return false;
     const fence = Fence.parse(raw);
     this.o.onFenced(fence.verdict, fence);

@@ -1,7 +1,7 @@
 import { LogThrottle } from '../executor/throttle.js';
 import { beatEvidence, HEARTBEAT_BOUNDS } from '../heartbeat/bounds.js';
 import { parseHeartbeat, heartbeatKey } from '../heartbeat/index.js';
-import { readLiveness } from '../liveness/held.js';
+import { readLiveness } from '../db/queries/liveness.js';
 import type { Beat } from './deathRule.js';
 import type { ReaperDeps } from './types.js';
 

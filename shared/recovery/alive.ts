@@ -3,7 +3,7 @@ import type { Db } from '../db/pool.js';
 import type { DeathNotice } from '../events/deathNotice.js';
 import { beatEvidence } from '../heartbeat/bounds.js';
 import { type HeartbeatReading, heartbeatKey, readHeartbeat } from '../heartbeat/index.js';
-import { readLiveness } from '../liveness/held.js';
+import { readLiveness } from '../db/queries/liveness.js';
 import { waitReady } from '../lock/redis.js';
 
 /**

@@ -4,8 +4,8 @@ import { registerAlive, setState } from '../../../shared/db/queries/executors.js
 import { Heartbeat } from '../../../shared/executor/heartbeat.js';
 import { LivenessLock } from '../../../shared/executor/liveness.js';
 import type { FenceVerdict } from '../../../shared/liveness/fenceCheck.js';
-import { readLiveness } from '../../../shared/liveness/held.js';
-import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL } from '../../../shared/liveness/key.js';
+import { readLiveness } from '../../../shared/db/queries/liveness.js';
+import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL } from '../../../shared/db/livenessKey.js';
 import { createRedis } from '../../../shared/lock/redis.js';
 import { memoryLogger } from '../../../shared/log.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';

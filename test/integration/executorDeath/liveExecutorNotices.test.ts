@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { registerAlive } from '../../../shared/db/queries/executors.js';
-import { takeLivenessSql } from '../../../shared/liveness/key.js';
+import { takeLivenessSql } from '../../../shared/db/livenessKey.js';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
 import { deathNotice, type DeathNotice } from '../../../shared/events/deathNotice.js';
 import { createRedis } from '../../../shared/lock/redis.js';

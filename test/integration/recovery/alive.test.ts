@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { registerAlive } from '../../../shared/db/queries/executors.js';
-import { takeLivenessSql } from '../../../shared/liveness/key.js';
+import { takeLivenessSql } from '../../../shared/db/livenessKey.js';
 import { type AliveDeps, type AliveQuestion, isAlive } from '../../../shared/recovery/alive.js';
 import { beat } from '../../helpers/agents.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
