@@ -1,6 +1,5 @@
-import { migrate as migrateAfterlife } from '../../shared/db/migrate.js';
+import { appliedMigrationNames, migrate as migrateAfterlife } from '../../shared/db/migrate.js';
 import { applyOptInIndexes } from '../../shared/db/optIn.js';
-import { ident } from '../../shared/db/pool.js';
 import { migrateDbosSchema } from '../../shared/dbos/migrate.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
 import type { CliContext } from '../context.js';
@@ -29,14 +28,14 @@ export async function migrate(ctx: CliContext, o: { dbos: boolean; indexes: bool
     ctx.progress(`building opt-in indexes on "${config.dbosSchema}" CONCURRENTLY (DBOS keeps writing meanwhile)…`);
     indexes = await applyOptInIndexes(db);
   }
-  const current = await db.query<{ name: string }>(`SELECT name FROM ${ident(config.afterlifeSchema)}.migrations ORDER BY id`);
+  const current = await appliedMigrationNames(db, config.afterlifeSchema);
   const out: MigrateOutput = {
     command: 'migrate',
     dbosSchema: config.dbosSchema,
     afterlifeSchema: config.afterlifeSchema,
     dbosMigration: version,
     applied,
-    current: current.rows.map((r) => r.name),
+    current,
     indexes,
   };
   const text =

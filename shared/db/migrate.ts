@@ -74,3 +74,9 @@ async function currentVersion(db: Db, schema: string): Promise<number> {
     throw err;
   }
 }
+
+/** The names of the migrations applied to `afterlifeSchema`, oldest first (`afterlife migrate` reports them). */
+export async function appliedMigrationNames(db: Db, afterlifeSchema: string): Promise<string[]> {
+  const current = await db.query<{ name: string }>(`SELECT name FROM ${ident(afterlifeSchema)}.migrations ORDER BY id`);
+  return current.rows.map((r) => r.name);
+}

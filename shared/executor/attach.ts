@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { registerAlive, setState, type ExecutorState } from '../db/queries/executors.js';
 import { createDb, type Db } from '../db/pool.js';
+import { findTable } from '../db/queries/schemaCheck.js';
 import { AfterlifeError, ConfigError } from '../errors.js';
 import type { Publisher } from '../events/publish.js';
 import { type HeartbeatValue, KEY_PREFIX_RE } from '../heartbeat/index.js';
@@ -251,8 +252,7 @@ class Kit implements ExecutorKit, KitCore {
     const table = `${this.db.afterlifeSchema}.drain_requests`;
     let found: string | null | undefined;
     try {
-      const r = await withTimeout(this.pool.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [table]), 5_000);
-      found = r.rows[0]?.t;
+      found = await withTimeout(findTable(this.pool, table), 5_000);
     } catch (err) {
       throw new ConfigError([
         `databaseUrl: cannot query ${maskUrl(this.options.databaseUrl)}: ${err instanceof Error ? err.message : String(err)}`,

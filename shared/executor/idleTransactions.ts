@@ -1,6 +1,7 @@
 import { withTimeout } from '../lifecycle/shutdown.js';
 import type { Logger } from '../log.js';
 import { launchedDbosExecutor } from './dbosInternals.js';
+import { type IdleTransactionLimit, type PoolLike, readIdleTransactionSetting } from '../dbos/idleTransactions.js';
 
 /**
  * A host lost while one of DBOS's connections is inside a transaction keeps that transaction's row locks
@@ -14,11 +15,7 @@ import { launchedDbosExecutor } from './dbosInternals.js';
  * Asked once at attach, on a connection of DBOS's own system-database pool (what its transactions really
  * run with), bounded, and never fatal: a kit that cannot ask says nothing.
  */
-export type IdleTransactionLimit = { ms: number; role: string; database: string } | undefined;
-
-interface PoolLike {
-  query(text: string): Promise<{ rows: Array<Record<string, unknown>> }>;
-}
+export type { IdleTransactionLimit };
 
 /** DBOS's system-database pool in the copy the app launched (dbosInternals.ts); undefined when a release moves it. */
 async function dbosPool(): Promise<PoolLike | undefined> {
@@ -30,14 +27,7 @@ async function dbosPool(): Promise<PoolLike | undefined> {
 export async function readIdleTransactionLimit(pool: PoolLike | undefined, timeoutMs = 2_000): Promise<IdleTransactionLimit> {
   if (!pool) return undefined;
   try {
-    const res = await withTimeout(
-      pool.query(`SELECT setting::bigint::text AS ms, current_user::text AS role, current_database()::text AS database
-                    FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'`),
-      timeoutMs,
-    );
-    const row = res.rows[0];
-    if (!row || typeof row.ms !== 'string') return undefined;
-    return { ms: Number(row.ms), role: String(row.role), database: String(row.database) };
+    return await withTimeout(readIdleTransactionSetting(pool), timeoutMs);
   } catch {
     return undefined;
   }
