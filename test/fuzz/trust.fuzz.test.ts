@@ -1,4 +1,3 @@
-import { request } from 'node:http';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,6 +11,7 @@ import { judgeKit } from '../../shared/reaper/deathRule.js';
 import { readBeats } from '../../shared/reaper/evidence.js';
 import { pendingIds } from '../helpers/agents.js';
 import { pubsubCloudEvent, serve } from '../helpers/cloudEvents.js';
+import { rawPost } from '../helpers/rawPost.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../helpers/executor.js';
 import { kitEnv } from '../helpers/kit.js';
@@ -225,7 +225,7 @@ describe('fuzz: trust boundaries', () => {
                     : raw;
             // Chunked only for small bodies: the chunked bombs are test/integration/trust/bodyBomb.test.ts's (one
             // chunked 15 MiB brotli case answered no JSON once under load 27, not reproduced since: see its report).
-            const res = await post(
+            const res = await rawPost(
               c.target === 'drain' ? drain.url : death.url,
               body,
               { ...(c.encoding ? { 'content-encoding': c.encoding } : {}) },
@@ -242,22 +242,3 @@ describe('fuzz: trust boundaries', () => {
     },
   );
 });
-
-function post(url: string, body: Buffer, headers: Record<string, string>, chunked: boolean): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      url,
-      {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...headers, ...(chunked ? {} : { 'content-length': String(body.length) }) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}

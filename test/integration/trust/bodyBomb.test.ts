@@ -1,10 +1,10 @@
-import { request } from 'node:http';
 import { createGzip, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useRuntime } from '../../../functions/runtime.js';
 import '../../../functions/index.js';
 import { MAX_BODY_BYTES, MAX_INFLATED_BYTES } from '../../../functions/transport.js';
 import { serve } from '../../helpers/cloudEvents.js';
+import { rawPost } from '../../helpers/rawPost.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';
 import { testRuntime } from '../../helpers/runtime.js';
 
@@ -28,29 +28,6 @@ async function gzipBomb(mib: number): Promise<Buffer> {
   gz.end();
   await done;
   return Buffer.concat(out);
-}
-
-/** A raw HTTP POST (fetch would refuse to send a Content-Encoding it did not apply itself). */
-function post(url: string, body: Buffer, headers: Record<string, string>, chunked = false): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      url,
-      {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...headers, ...(chunked ? {} : { 'content-length': String(body.length) }) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
-      },
-    );
-    req.on('error', reject);
-    if (chunked) {
-      for (let i = 0; i < body.length; i += 64 * 1024) req.write(body.subarray(i, i + 64 * 1024));
-      req.end();
-    } else req.end(body);
-  });
 }
 
 describe('compressed request bodies are capped before they are inflated', () => {
@@ -81,11 +58,11 @@ describe('compressed request bodies are capped before they are inflated', () => 
     const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 5);
     try {
       for (const target of [drain, death]) {
-        const res = await post(target.url, bomb, { 'content-encoding': 'gzip' });
+        const res = await rawPost(target.url, bomb, { 'content-encoding': 'gzip' });
         expect(res.status, res.text).toBe(413);
         expect(JSON.parse(res.text)).toMatchObject({ code: 'entity_too_large' });
         // Chunked, without a Content-Length: the inflated count stops it all the same.
-        const chunked = await post(target.url, bomb, { 'content-encoding': 'gzip' }, true);
+        const chunked = await rawPost(target.url, bomb, { 'content-encoding': 'gzip' }, true);
         expect(chunked.status, chunked.text).toBe(413);
       }
     } finally {
@@ -98,18 +75,20 @@ describe('compressed request bodies are capped before they are inflated', () => 
 
   it('a Content-Length past the cap is a 413 before a byte is read; an identity body without one a 411; deflate is capped too', async () => {
     const big = Buffer.alloc(MAX_BODY_BYTES + 1, 0x20);
-    expect((await post(drain.url, big, {})).status).toBe(413);
-    expect((await post(drain.url, Buffer.from('{}'), {}, true)).status).toBe(411);
+    expect((await rawPost(drain.url, big, {})).status).toBe(413);
+    expect((await rawPost(drain.url, Buffer.from('{}'), {}, true)).status).toBe(411);
     const inflatesPast = Buffer.alloc(MAX_INFLATED_BYTES + 1, 0x20);
-    expect((await post(drain.url, gzipSync(inflatesPast), { 'content-encoding': 'gzip' })).status).toBe(413);
-    expect((await post(drain.url, deflateSync(inflatesPast), { 'content-encoding': 'deflate' })).status).toBe(413);
+    expect((await rawPost(drain.url, gzipSync(inflatesPast), { 'content-encoding': 'gzip' })).status).toBe(413);
+    expect((await rawPost(drain.url, deflateSync(inflatesPast), { 'content-encoding': 'deflate' })).status).toBe(413);
     expect(
-      (await post(drain.url, deflateRawSync(Buffer.alloc(8 * MAX_INFLATED_BYTES)), { 'content-encoding': 'deflate' })).status,
+      (await rawPost(drain.url, deflateRawSync(Buffer.alloc(8 * MAX_INFLATED_BYTES)), { 'content-encoding': 'deflate' })).status,
     ).toBeGreaterThanOrEqual(400);
   });
 
   it('a small gzipped body within the cap still works', async () => {
-    const res = await post(drain.url, gzipSync(Buffer.from(JSON.stringify({ applicationVersion: 'v1' }))), { 'content-encoding': 'gzip' });
+    const res = await rawPost(drain.url, gzipSync(Buffer.from(JSON.stringify({ applicationVersion: 'v1' }))), {
+      'content-encoding': 'gzip',
+    });
     expect(res.status, res.text).toBe(202);
   });
 });
