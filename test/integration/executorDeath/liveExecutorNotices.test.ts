@@ -1,7 +1,4 @@
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { registerAlive } from '../../../shared/db/queries/executors.js';
-import { takeLivenessSql } from '../../../shared/db/livenessKey.js';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
 import { deathNotice, type DeathNotice } from '../../../shared/events/deathNotice.js';
 import { createRedis } from '../../../shared/lock/redis.js';
@@ -9,6 +6,7 @@ import { beat, makeOrphans, pendingIds } from '../../helpers/agents.js';
 import { pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
+import { holdLiveness } from '../../helpers/liveness.js';
 
 /**
  * Issue 10: a notice is a claim anyone on the topic can
@@ -46,26 +44,15 @@ describe('death notices about live executors', () => {
 
   it('a manual notice about an executor holding its liveness lock is refused, with Redis down too', async () => {
     // The lock as the kit takes it, held by a session of this test: Postgres's word that the process lives.
-    const session = new pg.Client({ connectionString: f.tdb.url });
-    await session.connect();
+    const { session, took } = await holdLiveness(f.rt.db, f.tdb.url, {
+      applicationName: f.app,
+      executorId: 'locked-1',
+      incarnation: 'inc-locked-1',
+    });
     const down = createRedis('redis://127.0.0.1:1');
     const blind = testRuntime({ databaseUrl: f.tdb.url, applicationName: f.app, redis: down });
     try {
-      await registerAlive(f.rt.db, {
-        applicationName: f.app,
-        executorId: 'locked-1',
-        applicationVersion: 'v1',
-        startedAt: new Date(),
-        heartbeats: true,
-        liveness: true,
-        incarnation: 'inc-locked-1',
-      });
-      const took = await session.query<{ ok: boolean; recorded: boolean }>(takeLivenessSql('afterlife'), [
-        f.app,
-        'locked-1',
-        'inc-locked-1',
-      ]);
-      expect(took.rows).toEqual([{ ok: true, recorded: true }]);
+      expect(took).toEqual([{ ok: true, recorded: true }]);
       const out = await handleDeathEvent(blind, envelope(notice('locked-1', 'manual')));
       expect(out).toMatchObject({ ack: true, kind: 'refused' });
       expect(blind.logger.lines.find((l) => l.event === 'death_notice_refused')?.reason).toMatch(/liveness lock/);

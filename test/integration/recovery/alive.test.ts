@@ -1,10 +1,8 @@
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { registerAlive } from '../../../shared/db/queries/executors.js';
-import { takeLivenessSql } from '../../../shared/db/livenessKey.js';
 import { type AliveDeps, type AliveQuestion, isAlive } from '../../../shared/recovery/alive.js';
 import { beat } from '../../helpers/agents.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
+import { holdLiveness } from '../../helpers/liveness.js';
 
 /**
  * "Is this named executor alive?" (shared/recovery/alive.ts), the one rule executorDeath's notice check
@@ -46,20 +44,13 @@ describe('is a named executor alive', () => {
   });
 
   it("a held liveness lock is life for both, Redis or not, except the executor's own notice while it is leaving", async () => {
-    const session = new pg.Client({ connectionString: f.tdb.url });
-    await session.connect();
+    const { session, took } = await holdLiveness(f.rt.db, f.tdb.url, {
+      applicationName: f.app,
+      executorId: 'locked-1',
+      incarnation: 'inc-1',
+    });
     try {
-      await registerAlive(f.rt.db, {
-        applicationName: f.app,
-        executorId: 'locked-1',
-        applicationVersion: 'v1',
-        startedAt: new Date(),
-        heartbeats: true,
-        liveness: true,
-        incarnation: 'inc-1',
-      });
-      const took = await session.query<{ ok: boolean }>(takeLivenessSql('afterlife'), [f.app, 'locked-1', 'inc-1']);
-      expect(took.rows[0]?.ok).toBe(true);
+      expect(took[0]?.ok).toBe(true);
       for (const doubt of ['proceed', 'refuse'] as const) {
         expect(await ask('locked-1', doubt, {}, false)).toEqual({ alive: true, witness: 'liveness-lock' });
       }

@@ -1,0 +1,30 @@
+import pg from 'pg';
+import { takeLivenessSql } from '../../shared/db/livenessKey.js';
+import { registerAlive } from '../../shared/db/queries/executors.js';
+import type { Db } from '../../shared/db/pool.js';
+
+/**
+ * An executor registered alive (v1, with heartbeats and liveness) whose liveness lock a session of the test
+ * holds, taken with the kit's own statement: Postgres's word that the process lives. The caller ends
+ * `session` to free the lock, and checks `took` (the statement's answer).
+ */
+export async function holdLiveness(
+  db: Db,
+  url: string,
+  o: { applicationName: string; executorId: string; incarnation: string },
+): Promise<{ session: pg.Client; took: { ok: boolean; recorded: boolean }[] }> {
+  const session = new pg.Client({ connectionString: url });
+  await session.connect();
+  try {
+    await registerAlive(db, { ...o, applicationVersion: 'v1', startedAt: new Date(), heartbeats: true, liveness: true });
+    const took = await session.query<{ ok: boolean; recorded: boolean }>(takeLivenessSql('afterlife'), [
+      o.applicationName,
+      o.executorId,
+      o.incarnation,
+    ]);
+    return { session, took: took.rows };
+  } catch (err) {
+    await session.end();
+    throw err;
+  }
+}
