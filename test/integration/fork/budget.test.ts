@@ -9,9 +9,8 @@ import { RECONCILED_BY } from '../../../shared/repair/primitives/reconcile.js';
 import type { ReaperState } from '../../../shared/reaper/types.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { uniqueName, waitFor } from '../../helpers/db.js';
-import { startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { allForks, enqueue, forksOf, ledgerOf, QUEUES, reap, reaperTick, reapUntil, stepStarts, waitStatus } from './helpers.js';
+import { allForks, enqueue, forksOf, ledgerOf, reap, reaperTick, reapUntil, stepStarts, waitStatus, startForkExecutor } from './helpers.js';
 import { repairFixture } from '../../helpers/repair.js';
 
 /**
@@ -71,15 +70,7 @@ describe('fork budget, dead letters, the ledger and races', () => {
         });
       rt = runtime();
       rt2 = runtime();
-      f.executors.push(
-        await startExecutor({
-          databaseUrl: f.tdb.url,
-          applicationName: f.app,
-          applicationVersion: 'v1',
-          executorId: 'exec-1',
-          queues: QUEUES,
-        }),
-      );
+      await startForkExecutor(f, 'exec-1');
     },
   });
 
@@ -401,15 +392,7 @@ describe('fork budget, dead letters, the ledger and races', () => {
     await enqueue(f.client, 'alwaysDivergentWorkflow', 'tv-original', 'v1');
     await waitStatus(f.tdb.sql, 'tv-latest', 'ERROR');
     await waitStatus(f.tdb.sql, 'tv-original', 'ERROR');
-    f.executors.push(
-      await startExecutor({
-        databaseUrl: f.tdb.url,
-        applicationName: f.app,
-        applicationVersion: 'v2',
-        executorId: 'exec-v2',
-        queues: QUEUES,
-      }),
-    );
+    await startForkExecutor(f, 'exec-v2', 'v2');
     expect((await f.client.getLatestApplicationVersion()).versionName).toBe('v2');
     const original = testRuntime({
       databaseUrl: f.tdb.url,

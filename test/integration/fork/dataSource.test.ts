@@ -2,9 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import { repairDiverged } from '../../../shared/repair/situations/diverged.js';
 import { waitFor } from '../../helpers/db.js';
-import { startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { divergeOnB, enqueue, QUEUES } from './helpers.js';
+import { divergeOnB, enqueue, startForkExecutor } from './helpers.js';
 import { repairFixture } from '../../helpers/repair.js';
 
 /**
@@ -22,14 +21,7 @@ describe('repair of a diverged workflow with data-source transactions past the c
     setup: async ({ tdb, rt, client, app, executors }) => {
       // The same deployment with the check blind (no schema holding the checkpoints): what a missing check does.
       unchecked = f.runtime({ env: { DATASOURCE_SCHEMAS: 'no_such_schema' } });
-      const a = await startExecutor({
-        databaseUrl: tdb.url,
-        applicationName: app,
-        applicationVersion: 'v1',
-        executorId: 'exec-A',
-        queues: QUEUES,
-      });
-      executors.push(a);
+      const a = await startForkExecutor({ tdb, app, executors }, 'exec-A');
       for (const id of ids) await enqueue(client, 'chargingWorkflow', id, 'v1', { key: id, lastStepMs: 5_000 });
       await waitFor('the transactions checkpointed by the data source on A', async () => {
         const r = await tdb.sql.query(`SELECT 1 FROM dbos.transaction_completion WHERE workflow_id = ANY($1) AND function_num = 2`, [ids]);

@@ -4,7 +4,6 @@ import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import type { RepairDeps } from '../../../shared/repair/primitives/deps.js';
 import { autoFork } from '../../../shared/repair/situations/divergedFork.js';
 import { waitFor } from '../../helpers/db.js';
-import { startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { repairFixture } from '../../helpers/repair.js';
 import {
@@ -14,11 +13,11 @@ import {
   forksOf,
   hasCheckpoint,
   ledgerOf,
-  QUEUES,
   reap,
   reaperTick,
   stepStarts,
   waitStatus,
+  startForkExecutor,
 } from './helpers.js';
 
 /**
@@ -38,14 +37,7 @@ describe('auto-fork of real replay divergence', () => {
     setupTimeoutMs: 120_000,
     setup: async ({ tdb, rt, client, app, executors }) => {
       deps = repairDepsFromRuntime(rt);
-      const a = await startExecutor({
-        databaseUrl: tdb.url,
-        applicationName: app,
-        applicationVersion: 'v1',
-        executorId: 'exec-A',
-        queues: QUEUES,
-      });
-      executors.push(a);
+      const a = await startForkExecutor({ tdb, app, executors }, 'exec-A');
       await enqueue(client, 'divergentWorkflow', 'wf-a', 'v1', spec('wf-a'));
       await enqueue(client, 'divergentWorkflow', 'wf-reaper', 'v1', spec('wf-reaper'));
       await enqueue(client, 'parentWorkflow', 'parent', 'v1', spec('parent'));

@@ -17,6 +17,17 @@ export const QUEUES = { [FORK_QUEUE]: {} };
 
 export { dbosClient } from '../../helpers/repair.js';
 
+/** An executor of the example app on the fork suites' queue, stopped with the fixture. */
+export async function startForkExecutor(
+  f: { tdb: { url: string }; app: string; executors: ExecutorHandle[] },
+  executorId: string,
+  applicationVersion = 'v1',
+): Promise<ExecutorHandle> {
+  const e = await startExecutor({ databaseUrl: f.tdb.url, applicationName: f.app, applicationVersion, executorId, queues: QUEUES });
+  f.executors.push(e);
+  return e;
+}
+
 export async function enqueue(
   client: DBOSClient,
   workflowName: string,

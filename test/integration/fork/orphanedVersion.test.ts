@@ -6,11 +6,10 @@ import { repairOrphaned } from '../../../shared/repair/situations/orphaned.js';
 import { heartbeatKey } from '../../../shared/heartbeat/index.js';
 import { postEvent, pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { waitFor } from '../../helpers/db.js';
-import { startExecutor } from '../../helpers/executor.js';
 import { runReaper } from '../../../shared/reaper/index.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { testReaperDeps } from '../../helpers/reaper.js';
-import { enqueue, forksOf, hasCheckpoint, QUEUES, stepStarts, waitStatus } from './helpers.js';
+import { enqueue, forksOf, hasCheckpoint, stepStarts, waitStatus, startForkExecutor } from './helpers.js';
 import { repairFixture } from '../../helpers/repair.js';
 
 /**
@@ -29,14 +28,7 @@ describe('fork-to-latest for a version no live executor runs', () => {
   const agents = ['agent-0', 'agent-1', 'agent-2'];
 
   it('forks the v1 orphans onto v2, cancels the originals, and all complete', { timeout: 120_000 }, async () => {
-    const v1 = await startExecutor({
-      databaseUrl: f.tdb.url,
-      applicationName: f.app,
-      applicationVersion: 'v1',
-      executorId: 'exec-v1',
-      queues: QUEUES,
-    });
-    f.executors.push(v1);
+    const v1 = await startForkExecutor(f, 'exec-v1');
     for (const id of agents) await enqueue(f.client, 'agentWorkflow', id, 'v1', { steps: 4, stepMs: 700 });
     await enqueue(f.client, 'parentWorkflow', 'parent', 'v1', { key: 'parent', lastStepMs: 4_000 });
     await waitFor('checkpoints on v1', async () =>
@@ -52,14 +44,7 @@ describe('fork-to-latest for a version no live executor runs', () => {
       `SELECT workflow_uuid, function_id FROM dbos.operation_outputs o JOIN public.step_runs s ON s.workflow_id = o.workflow_uuid AND s.step = o.function_id AND s.phase = 'end'`,
     );
 
-    const v2 = await startExecutor({
-      databaseUrl: f.tdb.url,
-      applicationName: f.app,
-      applicationVersion: 'v2',
-      executorId: 'exec-v2',
-      queues: QUEUES,
-    });
-    f.executors.push(v2);
+    await startForkExecutor(f, 'exec-v2', 'v2');
     const beat = {
       executorId: 'exec-v2',
       applicationName: f.app,

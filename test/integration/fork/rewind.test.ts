@@ -5,9 +5,19 @@ import type { RepairDeps } from '../../../shared/repair/primitives/deps.js';
 import { repairDiverged } from '../../../shared/repair/situations/diverged.js';
 import { FaultInjector } from '../../../shared/testing/faults.js';
 import { waitFor } from '../../helpers/db.js';
-import { startExecutor } from '../../helpers/executor.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { allForks, divergeOnB, enqueue, hasCheckpoint, QUEUES, reap, reaperTick, reapUntil, stepStarts, waitStatus } from './helpers.js';
+import {
+  allForks,
+  divergeOnB,
+  enqueue,
+  hasCheckpoint,
+  reap,
+  reaperTick,
+  reapUntil,
+  stepStarts,
+  waitStatus,
+  startForkExecutor,
+} from './helpers.js';
 import { repairFixture } from '../../helpers/repair.js';
 
 /**
@@ -42,14 +52,7 @@ describe('repair by rewind of real replay divergence', () => {
     setupTimeoutMs: 120_000,
     setup: async ({ tdb, rt, client, app, executors }) => {
       deps = repairDepsFromRuntime(rt);
-      const a = await startExecutor({
-        databaseUrl: tdb.url,
-        applicationName: app,
-        applicationVersion: 'v1',
-        executorId: 'exec-A',
-        queues: QUEUES,
-      });
-      executors.push(a);
+      const a = await startForkExecutor({ tdb, app, executors }, 'exec-A');
       for (const id of diverged.filter((x) => x.startsWith('wf-') && x !== 'wf-stream'))
         await enqueue(client, 'divergentWorkflow', id, 'v1', spec(id));
       await enqueue(client, 'streamingDivergentWorkflow', 'wf-stream', 'v1', spec('wf-stream'));
