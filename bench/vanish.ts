@@ -137,7 +137,6 @@ async function trial(
     if (dropper.connections === 0) throw new Error(`${victimId} holds no TCP connection to cut`);
     console.log(`${victimId}: iptables drops every packet of its ${dropper.connections} TCP connections`);
   };
-  const forwarder = { close: () => release() };
   const ids = Array.from({ length: WORKFLOWS }, (_, i) => `${victimId}-wf-${i}`);
   for (const id of ids) await victim.start(id, { steps: STEPS, stepMs: STEP_MS });
   await until(`${WORKFLOWS} steps started on ${victimId}`, 30_000, async () => {
@@ -149,69 +148,73 @@ async function trial(
   });
   // A random moment against the fence-query, beat and tick grids, inside the first step.
   await new Promise((r) => setTimeout(r, 200 + Math.random() * 1_500));
-  const vanishedAt = Date.now();
-  await vanish();
-  victim.kill('SIGKILL');
-  await victim.exited;
-  const bound = mode === 'before' ? BOUND_MS : 90_000;
-  const firstStep = await until(`the survivor starts ${victimId}'s work`, bound, async () => {
-    const r = await sql.query<{ t: Date | null }>(
-      `SELECT min(at) AS t FROM public.step_runs WHERE executor_id = 'survivor' AND phase = 'start' AND workflow_id = ANY($1)`,
-      [ids],
-    );
-    return r.rows[0]?.t?.getTime();
-  }).catch((err: unknown) => {
-    if (mode === 'before') return undefined;
-    throw err;
-  });
-  if (firstStep === undefined) {
-    // Within the bound nothing happened (the proxy's leg holds the lock): let the leg go, so the next trial
-    // starts from a clean slate, and wait for the recovery that follows.
-    const held = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`, [
-      `afterlife_live_${victimId}@%`,
+  try {
+    const vanishedAt = Date.now();
+    await vanish();
+    victim.kill('SIGKILL');
+    await victim.exited;
+    const bound = mode === 'before' ? BOUND_MS : 90_000;
+    const firstStep = await until(`the survivor starts ${victimId}'s work`, bound, async () => {
+      const r = await sql.query<{ t: Date | null }>(
+        `SELECT min(at) AS t FROM public.step_runs WHERE executor_id = 'survivor' AND phase = 'start' AND workflow_id = ANY($1)`,
+        [ids],
+      );
+      return r.rows[0]?.t?.getTime();
+    }).catch((err: unknown) => {
+      if (mode === 'before') return undefined;
+      throw err;
+    });
+    if (firstStep === undefined) {
+      // Within the bound nothing happened (the proxy's leg holds the lock): let the leg go, so the next trial
+      // starts from a clean slate, and wait for the recovery that follows.
+      const held = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`, [
+        `afterlife_live_${victimId}@%`,
+      ]);
+      console.log(
+        `before #${k + 1}: after ${BOUND_MS} ms the victim's liveness session is still there (${held.rows[0]?.n ?? 0} row(s) in pg_stat_activity): releasing the proxy's legs`,
+      );
+      await release();
+    }
+    const allDone = async () => {
+      const r = await sql.query<{ n: number; last: string | null }>(
+        `SELECT count(*)::int AS n, max(updated_at)::text AS last FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status = 'SUCCESS'`,
+        [ids],
+      );
+      return { done: r.rows[0]?.n ?? 0, last: r.rows[0]?.n === WORKFLOWS ? Number(r.rows[0].last) : undefined };
+    };
+    let stranded = 0;
+    const finished = await until(`${victimId}'s workflows SUCCESS`, 60_000, async () => (await allDone()).last).catch(() => undefined);
+    if (finished === undefined) {
+      stranded = WORKFLOWS - (await allDone()).done;
+      console.log(
+        `${mode} #${k + 1}: ${stranded} workflow(s) still not done 60 s later (a row lock of the lost host's transaction, held through the proxy's leg?): releasing the legs`,
+      );
+      await release();
+      await until(`${victimId}'s workflows SUCCESS once the legs are gone`, 180_000, async () => (await allDone()).last);
+    }
+    const declared = await sql.query<{ t: Date | null }>(`SELECT min(started_at) AS t FROM afterlife.recoveries WHERE executor_id = $1`, [
+      victimId,
     ]);
-    console.log(
-      `before #${k + 1}: after ${BOUND_MS} ms the victim's liveness session is still there (${held.rows[0]?.n ?? 0} row(s) in pg_stat_activity): releasing the proxy's legs`,
-    );
-    await forwarder.close();
-  }
-  const allDone = async () => {
-    const r = await sql.query<{ n: number; last: string | null }>(
-      `SELECT count(*)::int AS n, max(updated_at)::text AS last FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status = 'SUCCESS'`,
+    const twice = await sql.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM (SELECT 1 FROM dbos.operation_outputs WHERE workflow_uuid = ANY($1) GROUP BY workflow_uuid, function_id HAVING count(*) > 1) d`,
       [ids],
     );
-    return { done: r.rows[0]?.n ?? 0, last: r.rows[0]?.n === WORKFLOWS ? Number(r.rows[0].last) : undefined };
-  };
-  let stranded = 0;
-  const finished = await until(`${victimId}'s workflows SUCCESS`, 60_000, async () => (await allDone()).last).catch(() => undefined);
-  if (finished === undefined) {
-    stranded = WORKFLOWS - (await allDone()).done;
-    console.log(
-      `${mode} #${k + 1}: ${stranded} workflow(s) still not done 60 s later (a row lock of the lost host's transaction, held through the proxy's leg?): releasing the legs`,
-    );
-    await forwarder.close();
-    await until(`${victimId}'s workflows SUCCESS once the legs are gone`, 180_000, async () => (await allDone()).last);
+    const declaredAt = declared.rows[0]?.t?.getTime();
+    const within = (t: number | undefined) => (t === undefined || firstStep === undefined ? undefined : t - vanishedAt);
+    return {
+      mode,
+      declaredMs: within(declaredAt),
+      firstStepMs: firstStep === undefined ? undefined : firstStep - vanishedAt,
+      finishedMs: firstStep === undefined || finished === undefined || stranded > 0 ? undefined : finished - vanishedAt,
+      twice: twice.rows[0]?.n ?? 0,
+      stranded,
+    };
+  } finally {
+    // The proxy's legs of this victim (DBOS's pool and the kit's pool stay open behind it forever — only the
+    // liveness session has a lease) go now, or ten trials exhaust the server's connections; iptables rules
+    // must not outlive a trial, even one that threw.
+    await release();
   }
-  const declared = await sql.query<{ t: Date | null }>(`SELECT min(started_at) AS t FROM afterlife.recoveries WHERE executor_id = $1`, [
-    victimId,
-  ]);
-  const twice = await sql.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM (SELECT 1 FROM dbos.operation_outputs WHERE workflow_uuid = ANY($1) GROUP BY workflow_uuid, function_id HAVING count(*) > 1) d`,
-    [ids],
-  );
-  // The proxy's legs of this victim (DBOS's pool and the kit's pool stay open behind it forever — only the
-  // liveness session has a lease): let them go now, or ten trials exhaust the server's connections.
-  await forwarder.close();
-  const declaredAt = declared.rows[0]?.t?.getTime();
-  const within = (t: number | undefined) => (t === undefined || firstStep === undefined ? undefined : t - vanishedAt);
-  return {
-    mode,
-    declaredMs: within(declaredAt),
-    firstStepMs: firstStep === undefined ? undefined : firstStep - vanishedAt,
-    finishedMs: firstStep === undefined || finished === undefined || stranded > 0 ? undefined : finished - vanishedAt,
-    twice: twice.rows[0]?.n ?? 0,
-    stranded,
-  };
 }
 
 /**
