@@ -36,6 +36,8 @@ GRANT INSERT, UPDATE, DELETE ON "${afterlife_schema}".executors, "${afterlife_sc
 GRANT DELETE ON "${afterlife_schema}".drain_requests TO "${reaper_role}";
 -- Retention's round and last pass (docs/retention.md): the reaper runs the pass.
 GRANT INSERT, UPDATE ON "${afterlife_schema}".retention_state TO "${reaper_role}";
+-- Redis's identity as the reaper last saw it (issue 30): whether Redis lost its keys; only the reaper judges.
+GRANT INSERT, UPDATE ON "${afterlife_schema}".redis_witness TO "${reaper_role}";
 -- Tables a later migration adds: readable by all three; who writes them is decided here, per table.
 ALTER DEFAULT PRIVILEGES IN SCHEMA "${afterlife_schema}" GRANT SELECT ON TABLES TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
 ALTER DEFAULT PRIVILEGES IN SCHEMA "${afterlife_schema}" GRANT USAGE, SELECT ON SEQUENCES TO "${executor_death_role}", "${reaper_role}", "${drain_role}";

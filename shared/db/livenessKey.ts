@@ -13,7 +13,8 @@ import { ident } from './pool.js';
  *
  * Holder: anyone who can connect can take any advisory lock, so the lock counts as held only by the session
  * the kit registered in `executors.liveness_pid` (written by that session in the statement that takes the
- * lock). Held by any other backend — a squatter, a stale session of an earlier incarnation — it is reported
+ * lock), and only while that pid is still that session: a pid is reused once its backend ends, so the
+ * backend's role and start time must match what the kit recorded too (sameHolderSql, issue 30). Held by any other backend — a squatter, a stale session of an earlier incarnation — it is reported
  * (`squatted`) and read as free: a stranger can no longer make a dead executor look alive. Kits from before
  * incarnations (registry `incarnation` NULL) still hold the two-int4 `hashtext` lock and are read as before.
  */
@@ -39,13 +40,35 @@ function lockOf(app: string, executor: string): string {
 }
 
 /**
+ * Whether the backend `pid` (an SQL expression) is still the session the registry row `x` recorded: its
+ * role (pg_stat_activity's usesysid, which every role may read) and, where the reader may see it, its start
+ * time. A login with no grants whose backend got the dead kit's pid has another role; the kit's own role
+ * reusing the pid has another start time (visible to the reaper, which holds pg_read_all_stats). NULLs are
+ * kits from before migration 0014, read by pid alone. pg_stat_get_activity(pid) reads that one backend.
+ */
+export function sameHolderSql(
+  pid: string,
+  x: string,
+  o: { recorded?: { usesysid: string; backendStart: string }; activity?: string } = {},
+): string {
+  const r = o.recorded ?? { usesysid: 'liveness_usesysid', backendStart: 'liveness_backend_start' };
+  const u = `${x}.${r.usesysid}`;
+  const b = `${x}.${r.backendStart}`;
+  // `activity`: a relation of (pid, usesysid, backend_start) the caller read once, for statements over many holders.
+  const from = o.activity ? `${o.activity} a WHERE a.pid = ${pid} AND` : `pg_stat_get_activity(${pid}) a WHERE`;
+  return `EXISTS (SELECT 1 FROM ${from} (${u} IS NULL OR a.usesysid = ${u})
+                     AND (${b} IS NULL OR a.backend_start IS NULL OR a.backend_start = ${b}))`;
+}
+
+/**
  * Whether the liveness lock of (app, executor) is held by the kit's own registered session: the subquery
  * the reaper's read and the recovery's re-check share. `app` and `executor` are SQL expressions.
  */
 export function livenessHeldSql(afterlifeSchema: string, app: string, executor: string): string {
   const x = `${ident(afterlifeSchema)}.executors`;
   return `(EXISTS (SELECT 1 FROM ${x} x JOIN pg_locks l ON l.pid = x.liveness_pid
-                    WHERE x.application_name = ${app} AND x.executor_id = ${executor} AND ${lockOf(app, executor)})
+                    WHERE x.application_name = ${app} AND x.executor_id = ${executor} AND ${lockOf(app, executor)}
+                      AND ${sameHolderSql('l.pid', 'x')})
            OR EXISTS (SELECT 1 FROM ${x} x JOIN pg_locks l ON true
                        WHERE x.application_name = ${app} AND x.executor_id = ${executor} AND x.incarnation IS NULL
                          AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.database = ${THIS_DB}
@@ -54,12 +77,15 @@ export function livenessHeldSql(afterlifeSchema: string, app: string, executor: 
 
 /**
  * The kit's statement: try the lock and, if it is ours now, record this session as its holder for this
- * incarnation (one round trip, so the registry never names a session that does not hold it). $1 app, $2
+ * incarnation, with its role and start time (one round trip, so the registry never names a session that does not hold it). $1 app, $2
  * executor, $3 incarnation (NULL: an unregistered caller, recorded nowhere).
  */
 export function takeLivenessSql(afterlifeSchema: string): string {
   return `WITH l AS (SELECT pg_try_advisory_lock(${LIVENESS_KEY_SQL.key('$1::text', '$2::text')}) AS ok),
-               r AS (UPDATE ${ident(afterlifeSchema)}.executors SET liveness_pid = pg_backend_pid()
+               me AS (SELECT usesysid, backend_start FROM pg_stat_get_activity(pg_backend_pid())),
+               r AS (UPDATE ${ident(afterlifeSchema)}.executors
+                        SET liveness_pid = pg_backend_pid(), liveness_usesysid = (SELECT usesysid FROM me),
+                            liveness_backend_start = (SELECT backend_start FROM me)
                       WHERE application_name = $1 AND executor_id = $2 AND incarnation = $3::text AND (SELECT ok FROM l)
                       RETURNING 1)
           SELECT (SELECT ok FROM l) AS ok, EXISTS (SELECT 1 FROM r) AS recorded`;

@@ -60,6 +60,8 @@ export async function registerAlive(
               reason = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN NULL ELSE x.reason END,
               detected_by = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN NULL ELSE x.detected_by END,
               liveness_pid = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN NULL ELSE x.liveness_pid END,
+              liveness_usesysid = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN NULL ELSE x.liveness_usesysid END,
+              liveness_backend_start = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN NULL ELSE x.liveness_backend_start END,
               incarnation = EXCLUDED.incarnation
         WHERE CASE WHEN EXCLUDED.incarnation IS NULL OR x.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation THEN x.state <> 'dead'
                    ELSE x.started_at IS NULL OR x.started_at <= EXCLUDED.started_at END

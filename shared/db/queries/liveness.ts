@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { type Db, ident } from '../pool.js';
-import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL, takeLivenessSql } from '../livenessKey.js';
+import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL, sameHolderSql, takeLivenessSql } from '../livenessKey.js';
 
 // The statements about liveness locks: the reaper's reading of who holds theirs, and the kit's own on its
 // dedicated connection (the fence question, taking the lock, the inherited lease).
@@ -30,18 +30,20 @@ export async function readLiveness(db: Db, applicationName: string, executorIds:
        SELECT objsubid, classid, objid, pid FROM pg_locks
         WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
      ),
+     act AS MATERIALIZED (SELECT pid, usesysid, backend_start FROM pg_stat_get_activity(NULL) WHERE pid IN (SELECT pid FROM l)),
      e AS MATERIALIZED (
        SELECT e0.id, ((${k} >> 32) & 4294967295)::oid AS hi, (${k} & 4294967295)::oid AS lo,
               (${LEGACY_LIVENESS_KEY_SQL.app('$1::text')})::oid AS legacy_app, (${LEGACY_LIVENESS_KEY_SQL.executor('e0.id')})::oid AS legacy_exec,
-              x.liveness_pid, x.executor_id IS NOT NULL AND x.incarnation IS NULL AS legacy
+              x.liveness_pid, x.liveness_usesysid, x.liveness_backend_start, x.executor_id IS NOT NULL AND x.incarnation IS NULL AS legacy
          FROM unnest($2::text[]) AS e0(id)
          LEFT JOIN ${ident(db.afterlifeSchema)}.executors x ON x.application_name = $1 AND x.executor_id = e0.id
      )
      SELECT ARRAY(SELECT e.id FROM e JOIN l ON l.objsubid = 1 AND l.classid = e.hi AND l.objid = e.lo AND l.pid = e.liveness_pid
+                   WHERE ${sameHolderSql('l.pid', 'e', { activity: 'act' })}
                   UNION
                   SELECT e.id FROM e JOIN l ON l.objsubid = 2 AND l.classid = e.legacy_app AND l.objid = e.legacy_exec WHERE e.legacy) AS held,
             ARRAY(SELECT DISTINCT e.id FROM e JOIN l ON l.objsubid = 1 AND l.classid = e.hi AND l.objid = e.lo
-                   WHERE l.pid IS DISTINCT FROM e.liveness_pid) AS squatted,
+                   WHERE l.pid IS DISTINCT FROM e.liveness_pid OR NOT ${sameHolderSql('l.pid', 'e', { activity: 'act' })}) AS squatted,
             (EXTRACT(EPOCH FROM now() - pg_postmaster_start_time()) * 1000)::bigint::text AS up_ms`,
     [applicationName, executorIds],
     'liveness.read',

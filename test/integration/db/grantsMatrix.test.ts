@@ -46,6 +46,8 @@ const AFTERLIFE: Record<string, Record<Role, Op[]>> = {
   rewinds: { executor_death: w('IU'), reaper: w('IUD'), drain: [] },
   // Retention's round and last pass: only the reaper runs retention.
   retention_state: { executor_death: [], reaper: w('IU'), drain: [] },
+  // Redis's identity as the reaper last saw it: only the reaper judges whether Redis lost its keys.
+  redis_witness: { executor_death: [], reaper: w('IU'), drain: [] },
   // Only the schema owner migrates.
   migrations: { executor_death: [], reaper: [], drain: [] },
 };

@@ -5,10 +5,12 @@ import { Heartbeat } from '../../../shared/executor/heartbeat.js';
 import { LivenessLock } from '../../../shared/executor/liveness.js';
 import type { FenceVerdict } from '../../../shared/liveness/fenceCheck.js';
 import { readLiveness } from '../../../shared/db/queries/liveness.js';
-import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL } from '../../../shared/db/livenessKey.js';
+import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL, livenessHeldSql } from '../../../shared/db/livenessKey.js';
 import { createRedis } from '../../../shared/lock/redis.js';
 import { memoryLogger } from '../../../shared/log.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
+import { holdLiveness } from '../../helpers/liveness.js';
+import { type PlaneRoles, planeRoles } from '../../helpers/planeRoles.js';
 
 /**
  * The kit's liveness lock and heartbeat, each on its own, against the real Postgres and a Redis that is not
@@ -23,9 +25,11 @@ describe('kit modules: liveness lock and heartbeat', () => {
     tdb = await createTestDatabase();
     db = afterlifeDb(tdb.url);
   });
+  const dropRoles: PlaneRoles[] = [];
   afterAll(async () => {
     await db?.pool.end();
     await tdb?.drop();
+    for (const r of dropRoles) await r.drop();
   });
 
   let n = 0;
@@ -258,6 +262,58 @@ describe('kit modules: liveness lock and heartbeat', () => {
     } finally {
       await s.drop();
       await l.close();
+    }
+  });
+
+  it("a backend that got the dead kit's pid is not its holder: a login with no grants, or the kit's own role in a later session", async () => {
+    // The plane's roles as infra/grants.sql makes them: the reaper (with pg_read_all_stats) and executorDeath
+    // (without: it cannot see other roles' backend start times) each read the holder.
+    const roles = await planeRoles(tdb.url, tdb.sql);
+    dropRoles.push(roles);
+    const readers = { reaper: afterlifeDb(roles.url('reaper')), executorDeath: afterlifeDb(roles.url('executor_death')) };
+    const nobody = new pg.Client({ connectionString: roles.url('nobody') });
+    const again = new pg.Client({ connectionString: tdb.url });
+    const id = 'exec-pid';
+    const kit = await holdLiveness(db, tdb.url, { applicationName: app, executorId: id, incarnation: 'inc-pid' });
+    try {
+      expect(kit.took[0]).toEqual({ ok: true, recorded: true });
+      for (const r of Object.values(readers)) expect((await readLiveness(r, app, [id])).held.has(id)).toBe(true);
+      await kit.session.end(); // the kit dies
+      await Promise.all([nobody.connect(), again.connect()]);
+      // Pid reuse cannot be forced from a test; its outcome can: the registry names a backend that is now
+      // someone else's and holds the key. First a login with no grants, then a later session of the kit's role.
+      for (const [who, c] of [
+        ['a login with no grants', nobody],
+        ["the kit's role, a later session", again],
+      ] as const) {
+        const pid = (await c.query<{ pid: number }>(`SELECT pg_backend_pid() AS pid`)).rows[0]?.pid;
+        await c.query(`SELECT pg_advisory_lock(${LIVENESS_KEY_SQL.key('$1::text', '$2::text')})`, [app, id]);
+        await tdb.sql.query(`UPDATE afterlife.executors SET liveness_pid = $3 WHERE application_name = $1 AND executor_id = $2`, [
+          app,
+          id,
+          pid,
+        ]);
+        // The kit's own role is told apart by its start time, which only a reader with pg_read_all_stats sees.
+        const tellers = who === 'a login with no grants' ? readers : { reaper: readers.reaper };
+        for (const [name, r] of Object.entries(tellers)) {
+          const seen = await readLiveness(r, app, [id]);
+          expect({ who, name, held: seen.held.has(id), squatted: seen.squatted.has(id) }).toEqual({
+            who,
+            name,
+            held: false,
+            squatted: true,
+          });
+        }
+        const inBatch = await tdb.sql.query<{ held: boolean }>(`SELECT ${livenessHeldSql('afterlife', '$1::text', '$2::text')} AS held`, [
+          app,
+          id,
+        ]);
+        expect({ who, held: inBatch.rows[0]?.held }).toEqual({ who, held: false });
+        await c.query(`SELECT pg_advisory_unlock_all()`);
+      }
+    } finally {
+      await Promise.all([nobody.end(), again.end(), kit.session.end().catch(() => undefined)]);
+      await Promise.all(Object.values(readers).map((r) => r.pool.end()));
     }
   });
 
