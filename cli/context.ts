@@ -50,6 +50,8 @@ export async function createContext(o: {
 }): Promise<CliContext> {
   const config = loadConfig({ ...o.env, ...(o.app ? { DBOS_APPLICATION_NAME: o.app } : {}) });
   const logger = cliLogger(o.verbose);
+  // The CLI logs errors only; a threshold below its floor is said on stderr whatever the verbosity.
+  for (const line of config.belowFloor) process.stderr.write(`afterlife: WARNING ${inline(line)}\n`);
   const { pool, close: closePool } = await createPool(config, logger, 'afterlife-cli');
   const db = createDb(pool, config.database.poolMax, {
     dbosSchema: config.dbosSchema,

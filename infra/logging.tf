@@ -46,6 +46,7 @@ locals {
     retention_unbounded              = "a workflow whose delete hit the lock bound three times in a row was deleted without it (its history is huge)"
     workflow_timed_out               = "WORKFLOW_GLOBAL_TIMEOUT_MS cancelled a workflow (its children with it)"
     liveness_lock_squatted           = "an executor's liveness key is held by a session that is not the kit's registered one; read as free and reported"
+    threshold_below_floor            = "a start with a threshold that cancels or deletes set below its floor (AFTERLIFE_ALLOW_BELOW_FLOOR names it)"
   }
 
   # Only afterlife's own services; the executors' kit logs in the app's services.

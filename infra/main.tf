@@ -71,6 +71,8 @@ locals {
       RETENTION_MAX_COMPLETED    = tostring(var.afterlife.retention_max_completed)
       RETENTION_MAX_AGE_MS       = tostring(var.afterlife.retention_max_age_ms)
       WORKFLOW_GLOBAL_TIMEOUT_MS = tostring(var.afterlife.workflow_global_timeout_ms)
+      # The floors of the thresholds above (and STUCK_AFTER_MS's): "" = every floor holds.
+      AFTERLIFE_ALLOW_BELOW_FLOOR = var.afterlife.allow_below_floor
     }
     drain = {
       DB_USER = local.db_users.drain

@@ -104,7 +104,10 @@ variable "afterlife" {
     retention_max_completed    = optional(number, 0)
     retention_max_age_ms       = optional(number, 0)
     workflow_global_timeout_ms = optional(number, 0)
-    log_level                  = optional(string, "INFO")
+    # Thresholds that cancel or delete have floors (docs/configuration.md#floors); below one, start fails
+    # unless this names the variable (comma-separated), e.g. "STUCK_AFTER_MS". Every start then logs a WARNING.
+    allow_below_floor = optional(string, "")
+    log_level         = optional(string, "INFO")
   })
 
   validation {

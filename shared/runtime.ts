@@ -56,6 +56,8 @@ export async function createRuntime(opts: RuntimeOptions = {}): Promise<Runtime>
       serviceContext: { service: env.K_SERVICE || 'afterlife', version: env.K_REVISION || undefined },
       labels: { 'afterlife-app': config.applicationName },
     });
+  // A threshold below its floor runs only because the operator said so; every start says it again.
+  for (const line of config.belowFloor) logger.warn(line, { event: 'threshold_below_floor' });
   const lifecycle = opts.lifecycle ?? new Lifecycle();
   const faults = opts.faults ?? noFaults;
   const opened: Array<{ name: string; close: () => Promise<unknown> }> = [];

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { KeyPrefix } from '../heartbeat/index.js';
 import type { PoolTarget } from '../db/target.js';
+import { ALLOW_BELOW_FLOOR, FLOORS, floorProblems } from './bounds.js';
 import { RedisCaCert, redisTlsProblem } from './redisTls.js';
 
 /**
@@ -120,6 +121,14 @@ const EnvSchema = z.object({
   RETENTION_MAX_COMPLETED: int(0, 0, 1_000_000_000_000),
   RETENTION_MAX_AGE_MS: int(0, 0),
   WORKFLOW_GLOBAL_TIMEOUT_MS: int(0, 0),
+  // Thresholds that cancel or delete have floors (bounds.ts); this names those the operator means below theirs.
+  [ALLOW_BELOW_FLOOR]: z
+    .string()
+    .refine(
+      (v) => v.split(',').every((x) => FLOORS.some((f) => f.variable === x.trim())),
+      `must name variables with a floor, comma-separated: ${FLOORS.map((f) => f.variable).join(', ')}`,
+    )
+    .optional(),
 
   LOG_LEVEL: z.enum(['DEBUG', 'INFO', 'NOTICE', 'WARNING', 'ERROR']).default('INFO'),
 });
@@ -197,6 +206,8 @@ export interface Config {
   };
   /** The newest DBOS schema version (dbos_migrations) afterlife accepts at start. */
   dbosSchemaMaxVersion: number;
+  /** Thresholds set below their floor with AFTERLIFE_ALLOW_BELOW_FLOOR: every start logs each as a WARNING. */
+  belowFloor: string[];
   logLevel: 'DEBUG' | 'INFO' | 'NOTICE' | 'WARNING' | 'ERROR';
 }
 
@@ -280,6 +291,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       globalTimeoutMs: e.WORKFLOW_GLOBAL_TIMEOUT_MS || undefined,
     },
     dbosSchemaMaxVersion: e.DBOS_SCHEMA_MAX_VERSION,
+    belowFloor: floorProblems(e, allowedBelowFloor(e)).warnings,
     logLevel: e.LOG_LEVEL,
   };
 }
@@ -309,13 +321,17 @@ function parseEnv(env: Record<string, string | undefined>): Parsed {
   // Cross-field rules are checked on the raw values so they are reported together with field errors.
   const tls = redisTlsProblem(picked.REDIS_URL, picked.REDIS_CA_CERT);
   const problems = [
-    ...(parsed.success ? [] : describe(parsed.error.issues)),
+    ...(parsed.success ? floorProblems(parsed.data, allowedBelowFloor(parsed.data)).problems : describe(parsed.error.issues)),
     ...databaseTargetProblems(picked),
     ...(tls ? [tls] : []),
     ...renamed,
   ];
   if (!parsed.success || problems.length) throw new ConfigError(problems);
   return parsed.data;
+}
+
+function allowedBelowFloor(e: Parsed): string[] {
+  return (e[ALLOW_BELOW_FLOOR] ?? '').split(',').map((x) => x.trim());
 }
 
 /** A Cloud SQL connector target when INSTANCE_CONNECTION_NAME is set, else the URL. */

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_DEFAULTS, CONFIG_KEYS, DEPRECATED_CONFIG_NAMES, loadConfig } from '../../shared/config/index.js';
+import { FLOORS } from '../../shared/config/bounds.js';
 import { ConfigError } from '../../shared/errors.js';
 
 /**
@@ -64,6 +65,14 @@ describe('docs/configuration.md: the configuration table', () => {
     if (def !== undefined) expect(shown).toBe(`\`${String(def)}\``);
     else if (required(key)) expect(shown).toBe('**required**');
     else expect(shown).toBe('—');
+  });
+
+  it('lists every floor (## Floors) with the value the code applies, and only those', () => {
+    const start = page.indexOf('\n## Floors\n');
+    expect(start).toBeGreaterThan(0);
+    const section = page.slice(start, page.indexOf('\n## ', start + 1));
+    const rows = [...section.matchAll(/^\| `([A-Z][A-Z0-9_]*)` \| `(\d+)` \|/gm)].map((m) => `${m[1]}=${m[2]}`);
+    expect(rows.sort()).toEqual(FLOORS.map((f) => `${f.variable}=${f.floor}`).sort());
   });
 
   it('the parser reads the table (a wrong default would be seen)', () => {

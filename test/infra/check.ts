@@ -499,12 +499,16 @@ const SAMPLES: Record<string, string> = {
   DATASOURCE_SCHEMAS: 'dbos',
   DBOS_SCHEMA_MAX_VERSION: '123',
   RETENTION_MAX_COMPLETED: '0',
+  RETENTION_MAX_AGE_MS: '0',
+  WORKFLOW_GLOBAL_TIMEOUT_MS: '0',
   REAPER_SESSION_EVIDENCE: 'pg_stat_activity',
   REAPER_RECOVERY: 'inline',
   REAPER_LIVENESS_EVIDENCE: 'pg_locks',
   LOG_LEVEL: 'INFO',
   DBOS_SYSTEM_SCHEMA: 'dbos',
   AFTERLIFE_SCHEMA: 'afterlife',
+  // Empty: every floor holds (docs/configuration.md#floors).
+  AFTERLIFE_ALLOW_BELOW_FLOOR: '',
 };
 const sampleFor = (key: string) => SAMPLES[key] ?? (/_MS$/.test(key) ? '60000' : /_S$/.test(key) ? '60' : /(_MAX|_SIZE|REPAIRS)$/.test(key) ? '3' : 'sample');
 

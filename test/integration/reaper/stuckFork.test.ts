@@ -13,7 +13,10 @@ import type { testRuntime } from '../../helpers/runtime.js';
  */
 describe('reaper: a stuck workflow cancelled by a reaper that died before forking it', () => {
   const faults = new FaultInjector();
-  const fx = reaperFixture('app-stuckfork', { faults, env: { STUCK_AFTER_MS: '60000', STUCK_POLICY: 'cancel-and-fork' } });
+  const fx = reaperFixture('app-stuckfork', {
+    faults,
+    env: { STUCK_AFTER_MS: '60000', STUCK_POLICY: 'cancel-and-fork', AFTERLIFE_ALLOW_BELOW_FLOOR: 'STUCK_AFTER_MS' },
+  });
   let tdb: TestDatabase;
   let rt: ReturnType<typeof testRuntime>;
   const id = 'stuck-crash';

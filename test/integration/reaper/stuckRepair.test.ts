@@ -12,7 +12,9 @@ import type { testRuntime } from '../../helpers/runtime.js';
  * live executor runs the rest, and the steps before the cut never run again.
  */
 describe('reaper: cancel-and-repair rewinds a stuck workflow in place', () => {
-  const fx = reaperFixture('app-stuckrepair', { env: { STUCK_AFTER_MS: '60000', STUCK_POLICY: 'cancel-and-repair' } });
+  const fx = reaperFixture('app-stuckrepair', {
+    env: { STUCK_AFTER_MS: '60000', STUCK_POLICY: 'cancel-and-repair', AFTERLIFE_ALLOW_BELOW_FLOOR: 'STUCK_AFTER_MS' },
+  });
   let tdb: TestDatabase;
   let rt: ReturnType<typeof testRuntime>;
   let client: DBOSClient;

@@ -107,7 +107,8 @@ describe('retention and the global timeout (real executors)', () => {
       tuning: o.batchSize ? { batchSize: o.batchSize } : {},
     });
   }
-  const byAge = { RETENTION_MAX_AGE_MS: String(HOUR) };
+  // An hour is below the age's floor (a day): staged data, so the override says the test means it.
+  const byAge = { RETENTION_MAX_AGE_MS: String(HOUR), AFTERLIFE_ALLOW_BELOW_FLOOR: 'RETENTION_MAX_AGE_MS' };
 
   // Workflows that must go once backdated, and those that must stay.
   const gone = ['done-1', 'done-2', 'chatty-1', 'fail-1', 'cancel-1', 'div-settled'];
@@ -263,7 +264,7 @@ describe('retention and the global timeout (real executors)', () => {
       `UPDATE dbos.workflow_status SET completed_at = completed_at + split_part(workflow_uuid, '-', 2)::int * 1000 WHERE workflow_uuid = ANY($1)`,
       [ids],
     );
-    const r = await pass({ RETENTION_MAX_COMPLETED: '10' });
+    const r = await pass({ RETENTION_MAX_COMPLETED: '10', AFTERLIFE_ALLOW_BELOW_FLOOR: 'RETENTION_MAX_COMPLETED' });
     const left = await tdb.sql.query<{ workflow_uuid: string }>(
       `SELECT workflow_uuid FROM dbos.workflow_status WHERE status IN ${COMPLETED} ORDER BY completed_at DESC LIMIT 10`,
     );
