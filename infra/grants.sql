@@ -8,11 +8,27 @@ DO $$ BEGIN CREATE ROLE "${drain_role}" NOLOGIN; EXCEPTION WHEN duplicate_object
 
 -- DBOS's tables. drain only reads them (progress reports). executorDeath re-enqueues (UPDATE) and, for
 -- orphaned versions, forks, cancels and rewinds through DBOS's client; the reaper does the same for
--- diverged and stuck workflows. A rewind deletes the recorded history from the cut on (operation_outputs,
--- workflow_events, notifications, …), hence DELETE for those two and for them only.
+-- diverged and stuck workflows, and runs retention, which deletes completed workflows: DELETE on every
+-- table for the reaper only. executorDeath deletes no workflow (issue 30: its role ran `afterlife retention`
+-- and deleted 14): a rewind in place (DBOS 5.3's rewindWorkflow, system_database.js) deletes the history
+-- recorded from the cut on — steps, events and their history, stream close markers, messages, the output —
+-- hence DELETE on those tables for it and on no other (never workflow_status or workflow_input). Taken back
+-- first, so re-running this narrows a deployment granted by an earlier version.
 GRANT USAGE ON SCHEMA "${dbos_schema}" TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
 GRANT SELECT ON ALL TABLES IN SCHEMA "${dbos_schema}" TO "${drain_role}";
-GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${dbos_schema}" TO "${executor_death_role}", "${reaper_role}";
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${dbos_schema}" TO "${reaper_role}";
+REVOKE DELETE, TRUNCATE ON ALL TABLES IN SCHEMA "${dbos_schema}" FROM "${executor_death_role}";
+GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA "${dbos_schema}" TO "${executor_death_role}";
+DO $$
+DECLARE t text;
+BEGIN
+  -- Only those this DBOS version has (workflow_events_history and streams are newer than some schemas afterlife accepts).
+  FOREACH t IN ARRAY ARRAY['operation_outputs', 'workflow_events', 'workflow_events_history', 'streams', 'notifications', 'workflow_output'] LOOP
+    IF to_regclass(format('%I.%I', '${dbos_schema}', t)) IS NOT NULL THEN
+      EXECUTE format('GRANT DELETE ON %I.%I TO %I', '${dbos_schema}', t, '${executor_death_role}');
+    END IF;
+  END LOOP;
+END $$;
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "${dbos_schema}" TO "${executor_death_role}", "${reaper_role}";
 
 -- afterlife's own tables, per table (issue 23; docs/threat-model.md): drain writes only drain requests;

@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handleDrainRequest } from '../../../functions/drain/handle.js';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
 import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { unlimitedBudget } from '../../../shared/lifecycle/deadline.js';
+import { runRetentionPass } from '../../../shared/retention/pass.js';
 import { makeOrphans } from '../../helpers/agents.js';
 import { pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { createTestDatabase, type TestDatabase, uniqueName, workflowRows } from '../../helpers/db.js';
@@ -166,6 +168,58 @@ describe('per-function database roles (infra/grants.sql)', () => {
     } finally {
       await reader.destroy();
     }
+  });
+
+  it("executorDeath's role forks, cancels and rewinds, but deletes no workflow: retention fails for it (42501); the reaper's runs", async () => {
+    // Issue 30: executorDeath's role held DELETE on every DBOS table and ran `afterlife retention` (14 workflows gone).
+    const client = await DBOSClient.create({
+      systemDatabaseUrl: urlAs(tdb.url, users.executor_death),
+      applicationName: app,
+      systemDatabasePoolSize: 2,
+    });
+    try {
+      // Its orphaned-version hook repairs in place (REPAIR_MODE=rewind) or forks: both must still work.
+      expect(await client.forkWorkflow('g-1', 0, { newWorkflowID: 'g-1-fork-ed' })).toBe('g-1-fork-ed');
+      await client.cancelWorkflow('g-1-fork-ed');
+      await client.rewindWorkflow('g-1-fork-ed', { startStep: 0 });
+    } finally {
+      await client.destroy();
+    }
+    expect((await workflowRows(tdb.sql, ['g-1-fork-ed'])).map((r) => r.status)).toEqual(['ENQUEUED']);
+
+    // Completed two days ago, with steps, input and output: what RETENTION_MAX_AGE_MS of a day deletes.
+    const old = ['ret-0', 'ret-1', 'ret-2'];
+    await tdb.sql.query(
+      `WITH w AS (SELECT id, (EXTRACT(EPOCH FROM now()) * 1000)::bigint - 172800000 AS at FROM unnest($1::text[]) id),
+       s AS (INSERT INTO dbos.workflow_status (workflow_uuid, status, name, class_name, config_name, application_name, application_version,
+               created_at, updated_at, completed_at) SELECT id, 'SUCCESS', 'w', '', '', $2, 'v1', at, at, at FROM w RETURNING workflow_uuid),
+       i AS (INSERT INTO dbos.workflow_input (workflow_uuid, inputs) SELECT workflow_uuid, '[]' FROM s RETURNING 1)
+       INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name, output) SELECT workflow_uuid, 0, 'step', 'out' FROM s`,
+      [old, app],
+    );
+    const retentionAs = async (user: string) => {
+      const rt = testRuntime({
+        databaseUrl: urlAs(tdb.url, user),
+        applicationName: app,
+        redis: 'none',
+        env: { RETENTION_MAX_AGE_MS: '86400000' },
+      });
+      try {
+        return await runRetentionPass(rt, { budget: unlimitedBudget() });
+      } finally {
+        await rt.close();
+      }
+    };
+    await expect(retentionAs(users.executor_death)).rejects.toMatchObject({ code: '42501' });
+    await expect(
+      tdb.sql.query(`SELECT count(*)::int AS n FROM dbos.operation_outputs WHERE workflow_uuid = ANY($1)`, [old]),
+    ).resolves.toMatchObject({
+      rows: [{ n: 3 }],
+    });
+    expect((await workflowRows(tdb.sql, old)).length).toBe(3);
+    // The same pass as the reaper's role deletes them: the refusal above is the grant's, not the data's.
+    expect((await retentionAs(users.reaper)).deleted).toBe(3);
+    expect(await workflowRows(tdb.sql, old)).toEqual([]);
   });
 
   it("each user holds only its own function's role", async () => {

@@ -51,8 +51,23 @@ const AFTERLIFE: Record<string, Record<Role, Op[]>> = {
   // Only the schema owner migrates.
   migrations: { executor_death: [], reaper: [], drain: [] },
 };
-/** DBOS's tables: executorDeath and the reaper re-enqueue, fork, cancel and rewind; drain only reads. */
-const DBOS_WRITERS: Record<Role, Op[]> = { executor_death: w('IUD'), reaper: w('IUD'), drain: [] };
+/**
+ * DBOS's tables: executorDeath and the reaper re-enqueue, fork, cancel and rewind; drain only reads. Only the
+ * reaper (retention) deletes workflows; executorDeath deletes only what a rewind in place removes (issue 30).
+ */
+const REWIND_DELETES = new Set([
+  'operation_outputs',
+  'workflow_events',
+  'workflow_events_history',
+  'streams',
+  'notifications',
+  'workflow_output',
+]);
+const dbosWriters = (table: string): Record<Role, Op[]> => ({
+  executor_death: w(REWIND_DELETES.has(table) ? 'IUD' : 'IU'),
+  reaper: w('IUD'),
+  drain: [],
+});
 
 const urlAs = (url: string, user: string) => {
   const u = new URL(url);
@@ -154,7 +169,7 @@ describe('grants exactly as documented', () => {
     const want: string[] = [];
     for (const t of tables) {
       for (const r of ROLES) {
-        const allowed = t.schema === 'dbos' ? DBOS_WRITERS[r] : (AFTERLIFE[t.name]?.[r] ?? []);
+        const allowed = t.schema === 'dbos' ? dbosWriters(t.name)[r] : (AFTERLIFE[t.name]?.[r] ?? []);
         for (const op of OPS) {
           const verdict = await attempt(clients[r]!, statement(op, `"${t.schema}"."${t.name}"`, t.firstColumn));
           got.push(`${r} ${op} ${t.schema}.${t.name}: ${verdict}`);
