@@ -29,15 +29,18 @@ export async function pendingOwners(db: Db, applicationName: string): Promise<Pe
 }
 
 /**
- * The `application_name` prefix DBOS gives its pool's sessions (`dbos_transact_<executorID>_<version>`), as
- * Postgres stores it. Postgres keeps at most NAMEDATALEN-1 (63) bytes, and rewrites every byte outside
- * printable ASCII (`?` up to 15, `\xNN` from 16), so `sec-ü1` is stored as `sec-??1` or `sec-\xc3\xbc1`.
- * The prefix stops before the first such byte: it still matches the live executor's sessions whichever
- * rewrite the server does, and may also match another executor's — which reads as "a session exists",
- * the safe side (never absent because of a spelling).
+ * The `application_name` prefix every DBOS SDK gives its system-database sessions, as Postgres stores it:
+ * TypeScript names its pool `dbos_transact_<executorID>_<version>`, Python `dbos_transact_<executorID>` with
+ * no suffix (its `_sys_db.py`), so the prefix is `dbos_transact_<executorID>` with no separator after it
+ * (issue 30). It therefore also matches the sessions of an executor whose ID extends this one (`exec-1`
+ * matches `exec-10`'s): that reads as "a session exists", the safe side — a live executor is never judged
+ * absent because of how its SDK spells its sessions. Postgres keeps at most NAMEDATALEN-1 (63) bytes, and
+ * rewrites every byte outside printable ASCII (`?` up to 15, `\xNN` from 16), so `sec-ü1` is stored as
+ * `sec-??1` or `sec-\xc3\xbc1`; the prefix stops before the first such byte, with the same safe-side
+ * effect.
  */
 export function sessionPrefix(executorId: string): string {
-  const bytes = Buffer.from(`dbos_transact_${executorId}_`).subarray(0, 63);
+  const bytes = Buffer.from(`dbos_transact_${executorId}`).subarray(0, 63);
   const cut = bytes.findIndex((b) => b < 0x20 || b > 0x7e);
   return bytes.subarray(0, cut === -1 ? bytes.length : cut).toString('latin1');
 }

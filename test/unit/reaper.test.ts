@@ -21,8 +21,8 @@ describe('stuckSlice', () => {
 });
 
 describe('sessionPrefix', () => {
-  it('is what DBOS names its pool sessions, cut where Postgres cuts application_name (63 bytes)', () => {
-    expect(sessionPrefix('exec-A')).toBe('dbos_transact_exec-A_');
+  it('is what every DBOS SDK names its pool sessions (TypeScript adds _<version>, Python nothing), cut where Postgres cuts application_name (63 bytes)', () => {
+    expect(sessionPrefix('exec-A')).toBe('dbos_transact_exec-A');
     const long = sessionPrefix('x'.repeat(80));
     expect(Buffer.byteLength(long)).toBe(63);
     expect(long.startsWith('dbos_transact_xxx')).toBe(true);
