@@ -41,7 +41,9 @@ REVOKE ALL ON ALL TABLES IN SCHEMA "${afterlife_schema}" FROM "${executor_death_
 ALTER DEFAULT PRIVILEGES IN SCHEMA "${afterlife_schema}" REVOKE ALL ON TABLES FROM "${executor_death_role}", "${reaper_role}", "${drain_role}";
 GRANT SELECT ON ALL TABLES IN SCHEMA "${afterlife_schema}" TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "${afterlife_schema}" TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
-GRANT INSERT ON "${afterlife_schema}".drain_requests TO "${drain_role}";
+-- drain names the target, the budget and itself; the date is the insert's own now() (issue 30: a request
+-- dated `infinity` drained every later executor of its version), and migration 0015 bounds the rest.
+GRANT INSERT (application_name, executor_id, application_version, budget_ms, requested_by) ON "${afterlife_schema}".drain_requests TO "${drain_role}";
 GRANT INSERT, UPDATE ON "${afterlife_schema}".executors, "${afterlife_schema}".recoveries, "${afterlife_schema}".recovery_batches,
   "${afterlife_schema}".forks, "${afterlife_schema}".dead_letters, "${afterlife_schema}".rewinds TO "${executor_death_role}";
 GRANT DELETE ON "${afterlife_schema}".forks TO "${executor_death_role}";

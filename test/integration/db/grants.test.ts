@@ -124,6 +124,38 @@ describe('per-function database roles (infra/grants.sql)', () => {
     expect(rows.every((r) => r.status === 'PENDING')).toBe(true);
   });
 
+  it("drain's role writes only what the drain function says: no date of its own (no `infinity`), a budget and names within bounds", async () => {
+    // Issue 30: a request dated `infinity` drained every later executor of its version, and the prune never removed it.
+    const c = new pg.Client({ connectionString: urlAs(tdb.url, users.drain) });
+    await c.connect();
+    const insert = (cols: string, values: string) =>
+      c.query(`INSERT INTO afterlife.drain_requests (${cols}) VALUES (${values}) RETURNING id`);
+    try {
+      const base = `application_name, application_version, budget_ms, requested_by`;
+      await expect(insert(`${base}, requested_at`, `'${app}', 'v9', 60000, 'x', 'infinity'`)).rejects.toMatchObject({ code: '42501' });
+      await expect(insert(`${base}, requested_at`, `'${app}', 'v9', 60000, 'x', now() - interval '1 day'`)).rejects.toMatchObject({
+        code: '42501',
+      });
+      // 23514: the row's CHECK (migration 0015), past the privilege check.
+      await expect(insert(base, `'${app}', 'v9', 2147483647, 'x'`)).rejects.toMatchObject({ code: '23514' });
+      await expect(insert(base, `'${app}', repeat('v', 513), 60000, 'x'`)).rejects.toMatchObject({ code: '23514' });
+      await expect(insert(base, `'${app}', 'v9', 60000, repeat('x', 100000)`)).rejects.toMatchObject({ code: '23514' });
+      const ok = await insert(base, `'${app}', 'v9', 60000, 'x'`);
+      const row = await tdb.sql.query<{ fresh: boolean }>(
+        `SELECT requested_at BETWEEN now() - interval '1 minute' AND now() AS fresh FROM afterlife.drain_requests WHERE id = $1`,
+        [ok.rows[0]?.id],
+      );
+      expect(row.rows[0]?.fresh).toBe(true);
+    } finally {
+      await c.end();
+    }
+    // Nothing but the one legitimate row for v9: no `infinity`, no huge budget.
+    const v9 = await tdb.sql.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM afterlife.drain_requests WHERE application_version = 'v9'`,
+    );
+    expect(v9.rows[0]?.n).toBe(1);
+  });
+
   it("executorDeath's role re-enqueues a dead executor's workflows and writes the audit", async () => {
     const rt = testRuntime({ databaseUrl: urlAs(tdb.url, users.executor_death), applicationName: app, redis: 'none' });
     try {
