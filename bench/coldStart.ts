@@ -13,7 +13,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { loadavg } from 'node:os';
 import pg from 'pg';
-import { deathNotice } from '../shared/events/deathNotice.js';
+import { deathNotice } from '../packages/executor/src/contract/deathNotice.js';
 import { ROOT } from '../scripts/stack/functions.js';
 import { freePort, spawnManaged } from '../scripts/stack/proc.js';
 import { cloneDatabase, createDbosDatabase, dropDatabase, median } from './lib.js';

@@ -18,7 +18,7 @@
  */
 import { loadavg } from 'node:os';
 import type pg from 'pg';
-import { consoleLogger } from '../shared/log.js';
+import { consoleLogger } from '../packages/executor/src/log.js';
 import type { AgentExecutor } from '../scripts/stack/executor.js';
 import { startKillBench, until } from './killBench.js';
 import { median } from './lib.js';

@@ -1,7 +1,7 @@
 /**
  * Question: does a busy Redis (a Memorystore the app also uses, millions of unrelated keys) slow a
  * recovery down? Recovery reads every heartbeat of the app (the live versions); it used to SCAN the
- * keyspace for them, and now reads the per-app heartbeat index (shared/heartbeat/index.ts).
+ * keyspace for them, and now reads the per-app heartbeat index (packages/executor/src/contract/heartbeat.ts).
  *
  * Two private redis-servers on free ports (the shared one is never filled or flushed): one holds only the
  * app's heartbeats (20 live executors), the other the same heartbeats plus `--keys` unrelated keys
@@ -16,11 +16,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import pg from 'pg';
-import { deathNotice } from '../shared/events/deathNotice.js';
-import { readAllHeartbeats, writeHeartbeat } from '../shared/heartbeat/index.js';
+import { deathNotice } from '../packages/executor/src/contract/deathNotice.js';
+import { readAllHeartbeats, writeHeartbeat } from '../packages/executor/src/contract/heartbeat.js';
 import { RedisLock } from '../shared/lock/lock.js';
-import { createRedis, waitReady } from '../shared/lock/redis.js';
-import { silentLogger } from '../shared/log.js';
+import { createRedis, waitReady } from '../packages/executor/src/lock/redis.js';
+import { silentLogger } from '../packages/executor/src/log.js';
 import { recoverExecutor } from '../shared/recovery/recoverExecutor.js';
 import { afterlifeDb, createDbosDatabase, dropDatabase, median, ms } from './lib.js';
 

@@ -15,11 +15,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { deathNotice } from '../shared/events/deathNotice.js';
+import { deathNotice } from '../packages/executor/src/contract/deathNotice.js';
 import { drainProgress } from '../shared/drain/index.js';
-import { heartbeatIndexKey, writeHeartbeat } from '../shared/heartbeat/index.js';
-import { createRedis, waitReady } from '../shared/lock/redis.js';
-import { silentLogger } from '../shared/log.js';
+import { heartbeatIndexKey, writeHeartbeat } from '../packages/executor/src/contract/heartbeat.js';
+import { createRedis, waitReady } from '../packages/executor/src/lock/redis.js';
+import { silentLogger } from '../packages/executor/src/log.js';
 import { recoverExecutor } from '../shared/recovery/recoverExecutor.js';
 import { afterlifeDb, createDbosDatabase, dropDatabase, median } from './lib.js';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import pg from 'pg';
-import type { Logger } from '../shared/log.js';
+import type { Logger } from '../packages/executor/src/log.js';
 import { type AgentExecutor, startAgentExecutor } from '../scripts/stack/executor.js';
 import { type Stack, startStack } from '../scripts/stack/index.js';
 import { createDbosDatabase, dropDatabase } from './lib.js';

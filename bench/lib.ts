@@ -1,8 +1,8 @@
 import { DBOS } from '@dbos-inc/dbos-sdk';
 import pg from 'pg';
 import { migrate } from '../shared/db/migrate.js';
-import { createDb, type Db } from '../shared/db/pool.js';
-import { silentLogger } from '../shared/log.js';
+import { createDb, type Db } from '../packages/executor/src/db/pool.js';
+import { silentLogger } from '../packages/executor/src/log.js';
 
 /** Shared plumbing for benchmarks: throwaway databases with DBOS's real schema, cloned for identical data. */
 export const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';

@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { createGcpLoggingPinoConfig } from '@google-cloud/pino-logging-gcp-config';
-import { consoleLogger, formatLogLine, type Logger, makeLogger, maskSecrets } from '../shared/log.js';
+import { consoleLogger, formatLogLine, type Logger, makeLogger, maskSecrets } from '../packages/executor/src/log.js';
 
 const { values } = parseArgs({ options: { lines: { type: 'string', default: '200000' } } });
 const N = Number(values.lines);

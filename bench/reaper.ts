@@ -17,14 +17,14 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { loadConfig } from '../shared/config/index.js';
 import { applyOptInIndexes } from '../shared/db/optIn.js';
-import { heartbeatKey } from '../shared/heartbeat/index.js';
+import { heartbeatKey } from '../packages/executor/src/contract/heartbeat.js';
 import { unlimitedBudget } from '../shared/lifecycle/deadline.js';
-import { createRedis } from '../shared/lock/redis.js';
-import { silentLogger } from '../shared/log.js';
+import { createRedis } from '../packages/executor/src/lock/redis.js';
+import { silentLogger } from '../packages/executor/src/log.js';
 import { sentinelKey } from '../shared/reaper/evidence.js';
 import { runTick } from '../shared/reaper/tick.js';
 import type { ReaperDeps, ReaperState, TickResult } from '../shared/reaper/types.js';
-import { noFaults } from '../shared/testing/faults.js';
+import { noFaults } from '../packages/executor/src/testing/faults.js';
 import { afterlifeDb, createDbosDatabase, dropDatabase } from './lib.js';
 
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -130,7 +130,7 @@ async function setUp(rows: number): Promise<Bench> {
   const app = `bench-${randomBytes(3).toString('hex')}`;
   const url = await createDbosDatabase(name);
   const redis = createRedis(REDIS_URL);
-  // The same session settings as afterlife's pool (shared/db/pool.ts), JIT off included.
+  // The same session settings as afterlife's pool (packages/executor/src/db/pool.ts), JIT off included.
   const pool = new pg.Pool({ connectionString: url, max: 3, application_name: 'afterlife-bench', options: '-c jit=off' });
   const keys = Array.from({ length: EXECUTORS - 1 }, (_, i) => heartbeatKey(app, `exec-${String(i + 1).padStart(3, '0')}`));
   const t0 = Date.now();

@@ -28,12 +28,13 @@
  */
 import pg from 'pg';
 import { applyOptInIndexes } from '../shared/db/optIn.js';
-import type { Db } from '../shared/db/pool.js';
-import { pendingByVersion, reenqueueBatch, type BatchCursor } from '../shared/dbos/recovery.js';
-import { deathNotice } from '../shared/events/deathNotice.js';
+import type { Db } from '../packages/executor/src/db/pool.js';
+import { pendingByVersion } from '../packages/executor/src/dbos/pendingByVersion.js';
+import { reenqueueBatch, type BatchCursor } from '../shared/dbos/recovery.js';
+import { deathNotice } from '../packages/executor/src/contract/deathNotice.js';
 import { RedisLock } from '../shared/lock/lock.js';
-import { createRedis, waitReady } from '../shared/lock/redis.js';
-import { silentLogger } from '../shared/log.js';
+import { createRedis, waitReady } from '../packages/executor/src/lock/redis.js';
+import { silentLogger } from '../packages/executor/src/log.js';
 import { recoverExecutor } from '../shared/recovery/recoverExecutor.js';
 import { admin, afterlifeDb, cloneDatabase, createDbosDatabase, dropDatabase, median, ms } from './lib.js';
 

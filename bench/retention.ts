@@ -34,9 +34,9 @@ import pg from 'pg';
 import { startAgentExecutor, type AgentExecutor } from '../scripts/stack/executor.js';
 import { loadConfig } from '../shared/config/index.js';
 import { unlimitedBudget } from '../shared/lifecycle/deadline.js';
-import { silentLogger } from '../shared/log.js';
+import { silentLogger } from '../packages/executor/src/log.js';
 import { runRetentionPass } from '../shared/retention/pass.js';
-import { noFaults } from '../shared/testing/faults.js';
+import { noFaults } from '../packages/executor/src/testing/faults.js';
 import { startPrivatePostgres, type PrivatePostgres } from '../test/helpers/postgresServer.js';
 import { admin, afterlifeDb, createDbosDatabase, dropDatabase } from './lib.js';
 

@@ -24,9 +24,9 @@
  */
 import { loadavg } from 'node:os';
 import type pg from 'pg';
-import { VANISHED_HOST_S } from '../shared/executor/liveness.js';
-import { DEFAULT_LIVENESS_LEASE_MS, MAX_LIVENESS_LEASE_MS } from '../shared/liveness/lease.js';
-import { consoleLogger } from '../shared/log.js';
+import { VANISHED_HOST_S } from '../packages/executor/src/executor/liveness.js';
+import { DEFAULT_LIVENESS_LEASE_MS, MAX_LIVENESS_LEASE_MS } from '../packages/executor/src/contract/lease.js';
+import { consoleLogger } from '../packages/executor/src/log.js';
 import type { AgentExecutor } from '../scripts/stack/executor.js';
 import { dropConnectionsOf, unavailable } from '../test/helpers/dropper.js';
 import { type Forwarder, startForwarder } from '../test/helpers/forwarder.js';

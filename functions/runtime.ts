@@ -1,5 +1,5 @@
-import { installSignalHandlers, Lifecycle } from '../shared/lifecycle/shutdown.js';
-import { consoleLogger, type Logger, maskSecrets } from '../shared/log.js';
+import { installSignalHandlers, Lifecycle } from '../packages/executor/src/lifecycle/shutdown.js';
+import { consoleLogger, type Logger, maskSecrets } from '../packages/executor/src/log.js';
 import {
   createRuntime,
   lazyRuntime,

@@ -18,9 +18,9 @@
  */
 import pg from 'pg';
 import { logFormat, render } from '../cli/logLines.js';
-import { deathNotice, type DeathReason } from '../shared/events/deathNotice.js';
-import { deathNoticeAttributes } from '../shared/events/deathNotice.js';
-import { makeLogger } from '../shared/log.js';
+import { deathNotice, type DeathReason } from '../packages/executor/src/contract/deathNotice.js';
+import { deathNoticeAttributes } from '../packages/executor/src/contract/deathNotice.js';
+import { makeLogger } from '../packages/executor/src/log.js';
 import { type AgentExecutor, startAgentExecutor } from './stack/executor.js';
 import { dbosSystemUrl } from './stack/dbosUrl.js';
 import { type Stack, startStack } from './stack/index.js';

@@ -11,7 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { logFormat, render, wantsColour } from '../cli/logLines.js';
-import { formatLogLine, makeLogger } from '../shared/log.js';
+import { formatLogLine, makeLogger } from '../packages/executor/src/log.js';
 import { type Stack, startStack } from './stack/index.js';
 import { shownPostgres, shownRedis, summary } from './stack/summary.js';
 

@@ -1,16 +1,16 @@
 import type { Redis } from 'ioredis';
 import { type Config, loadConfig } from './config/index.js';
 import { migrate } from './db/migrate.js';
-import { createDb, createPool, type Db } from './db/pool.js';
+import { createDb, createPool, type Db } from '../packages/executor/src/db/pool.js';
 import { checkDbosSchema } from './dbos/schema.js';
 import { guardDbosSchemaVersion } from './dbos/schemaGuard.js';
-import { AfterlifeError } from './errors.js';
-import { createPubSubPublisher, type Publisher } from './events/publisher.js';
-import { Lifecycle } from './lifecycle/shutdown.js';
+import { AfterlifeError } from '../packages/executor/src/errors.js';
+import { createPubSubPublisher, type Publisher } from '../packages/executor/src/events/publisher.js';
+import { Lifecycle } from '../packages/executor/src/lifecycle/shutdown.js';
 import { RedisLock } from './lock/lock.js';
-import { createRedis, waitReady } from './lock/redis.js';
-import { consoleLogger, type Logger } from './log.js';
-import { noFaults, type Faults } from './testing/faults.js';
+import { createRedis, waitReady } from '../packages/executor/src/lock/redis.js';
+import { consoleLogger, type Logger } from '../packages/executor/src/log.js';
+import { noFaults, type Faults } from '../packages/executor/src/testing/faults.js';
 
 /**
  * Everything a handler needs, built once per instance and passed in. Handlers never reach for globals;

@@ -4,8 +4,8 @@ import pg from 'pg';
 import type {} from 'vitest';
 import type { TestProject } from 'vitest/node';
 import { migrate } from '../shared/db/migrate.js';
-import { createDb } from '../shared/db/pool.js';
-import { silentLogger } from '../shared/log.js';
+import { createDb } from '../packages/executor/src/db/pool.js';
+import { silentLogger } from '../packages/executor/src/log.js';
 import { ADMIN_DATABASE_URL, databaseUrl, emulatorInstalled, freePort, PUBSUB_EMULATOR_BIN } from './helpers/services.js';
 
 /**

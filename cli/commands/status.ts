@@ -1,13 +1,13 @@
-import { listExecutors } from '../../shared/db/queries/executors.js';
+import { listExecutors } from '../../packages/executor/src/db/queries/executors.js';
 import { recentRecoveries } from '../../shared/db/queries/recentRecoveries.js';
 import { readRetentionState } from '../../shared/db/queries/retentionState.js';
 import { describePolicy, policyOf } from '../../shared/retention/policy.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
 import { findDiverged } from '../../shared/dbos/diverged.js';
 import { countStrandedEnqueued } from '../../shared/dbos/orphaned.js';
-import { readLiveness } from '../../shared/db/queries/liveness.js';
+import { readLiveness } from '../../packages/executor/src/db/queries/liveness.js';
 import { countByStatus, pendingSummaryByExecutor } from '../../shared/dbos/status.js';
-import { heartbeatKey, readAllHeartbeats, readHeartbeat, type HeartbeatValue } from '../../shared/heartbeat/index.js';
+import { heartbeatKey, readAllHeartbeats, readHeartbeat, type HeartbeatValue } from '../../packages/executor/src/contract/heartbeat.js';
 import type { CliContext } from '../context.js';
 import { duration } from '../format.js';
 import type { StatusOutput } from '../schemas.js';

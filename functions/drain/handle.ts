@@ -1,6 +1,6 @@
-import { AfterlifeError, classify, InvalidInputError } from '../../shared/errors.js';
+import { AfterlifeError, classify, InvalidInputError } from '../../packages/executor/src/errors.js';
 import { type DrainDeps, DrainPostBody, DrainQuery, drainProgress, parse, requestDrain } from '../../shared/drain/index.js';
-import { httpTraceFields } from '../../shared/log.js';
+import { httpTraceFields } from '../../packages/executor/src/log.js';
 import type { Runtime } from '../../shared/runtime.js';
 
 /**

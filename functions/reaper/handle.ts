@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { pgText } from '../../shared/text.js';
-import { classify } from '../../shared/errors.js';
+import { pgText } from '../../packages/executor/src/text.js';
+import { classify } from '../../packages/executor/src/errors.js';
 import { runReaper, type ReaperDeps, type ReaperSummary } from '../../shared/reaper/index.js';
-import { httpTraceFields, maskSecrets } from '../../shared/log.js';
+import { httpTraceFields, maskSecrets } from '../../packages/executor/src/log.js';
 import type { Runtime } from '../../shared/runtime.js';
 import { reaperDeps } from '../../shared/reaper/deps.js';
 

@@ -1,5 +1,5 @@
 import type { PubSub } from '@google-cloud/pubsub';
-import { consoleLogger, type Logger } from '../../shared/log.js';
+import { consoleLogger, type Logger } from '../../packages/executor/src/log.js';
 import { registeredTargets, serveFunction, type ServedFunction, type Target } from './functions.js';
 import { startMemoryBridge, type MemoryBridge } from './memoryBridge.js';
 import { startPostgres, type StackPostgres } from './postgres.js';

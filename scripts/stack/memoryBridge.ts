@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Logger } from '../../shared/log.js';
+import type { Logger } from '../../packages/executor/src/log.js';
 
 /**
  * The in-process stand-in for Pub/Sub + Eventarc when no emulator is installed. Topics live in memory;

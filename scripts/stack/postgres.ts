@@ -4,9 +4,9 @@ import { arch, platform, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import pg from 'pg';
 import { migrate } from '../../shared/db/migrate.js';
-import { createDb } from '../../shared/db/pool.js';
+import { createDb } from '../../packages/executor/src/db/pool.js';
 import { migrateDbosSchema } from '../../shared/dbos/migrate.js';
-import { silentLogger } from '../../shared/log.js';
+import { silentLogger } from '../../packages/executor/src/log.js';
 import { freePort } from './proc.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { Logger } from '../../shared/log.js';
+import type { Logger } from '../../packages/executor/src/log.js';
 
 /**
  * Cloud Scheduler's local stand-in: POSTs the reaper every `everyMs` whether or not the last call has

@@ -1,4 +1,4 @@
-import { maskSecrets } from '../../shared/log.js';
+import { maskSecrets } from '../../packages/executor/src/log.js';
 import { dbosSystemUrl } from './dbosUrl.js';
 import type { Stack } from './index.js';
 

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { ConfigError } from '../errors.js';
-import { KeyPrefix } from '../heartbeat/index.js';
-import type { PoolTarget } from '../db/target.js';
+import { ConfigError } from '../../packages/executor/src/errors.js';
+import { KeyPrefix } from '../../packages/executor/src/contract/heartbeat.js';
+import type { PoolTarget } from '../../packages/executor/src/db/target.js';
 import { ALLOW_BELOW_FLOOR, FLOORS, floorProblems } from './bounds.js';
-import { RedisCaCert, redisTlsProblem } from './redisTls.js';
+import { RedisCaCert, redisTlsProblem } from '../../packages/executor/src/contract/redisTls.js';
 
 /**
  * One `loadConfig(env)` for every function, the CLI and the local stack. Env is a parameter so tests

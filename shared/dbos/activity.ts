@@ -1,5 +1,5 @@
-import type { Db } from '../db/pool.js';
-import { ident } from '../db/pool.js';
+import type { Db } from '../../packages/executor/src/db/pool.js';
+import { ident } from '../../packages/executor/src/contract/identifier.js';
 
 /**
  * The activity clock of a workflow (dbos-system-database.md §13): the latest of its claim time

@@ -1,5 +1,5 @@
-import type { Db } from '../db/pool.js';
-import { ident } from '../db/pool.js';
+import type { Db } from '../../packages/executor/src/db/pool.js';
+import { ident } from '../../packages/executor/src/contract/identifier.js';
 
 /**
  * DBOS data-source transactions, as DBOS 5.x records them. A transaction step (`runTransaction`,

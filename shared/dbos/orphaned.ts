@@ -1,6 +1,6 @@
-import type { Db } from '../db/pool.js';
-import { ident } from '../db/pool.js';
-import { appScope, NOW_MS } from './sql.js';
+import type { Db } from '../../packages/executor/src/db/pool.js';
+import { ident } from '../../packages/executor/src/contract/identifier.js';
+import { appScope, NOW_MS } from '../../packages/executor/src/dbos/sql.js';
 
 /**
  * The reaper's orphaned-versions input: ENQUEUED rows of the app (NULL app name included) pinned to a

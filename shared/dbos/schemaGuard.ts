@@ -1,6 +1,6 @@
-import type { Db } from '../db/pool.js';
-import { ident } from '../db/pool.js';
-import { DbosSchemaError } from '../errors.js';
+import type { Db } from '../../packages/executor/src/db/pool.js';
+import { ident } from '../../packages/executor/src/contract/identifier.js';
+import { DbosSchemaError } from '../../packages/executor/src/errors.js';
 
 /**
  * afterlife writes DBOS's tables directly (recovery, cancel, the reaper's statements), so a DBOS upgrade

@@ -1,7 +1,7 @@
-import type { Db } from '../db/pool.js';
-import { ident } from '../db/pool.js';
+import type { Db } from '../../packages/executor/src/db/pool.js';
+import { ident } from '../../packages/executor/src/contract/identifier.js';
 import { activityClock } from './activity.js';
-import { appScope, NOW_MS } from './sql.js';
+import { appScope, NOW_MS } from '../../packages/executor/src/dbos/sql.js';
 
 /**
  * Read-only aggregates over DBOS's tables for `afterlife status`: PENDING work per executor with its

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../../packages/executor/src/errors.js';
 
 /**
  * The body of an Eventarc Pub/Sub CloudEvent (`google.cloud.pubsub.topic.v1.messagePublished`), and of

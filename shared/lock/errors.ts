@@ -1,4 +1,4 @@
-import { AfterlifeError } from '../errors.js';
+import { AfterlifeError } from '../../packages/executor/src/errors.js';
 
 /** Someone else holds the lock: the work is in hand elsewhere; retry later (nack). */
 export class LockContendedError extends AfterlifeError {

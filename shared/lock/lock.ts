@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { LockContendedError, LockLostError, LockUnavailableError } from './errors.js';
-import { waitReady } from './redis.js';
+import { waitReady } from '../../packages/executor/src/lock/redis.js';
 import { EXTEND, RELEASE } from './scripts.js';
 
 /**

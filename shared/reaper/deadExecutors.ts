@@ -1,4 +1,4 @@
-import { findExecutors, listExecutors, type ExecutorRow } from '../db/queries/executors.js';
+import { findExecutors, listExecutors, type ExecutorRow } from '../../packages/executor/src/db/queries/executors.js';
 import { type Absence, executorsSeenBeating, recordAbsent, recordPresent, resetHeartbeatAbsences } from '../db/queries/observations.js';
 import { canSeeOtherSessions, executorsWithSessions, lastActivityByExecutor, pendingOwners } from '../dbos/reaper.js';
 import type { Budget } from '../lifecycle/deadline.js';

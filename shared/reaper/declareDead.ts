@@ -1,9 +1,9 @@
 import { type Absence, recordDeclaredDead, recordPresent } from '../db/queries/observations.js';
 import { sessionPrefix } from '../dbos/reaper.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
-import { BudgetExhaustedError, RowsLockedError } from '../errors.js';
-import { deathNotice, type DeathNotice } from '../events/deathNotice.js';
-import { publishDeathNotice } from '../events/publisher.js';
+import { BudgetExhaustedError, RowsLockedError } from '../../packages/executor/src/errors.js';
+import { deathNotice, type DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
+import { publishDeathNotice } from '../../packages/executor/src/events/publisher.js';
 import { budgetUntil, type Budget } from '../lifecycle/deadline.js';
 import { recoveryDeps } from '../recovery/deps.js';
 import { recoverExecutor, type RecoverySummary } from '../recovery/recoverExecutor.js';

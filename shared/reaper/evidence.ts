@@ -1,7 +1,7 @@
-import { LogThrottle } from '../executor/throttle.js';
-import { beatEvidence, HEARTBEAT_BOUNDS } from '../heartbeat/bounds.js';
-import { parseHeartbeat, heartbeatKey } from '../heartbeat/index.js';
-import { readLiveness } from '../db/queries/liveness.js';
+import { LogThrottle } from '../../packages/executor/src/executor/throttle.js';
+import { beatEvidence, HEARTBEAT_BOUNDS } from '../../packages/executor/src/contract/heartbeatBounds.js';
+import { parseHeartbeat, heartbeatKey } from '../../packages/executor/src/contract/heartbeat.js';
+import { readLiveness } from '../../packages/executor/src/db/queries/liveness.js';
 import type { Beat } from './deathRule.js';
 import type { ReaperDeps } from './types.js';
 
@@ -62,7 +62,7 @@ export async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats 
         return;
       }
       const pttl = pttls[i] ?? -1;
-      // Judged within what a kit writes (shared/heartbeat/bounds.ts): anything else — unreadable, no TTL,
+      // Judged within what a kit writes (packages/executor/src/contract/heartbeatBounds.ts): anything else — unreadable, no TTL,
       // an interval or TTL no kit sets, a beat from the future — is no evidence, as if the key were absent.
       const e = beatEvidence({ value: parseHeartbeat(raw), ttlMs: pttl >= 0 ? pttl : undefined }, now, deps.config.heartbeatIntervalMs);
       if (e.kind === 'none') {

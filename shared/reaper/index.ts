@@ -1,4 +1,4 @@
-import { ConfigError } from '../errors.js';
+import { ConfigError } from '../../packages/executor/src/errors.js';
 import { type Budget, budgetFrom, budgetUntil } from '../lifecycle/deadline.js';
 import { ReaperLease } from './lease.js';
 import { runTick } from './tick.js';

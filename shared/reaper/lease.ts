@@ -1,6 +1,6 @@
 import { releaseLease, renewLease, sinceLastTick, tryAcquireLease } from '../db/queries/leases.js';
-import type { Db } from '../db/pool.js';
-import type { Logger } from '../log.js';
+import type { Db } from '../../packages/executor/src/db/pool.js';
+import type { Logger } from '../../packages/executor/src/log.js';
 
 /**
  * The reaper's single-flight lease, as seen by one invocation. It is a few ticks long, renewed after every

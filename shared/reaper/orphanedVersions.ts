@@ -1,5 +1,5 @@
 import { findOrphanedEnqueued, type OrphanedRow } from '../dbos/orphaned.js';
-import { readLiveVersions } from '../heartbeat/index.js';
+import { readLiveVersions } from '../../packages/executor/src/contract/heartbeat.js';
 import { shouldStop, type OrphanedPassResult, type PlannedAction, type ReaperDeps, type ReaperState, type TickContext } from './types.js';
 
 /**

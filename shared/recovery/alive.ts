@@ -1,10 +1,10 @@
 import type { Redis } from 'ioredis';
-import type { Db } from '../db/pool.js';
-import type { DeathNotice } from '../events/deathNotice.js';
-import { beatEvidence } from '../heartbeat/bounds.js';
-import { type HeartbeatReading, heartbeatKey, readHeartbeat } from '../heartbeat/index.js';
-import { readLiveness } from '../db/queries/liveness.js';
-import { waitReady } from '../lock/redis.js';
+import type { Db } from '../../packages/executor/src/db/pool.js';
+import type { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
+import { beatEvidence } from '../../packages/executor/src/contract/heartbeatBounds.js';
+import { type HeartbeatReading, heartbeatKey, readHeartbeat } from '../../packages/executor/src/contract/heartbeat.js';
+import { readLiveness } from '../../packages/executor/src/db/queries/liveness.js';
+import { waitReady } from '../../packages/executor/src/lock/redis.js';
 
 /**
  * "Is this named executor alive?", asked before a recovery someone requested by name: a death notice to
@@ -21,7 +21,7 @@ import { waitReady } from '../lock/redis.js';
  *
  * `doubt` is what the caller does when the heartbeat cannot prove death: the one intended difference.
  * - `'proceed'` (a notice): refused only on positive evidence of life, a beat inside the bounds a kit
- *   writes (shared/heartbeat/bounds.ts) saying `alive`. The notice is itself the sender's evidence, and a
+ *   writes (packages/executor/src/contract/heartbeatBounds.ts) saying `alive`. The notice is itself the sender's evidence, and a
  *   key anyone with the Redis URL can write must not hold a recovery off for ever (issue 23).
  * - `'refuse'` (an operator's terminal): only evidence of death goes ahead, Redis read and no key there or
  *   one saying `drained`. Redis unreadable (Memorystore is VPC-only, so a laptop often cannot see it), a

@@ -1,15 +1,16 @@
 import type { Redis } from 'ioredis';
-import type { Db } from '../db/pool.js';
-import { pendingByVersion, type PendingByVersion, type RecoveryGuard } from '../dbos/recovery.js';
-import { BudgetExhaustedError, HeartbeatUnknownError, RowsLockedError } from '../errors.js';
-import type { DeathNotice } from '../events/deathNotice.js';
-import { readAllHeartbeats } from '../heartbeat/index.js';
+import type { Db } from '../../packages/executor/src/db/pool.js';
+import { pendingByVersion, type PendingByVersion } from '../../packages/executor/src/dbos/pendingByVersion.js';
+import type { RecoveryGuard } from '../dbos/recovery.js';
+import { BudgetExhaustedError, HeartbeatUnknownError, RowsLockedError } from '../../packages/executor/src/errors.js';
+import type { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
+import { readAllHeartbeats } from '../../packages/executor/src/contract/heartbeat.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import { LockUnavailableError } from '../lock/errors.js';
 import type { RedisLock } from '../lock/lock.js';
-import { waitReady } from '../lock/redis.js';
-import type { Logger } from '../log.js';
-import type { Faults } from '../testing/faults.js';
+import { waitReady } from '../../packages/executor/src/lock/redis.js';
+import type { Logger } from '../../packages/executor/src/log.js';
+import type { Faults } from '../../packages/executor/src/testing/faults.js';
 import { beginRun, falseAlarm, finish, heartbeatBack, markDead, NULL_VERSION, rechecked, type Run } from './recoveryRun.js';
 import { recoverVersion } from './versionBatches.js';
 

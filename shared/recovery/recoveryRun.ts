@@ -1,14 +1,14 @@
 import { hostname } from 'node:os';
-import { setState } from '../db/queries/executors.js';
+import { setState } from '../../packages/executor/src/db/queries/executors.js';
 import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
-import type { DeathNotice } from '../events/deathNotice.js';
-import { beatEvidence } from '../heartbeat/bounds.js';
-import { type HeartbeatReading, heartbeatKey, readHeartbeat } from '../heartbeat/index.js';
+import type { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
+import { beatEvidence } from '../../packages/executor/src/contract/heartbeatBounds.js';
+import { type HeartbeatReading, heartbeatKey, readHeartbeat } from '../../packages/executor/src/contract/heartbeat.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import { unlimitedBudget } from '../lifecycle/deadline.js';
-import type { Logger } from '../log.js';
-import { noFaults, type Faults } from '../testing/faults.js';
+import type { Logger } from '../../packages/executor/src/log.js';
+import { noFaults, type Faults } from '../../packages/executor/src/testing/faults.js';
 import type { RecoveryDeps, RecoveryOptions, RecoverySummary } from './recoverExecutor.js';
 
 /**
@@ -153,7 +153,7 @@ export function falseAlarm(
 
 /**
  * The executor's heartbeat, if it shows life since the declaration, judged with the plane's own clock and
- * thresholds (shared/heartbeat/bounds.ts): a key outside what a kit writes (no TTL, unreadable, absurd
+ * thresholds (packages/executor/src/contract/heartbeatBounds.ts): a key outside what a kit writes (no TTL, unreadable, absurd
  * interval, a beat from the future) is no evidence. A beat inside the bounds is life when it is fresh, or —
  * when the notice names the stale beat the declaration saw — newer than that one. The sender's
  * `staleBeatAt` can only narrow a death this way (an old one makes more beats count as life), never widen

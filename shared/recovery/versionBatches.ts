@@ -1,14 +1,6 @@
-import {
-  type BatchCursor,
-  type BatchResult,
-  type CreatedRange,
-  isRowLockWait,
-  LOCK_WAIT_MS,
-  lockedLeft,
-  type PendingByVersion,
-  reenqueueBatch,
-} from '../dbos/recovery.js';
-import { BudgetExhaustedError, HeartbeatUnknownError } from '../errors.js';
+import { type BatchCursor, type BatchResult, isRowLockWait, LOCK_WAIT_MS, lockedLeft, reenqueueBatch } from '../dbos/recovery.js';
+import type { CreatedRange, PendingByVersion } from '../../packages/executor/src/dbos/pendingByVersion.js';
+import { BudgetExhaustedError, HeartbeatUnknownError } from '../../packages/executor/src/errors.js';
 import type { RecoverySummary } from './recoverExecutor.js';
 import { falseAlarm, finish, heartbeatBack, markDead, NULL_VERSION, rechecked, type Run } from './recoveryRun.js';
 

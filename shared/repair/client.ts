@@ -1,8 +1,8 @@
 import { DBOSClient } from '@dbos-inc/dbos-sdk';
 import type { Config } from '../config/index.js';
-import { createPool } from '../db/pool.js';
-import type { Lifecycle } from '../lifecycle/shutdown.js';
-import type { Logger } from '../log.js';
+import { createPool } from '../../packages/executor/src/db/pool.js';
+import type { Lifecycle } from '../../packages/executor/src/lifecycle/shutdown.js';
+import type { Logger } from '../../packages/executor/src/log.js';
 
 /**
  * DBOS's client for fork and cancel, created on first use (most invocations never fork) and destroyed at

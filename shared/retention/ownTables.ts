@@ -1,4 +1,4 @@
-import type { Db } from '../db/pool.js';
+import type { Db } from '../../packages/executor/src/db/pool.js';
 import {
   pruneContext,
   pruneDrainRequests,
@@ -10,7 +10,7 @@ import {
 } from '../db/queries/ownTables.js';
 
 /**
- * Retention of afterlife's own tables. The fence (shared/liveness/fenceCheck.ts) reads the executor's
+ * Retention of afterlife's own tables. The fence (packages/executor/src/contract/fenceCheck.ts) reads the executor's
  * registry row (dead, or a newer incarnation) and its recoveries since the kit started: both are kept at
  * least OWN_KEEP_MIN_MS, so only a process frozen longer than that could wake unfenced by afterlife (DBOS's
  * own owner_xid fencing, 5.2+, still rejects its checkpoints). Each rule keeps what an invariant still needs; docs/retention.md
@@ -18,7 +18,7 @@ import {
  * table per call, each table in one conditional statement (shared/db/queries/ownTables.ts).
  *
  * - executors + executor_observations: an executor dead or drained for keepMs and owning no PENDING row.
- *   The fence (shared/executor/fence.ts) must find a dead executor that comes back from a freeze, so the
+ *   The fence (packages/executor/src/executor/fence.ts) must find a dead executor that comes back from a freeze, so the
  *   row outlives any plausible zombie (90 days at least), and never goes while DBOS rows still name it
  *   PENDING (recovery must still be able to re-enqueue them as its).
  * - observations without a registry row (executors without the kit): last seen or judged keepMs ago and

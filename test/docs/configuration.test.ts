@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_DEFAULTS, CONFIG_KEYS, DEPRECATED_CONFIG_NAMES, loadConfig } from '../../shared/config/index.js';
 import { FLOORS } from '../../shared/config/bounds.js';
-import { ConfigError } from '../../shared/errors.js';
+import { ConfigError } from '../../packages/executor/src/errors.js';
 
 /**
  * The configuration table (docs/configuration.md) is the operators' reference: it must list every variable

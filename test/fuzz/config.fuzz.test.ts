@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
-import { ConfigError } from '../../shared/errors.js';
-import { heartbeatKey, heartbeatPattern } from '../../shared/heartbeat/index.js';
+import { ConfigError } from '../../packages/executor/src/errors.js';
+import { heartbeatKey, heartbeatPattern } from '../../packages/executor/src/contract/heartbeat.js';
 import { nasty, runs } from './arbitraries.js';
 
 /**

@@ -1,10 +1,10 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startingRuntime, useRuntime } from '../../functions/runtime.js';
-import { DeathNotice } from '../../shared/events/deathNotice.js';
+import { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
 import { decodePubSubJson } from '../../shared/events/pubsub.js';
-import { Lifecycle } from '../../shared/lifecycle/shutdown.js';
-import { memoryLogger } from '../../shared/log.js';
+import { Lifecycle } from '../../packages/executor/src/lifecycle/shutdown.js';
+import { memoryLogger } from '../../packages/executor/src/log.js';
 import '../../functions/index.js';
 import { PUBSUB_EVENT_TYPE } from '../../functions/executorDeath/transport.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../helpers/db.js';

@@ -1,9 +1,9 @@
 import type pg from 'pg';
-import { deathNotice } from '../../shared/events/deathNotice.js';
+import { deathNotice } from '../../packages/executor/src/contract/deathNotice.js';
 import { recoverExecutor, type RecoverySummary } from '../../shared/recovery/recoverExecutor.js';
 import type { Runtime } from '../../shared/runtime.js';
-import { heartbeatKey, writeHeartbeat } from '../../shared/heartbeat/index.js';
-import { waitReady } from '../../shared/lock/redis.js';
+import { heartbeatKey, writeHeartbeat } from '../../packages/executor/src/contract/heartbeat.js';
+import { waitReady } from '../../packages/executor/src/lock/redis.js';
 import type { Redis } from 'ioredis';
 import { waitFor } from './db.js';
 import { startExecutor } from './executor.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
-import type { Db } from '../../shared/db/pool.js';
+import type { Db } from '../../packages/executor/src/db/pool.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from './db.js';
 import type { ExecutorHandle } from './executor.js';
 import { testRuntime } from './runtime.js';

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { createDb, type Db } from '../../shared/db/pool.js';
-import { silentLogger } from '../../shared/log.js';
-import type { Faults } from '../../shared/testing/faults.js';
+import { createDb, type Db } from '../../packages/executor/src/db/pool.js';
+import { silentLogger } from '../../packages/executor/src/log.js';
+import type { Faults } from '../../packages/executor/src/testing/faults.js';
 import { ADMIN_DATABASE_URL, databaseUrl } from './services.js';
 
 /**

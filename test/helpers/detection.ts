@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { expect } from 'vitest';
-import { LIVENESS_KEY_SQL, livenessHeldSql } from '../../shared/db/livenessKey.js';
+import { LIVENESS_KEY_SQL, livenessHeldSql } from '../../packages/executor/src/contract/livenessKey.js';
 import { runReaper, type ReaperSummary } from '../../shared/reaper/index.js';
 import type { ReaperDeps, TickResult } from '../../shared/reaper/types.js';
 import { waitFor } from './db.js';

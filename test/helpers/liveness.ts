@@ -1,7 +1,7 @@
 import pg from 'pg';
-import { takeLivenessSql } from '../../shared/db/livenessKey.js';
-import { registerAlive } from '../../shared/db/queries/executors.js';
-import type { Db } from '../../shared/db/pool.js';
+import { takeLivenessSql } from '../../packages/executor/src/contract/livenessKey.js';
+import { registerAlive } from '../../packages/executor/src/db/queries/executors.js';
+import type { Db } from '../../packages/executor/src/db/pool.js';
 
 /**
  * An executor registered alive (v1, with heartbeats and liveness) whose liveness lock a session of the test

@@ -2,7 +2,7 @@ import { PubSub } from '@google-cloud/pubsub';
 import { useRuntime } from '../../functions/runtime.js';
 import '../../functions/index.js';
 import { startPullBridge, type Bridge } from '../../shared/events/bridge.js';
-import { silentLogger } from '../../shared/log.js';
+import { silentLogger } from '../../packages/executor/src/log.js';
 import { serve } from './cloudEvents.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
 import { type ExecutorHandle, type ExecutorOptions, startExecutor } from './executor.js';

@@ -1,13 +1,13 @@
 import type { Redis } from 'ioredis';
 import { type Config, loadConfig } from '../../shared/config/index.js';
-import type { Db } from '../../shared/db/pool.js';
-import type { Publisher } from '../../shared/events/publisher.js';
-import { Lifecycle } from '../../shared/lifecycle/shutdown.js';
+import type { Db } from '../../packages/executor/src/db/pool.js';
+import type { Publisher } from '../../packages/executor/src/events/publisher.js';
+import { Lifecycle } from '../../packages/executor/src/lifecycle/shutdown.js';
 import { RedisLock } from '../../shared/lock/lock.js';
-import { createRedis } from '../../shared/lock/redis.js';
-import { memoryLogger } from '../../shared/log.js';
+import { createRedis } from '../../packages/executor/src/lock/redis.js';
+import { memoryLogger } from '../../packages/executor/src/log.js';
 import type { Runtime } from '../../shared/runtime.js';
-import { noFaults, type Faults } from '../../shared/testing/faults.js';
+import { noFaults, type Faults } from '../../packages/executor/src/testing/faults.js';
 import { afterlifeDb } from './db.js';
 import { TEST_REDIS_URL } from './services.js';
 

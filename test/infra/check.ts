@@ -7,7 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { getReferencesInExpression, parse } from '@cdktn/hcl2json';
 import { CONFIG_DEFAULTS, CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
-import { ConfigError } from '../../shared/errors.js';
+import { ConfigError } from '../../packages/executor/src/errors.js';
 import { IDLE_EVENTS } from '../../shared/reaper/tickLog.js';
 
 /**
@@ -1280,8 +1280,8 @@ export async function registeredTargets(repoRoot: string, names: readonly string
 
 /**
  * `event` values afterlife's functions log (`event: 'name'` in functions/ and shared/, tests excluded).
- * shared/executor is the kit that runs inside the DBOS apps: its lines land in the apps' services, which
- * the metrics (scoped to afterlife's services) do not read.
+ * The kit (packages/executor) runs inside the DBOS apps: its lines land in the apps' services, which the
+ * metrics (scoped to afterlife's services) do not read; the common layers it carries log no events.
  */
 export async function loggedEvents(repoRoot: string): Promise<Set<string>> {
   const out = new Set<string>();
@@ -1289,7 +1289,7 @@ export async function loggedEvents(repoRoot: string): Promise<Set<string>> {
     if (!existsSync(dir)) return;
     for (const e of await readdir(dir, { withFileTypes: true })) {
       const path = join(dir, e.name);
-      if (e.isDirectory() && e.name !== 'testing' && path !== join(repoRoot, 'shared', 'executor')) await walk(path);
+      if (e.isDirectory() && e.name !== 'testing') await walk(path);
       else if (e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.test.ts')) {
         for (const m of (await readFile(path, 'utf8')).matchAll(/\bevent:\s*['"]([a-z][a-z0-9_]*)['"]/g)) if (m[1]) out.add(m[1]);
       }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DbBudget } from '../../shared/db/budget.js';
-import { DbBusyError, classify } from '../../shared/errors.js';
+import { DbBudget } from '../../packages/executor/src/db/budget.js';
+import { DbBusyError, classify } from '../../packages/executor/src/errors.js';
 import { Admission } from '../../shared/db/admission.js';
 import { budgetFrom, budgetUntil } from '../../shared/lifecycle/deadline.js';
 

@@ -1,7 +1,7 @@
 import { createGcpLoggingPinoConfig } from '@google-cloud/pino-logging-gcp-config';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { consoleLogger, formatLogLine } from '../../shared/log.js';
+import { consoleLogger, formatLogLine } from '../../packages/executor/src/log.js';
 
 /**
  * The functions' logger writes what Google's own pino configuration for Cloud Logging writes (run here

@@ -1,7 +1,12 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { cloudRunExecutorId, EXECUTOR_ID_MAX, executorIdFor, ExecutorIdMetadataError } from '../../shared/executor/cloudRun.js';
+import {
+  cloudRunExecutorId,
+  EXECUTOR_ID_MAX,
+  executorIdFor,
+  ExecutorIdMetadataError,
+} from '../../packages/executor/src/executor/cloudRun.js';
 
 /**
  * cloudRunExecutorId against a FAKE of Cloud Run's metadata server (a local HTTP server answering

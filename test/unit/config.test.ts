@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig, redactedConfig } from '../../shared/config/index.js';
-import { ConfigError } from '../../shared/errors.js';
+import { ConfigError } from '../../packages/executor/src/errors.js';
 
 const base = { DATABASE_URL: 'postgres://u:secret@127.0.0.1:5432/db', DBOS_APPLICATION_NAME: 'shop' };
 

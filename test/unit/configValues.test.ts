@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../shared/config/index.js';
-import { ConfigError } from '../../shared/errors.js';
+import { ConfigError } from '../../packages/executor/src/errors.js';
 
 /** Config values that go into Redis keys, scan patterns and limits are read strictly: a doubt is an error. */
 const base = { DATABASE_URL: 'postgres://h/db', DBOS_APPLICATION_NAME: 'app' };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from '../../shared/errors.js';
-import { DeathNotice, deathNotice } from '../../shared/events/deathNotice.js';
+import { InvalidInputError } from '../../packages/executor/src/errors.js';
+import { DeathNotice, deathNotice } from '../../packages/executor/src/contract/deathNotice.js';
 import { decodePubSubJson } from '../../shared/events/pubsub.js';
 
 const envelope = (data: string | undefined, extra: Record<string, unknown> = {}) => ({

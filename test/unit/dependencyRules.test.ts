@@ -51,21 +51,22 @@ async function cruise(root: string): Promise<Violation[]> {
   return (JSON.parse(stdout) as { summary: { violations: Violation[] } }).summary.violations;
 }
 
-/** A tree that respects every direction: entry points on top, the kit on the common layers only. */
+/** A tree that respects every direction: entry points on top, the kit's package on itself only. */
+const K = 'packages/executor/src';
 const CLEAN: Record<string, string> = {
-  'shared/errors.ts': 'export class AfterlifeError extends Error {}\n',
-  'shared/db/pool.ts': "import { AfterlifeError } from '../errors.js';\nexport const pool = AfterlifeError;\n",
-  'shared/reaper/tick.ts': "import { pool } from '../db/pool.js';\nexport const tick = pool;\n",
+  [`${K}/errors.ts`]: 'export class AfterlifeError extends Error {}\n',
+  [`${K}/db/pool.ts`]: "import { AfterlifeError } from '../errors.js';\nexport const pool = AfterlifeError;\n",
+  [`${K}/contract/redisTls.ts`]: 'export const ca = 1;\n',
+  [`${K}/executor/core.ts`]: "import { pool } from '../db/pool.js';\nexport const core = pool;\n",
+  [`${K}/executor/env.ts`]: "import { ca } from '../contract/redisTls.js';\nexport const env = ca;\n",
+  // The plane imports the common layers and the contract from the kit's package.
+  'shared/db/queries.ts': "import { pool } from '../../packages/executor/src/db/pool.js';\nexport const queries = pool;\n",
+  'shared/config/index.ts': "import { ca } from '../../packages/executor/src/contract/redisTls.js';\nexport const config = ca;\n",
+  'shared/reaper/tick.ts': "import { queries } from '../db/queries.js';\nexport const tick = queries;\n",
   'shared/reaper/types.ts': "import type { tick } from './tick.js';\nexport type Tick = typeof tick;\n",
   'shared/reaper/loop.ts': "import type { Tick } from './types.js';\nexport type Loop = Tick;\n",
-  'shared/executor/core.ts': "import { pool } from '../db/pool.js';\nexport const core = pool;\n",
-  'shared/config/redisTls.ts': 'export const ca = 1;\n',
-  'shared/config/index.ts': "import { ca } from './redisTls.js';\nexport const config = ca;\n",
-  // The one piece of config/ the kit may use: both configurations validate REDIS_CA_CERT with it.
-  'shared/executor/env.ts': "import { ca } from '../config/redisTls.js';\nexport const env = ca;\n",
-  'shared/repair/primitives/fork.ts': "import { pool } from '../../db/pool.js';\nexport const fork = pool;\n",
+  'shared/repair/primitives/fork.ts': "import { queries } from '../../db/queries.js';\nexport const fork = queries;\n",
   'shared/repair/situations/stuck.ts': "import { fork } from '../primitives/fork.js';\nexport const stuck = fork;\n",
-  'packages/kit/src/index.ts': "import { pool } from '../../../shared/db/pool.js';\nexport const kit = pool;\n",
   'functions/index.ts': "import { tick } from '../shared/reaper/tick.js';\nexport const fn = tick;\n",
   'cli/index.ts': "import { tick } from '../shared/reaper/tick.js';\nexport const cli = tick;\n",
 };
@@ -75,13 +76,12 @@ const PLANTED: Record<string, string> = {
   'shared/db/usesCli.ts': "import { cli } from '../../cli/index.js';\nexport const x = cli;\n",
   'cli/usesFunction.ts': "import { fn } from '../functions/index.js';\nexport const x = fn;\n",
   'functions/usesCli.ts': "import { cli } from '../cli/index.js';\nexport const x = cli;\n",
-  'shared/executor/usesReaper.ts': "import { tick } from '../reaper/tick.js';\nexport const x = tick;\n",
-  'packages/kit/src/usesReaper.ts': "import { tick } from '../../../shared/reaper/tick.js';\nexport const x = tick;\n",
+  [`${K}/executor/usesReaper.ts`]: "import { tick } from '../../../../shared/reaper/tick.js';\nexport const x = tick;\n",
+  // A common module left in shared/ is outside the package too, a type-only import at that.
+  [`${K}/executor/usesQueries.ts`]:
+    "import type { queries } from '../../../../shared/db/queries.js';\nexport const x: typeof queries = 1;\n",
   // db → reaper while reaper → db: a cycle between folders, none between modules.
   'shared/db/usesReaper.ts': "import { tick } from '../reaper/tick.js';\nexport const x = tick;\n",
-  // The kit reaches the plane's config through a common module, by a type-only import at that.
-  'shared/db/settings.ts': "import type { config } from '../config/index.js';\nexport type Settings = typeof config;\n",
-  'shared/executor/usesSettings.ts': "import type { Settings } from '../db/settings.js';\nexport const x: Settings = 1;\n",
   // A repair primitive importing a situation (and so a cycle between the two folders).
   'shared/repair/primitives/usesSituation.ts': "import { stuck } from '../situations/stuck.js';\nexport const x = stuck;\n",
   'shared/lock/a.ts': "import { b } from './b.js';\nexport const a = (): unknown => b;\n",
@@ -104,17 +104,20 @@ describe('layer rules (npm run lint)', () => {
         'shared-imports-entry-point: shared/db/usesCli.ts -> cli/index.ts',
         'cli-imports-function: cli/usesFunction.ts -> functions/index.ts',
         'function-imports-cli: functions/usesCli.ts -> cli/index.ts',
-        'kit-imports-plane: shared/executor/usesReaper.ts -> shared/reaper/tick.ts',
-        'kit-imports-plane: packages/kit/src/usesReaper.ts -> shared/reaper/tick.ts',
-        'kit-imports-plane: shared/executor/usesSettings.ts -> shared/config/index.ts',
+        `kit-imports-plane: ${K}/executor/usesReaper.ts -> shared/reaper/tick.ts`,
+        `kit-imports-plane: ${K}/executor/usesQueries.ts -> shared/db/queries.ts`,
         'repair-primitive-imports-situation: shared/repair/primitives/usesSituation.ts -> shared/repair/situations/stuck.ts',
         'folder-cycle: shared/repair/primitives -> shared/repair/situations',
         'folder-cycle: shared/repair/situations -> shared/repair/primitives',
         'folder-cycle: shared/db -> shared/reaper',
         'folder-cycle: shared/reaper -> shared/db',
-        // The entry point shared/db reaches imports shared/ again: that planted import closes folder cycles too.
+        // The entry point shared/db reaches imports shared/ again: that planted import closes a folder cycle too.
         'folder-cycle: shared/db -> cli',
-        'folder-cycle: shared/db -> shared',
+        // So do the kit's planted imports: shared/ imports the kit's package, which then reaches shared/.
+        `folder-cycle: ${K} -> shared/db`,
+        `folder-cycle: ${K} -> shared/reaper`,
+        `folder-cycle: ${K}/db -> ${K}`,
+        `folder-cycle: shared/db -> ${K}/db`,
         'module-cycle: shared/lock/a.ts -> shared/lock/b.ts',
       ].sort(),
     );

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../shared/errors.js';
-import { executorOptionsFromEnv } from '../../shared/executor/env.js';
+import { ConfigError } from '../../packages/executor/src/errors.js';
+import { executorOptionsFromEnv } from '../../packages/executor/src/executor/env.js';
 
 describe('executorOptionsFromEnv', () => {
   it('maps the environment onto kit options with defaults', () => {

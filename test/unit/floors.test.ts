@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FLOORS } from '../../shared/config/bounds.js';
 import { loadConfig } from '../../shared/config/index.js';
-import { ConfigError } from '../../shared/errors.js';
+import { ConfigError } from '../../packages/executor/src/errors.js';
 
 /**
  * Issue 30: thresholds that cancel or delete had no floor. `WORKFLOW_GLOBAL_TIMEOUT_MS=60` cancelled all

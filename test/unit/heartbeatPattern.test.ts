@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { heartbeatPattern } from '../../shared/heartbeat/index.js';
+import { heartbeatPattern } from '../../packages/executor/src/contract/heartbeat.js';
 
 /** The heartbeat SCAN pattern is built from configured names, so their glob characters must not widen it. */
 describe('heartbeat scan pattern', () => {

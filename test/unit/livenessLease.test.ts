@@ -1,10 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../shared/errors.js';
-import { executorOptionsFromEnv } from '../../shared/executor/env.js';
-import { fenceMessage } from '../../shared/executor/fence.js';
-import { livenessSessionName } from '../../shared/executor/liveness.js';
-import { LogThrottle } from '../../shared/executor/throttle.js';
-import { DEFAULT_LIVENESS_LEASE_MS, effectiveLease, livenessLeaseMs, MIN_LIVENESS_LEASE_MS } from '../../shared/liveness/lease.js';
+import { ConfigError } from '../../packages/executor/src/errors.js';
+import { executorOptionsFromEnv } from '../../packages/executor/src/executor/env.js';
+import { fenceMessage } from '../../packages/executor/src/executor/fence.js';
+import { livenessSessionName } from '../../packages/executor/src/executor/liveness.js';
+import { LogThrottle } from '../../packages/executor/src/executor/throttle.js';
+import {
+  DEFAULT_LIVENESS_LEASE_MS,
+  effectiveLease,
+  livenessLeaseMs,
+  MIN_LIVENESS_LEASE_MS,
+} from '../../packages/executor/src/contract/lease.js';
 
 /** The liveness lease as configuration (issue 19): a value the kit cannot keep is an error, never a guess. */
 describe('liveness lease configuration', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatLogLine, httpTraceFields, makeLogger, traceFields, type LogLine } from '../../shared/log.js';
+import { formatLogLine, httpTraceFields, makeLogger, traceFields, type LogLine } from '../../packages/executor/src/log.js';
 
 describe('log', () => {
   const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';

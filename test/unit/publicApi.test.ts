@@ -73,12 +73,16 @@ describe('public API', () => {
   it('the kit package (afterlife-executor) has one entry, exporting exactly the listed names', async () => {
     const kit = readPkg('packages/executor');
     expect(Object.keys(kit.exports).sort()).toEqual(['.', './package.json']);
-    // Its entry is compiled from shared/executor/index.ts (packages/executor/tsconfig.json), the module the
-    // root build emits as dist/shared/executor/index.js; a packed kit's own build is checked too when present.
-    const tsconfig = JSON.parse(readFileSync(join(ROOT, 'packages/executor/tsconfig.json'), 'utf8')) as { files: string[] };
-    expect(tsconfig.files).toEqual(['../../shared/executor/index.ts']);
+    // Its entry is compiled from its own src/executor/index.ts (packages/executor/tsconfig.json), the module
+    // the root build emits as dist/packages/executor/src/executor/index.js; a packed kit's own build is
+    // checked too when present.
+    const tsconfig = JSON.parse(readFileSync(join(ROOT, 'packages/executor/tsconfig.json'), 'utf8')) as {
+      compilerOptions: { rootDir: string };
+      include: string[];
+    };
+    expect([tsconfig.compilerOptions.rootDir, tsconfig.include]).toEqual(['src', ['src']]);
     expect(target(kit, '.')).toBe('./dist/executor/index.js');
-    expect(await keysOf(join(ROOT, 'dist/shared/executor/index.js'))).toEqual([...KIT].sort());
+    expect(await keysOf(join(ROOT, 'dist/packages/executor/src/executor/index.js'))).toEqual([...KIT].sort());
     const own = join(ROOT, 'packages/executor/dist/executor/index.js');
     if (existsSync(own)) expect(await keysOf(own)).toEqual([...KIT].sort());
   });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../shared/config/index.js';
-import { ConfigError } from '../../shared/errors.js';
+import { ConfigError } from '../../packages/executor/src/errors.js';
 import { describePolicy, enabled } from '../../shared/retention/policy.js';
 
 const base = { DATABASE_URL: 'postgres://u@127.0.0.1:5432/d', DBOS_APPLICATION_NAME: 'app' };

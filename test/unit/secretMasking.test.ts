@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatLogLine, maskSecrets } from '../../shared/log.js';
+import { formatLogLine, maskSecrets } from '../../packages/executor/src/log.js';
 
 /** Credentials never reach a log line, whatever their spelling; errors are serialised, not logged as {}. */
 describe('log lines mask secrets', () => {

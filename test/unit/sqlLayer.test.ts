@@ -5,14 +5,17 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
 /**
- * SQL lives in the SQL layer: `shared/db/` (afterlife's own tables, one operation per module under
- * `queries/`) and `shared/dbos/` (statements on DBOS's tables). Deciding code elsewhere calls a query function
- * and keeps only the decision (docs/development.md, "Layers"). This scan of shared/, functions/ and cli/ fails
- * listing every line outside those folders that holds statement text, bar the exceptions allowed below.
+ * SQL lives in the SQL layer: `db/` (afterlife's own tables, one operation per module under `queries/`) and
+ * `dbos/` (statements on DBOS's tables), in shared/ for the plane and in the kit's package
+ * (packages/executor/src) for what the kit runs — the package imports nothing outside itself — plus the
+ * contract's liveness key (`contract/livenessKey.ts`), whose statements kit and plane must build alike.
+ * Deciding code elsewhere calls a query function and keeps only the decision (docs/development.md,
+ * "Layers"). This scan of shared/, packages/executor/src, functions/ and cli/ fails listing every line outside
+ * those modules that holds statement text, bar the exceptions allowed below.
  */
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const SCANNED = ['shared', 'functions', 'cli'];
-const SQL_LAYER = /^shared\/(db|dbos)\//;
+const SCANNED = ['shared', 'packages/executor/src', 'functions', 'cli'];
+const SQL_LAYER = /^(shared|packages\/executor\/src)\/(db|dbos)\/|^packages\/executor\/src\/contract\/livenessKey\.ts$/;
 /** Statement text (uppercase keywords, as the code writes SQL), session settings, LISTEN/NOTIFY, advisory locks, DDL. */
 const STATEMENT =
   /\b(SELECT|UPDATE|DELETE FROM|INSERT INTO) |\bSET (LOCAL )?[a-z_]+ (=|TO) |\b(LISTEN|NOTIFY) [$"a-z]|pg_(try_)?advisory|\b(CREATE|DROP) (TABLE|INDEX|SCHEMA)\b/;
@@ -22,7 +25,7 @@ const STATEMENT =
  * statement in an allowed file still fails; a snippet that no longer matches fails too (the list stays true).
  */
 const ALLOWED: Record<string, { why: string; snippets: string[] }> = {
-  'shared/executor/liveness.ts': {
+  'packages/executor/src/executor/liveness.ts': {
     why:
       "the liveness protocol itself: the lease is the session settings of the kit's dedicated connection " +
       '(keepalives, idle_session_timeout) and the fence hint is its LISTEN; they configure that one session, not a table',
@@ -86,27 +89,30 @@ function tree(files: Record<string, string>): string {
 }
 afterAll(() => roots.forEach((r) => rmSync(r, { recursive: true, force: true })));
 
-describe('SQL lives in shared/db and shared/dbos', () => {
+describe('SQL lives in the db and dbos layers (shared/, the kit package)', () => {
   it('no statement text outside the SQL layer but the allowed exceptions, and every exception still applies', () => {
     const { offenders, stale } = check(repo);
-    expect(offenders, `statements outside shared/db and shared/dbos (move them there):\n${offenders.join('\n')}`).toEqual([]);
+    expect(offenders, `statements outside the SQL layer (move them there):\n${offenders.join('\n')}`).toEqual([]);
     expect(stale, 'allow-list snippets that match nothing (remove them)').toEqual([]);
   });
 
   it('fails listing statements planted beside decisions and a new one in an allowed file; comments and the SQL layer pass', () => {
-    const liveness = readFileSync(join(repo, 'shared/executor/liveness.ts'), 'utf8');
+    const liveness = readFileSync(join(repo, 'packages/executor/src/executor/liveness.ts'), 'utf8');
     const root = tree({
-      'shared/executor/liveness.ts': `${liveness}\nconst extra = 'SELECT 1 FROM pg_locks';\n`,
+      'packages/executor/src/executor/liveness.ts': `${liveness}\nconst extra = 'SELECT 1 FROM pg_locks';\n`,
       'shared/retention/timeout.ts': 'const q = `UPDATE ${s}.workflow_status ws\n  SET status = 1`;\n// SELECT in a comment is prose\n',
       'cli/commands/migrate.ts': "const q = 'SELECT name FROM migrations ORDER BY id';\n",
       'functions/reaper/lease.ts': "await c.query('SELECT pg_try_advisory_lock(1)');\n",
       'shared/db/queries/fine.ts': "const q = 'DELETE FROM x';\n",
       'shared/dbos/fine.ts': "const q = 'INSERT INTO y VALUES (1)';\n",
+      'packages/executor/src/db/queries/fine.ts': "const q = 'UPDATE z SET a = 1';\n",
+      'packages/executor/src/contract/heartbeat.ts': "const q = 'SELECT 1 FROM pg_locks';\n",
     });
     const { offenders } = check(root);
     expect(offenders.map((o) => o.replace(/: .*/, '')).sort()).toEqual(
       [
-        `shared/executor/liveness.ts:${liveness.split('\n').length + 1}`,
+        `packages/executor/src/executor/liveness.ts:${liveness.split('\n').length + 1}`,
+        'packages/executor/src/contract/heartbeat.ts:1',
         'shared/retention/timeout.ts:1',
         'shared/retention/timeout.ts:2',
         'cli/commands/migrate.ts:1',

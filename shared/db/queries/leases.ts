@@ -1,5 +1,5 @@
-import type { Db } from '../pool.js';
-import { ident } from '../pool.js';
+import type { Db } from '../../../packages/executor/src/db/pool.js';
+import { ident } from '../../../packages/executor/src/contract/identifier.js';
 
 /**
  * Single-flight leases in afterlife's `leases` table. Each call is one conditional statement on the

@@ -1,5 +1,5 @@
-import type { Db } from '../pool.js';
-import { ident } from '../pool.js';
+import type { Db } from '../../../packages/executor/src/db/pool.js';
+import { ident } from '../../../packages/executor/src/contract/identifier.js';
 
 /**
  * The reaper's persisted view of each executor's liveness evidence (migration 0003). Absence is counted

@@ -1,5 +1,5 @@
-import type { Db } from '../pool.js';
-import { ident } from '../pool.js';
+import type { Db } from '../../../packages/executor/src/db/pool.js';
+import { ident } from '../../../packages/executor/src/contract/identifier.js';
 
 /** The round in progress and the last pass (afterlife.retention_state, one row per application). */
 export interface RetentionRound {

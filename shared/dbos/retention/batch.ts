@@ -1,7 +1,7 @@
-import type { Db } from '../../db/pool.js';
-import { ident } from '../../db/pool.js';
+import type { Db } from '../../../packages/executor/src/db/pool.js';
+import { ident } from '../../../packages/executor/src/contract/identifier.js';
 import { literal, lockBoundedStatement, QUERY_CANCELED, retentionQuery } from '../../db/retentionSql.js';
-import { appScope, NOW_MS } from '../sql.js';
+import { appScope, NOW_MS } from '../../../packages/executor/src/dbos/sql.js';
 import { COMPLETED, held } from './predicates.js';
 
 /**

@@ -1,8 +1,8 @@
-import type { Db } from '../../db/pool.js';
-import type { Publisher } from '../../events/publisher.js';
+import type { Db } from '../../../packages/executor/src/db/pool.js';
+import type { Publisher } from '../../../packages/executor/src/events/publisher.js';
 import type { RedisLock } from '../../lock/lock.js';
-import type { Logger } from '../../log.js';
-import type { Faults } from '../../testing/faults.js';
+import type { Logger } from '../../../packages/executor/src/log.js';
+import type { Faults } from '../../../packages/executor/src/testing/faults.js';
 import type { ForkClient, TargetVersion } from './lineage.js';
 
 /**

@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { claimDeadLetter, markDeadLetterPublished, recordFork } from '../../db/queries/forks.js';
 import { publishDeadLetter } from '../../events/deadLetter.js';
 import { LockContendedError, LockUnavailableError } from '../../lock/errors.js';
-import type { Logger } from '../../log.js';
+import type { Logger } from '../../../packages/executor/src/log.js';
 import type { RepairDeps } from './deps.js';
 import type { ForkPlan } from './fork.js';
 

@@ -1,4 +1,4 @@
-import type { Db } from '../../db/pool.js';
+import type { Db } from '../../../packages/executor/src/db/pool.js';
 import { recordFork } from '../../db/queries/forks.js';
 import { findUnledgeredForks } from '../../dbos/diverged.js';
 import { parseDivergence } from '../../dbos/divergence.js';

@@ -1,5 +1,5 @@
-import { InvalidInputError } from '../../errors.js';
-import { noFaults } from '../../testing/faults.js';
+import { InvalidInputError } from '../../../packages/executor/src/errors.js';
+import { noFaults } from '../../../packages/executor/src/testing/faults.js';
 import type { RepairDeps } from '../primitives/deps.js';
 import { executePlan, type ForkPlan } from '../primitives/fork.js';
 import { type Busy, type DeadLettered, deadLetter, ledger, underRootLock } from '../primitives/ledger.js';

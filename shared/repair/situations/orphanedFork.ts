@@ -1,6 +1,6 @@
 import { forkWouldReapply } from '../../dbos/dataSourceCheckpoints.js';
 import { dropAbandonedForkIntent, markOriginalCancelled, type UncancelledOriginal, uncancelledOriginals } from '../../db/queries/forks.js';
-import type { Logger } from '../../log.js';
+import type { Logger } from '../../../packages/executor/src/log.js';
 import type { RepairDeps } from '../primitives/deps.js';
 import { forkOnce, type ForkPlan } from '../primitives/fork.js';
 import { deadLetter, ledger, underRootLock } from '../primitives/ledger.js';

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { claimRewind, markRewound, rewindsOf, staleOrphanRewinds } from '../../db/queries/rewinds.js';
-import type { Logger } from '../../log.js';
-import { noFaults } from '../../testing/faults.js';
+import type { Logger } from '../../../packages/executor/src/log.js';
+import { noFaults } from '../../../packages/executor/src/testing/faults.js';
 import type { RepairDeps } from '../primitives/deps.js';
 import { deadLetter, underRootLock } from '../primitives/ledger.js';
 import { type ForkClient, lineageOf, queueOf, type QueueTarget, stepAfterLastCheckpoint } from '../primitives/lineage.js';

@@ -4,8 +4,8 @@ import { checkpointCount, pendingIds, waitAllSuccess } from '../../helpers/agent
 import { cliFixture, parseJson, runCli } from '../../helpers/cli.js';
 import { waitFor } from '../../helpers/db.js';
 import { TEST_REDIS_URL } from '../../helpers/services.js';
-import { heartbeatKey } from '../../../shared/heartbeat/index.js';
-import { createRedis } from '../../../shared/lock/redis.js';
+import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
+import { createRedis } from '../../../packages/executor/src/lock/redis.js';
 
 /**
  * `afterlife reap` against real services: two real DBOS executors with the kit; exec-A is SIGKILLed and

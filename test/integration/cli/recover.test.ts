@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { ErrorOutput, RecoverOutput } from '../../../cli/schemas.js';
-import { createRedis } from '../../../shared/lock/redis.js';
+import { createRedis } from '../../../packages/executor/src/lock/redis.js';
 import { auditedIds, beat, checkpointCount, pendingIds, waitAllSuccess } from '../../helpers/agents.js';
 import { cliFixture, parseJson, runCli } from '../../helpers/cli.js';
 import { waitFor } from '../../helpers/db.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedis } from '../../../shared/lock/redis.js';
+import { createRedis } from '../../../packages/executor/src/lock/redis.js';
 import { ErrorOutput, StatusOutput } from '../../../cli/schemas.js';
 import { beat } from '../../helpers/agents.js';
 import { parseJson, runCli } from '../../helpers/cli.js';

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handleDrainRequest } from '../../../functions/drain/handle.js';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { unlimitedBudget } from '../../../shared/lifecycle/deadline.js';
 import { runRetentionPass } from '../../../shared/retention/pass.js';
 import { makeOrphans } from '../../helpers/agents.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyOptInIndexes, listOptInIndexes } from '../../../shared/db/optIn.js';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { silentLogger } from '../../../shared/log.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
+import { silentLogger } from '../../../packages/executor/src/log.js';
 import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase } from '../../helpers/db.js';
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../../shared/db/migrate.js';
 import { checkDbosSchema, MIN_DBOS_MIGRATION } from '../../../shared/dbos/schema.js';
-import { DbosSchemaError } from '../../../shared/errors.js';
+import { DbosSchemaError } from '../../../packages/executor/src/errors.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase } from '../../helpers/db.js';
 
 /** The DBOS schema check and afterlife's own migrations against a real database. */

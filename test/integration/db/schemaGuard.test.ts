@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NEWEST_TESTED_DBOS_MIGRATION } from '../../../shared/dbos/schemaGuard.js';
-import { DbosSchemaError } from '../../../shared/errors.js';
-import { Lifecycle } from '../../../shared/lifecycle/shutdown.js';
-import { memoryLogger } from '../../../shared/log.js';
+import { DbosSchemaError } from '../../../packages/executor/src/errors.js';
+import { Lifecycle } from '../../../packages/executor/src/lifecycle/shutdown.js';
+import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { createRuntime } from '../../../shared/runtime.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js';
 

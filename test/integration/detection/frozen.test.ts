@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { FENCED_EXIT_CODE } from '../../../shared/executor/fence.js';
-import { DEFAULT_LIVENESS_LEASE_MS } from '../../../shared/liveness/lease.js';
-import { heartbeatKey } from '../../../shared/heartbeat/index.js';
+import { FENCED_EXIT_CODE } from '../../../packages/executor/src/executor/fence.js';
+import { DEFAULT_LIVENESS_LEASE_MS } from '../../../packages/executor/src/contract/lease.js';
+import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
 import { waitFor } from '../../helpers/db.js';
 import { expectUntouched, finishedOnOwners, judgedAlive, livenessHolder, startReaper, waitForLock } from '../../helpers/detection.js';
 import type { ExecutorHandle } from '../../helpers/executor.js';

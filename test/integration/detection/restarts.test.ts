@@ -1,8 +1,8 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { heartbeatKey } from '../../../shared/heartbeat/index.js';
-import { createRedis } from '../../../shared/lock/redis.js';
+import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
+import { createRedis } from '../../../packages/executor/src/lock/redis.js';
 import { uniqueName, waitFor } from '../../helpers/db.js';
 import { expectUntouched, finishedOnOwners, judgedAlive, startReaper, waitForLock } from '../../helpers/detection.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';

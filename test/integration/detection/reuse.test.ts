@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
 import { startReaper, waitForLock } from '../../helpers/detection.js';

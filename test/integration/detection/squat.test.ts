@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL } from '../../../shared/db/livenessKey.js';
+import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL } from '../../../packages/executor/src/contract/livenessKey.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
 import { startReaper, waitForLock } from '../../helpers/detection.js';
 import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';

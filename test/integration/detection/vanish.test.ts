@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { DEFAULT_LIVENESS_LEASE_MS } from '../../../shared/liveness/lease.js';
+import { DEFAULT_LIVENESS_LEASE_MS } from '../../../packages/executor/src/contract/lease.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
 import { startReaper, waitForLock } from '../../helpers/detection.js';
 import { startExecutor } from '../../helpers/executor.js';

@@ -1,5 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findDrainRequest, insertDrainRequests, VERSION_REQUEST_SLACK_MS } from '../../../shared/db/queries/drainRequests.js';
+import {
+  findDrainRequest,
+  insertDrainRequests,
+  VERSION_REQUEST_SLACK_MS,
+} from '../../../packages/executor/src/db/queries/drainRequests.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';
 
 /**

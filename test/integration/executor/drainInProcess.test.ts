@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { heartbeatKey, HeartbeatValue, readHeartbeat } from '../../../shared/heartbeat/index.js';
+import { heartbeatKey, HeartbeatValue, readHeartbeat } from '../../../packages/executor/src/contract/heartbeat.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 import { AGENT_SERVE_LATE, FUNCTIONS_FRAMEWORK_MAIN, kitEnv, statuses } from '../../helpers/kit.js';

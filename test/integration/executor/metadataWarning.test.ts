@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
  * The emulator address is closed: the publish fails, which is what the kit then logs itself.
  */
 const run = promisify(execFile);
-const PUBLISHER = new URL('../../../dist/shared/events/publisher.js', import.meta.url).href;
+const PUBLISHER = new URL('../../../dist/packages/executor/src/events/publisher.js', import.meta.url).href;
 
 describe('the kit’s publisher outside Google Cloud', () => {
   it('publishes to the emulator without a MetadataLookupWarning', { timeout: 60_000 }, async () => {

@@ -1,10 +1,10 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ConfigError } from '../../../shared/errors.js';
-import { DeathNotice, deathNotice } from '../../../shared/events/deathNotice.js';
-import { publishDeathNotice } from '../../../shared/events/publish.js';
-import { createKitPublisher } from '../../../shared/executor/publishPath.js';
+import { ConfigError } from '../../../packages/executor/src/errors.js';
+import { DeathNotice, deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
+import { publishDeathNotice } from '../../../packages/executor/src/events/publish.js';
+import { createKitPublisher } from '../../../packages/executor/src/executor/publishPath.js';
 import { uniqueName } from '../../helpers/db.js';
 
 /**

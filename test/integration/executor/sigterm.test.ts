@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { heartbeatKey } from '../../../shared/heartbeat/index.js';
+import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
 import { waitAllSuccess } from '../../helpers/agents.js';
 import { type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import type { ExecutorHandle } from '../../helpers/executor.js';

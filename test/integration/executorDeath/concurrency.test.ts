@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { FaultInjector } from '../../../shared/testing/faults.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
+import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';
 import { postEvent, pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { afterlifeDb, uniqueName } from '../../helpers/db.js';
 import { testRuntime } from '../../helpers/runtime.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
-import { deathNotice, type DeathNotice } from '../../../shared/events/deathNotice.js';
-import { createRedis } from '../../../shared/lock/redis.js';
+import { deathNotice, type DeathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
+import { createRedis } from '../../../packages/executor/src/lock/redis.js';
 import { beat, makeOrphans, pendingIds } from '../../helpers/agents.js';
 import { pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { testRuntime } from '../../helpers/runtime.js';

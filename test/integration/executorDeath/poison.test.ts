@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { postEvent, pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { knownExecutors } from '../../helpers/agents.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';

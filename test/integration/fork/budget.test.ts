@@ -1,13 +1,13 @@
 import type { Message, PubSub } from '@google-cloud/pubsub';
 import { describe, expect, inject, it } from 'vitest';
-import { type Publisher, PubSubPublisher } from '../../../shared/events/publisher.js';
+import { type Publisher, PubSubPublisher } from '../../../packages/executor/src/events/publisher.js';
 import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import { ForkBudgetExhaustedError, getResultWithAutoFork } from '../../../shared/repair/index.js';
 import type { RepairDeps } from '../../../shared/repair/primitives/deps.js';
 import { autoFork } from '../../../shared/repair/situations/divergedFork.js';
 import { RECONCILED_BY } from '../../../shared/repair/primitives/reconcile.js';
 import type { ReaperState } from '../../../shared/reaper/types.js';
-import { FaultInjector } from '../../../shared/testing/faults.js';
+import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';
 import { uniqueName, waitFor } from '../../helpers/db.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { allForks, enqueue, forksOf, ledgerOf, reap, reaperTick, reapUntil, stepStarts, waitStatus, startForkExecutor } from './helpers.js';

@@ -1,6 +1,6 @@
 import { DBOSClient } from '@dbos-inc/dbos-sdk';
 import type pg from 'pg';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { budgetFrom } from '../../../shared/lifecycle/deadline.js';
 import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import { getResultWithAutoFork } from '../../../shared/repair/index.js';
 import { repairOrphaned } from '../../../shared/repair/situations/orphaned.js';
-import { heartbeatKey } from '../../../shared/heartbeat/index.js';
+import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
 import { postEvent, pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { waitFor } from '../../helpers/db.js';
 import { runReaper } from '../../../shared/reaper/index.js';
-import { FaultInjector } from '../../../shared/testing/faults.js';
+import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';
 import { testReaperDeps } from '../../helpers/reaper.js';
 import { enqueue, forksOf, hasCheckpoint, stepStarts, waitStatus, startForkExecutor } from './helpers.js';
 import { repairFixture } from '../../helpers/repair.js';

@@ -3,7 +3,7 @@ import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import { getResultWithRepair, readStreamWithRepair } from '../../../shared/repair/index.js';
 import type { RepairDeps } from '../../../shared/repair/primitives/deps.js';
 import { repairDiverged } from '../../../shared/repair/situations/diverged.js';
-import { FaultInjector } from '../../../shared/testing/faults.js';
+import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';
 import { waitFor } from '../../helpers/db.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import {

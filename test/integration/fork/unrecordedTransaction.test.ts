@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import { repairOrphaned } from '../../../shared/repair/situations/orphaned.js';
 import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useRuntime } from '../../../functions/runtime.js';
 import '../../../functions/index.js';
-import { DbBusyError } from '../../../shared/errors.js';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { FaultInjector } from '../../../shared/testing/faults.js';
+import { DbBusyError } from '../../../packages/executor/src/errors.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
+import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';
 import { pubsubCloudEvent, postEvent, serve } from '../../helpers/cloudEvents.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';
 import { testRuntime } from '../../helpers/runtime.js';

@@ -8,8 +8,8 @@ import {
   readAllHeartbeats,
   readLiveVersions,
   writeHeartbeat,
-} from '../../../shared/heartbeat/index.js';
-import { createRedis, waitReady } from '../../../shared/lock/redis.js';
+} from '../../../packages/executor/src/contract/heartbeat.js';
+import { createRedis, waitReady } from '../../../packages/executor/src/lock/redis.js';
 import { uniqueName, waitFor } from '../../helpers/db.js';
 import { type PrivateRedis, startPrivateRedis } from '../../helpers/redisServer.js';
 

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { LockContendedError, LockLostError, LockUnavailableError } from '../../../shared/lock/errors.js';
 import { RedisLock } from '../../../shared/lock/lock.js';
-import { createRedis } from '../../../shared/lock/redis.js';
+import { createRedis } from '../../../packages/executor/src/lock/redis.js';
 import { uniqueName, waitFor } from '../../helpers/db.js';
 import { TEST_REDIS_URL } from '../../helpers/services.js';
 

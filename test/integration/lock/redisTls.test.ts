@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StatusOutput } from '../../../cli/schemas.js';
-import { ConfigError } from '../../../shared/errors.js';
-import { executorOptionsFromEnv } from '../../../shared/executor/env.js';
-import { heartbeatKey } from '../../../shared/heartbeat/index.js';
-import { createRedis, waitReady } from '../../../shared/lock/redis.js';
+import { ConfigError } from '../../../packages/executor/src/errors.js';
+import { executorOptionsFromEnv } from '../../../packages/executor/src/executor/env.js';
+import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
+import { createRedis, waitReady } from '../../../packages/executor/src/lock/redis.js';
 import { createRuntime } from '../../../shared/runtime.js';
 import { loadConfig } from '../../../shared/config/index.js';
 import { parseJson, runCli } from '../../helpers/cli.js';

@@ -1,8 +1,8 @@
 import { hostname } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../shared/config/index.js';
-import { createDb, createPool } from '../../../shared/db/pool.js';
-import { memoryLogger } from '../../../shared/log.js';
+import { createDb, createPool } from '../../../packages/executor/src/db/pool.js';
+import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { leaseName, runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
 import type { TickResult } from '../../../shared/reaper/types.js';
 import { serveFunction, type ServedFunction } from '../../../scripts/stack/functions.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { waitReady } from '../../../shared/lock/redis.js';
+import { waitReady } from '../../../packages/executor/src/lock/redis.js';
 import { runReaper } from '../../../shared/reaper/index.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
 import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';

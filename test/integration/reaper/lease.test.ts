@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { readLease } from '../../../shared/db/queries/leases.js';
-import { ConfigError } from '../../../shared/errors.js';
+import { ConfigError } from '../../../packages/executor/src/errors.js';
 import { leaseName, runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
-import { FaultInjector } from '../../../shared/testing/faults.js';
+import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';
 import { auditedIds, makeOrphans, pendingIds } from '../../helpers/agents.js';
 import { backdateSentinel, reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, createPool } from '../../../shared/db/pool.js';
+import { createDb, createPool } from '../../../packages/executor/src/db/pool.js';
 import { cancelIfStillQuiet } from '../../../shared/dbos/reaper.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
 import { judgedAlive, type TickSeen, waitForLock } from '../../helpers/detection.js';

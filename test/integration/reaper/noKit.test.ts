@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sessionPrefix } from '../../../shared/dbos/reaper.js';
 import { runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
-import { FaultInjector } from '../../../shared/testing/faults.js';
+import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
 import { backdateSentinel, FAST_REAPER_ENV, reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 import { testRuntime } from '../../helpers/runtime.js';

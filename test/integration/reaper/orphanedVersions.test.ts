@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { heartbeatKey } from '../../../shared/heartbeat/index.js';
+import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
 import { runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
 import { beat, makeOrphans, orphanThroughRecovery, waitAllSuccess } from '../../helpers/agents.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';

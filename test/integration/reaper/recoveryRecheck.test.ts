@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { heartbeatKey } from '../../../shared/heartbeat/index.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
+import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
 import { recoverExecutor, type RecoveryDeps } from '../../../shared/recovery/recoverExecutor.js';
-import { FaultInjector } from '../../../shared/testing/faults.js';
+import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';
 import { auditedIds, beat, makeOrphans, pendingIds } from '../../helpers/agents.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';
 import { testRuntime } from '../../helpers/runtime.js';

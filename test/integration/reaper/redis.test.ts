@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { heartbeatKey } from '../../../shared/heartbeat/index.js';
-import { waitReady } from '../../../shared/lock/redis.js';
+import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
+import { waitReady } from '../../../packages/executor/src/lock/redis.js';
 import { runReaper } from '../../../shared/reaper/index.js';
 import type { TickResult } from '../../../shared/reaper/types.js';
-import { FaultInjector } from '../../../shared/testing/faults.js';
+import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
 import { reaperFixture, TEST_TTL_MS, testReaperDeps } from '../../helpers/reaper.js';
 import { type PrivateRedis, startPrivateRedis } from '../../helpers/redisServer.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { heartbeatKey } from '../../../shared/heartbeat/index.js';
+import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
 import { runReaper } from '../../../shared/reaper/index.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
 import { FAST_REAPER_ENV, reaperFixture, TEST_TTL_MS, testReaperDeps } from '../../helpers/reaper.js';

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { runReaper, type ReaperSummary } from '../../../shared/reaper/index.js';
 import { runTick } from '../../../shared/reaper/tick.js';
-import { FaultInjector } from '../../../shared/testing/faults.js';
+import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';
 import { type TestDatabase, waitFor, workflowRows } from '../../helpers/db.js';
 import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 import type { testRuntime } from '../../helpers/runtime.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { heartbeatKey } from '../../../shared/heartbeat/index.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
+import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
 import { postEvent, pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
 import { startExecutor } from '../../helpers/executor.js';

@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { FaultInjector } from '../../../shared/testing/faults.js';
-import { silentLogger } from '../../../shared/log.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
+import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';
+import { silentLogger } from '../../../packages/executor/src/log.js';
 import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { afterlifeDb } from '../../helpers/db.js';
 import { embeddedPostgresBlocked, type PrivatePostgres, startPrivatePostgres } from '../../helpers/postgresServer.js';

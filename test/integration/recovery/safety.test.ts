@@ -1,17 +1,17 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
-import { BudgetExhaustedError, RowsLockedError } from '../../../shared/errors.js';
+import { BudgetExhaustedError, RowsLockedError } from '../../../packages/executor/src/errors.js';
 import { RedisLock } from '../../../shared/lock/lock.js';
-import { createRedis } from '../../../shared/lock/redis.js';
-import { FaultInjector } from '../../../shared/testing/faults.js';
+import { createRedis } from '../../../packages/executor/src/lock/redis.js';
+import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';
 import { auditedIds, beat, makeOrphans, pendingIds } from '../../helpers/agents.js';
 import { pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { afterlifeDb, waitFor, workflowRows } from '../../helpers/db.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { silentLogger } from '../../../shared/log.js';
+import { silentLogger } from '../../../packages/executor/src/log.js';
 import { executorDeathFixture } from '../../helpers/executorDeath.js';
 
 /** A recovery stays safe through duplicate deliveries, Redis down, a connection killed mid-batch, a false alarm. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { beat, makeOrphans, waitAllSuccess } from '../../helpers/agents.js';
 import { pubsubCloudEvent } from '../../helpers/cloudEvents.js';
 import { uniqueName, workflowRows } from '../../helpers/db.js';

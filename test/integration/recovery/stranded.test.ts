@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { StatusOutput } from '../../../cli/schemas.js';
 import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { heartbeatKey, readHeartbeat, writeHeartbeat } from '../../../shared/heartbeat/index.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
+import { heartbeatKey, readHeartbeat, writeHeartbeat } from '../../../packages/executor/src/contract/heartbeat.js';
 import { beat, makeOrphans } from '../../helpers/agents.js';
 import { parseJson, runCli } from '../../helpers/cli.js';
 import { pubsubCloudEvent } from '../../helpers/cloudEvents.js';

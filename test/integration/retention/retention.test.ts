@@ -5,7 +5,7 @@ import { LOCK_BOUND_MS, OVER_BOUND_RETRIES } from '../../../shared/retention/bat
 import { type RetentionPassResult, runRetentionPass } from '../../../shared/retention/pass.js';
 import { unlimitedBudget } from '../../../shared/lifecycle/deadline.js';
 import { runTick } from '../../../shared/reaper/tick.js';
-import { FaultInjector } from '../../../shared/testing/faults.js';
+import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';
 import { RetentionOutput, StatusOutput } from '../../../cli/schemas.js';
 import { parseJson, runCli } from '../../helpers/cli.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';

@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HttpBridgePublisher } from '../../../shared/events/publisher.js';
-import { memoryLogger } from '../../../shared/log.js';
+import { HttpBridgePublisher } from '../../../packages/executor/src/events/publisher.js';
+import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { type MemoryBridge, startMemoryBridge } from '../../../scripts/stack/memoryBridge.js';
 import { waitFor } from '../../helpers/db.js';
 

@@ -6,8 +6,13 @@ import { PubSub } from '@google-cloud/pubsub';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { embeddedPostgresBlocked } from '../../helpers/postgresServer.js';
-import { deathNotice } from '../../../shared/events/deathNotice.js';
-import { HttpBridgePublisher, type Publisher, PubSubPublisher, publishDeathNotice } from '../../../shared/events/publisher.js';
+import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
+import {
+  HttpBridgePublisher,
+  type Publisher,
+  PubSubPublisher,
+  publishDeathNotice,
+} from '../../../packages/executor/src/events/publisher.js';
 import { accepts } from '../../../scripts/stack/functions.js';
 import { emulatorInstalled, PUBSUB_EMULATOR_BIN } from '../../helpers/services.js';
 import { uniqueName, waitFor } from '../../helpers/db.js';

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handleDrainRequest } from '../../../functions/drain/handle.js';
-import { heartbeatIndexKey, heartbeatKey, readLiveVersions } from '../../../shared/heartbeat/index.js';
+import { heartbeatIndexKey, heartbeatKey, readLiveVersions } from '../../../packages/executor/src/contract/heartbeat.js';
 import { judgeKit, type RuleSettings } from '../../../shared/reaper/deathRule.js';
 import { readBeats, sentinelKey } from '../../../shared/reaper/evidence.js';
-import { createRedis, waitReady } from '../../../shared/lock/redis.js';
+import { createRedis, waitReady } from '../../../packages/executor/src/lock/redis.js';
 import { beat } from '../../helpers/agents.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';
 import { testReaperDeps } from '../../helpers/reaper.js';

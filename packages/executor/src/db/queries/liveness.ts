@@ -1,13 +1,14 @@
 import type pg from 'pg';
-import { type Db, ident } from '../pool.js';
-import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL, sameHolderSql, takeLivenessSql } from '../livenessKey.js';
+import { ident } from '../../contract/identifier.js';
+import type { Db } from '../pool.js';
+import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL, sameHolderSql, takeLivenessSql } from '../../contract/livenessKey.js';
 
 // The statements about liveness locks: the reaper's reading of who holds theirs, and the kit's own on its
 // dedicated connection (the fence question, taking the lock, the inherited lease).
 
 /**
  * The reaper's one statement a tick about liveness locks: which of the candidates hold theirs (the kit's own
- * registered session, shared/db/livenessKey.ts), whose lock is held by something else instead, and how long
+ * registered session, packages/executor/src/contract/livenessKey.ts), whose lock is held by something else instead, and how long
  * the server has been up. pg_locks shows every session's locks to any role (unlike pg_stat_activity, it needs
  * no pg_read_all_stats). A server that restarted a moment ago has dropped every session at once, so right
  * after a start a free lock says nothing yet: `upMs` lets the caller wait for the kits to take theirs again.
@@ -53,7 +54,7 @@ export async function readLiveness(db: Db, applicationName: string, executorIds:
 }
 
 /**
- * The fence question (shared/liveness/fenceCheck.ts says what each verdict means), as a query for the kit's
+ * The fence question (packages/executor/src/contract/fenceCheck.ts says what each verdict means), as a query for the kit's
  * own connection; `incarnation` undefined (a caller that never registered) skips `superseded`.
  */
 export function fenceCheckQuery(

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { redisTlsProblem } from '../config/redisTls.js';
+import { redisTlsProblem } from '../contract/redisTls.js';
 
 export interface RedisOptions {
   commandTimeoutMs?: number;

@@ -1,4 +1,4 @@
-import { ident } from './pool.js';
+import { ident } from './identifier.js';
 
 /**
  * The liveness lock's identity, computed by Postgres on both sides (the kit taking it, the reaper and the

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { HEARTBEAT_BOUNDS } from './bounds.js';
+import { HEARTBEAT_BOUNDS } from './heartbeatBounds.js';
 
 /**
  * The heartbeat contract (docs/design.md#heartbeat): key `afterlife:{app}:hb:{executorId}`, a JSON value, a PX TTL.

@@ -9,7 +9,7 @@ import { z } from 'zod';
  *   moved       a recovery has moved any of its workflows since the kit started (a recovery whose heartbeat
  *               re-check stopped it midway leaves the executor registered alive, yet those rows run elsewhere).
  * Any of them: this process must stop before it runs another step body beside the replacement. The question
- * is asked on the kit's own connection by askFence (shared/db/queries/liveness.ts); the answer is parsed here.
+ * is asked on the kit's own connection by askFence (packages/executor/src/db/queries/liveness.ts); the answer is parsed here.
  */
 export type FenceVerdict = 'dead' | 'moved' | 'superseded';
 

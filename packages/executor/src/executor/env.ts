@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
-import { KeyPrefix } from '../heartbeat/index.js';
-import { LivenessLeaseMs } from '../liveness/lease.js';
-import { RedisCaCert, redisTlsProblem } from '../config/redisTls.js';
+import { KeyPrefix } from '../contract/heartbeat.js';
+import { LivenessLeaseMs } from '../contract/lease.js';
+import { RedisCaCert, redisTlsProblem } from '../contract/redisTls.js';
 import type { ExecutorKitOptions } from './options.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { Db } from '../pool.js';
-import { ident } from '../pool.js';
-import { fenceChannel } from '../fenceChannel.js';
+import { ident } from '../../contract/identifier.js';
+import { fenceChannel } from '../../contract/fenceChannel.js';
 
 /** afterlife's executor registry. DBOS has no executor table; this is ours. */
 export type ExecutorState = 'alive' | 'draining' | 'drained' | 'dead';

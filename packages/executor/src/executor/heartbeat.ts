@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { deleteHeartbeat, type HeartbeatValue, writeHeartbeat } from '../heartbeat/index.js';
+import { deleteHeartbeat, type HeartbeatValue, writeHeartbeat } from '../contract/heartbeat.js';
 import { withTimeout } from '../lifecycle/shutdown.js';
 import type { Logger } from '../log.js';
 
@@ -30,7 +30,7 @@ export class Heartbeat {
     readonly intervalMs: number,
     private readonly value: () => HeartbeatValue,
     private readonly log: Logger,
-    /** The key's prefix: each beat also refreshes the app's heartbeat index (shared/heartbeat). */
+    /** The key's prefix: each beat also refreshes the app's heartbeat index (packages/executor/src/contract/heartbeat.ts). */
     private readonly prefix = 'afterlife',
   ) {}
 

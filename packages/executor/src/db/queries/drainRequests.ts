@@ -1,5 +1,5 @@
 import type { Db } from '../pool.js';
-import { ident } from '../pool.js';
+import { ident } from '../../contract/identifier.js';
 
 /** Planned-drain requests: written by the drain function, polled by the executor kit on each beat. */
 export type DrainTarget = { executorIds: string[] } | { applicationVersion: string };

@@ -1,4 +1,4 @@
-import type { HeartbeatReading, HeartbeatValue } from './index.js';
+import type { HeartbeatReading, HeartbeatValue } from './heartbeat.js';
 
 /**
  * What a well-behaved kit writes, as limits (issue 23). Anyone holding the shared Redis URL can write a

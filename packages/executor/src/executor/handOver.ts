@@ -1,5 +1,5 @@
-import { pendingByVersion } from '../dbos/recovery.js';
-import { deathNotice, type DeathReason } from '../events/deathNotice.js';
+import { pendingByVersion } from '../dbos/pendingByVersion.js';
+import { deathNotice, type DeathReason } from '../contract/deathNotice.js';
 import { publishDeathNotice } from '../events/publish.js';
 import { withTimeout } from '../lifecycle/shutdown.js';
 import { type KitCore, type Left, noDeadline } from './core.js';

@@ -146,12 +146,6 @@ export async function createPool(
   };
 }
 
-/** Quotes a schema name that config already validated as an identifier. */
-export function ident(name: string): string {
-  if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(name)) throw new Error(`not an identifier: ${name}`);
-  return `"${name}"`;
-}
-
 /** A connection refuses a second text under a name it has prepared; the digest keeps each text its own name. */
 function preparedName(tag: string, text: string): string {
   return `${tag}:${createHash('sha1').update(text).digest('base64url').slice(0, 16)}`;

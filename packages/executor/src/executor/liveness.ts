@@ -1,15 +1,15 @@
 import pg from 'pg';
-import { Fence, type FenceVerdict } from '../liveness/fenceCheck.js';
-import { fenceChannel } from '../db/fenceChannel.js';
+import { Fence, type FenceVerdict } from '../contract/fenceCheck.js';
+import { fenceChannel } from '../contract/fenceChannel.js';
 import { askFence, inheritedIdleSessionTimeoutMs, takeLiveness } from '../db/queries/liveness.js';
-import { effectiveLease, livenessLeaseMs, MIN_LIVENESS_LEASE_MS } from '../liveness/lease.js';
+import { effectiveLease, livenessLeaseMs, MIN_LIVENESS_LEASE_MS } from '../contract/lease.js';
 import type { Logger } from '../log.js';
 import { KitTrouble } from './throttle.js';
 
 /**
  * The liveness lease: a session-level advisory lock keyed by application and executor ID, held on one
  * connection of the kit's own (never DBOS's pool, whose sessions come and go), whose session the *server*
- * ends once the process has sent nothing for the lease (`idle_session_timeout`, shared/liveness/lease.ts).
+ * ends once the process has sent nothing for the lease (`idle_session_timeout`, packages/executor/src/contract/lease.ts).
  * The fence question below, once a second, is the traffic that renews it. So the lock means "this process
  * spoke within the lease", through any proxy between them: a process that dies closes its socket (free at
  * once); a host that vanishes, or a process frozen past the lease, is let go by the server a lease later.
@@ -17,7 +17,7 @@ import { KitTrouble } from './throttle.js';
  * their own (about `VANISHED_HOST_S`), and they never end a live session.
  *
  * The same connection carries the fence: a NOTIFY on the fence channel is only a hint to ask now; the
- * answer is always the plane's own records (registry, recoveries; shared/liveness/fenceCheck.ts), asked
+ * answer is always the plane's own records (registry, recoveries; packages/executor/src/contract/fenceCheck.ts), asked
  * every `checkEveryMs`. This incarnation is registered, and the fence question answered, before the lock is
  * taken, so a process back from a partition stops before it claims to be alive.
  *

@@ -1,6 +1,6 @@
 import { findDrainRequest, type DrainRequest } from '../db/queries/drainRequests.js';
 import type { Db } from '../db/pool.js';
-import { pendingByVersion } from '../dbos/recovery.js';
+import { pendingByVersion } from '../dbos/pendingByVersion.js';
 import type { Logger } from '../log.js';
 import { guarded } from './guarded.js';
 import type { KitTrouble } from './throttle.js';

@@ -1,4 +1,4 @@
-import type { Fence } from '../liveness/fenceCheck.js';
+import type { Fence } from '../contract/fenceCheck.js';
 import { holdExit } from '../lifecycle/shutdown.js';
 import type { Logger } from '../log.js';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { type DeathNotice, DeathNotice as DeathNoticeSchema, deathNoticeAttributes } from './deathNotice.js';
+import { type DeathNotice, DeathNotice as DeathNoticeSchema, deathNoticeAttributes } from '../contract/deathNotice.js';
 
 /**
  * Publishing without the Pub/Sub client library: the kit's path. `@google-cloud/pubsub` adds ~134 packages and
