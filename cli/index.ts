@@ -18,6 +18,7 @@ import { drain } from './commands/drain.js';
 import { fork } from './commands/fork.js';
 import { reap } from './commands/reap.js';
 import { retention } from './commands/retention.js';
+import { doctor } from './commands/doctor.js';
 import type { ErrorOutput } from './schemas.js';
 
 const USAGE = `usage: afterlife <command> [options]
@@ -40,6 +41,10 @@ commands:
   retention [--dry-run] [--budget-s S]  one retention pass with the configured policy (RETENTION_MAX_COMPLETED,
                                         RETENTION_MAX_AGE_MS, WORKFLOW_GLOBAL_TIMEOUT_MS; off unless set);
                                         --dry-run lists what would be deleted or cancelled
+  doctor [--role-prefix P]              check the deployment end to end (plane, kits, grants, liveness
+                                        sessions, pooler, Redis, index, settings): PASS/WARN/FAIL each,
+                                        with the fix and its doc section; exit 1 on any FAIL. P: the
+                                        prefix of infra/grants.sql's roles (default afterlife)
   migrate [--dbos] [--indexes]          apply afterlife's migrations (--dbos: DBOS's system schema first;
                                         --indexes: build the opt-in indexes on DBOS's tables, CONCURRENTLY)
 
@@ -70,6 +75,7 @@ const COMMANDS = {
   drain: { version: { type: 'string' }, wait: { type: 'boolean', default: false }, 'timeout-s': { type: 'string' } },
   migrate: { dbos: { type: 'boolean', default: false }, indexes: { type: 'boolean', default: false } },
   retention: { 'dry-run': { type: 'boolean', default: false }, 'budget-s': { type: 'string' } },
+  doctor: { 'role-prefix': { type: 'string' } },
 } as const;
 type CommandName = keyof typeof COMMANDS;
 
@@ -195,6 +201,13 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
         throw new UsageError(`--budget-s must be an integer from 1 to 86400 (got "${String(raw)}")`);
       }
       return (ctx) => retention(ctx, { dryRun: values['dry-run'] === true, budgetS: raw === undefined ? 900 : Number(raw) });
+    }
+    case 'doctor': {
+      noPositionals();
+      const prefix = values['role-prefix'] ?? 'afterlife';
+      if (typeof prefix !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]{0,40}$/.test(prefix))
+        throw new UsageError(`--role-prefix must be a SQL identifier of at most 41 characters (got "${String(prefix)}")`);
+      return (ctx) => doctor(ctx, { rolePrefix: prefix });
     }
     case 'fork': {
       const [workflowId, ...extra] = positionals;

@@ -241,3 +241,27 @@ export const ReapOutput = z.strictObject({
   heartbeatSkipped: z.array(z.string()),
 });
 export type ReapOutput = z.infer<typeof ReapOutput>;
+
+/** `afterlife doctor`: every check of the chain (shared/doctor), in order; exit 1 on any FAIL. */
+export const DoctorOutput = z.strictObject({
+  command: z.literal('doctor'),
+  applicationName: z.string(),
+  generatedAt: iso,
+  checks: z.array(
+    z.strictObject({
+      id: z.string(),
+      title: z.string(),
+      status: z.enum(['PASS', 'WARN', 'FAIL']),
+      summary: z.string(),
+      details: z.array(z.string()),
+      fix: z.string().optional(),
+      doc: z.string(),
+    }),
+  ),
+  counts: z.strictObject({
+    pass: z.number().int().nonnegative(),
+    warn: z.number().int().nonnegative(),
+    fail: z.number().int().nonnegative(),
+  }),
+});
+export type DoctorOutput = z.infer<typeof DoctorOutput>;

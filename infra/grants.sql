@@ -31,6 +31,30 @@ BEGIN
 END $$;
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "${dbos_schema}" TO "${executor_death_role}", "${reaper_role}";
 
+-- Tables created in DBOS's schema after this ran: a DBOS upgrade's migrations, and dbos.transaction_completion,
+-- which the app's data source creates on first use. Default privileges apply to what one role creates, so they
+-- are set FOR ROLE every role that can create tables there: the schema's owner and every role with CREATE on
+-- it (the app's database user, which DBOS migrates with at launch, and a data source's user; on the local stack
+-- the superuser). Acting for a role needs membership in it: a role this runner cannot act for is named in a
+-- WARNING (rerun this file as that role), and `afterlife doctor` lists every table a role still lacks.
+DO $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT a.rolname FROM pg_roles a
+            WHERE left(a.rolname, 3) <> 'pg_' AND has_schema_privilege(a.oid, (SELECT n.oid FROM pg_namespace n WHERE n.nspname = '${dbos_schema}'), 'CREATE')
+  LOOP
+    BEGIN
+      EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT SELECT ON TABLES TO %I', r.rolname, '${dbos_schema}', '${drain_role}');
+      EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %I, %I',
+        r.rolname, '${dbos_schema}', '${executor_death_role}', '${reaper_role}');
+      EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT USAGE, SELECT ON SEQUENCES TO %I, %I',
+        r.rolname, '${dbos_schema}', '${executor_death_role}', '${reaper_role}');
+    EXCEPTION WHEN insufficient_privilege THEN
+      RAISE WARNING 'afterlife grants: tables role % creates later in schema % get no grants: rerun this file as %', r.rolname, '${dbos_schema}', r.rolname;
+    END;
+  END LOOP;
+END $$;
+
 -- afterlife's own tables, per table (issue 23; docs/threat-model.md): drain writes only drain requests;
 -- only executorDeath and the reaper write the registry and the audit, only the reaper its lease, the
 -- observations and the stuck-workflow records; nobody but the owner writes migrations. Every grant of an

@@ -45,6 +45,7 @@ locals {
     retention_pass                   = "one retention pass finished (policy, deleted, timed out, why it stopped)"
     retention_unbounded              = "a workflow whose delete hit the lock bound three times in a row was deleted without it (its history is huge)"
     workflow_timed_out               = "WORKFLOW_GLOBAL_TIMEOUT_MS cancelled a workflow (its children with it)"
+    grants_missing                   = "a function's database role lacks grants its code needs (infra/grants.sql not rerun since DBOS or the app's data source created a table); the line names them"
     liveness_lock_squatted           = "an executor's liveness key is held by a session that is not the kit's registered one; read as free and reported"
     threshold_below_floor            = "a start with a threshold that cancels or deletes set below its floor (AFTERLIFE_ALLOW_BELOW_FLOOR names it)"
   }

@@ -3,6 +3,7 @@ import { type Config, loadConfig } from './config/index.js';
 import { migrate } from './db/migrate.js';
 import { createDb, createPool, type Db } from '../packages/executor/src/db/pool.js';
 import { checkDbosSchema } from './dbos/schema.js';
+import { checkOwnGrants } from './doctor/ownGrants.js';
 import { guardDbosSchemaVersion } from './dbos/schemaGuard.js';
 import { AfterlifeError } from '../packages/executor/src/errors.js';
 import { createPubSubPublisher, type Publisher } from '../packages/executor/src/events/publisher.js';
@@ -98,6 +99,8 @@ export async function createRuntime(opts: RuntimeOptions = {}): Promise<Runtime>
       const { applied } = await migrate(db);
       if (applied.length) logger.info('applied afterlife migrations', { applied });
     }
+    // After migrate, so afterlife's own tables are there to be checked; a failure to ask is not a start failure.
+    await checkOwnGrants(db, logger, env.FUNCTION_TARGET).catch((err: unknown) => logger.debug('grant check failed', { err }));
     for (const o of opened) lifecycle.onShutdown(o.name, o.close);
     return { config, db, redis, lock, publisher, logger, faults, lifecycle, clock: Date.now };
   } catch (err) {

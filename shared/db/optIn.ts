@@ -51,3 +51,14 @@ function dropIndex(db: Db, name: string, tag: string): Promise<unknown> {
 function supersedes(sql: string): string[] {
   return [...sql.matchAll(new RegExp(`^-- supersedes: (${NAME})\\s*$`, 'gm'))].map((m) => m[1] ?? '').filter(Boolean);
 }
+
+/** Of the named opt-in indexes, those built and valid on DBOS's tables (doctor). */
+export async function validOptInIndexes(db: Db, names: string[]): Promise<string[]> {
+  const res = await db.query<{ name: string }>(
+    `SELECT c.relname::text AS name FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = $1 AND c.relname = ANY($2::text[]) AND i.indisvalid ORDER BY 1`,
+    [db.dbosSchema, names],
+    'optin.valid',
+  );
+  return res.rows.map((r) => r.name);
+}

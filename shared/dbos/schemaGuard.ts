@@ -13,13 +13,18 @@ import { DbosSchemaError } from '../../packages/executor/src/errors.js';
 export const NEWEST_TESTED_DBOS_MIGRATION = 123;
 export const TESTED_DBOS_VERSIONS = '5.2.11 and 5.3.0';
 
-export async function guardDbosSchemaVersion(db: Db, maxVersion: number): Promise<{ version: number }> {
+/** The DBOS system schema's migration (`dbos_migrations.version`); 0 when none is recorded. */
+export async function readDbosSchemaVersion(db: Db): Promise<number> {
   const res = await db.query<{ version: string | null }>(
     `SELECT max(version)::text AS version FROM ${ident(db.dbosSchema)}.dbos_migrations`,
     [],
     'dbos.schemaGuard',
   );
-  const version = Number(res.rows[0]?.version ?? 0);
+  return Number(res.rows[0]?.version ?? 0);
+}
+
+export async function guardDbosSchemaVersion(db: Db, maxVersion: number): Promise<{ version: number }> {
+  const version = await readDbosSchemaVersion(db);
   if (version > maxVersion) {
     throw new DbosSchemaError(
       `DBOS system schema "${db.dbosSchema}" is at migration ${version}, newer than ${maxVersion}, the newest this afterlife accepts ` +

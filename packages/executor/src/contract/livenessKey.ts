@@ -39,6 +39,11 @@ function lockOf(app: string, executor: string): string {
           AND l.classid = ((${k} >> 32) & 4294967295)::oid AND l.objid = (${k} & 4294967295)::oid`;
 }
 
+/** Every backend holding the liveness lock of (app, executor), as an int[] expression (doctor: who holds it). */
+export function livenessHoldersSql(app: string, executor: string): string {
+  return `ARRAY(SELECT l.pid FROM pg_locks l WHERE ${lockOf(app, executor)} ORDER BY l.pid)`;
+}
+
 /**
  * Whether the backend `pid` (an SQL expression) is still the session the registry row `x` recorded: its
  * role (pg_stat_activity's usesysid, which every role may read) and, where the reader may see it, its start

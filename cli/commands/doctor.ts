@@ -1,0 +1,42 @@
+import { runDoctor } from '../../shared/doctor/run.js';
+import type { CliContext } from '../context.js';
+import type { DoctorOutput } from '../schemas.js';
+import type { CommandResult } from './types.js';
+
+/**
+ * `afterlife doctor`: the whole chain of a deployment checked from outside, read-only — a plane ticking for
+ * the application, the kits it watches, DBOS's version, the functions' grants, the liveness sessions and a
+ * pooler in front of them, the app role's idle-transaction limit, Redis, the recommended index, and the
+ * settings the plane and the kits disagree on. Each PASS/WARN/FAIL with its fix and doc section (the checks
+ * live in shared/doctor/, one module each); exit 1 on any FAIL.
+ */
+export async function doctor(ctx: CliContext, o: { rolePrefix: string }): Promise<CommandResult<DoctorOutput>> {
+  const checks = await runDoctor({
+    db: ctx.db,
+    config: ctx.config,
+    redis: ctx.redisReady ? ctx.redis : undefined,
+    rolePrefix: o.rolePrefix,
+  });
+  const count = (s: DoctorOutput['checks'][number]['status']) => checks.filter((c) => c.status === s).length;
+  const out: DoctorOutput = {
+    command: 'doctor',
+    applicationName: ctx.config.applicationName,
+    generatedAt: new Date().toISOString(),
+    checks,
+    counts: { pass: count('PASS'), warn: count('WARN'), fail: count('FAIL') },
+  };
+  return { json: out, text: render(out), exitCode: out.counts.fail ? 1 : 0 };
+}
+
+function render(out: DoctorOutput): string {
+  const width = Math.max(...out.checks.map((c) => c.id.length));
+  const lines = [`afterlife doctor: application "${out.applicationName}"`, ''];
+  for (const c of out.checks) {
+    lines.push(`${c.status.padEnd(4)}  ${c.id.padEnd(width)}  ${c.summary}`);
+    for (const d of c.details) lines.push(`${' '.repeat(width + 8)}- ${d}`);
+    if (c.fix) lines.push(`${' '.repeat(width + 8)}fix: ${c.fix}`, `${' '.repeat(width + 8)}see: ${c.doc}`);
+  }
+  const { pass, warn, fail } = out.counts;
+  lines.push('', `${pass} passed, ${warn} warned, ${fail} failed`);
+  return `${lines.join('\n')}\n`;
+}

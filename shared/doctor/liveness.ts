@@ -1,0 +1,52 @@
+import { livenessSessions, type LivenessSession } from '../db/doctor/livenessSessions.js';
+import { livenessSessionName } from '../executor/liveness.js';
+import { fail, pass, warn, type Check } from './types.js';
+
+/**
+ * The lease in force on each live kit's liveness session, as the server reports it: the lock held by the
+ * backend the kit registered, that backend alive, and its silence (pg_stat_activity) within what the kit's
+ * once-a-second fence query allows. A session silent longer than that is one the server is not timing.
+ */
+export const MAX_SILENCE_MS = 5_000;
+
+export const livenessCheck: Check = {
+  id: 'liveness',
+  title: "the lease on the kits' liveness sessions",
+  async run({ db, config }) {
+    const sessions = await livenessSessions(db, config.applicationName);
+    if (!sessions.length) return pass(`no live kit of "${config.applicationName}" holds a liveness lock to check`);
+    const problems = sessions.flatMap(problemOf);
+    const unseen = sessions.filter((s) => s.sessionExists && s.silentMs === null).length;
+    if (problems.length)
+      return fail(
+        `${problems.length} of ${sessions.length} liveness session(s) do not hold a lease the server keeps`,
+        "connect the kit's liveness session to Postgres directly or through a session-mode pooler (AFTERLIFE_LIVENESS_DATABASE_URL), and see the kit's liveness_lease and liveness_lock_busy lines",
+        problems,
+      );
+    const longest = Math.max(0, ...sessions.map((s) => s.silentMs ?? 0));
+    if (unseen)
+      return warn(
+        `${sessions.length} liveness session(s) hold their locks; the silence of ${unseen} is hidden from this role`,
+        "run doctor as a role with pg_read_all_stats (the reaper's user has it) to read the sessions' silence",
+      );
+    return pass(
+      `${sessions.length} liveness session(s) hold their locks, longest silence ${longest} ms (the server ends one after its lease)`,
+    );
+  },
+};
+
+function problemOf(s: LivenessSession): string[] {
+  const who = `executor ${s.executorId}`;
+  if (s.pid === null) return [`${who}: registered with a liveness lock but has recorded no session holding it`];
+  if (!s.sessionExists) return [`${who}: its registered liveness session (pid ${s.pid}) no longer exists`];
+  if (!s.holders.includes(s.pid))
+    return [`${who}: its lock is not held by its registered session (pid ${s.pid}); holders: ${s.holders.join(', ') || 'none'}`];
+  if (s.silentMs !== null && s.silentMs > MAX_SILENCE_MS)
+    return [`${who}: its liveness session (pid ${s.pid}) has been silent ${s.silentMs} ms; the kit speaks on it once a second`];
+  return [];
+}
+
+/** The liveness session name the kit sets (shared/executor/liveness.ts), which a pooled server session does not keep. */
+export function expectedSessionName(s: LivenessSession): string {
+  return livenessSessionName(s.executorId, s.incarnation);
+}

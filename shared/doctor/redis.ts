@@ -1,0 +1,39 @@
+import { guardedApplications } from '../db/doctor/planes.js';
+import { sentinelKey } from '../reaper/evidence.js';
+import { fail, pass, warn, type Check } from './types.js';
+
+/**
+ * Redis reachable, and not reset since the plane last saw it: the reaper keeps a sentinel key (no TTL) in
+ * Redis and ticks it; a sentinel gone after the plane ticked, or a Redis up for less time than since that
+ * tick, means its keys were flushed or it restarted, and every heartbeat absence proves nothing until the
+ * next tick (shared/reaper/evidence.ts).
+ */
+export const redisCheck: Check = {
+  id: 'redis',
+  title: 'Redis reachable and not reset since the plane last saw it',
+  async run({ redis, config, db }) {
+    if (!config.redis)
+      return warn(
+        "REDIS_URL is not set: no heartbeats, deaths are found on the liveness lock and the reaper's slower evidence",
+        'set REDIS_URL on the plane and the kits (docs/configuration.md)',
+      );
+    if (!redis)
+      return fail(
+        'Redis does not answer',
+        'check REDIS_URL, the network path (VPC egress) and REDIS_CA_CERT; the plane runs degraded meanwhile',
+      );
+    await redis.ping();
+    const app = config.applicationName;
+    const plane = (await guardedApplications(db)).find((g) => g.applicationName === app);
+    if (!plane || plane.sinceTickMs === null) return pass('Redis answers (no plane tick yet to compare with)');
+    const [sentinel, info] = await Promise.all([redis.get(sentinelKey(app, config.redis.keyPrefix)), redis.info('server')]);
+    const uptimeS = Number(/^uptime_in_seconds:(\d+)/m.exec(info)?.[1] ?? NaN);
+    const since = `the plane's last tick ${Math.round(plane.sinceTickMs / 1000)} s ago`;
+    const fix =
+      "if it was a flush, find who flushed (the keys are afterlife's evidence); if a restart or failover, expect it in Memorystore's maintenance log. The plane's next tick starts counting absences afresh";
+    if (Number.isFinite(uptimeS) && uptimeS * 1000 < plane.sinceTickMs)
+      return fail(`Redis restarted ${uptimeS} s ago, after ${since}: it lost every heartbeat and lock`, fix);
+    if (sentinel === null) return fail(`the plane's sentinel key is gone from Redis since ${since}: its keys were flushed`, fix);
+    return pass(`Redis answers and kept its keys since ${since} (up ${uptimeS} s)`);
+  },
+};
