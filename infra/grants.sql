@@ -32,7 +32,8 @@ END $$;
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "${dbos_schema}" TO "${executor_death_role}", "${reaper_role}";
 
 -- Tables created in DBOS's schema after this ran: a DBOS upgrade's migrations, and dbos.transaction_completion,
--- which the app's data source creates on first use. Default privileges apply to what one role creates, so they
+-- which the app's data source creates on first use. They get what every table gets above (executorDeath no
+-- DELETE: a table a later DBOS rewinds from is granted by rerunning this file). Default privileges apply to what one role creates, so they
 -- are set FOR ROLE every role that can create tables there: the schema's owner and every role with CREATE on
 -- it (the app's database user, which DBOS migrates with at launch, and a data source's user; on the local stack
 -- the superuser). Acting for a role needs membership in it: a role this runner cannot act for is named in a
@@ -45,8 +46,10 @@ BEGIN
   LOOP
     BEGIN
       EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT SELECT ON TABLES TO %I', r.rolname, '${dbos_schema}', '${drain_role}');
-      EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %I, %I',
-        r.rolname, '${dbos_schema}', '${executor_death_role}', '${reaper_role}');
+      EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %I',
+        r.rolname, '${dbos_schema}', '${reaper_role}');
+      EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT SELECT, INSERT, UPDATE ON TABLES TO %I',
+        r.rolname, '${dbos_schema}', '${executor_death_role}');
       EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT USAGE, SELECT ON SEQUENCES TO %I, %I',
         r.rolname, '${dbos_schema}', '${executor_death_role}', '${reaper_role}');
     EXCEPTION WHEN insufficient_privilege THEN

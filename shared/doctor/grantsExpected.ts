@@ -15,14 +15,21 @@ const pairs = (tables: string[], privs: string[]): Array<[string, string]> =>
 export interface RoleNeeds {
   /** On every table of DBOS's schema, including tables DBOS (or the app's data source) creates later. */
   dbosTables: string[];
+  /** DBOS's tables that need more, per table (those this DBOS version has). */
+  dbosWrites: Array<[string, string]>;
   dbosSequences: boolean;
   /** afterlife's writes, per table; every role reads every afterlife table. */
   afterlifeWrites: Array<[string, string]>;
 }
 
 export const ROLE_NEEDS: Record<FunctionRole, RoleNeeds> = {
+  // executorDeath deletes no workflow (issue 30): DELETE only where a rewind in place removes history.
   executor_death: {
-    dbosTables: ['SELECT', I, U, D],
+    dbosTables: ['SELECT', I, U],
+    dbosWrites: pairs(
+      ['operation_outputs', 'workflow_events', 'workflow_events_history', 'streams', 'notifications', 'workflow_output'],
+      [D],
+    ),
     dbosSequences: true,
     afterlifeWrites: [
       ...pairs(['executors', 'recoveries', 'recovery_batches', 'dead_letters', 'rewinds'], [I, U]),
@@ -31,6 +38,7 @@ export const ROLE_NEEDS: Record<FunctionRole, RoleNeeds> = {
   },
   reaper: {
     dbosTables: ['SELECT', I, U, D],
+    dbosWrites: [],
     dbosSequences: true,
     afterlifeWrites: [
       ...pairs(
@@ -48,10 +56,10 @@ export const ROLE_NEEDS: Record<FunctionRole, RoleNeeds> = {
         [I, U, D],
       ),
       ['drain_requests', D],
-      ...pairs(['retention_state'], [I, U]),
+      ...pairs(['retention_state', 'redis_witness'], [I, U]),
     ],
   },
-  drain: { dbosTables: ['SELECT'], dbosSequences: false, afterlifeWrites: [['drain_requests', I]] },
+  drain: { dbosTables: ['SELECT'], dbosWrites: [], dbosSequences: false, afterlifeWrites: [['drain_requests', I]] },
 };
 
 /** The function an instance serves (functions-framework's FUNCTION_TARGET), whose needs it checks at start. */

@@ -8,7 +8,7 @@ export async function missingGrants(db: Db, role: string, needs: RoleNeeds): Pro
     schema: db.dbosSchema,
     schemaTables: needs.dbosTables,
     sequences: needs.dbosSequences,
-    listed: [],
+    listed: needs.dbosWrites,
   });
   const own = await missingPrivileges(db, role, {
     schema: db.afterlifeSchema,

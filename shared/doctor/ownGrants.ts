@@ -31,10 +31,11 @@ export async function checkOwnGrants(db: Db, logger: Logger, functionTarget: str
 /** An instance serving every function (the local stack) needs what any of them needs. */
 function allNeeds(): RoleNeeds {
   const all = FUNCTION_ROLES.map((r: FunctionRole) => ROLE_NEEDS[r]);
-  const writes = new Map(all.flatMap((n) => n.afterlifeWrites).map((w) => [w.join(' '), w] as const));
+  const union = (lists: Array<Array<[string, string]>>) => [...new Map(lists.flat().map((w) => [w.join(' '), w] as const)).values()];
   return {
     dbosTables: [...new Set(all.flatMap((n) => n.dbosTables))],
+    dbosWrites: union(all.map((n) => n.dbosWrites)),
     dbosSequences: all.some((n) => n.dbosSequences),
-    afterlifeWrites: [...writes.values()],
+    afterlifeWrites: union(all.map((n) => n.afterlifeWrites)),
   };
 }

@@ -1,11 +1,13 @@
 import { guardedApplications } from '../db/doctor/planes.js';
+import { readRedisWitness } from '../db/doctor/redisWitness.js';
 import { sentinelKey } from '../reaper/evidence.js';
 import { fail, pass, warn, type Check } from './types.js';
 
 /**
- * Redis reachable, and not reset since the plane last saw it: the reaper keeps a sentinel key (no TTL) in
- * Redis and ticks it; a sentinel gone after the plane ticked, or a Redis up for less time than since that
- * tick, means its keys were flushed or it restarted, and every heartbeat absence proves nothing until the
+ * Redis reachable, and not reset since the plane last saw it: Redis's own identity (run_id) against the one
+ * the plane recorded (redis_witness, issue 30), its uptime against the plane's last tick, and the reaper's
+ * sentinel key (no TTL, rewritten every tick). Another run_id, a Redis up for less time than since that tick,
+ * or the sentinel gone means it restarted or its keys were flushed, and every heartbeat absence proves nothing until the
  * next tick (shared/reaper/evidence.ts).
  */
 export const redisCheck: Check = {
@@ -28,9 +30,16 @@ export const redisCheck: Check = {
     if (!plane || plane.sinceTickMs === null) return pass('Redis answers (no plane tick yet to compare with)');
     const [sentinel, info] = await Promise.all([redis.get(sentinelKey(app, config.redis.keyPrefix)), redis.info('server')]);
     const uptimeS = Number(/^uptime_in_seconds:(\d+)/m.exec(info)?.[1] ?? NaN);
+    const runId = /^run_id:(\w+)/m.exec(info)?.[1];
+    const witness = await readRedisWitness(db, app);
     const since = `the plane's last tick ${Math.round(plane.sinceTickMs / 1000)} s ago`;
     const fix =
       "if it was a flush, find who flushed (the keys are afterlife's evidence); if a restart or failover, expect it in Memorystore's maintenance log. The plane's next tick starts counting absences afresh";
+    if (witness && runId && witness.runId !== runId)
+      return fail(
+        `Redis is another server (run_id ${runId}) than the one the plane last saw (${witness.runId}): it lost every heartbeat and lock`,
+        fix,
+      );
     if (Number.isFinite(uptimeS) && uptimeS * 1000 < plane.sinceTickMs)
       return fail(`Redis restarted ${uptimeS} s ago, after ${since}: it lost every heartbeat and lock`, fix);
     if (sentinel === null) return fail(`the plane's sentinel key is gone from Redis since ${since}: its keys were flushed`, fix);
