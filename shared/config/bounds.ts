@@ -4,6 +4,20 @@
  * docs/configuration.md ("Floors", "Durations") lists them; test/docs/configuration.test.ts checks the list.
  */
 
+/**
+ * Node's timers hold a signed 32-bit millisecond count: a longer delay fires after 1 ms (a lock TTL of
+ * 2^53−1 extended the lock every millisecond, a connect timeout of 2^31 failed every start at once).
+ * Postgres's statement_timeout is an int of ms too. Every duration the plane arms a timer with stays under it.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * Thresholds compared with a clock rather than armed as timers (an age, a timeout since creation) may be
+ * longer than a timer, but `now − threshold` must stay a timestamp Postgres can hold: ~3·10^14 ms made
+ * every retention pass fail with `timestamp out of range`. A hundred years is more history than anyone keeps.
+ */
+export const MAX_AGE_MS = 100 * 365 * 86_400_000;
+
 /** The variable that says the operator means a threshold below its floor: names of FLOORS' variables, comma-separated. */
 export const ALLOW_BELOW_FLOOR = 'AFTERLIFE_ALLOW_BELOW_FLOOR';
 
@@ -74,4 +88,20 @@ export function floorProblems(e: FloorInput, allow: readonly string[]): { proble
     else problems.push(`${f.variable}: ${said}. Raise it, or set ${ALLOW_BELOW_FLOOR}=${f.variable} if you mean it`);
   }
   return { problems, warnings };
+}
+
+/** The durations the relations judge. */
+export interface RelationInput {
+  REAPER_TICK_MS: number;
+  REAPER_LEASE_MS: number;
+}
+
+/** Relations between durations that each variable's own range cannot express. */
+export function relationProblems(e: RelationInput): string[] {
+  const problems: string[] = [];
+  // A lease shorter than two ticks lapses between renewals: a second reaper takes it while the first ticks.
+  if (e.REAPER_LEASE_MS < 2 * e.REAPER_TICK_MS) {
+    problems.push(`REAPER_LEASE_MS: ${e.REAPER_LEASE_MS} must be at least two ticks (2 × REAPER_TICK_MS = ${2 * e.REAPER_TICK_MS})`);
+  }
+  return problems;
 }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ConfigError } from '../../packages/executor/src/errors.js';
 import { KeyPrefix } from '../../packages/executor/src/contract/heartbeat.js';
 import type { PoolTarget } from '../../packages/executor/src/db/target.js';
-import { ALLOW_BELOW_FLOOR, FLOORS, floorProblems } from './bounds.js';
+import { ALLOW_BELOW_FLOOR, FLOORS, floorProblems, MAX_AGE_MS, MAX_TIMER_MS, relationProblems } from './bounds.js';
 import { RedisCaCert, redisTlsProblem } from '../../packages/executor/src/contract/redisTls.js';
 
 /**
@@ -21,8 +21,17 @@ const int = (def: number, min: number, max = Number.MAX_SAFE_INTEGER) =>
     .string()
     .regex(/^(0|[1-9][0-9]{0,15})$/, 'must be a plain decimal integer')
     .transform(Number)
-    .pipe(z.number().int().min(min).max(max))
+    .pipe(
+      z
+        .number()
+        .int()
+        .min(min, `must be at least ${min}`)
+        .max(max, max === MAX_TIMER_MS ? `must be at most ${max} (2^31−1 ms, the longest timer Node arms)` : `must be at most ${max}`),
+    )
     .prefault(String(def));
+
+/** A duration in ms: at most MAX_TIMER_MS unless a lower ceiling is given (bounds.ts says why). */
+const ms = (def: number, min: number, max: number = MAX_TIMER_MS) => int(def, min, Math.min(max, MAX_TIMER_MS));
 
 /**
  * Names that go into Redis keys (`prefix:app:hb:executor`) and SCAN patterns: no `:` (two apps' keys could
@@ -59,8 +68,9 @@ const EnvSchema = z.object({
   DB_PASSWORD: z.string().min(1).optional(),
   DB_IP_TYPE: z.enum(['PUBLIC', 'PRIVATE', 'PSC']).default('PRIVATE'),
   DB_POOL_MAX: int(3, 1, 100),
-  DB_CONNECT_TIMEOUT_MS: int(5_000, 100),
-  DB_STATEMENT_TIMEOUT_MS: int(30_000, 100),
+  // A connection not made in 10 min is not coming; longer only hides that (and past 2^31−1 the timer fires at once).
+  DB_CONNECT_TIMEOUT_MS: ms(5_000, 100, 600_000),
+  DB_STATEMENT_TIMEOUT_MS: ms(30_000, 100),
 
   DBOS_APPLICATION_NAME: applicationName,
   DBOS_SYSTEM_SCHEMA: identifier.default('dbos'),
@@ -74,35 +84,36 @@ const EnvSchema = z.object({
   EXECUTOR_DEATH_TOPIC: z.string().min(1).default('executor-deaths'),
   DEAD_LETTER_TOPIC: z.string().min(1).default('workflow-dead-letters'),
 
-  HEARTBEAT_TTL_MS: int(15_000, 500),
+  HEARTBEAT_TTL_MS: ms(15_000, 500),
   // A beat is "stale" after two intervals: with the liveness lock free, that is the second witness of death.
-  HEARTBEAT_INTERVAL_MS: int(250, 50, 60_000),
+  HEARTBEAT_INTERVAL_MS: ms(250, 50, 60_000),
   FUNCTION_TIMEOUT_S: int(60, 1, 3_600),
-  BUDGET_MARGIN_MS: int(5_000, 0),
-  DRAIN_BUDGET_MS: int(600_000, 1_000, 86_400_000),
+  BUDGET_MARGIN_MS: ms(5_000, 0),
+  DRAIN_BUDGET_MS: ms(600_000, 1_000, 86_400_000),
 
   RECOVERY_BATCH_SIZE: int(1_000, 1, 100_000),
-  LOCK_TTL_MS: int(30_000, 1_000),
+  // Extended every third of itself; a dead recoverer's lock blocks the next one this long, so at most 10 min.
+  LOCK_TTL_MS: ms(30_000, 1_000, 600_000),
   ORPHANED_VERSION_POLICY: z.enum(['leave', 'fork-to-latest']).default('leave'),
 
   // Four dead-executor checks a second; the other passes run at most once a second (shared/reaper/tick.ts).
-  REAPER_TICK_MS: int(250, 50),
-  STUCK_AFTER_MS: int(3_600_000, 1_000),
+  REAPER_TICK_MS: ms(250, 50),
+  STUCK_AFTER_MS: ms(3_600_000, 1_000),
   STUCK_POLICY: z.enum(['report', 'cancel-and-fork', 'cancel-and-repair']).default('report'),
-  UNKNOWN_EXECUTOR_GRACE_MS: int(600_000, 0),
-  ORPHANED_VERSION_GRACE_MS: int(300_000, 0),
+  UNKNOWN_EXECUTOR_GRACE_MS: ms(600_000, 0),
+  ORPHANED_VERSION_GRACE_MS: ms(300_000, 0),
   // A few ticks: a holder that died is replaced within this (plus a standby's poll).
-  REAPER_LEASE_MS: int(3_000, 500),
+  REAPER_LEASE_MS: ms(3_000, 500),
   // `inline`: the reaper recovers what it declares dead itself (a death notice only for what its tick
   // budget leaves); `notice`: it publishes a death notice and executorDeath recovers.
   REAPER_RECOVERY: z.enum(['inline', 'notice']).default('inline'),
   // `none` when the kits' liveness connections go through a pooler in transaction mode (no session locks).
   REAPER_LIVENESS_EVIDENCE: z.enum(['pg_locks', 'none']).default('pg_locks'),
   // After a Postgres start every liveness lock is free at once; until this has passed, the heartbeat decides alone.
-  REAPER_LIVENESS_SETTLE_MS: int(10_000, 0),
+  REAPER_LIVENESS_SETTLE_MS: ms(10_000, 0),
   // `none` when DBOS reaches Postgres through a pooler (PgBouncer) that hides its application_name.
   REAPER_SESSION_EVIDENCE: z.enum(['pg_stat_activity', 'none']).default('pg_stat_activity'),
-  REAPER_DIVERGED_LOOKBACK_MS: int(3_600_000, 60_000),
+  REAPER_DIVERGED_LOOKBACK_MS: ms(3_600_000, 60_000),
 
   // Repairs (rewinds and forks together) per lineage before a dead letter; MAX_FORKS is its deprecated name.
   MAX_REPAIRS: int(3, 1, 100),
@@ -119,8 +130,9 @@ const EnvSchema = z.object({
 
   // Retention (shared/retention, docs/retention.md): OFF unless set. 0 = off. Deleting history cannot be undone.
   RETENTION_MAX_COMPLETED: int(0, 0, 1_000_000_000_000),
-  RETENTION_MAX_AGE_MS: int(0, 0),
-  WORKFLOW_GLOBAL_TIMEOUT_MS: int(0, 0),
+  // Compared with the clock, not armed as a timer: may exceed MAX_TIMER_MS, but `now − age` must stay a timestamp.
+  RETENTION_MAX_AGE_MS: int(0, 0, MAX_AGE_MS),
+  WORKFLOW_GLOBAL_TIMEOUT_MS: int(0, 0, MAX_AGE_MS),
   // Thresholds that cancel or delete have floors (bounds.ts); this names those the operator means below theirs.
   [ALLOW_BELOW_FLOOR]: z
     .string()
@@ -321,7 +333,9 @@ function parseEnv(env: Record<string, string | undefined>): Parsed {
   // Cross-field rules are checked on the raw values so they are reported together with field errors.
   const tls = redisTlsProblem(picked.REDIS_URL, picked.REDIS_CA_CERT);
   const problems = [
-    ...(parsed.success ? floorProblems(parsed.data, allowedBelowFloor(parsed.data)).problems : describe(parsed.error.issues)),
+    ...(parsed.success
+      ? [...relationProblems(parsed.data), ...floorProblems(parsed.data, allowedBelowFloor(parsed.data)).problems]
+      : describe(parsed.error.issues)),
     ...databaseTargetProblems(picked),
     ...(tls ? [tls] : []),
     ...renamed,

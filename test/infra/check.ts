@@ -507,6 +507,9 @@ const SAMPLES: Record<string, string> = {
   LOG_LEVEL: 'INFO',
   DBOS_SYSTEM_SCHEMA: 'dbos',
   AFTERLIFE_SCHEMA: 'afterlife',
+  // The lease must be at least two ticks (shared/config/bounds.ts): the defaults.
+  REAPER_TICK_MS: '250',
+  REAPER_LEASE_MS: '3000',
   // Empty: every floor holds (docs/configuration.md#floors).
   AFTERLIFE_ALLOW_BELOW_FLOOR: '',
 };
