@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_AGE_MS, MAX_TIMER_MS } from '../../shared/config/bounds.js';
 import { CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
-import { ConfigError } from '../../shared/errors.js';
+import { ConfigError } from '../../packages/executor/src/errors.js';
 
 /**
  * Issue 30: DB_CONNECT_TIMEOUT_MS=2147483648 made every start fail with a misleading "connection timeout"
