@@ -1,5 +1,5 @@
 import { livenessSessions, type LivenessSession } from '../db/doctor/livenessSessions.js';
-import { livenessSessionName } from '../executor/liveness.js';
+import { livenessSessionName } from '../../packages/executor/src/executor/liveness.js';
 import { fail, pass, warn, type Check } from './types.js';
 
 /**

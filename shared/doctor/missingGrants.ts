@@ -1,4 +1,4 @@
-import type { Db } from '../db/pool.js';
+import type { Db } from '../../packages/executor/src/db/pool.js';
 import { missingPrivileges } from '../db/doctor/privileges.js';
 import type { RoleNeeds } from './grantsExpected.js';
 

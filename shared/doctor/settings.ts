@@ -1,7 +1,7 @@
 import { livenessSessions } from '../db/doctor/livenessSessions.js';
-import { listExecutors } from '../db/queries/executors.js';
-import { beatEvidence } from '../heartbeat/bounds.js';
-import { heartbeatKey, readHeartbeat } from '../heartbeat/index.js';
+import { listExecutors } from '../../packages/executor/src/db/queries/executors.js';
+import { beatEvidence } from '../../packages/executor/src/contract/heartbeatBounds.js';
+import { heartbeatKey, readHeartbeat } from '../../packages/executor/src/contract/heartbeat.js';
 import { fail, pass, warn, type Check, type DoctorDeps } from './types.js';
 
 /**

@@ -1,6 +1,6 @@
-import { livenessHoldersSql } from '../livenessKey.js';
-import type { Db } from '../pool.js';
-import { ident } from '../pool.js';
+import { livenessHoldersSql } from '../../../packages/executor/src/contract/livenessKey.js';
+import type { Db } from '../../../packages/executor/src/db/pool.js';
+import { ident } from '../../../packages/executor/src/contract/identifier.js';
 
 /**
  * What the server says about each live kit's liveness session: the backend the kit registered as its lock

@@ -1,5 +1,5 @@
-import type { Db } from '../pool.js';
-import { ident } from '../pool.js';
+import type { Db } from '../../../packages/executor/src/db/pool.js';
+import { ident } from '../../../packages/executor/src/contract/identifier.js';
 
 /**
  * The applications the planes in this database guard: each reaper leaves its lease row `reaper:<app>` with

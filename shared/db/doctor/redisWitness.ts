@@ -1,5 +1,5 @@
-import type { Db } from '../pool.js';
-import { ident } from '../pool.js';
+import type { Db } from '../../../packages/executor/src/db/pool.js';
+import { ident } from '../../../packages/executor/src/contract/identifier.js';
 
 /** Redis's identity as the plane last saw it (migration 0014, issue 30): its run_id and since when it kept its keys. */
 export async function readRedisWitness(db: Db, applicationName: string): Promise<{ runId: string; seenAt: Date } | undefined> {

@@ -1,6 +1,6 @@
-import { livenessHeldSql } from '../livenessKey.js';
-import type { Db } from '../pool.js';
-import { ident } from '../pool.js';
+import { livenessHeldSql } from '../../../packages/executor/src/contract/livenessKey.js';
+import type { Db } from '../../../packages/executor/src/db/pool.js';
+import { ident } from '../../../packages/executor/src/contract/identifier.js';
 
 /**
  * Every application kits registered under in this database (alive or draining rows), with how many of those

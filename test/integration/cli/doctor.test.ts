@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DoctorOutput } from '../../../cli/schemas.js';
-import { livenessSessionName } from '../../../shared/executor/liveness.js';
-import { memoryLogger } from '../../../shared/log.js';
+import { livenessSessionName } from '../../../packages/executor/src/executor/liveness.js';
+import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { createRuntime } from '../../../shared/runtime.js';
 import { parseJson, runCli } from '../../helpers/cli.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';
