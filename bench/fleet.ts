@@ -82,6 +82,7 @@ const load = () =>
 const REAL_EXECUTORS = 2;
 const STEP_MS = 3_000;
 const REAPER_ROLE = 'fleet_reaper';
+const SIM_PER_PROCESS = 100;
 /** Every line the children log, whole (the report quotes the last few). */
 const LOG_DIR = `/tmp/afterlife-fleet-${process.pid}`;
 mkdirSync(LOG_DIR, { recursive: true });
@@ -95,11 +96,16 @@ interface Child {
   next(event: string, timeoutMs: number): Promise<Record<string, unknown>>;
 }
 
-function forkChild(script: string, env: Record<string, string>, onMessage?: (m: Record<string, unknown>) => void): Child {
+function forkChild(
+  script: string,
+  env: Record<string, string>,
+  onMessage?: (m: Record<string, unknown>) => void,
+  name = basename(script, '.js'),
+): Child {
   const proc = fork(here(script), [], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
   const stderr: string[] = [];
   // The children log WARNING and above (JSON on stdout, as the functions do): kept for the report.
-  const log = createWriteStream(`${LOG_DIR}/${basename(script, '.js')}.log`);
+  const log = createWriteStream(`${LOG_DIR}/${name}.log`);
   const keep = (b: Buffer) => {
     log.write(b);
     for (const l of b.toString().split('\n')) if (l.trim() && stderr.length < 2_000) stderr.push(l);
@@ -243,7 +249,7 @@ async function main(): Promise<Result> {
   const admin = new pg.Client({ connectionString: pgServer.url });
   const redis = new Redis(redisServer.url);
   const sql = new pg.Pool({ connectionString: pgServer.url, max: 2 });
-  let sim: Child | undefined;
+  const simChildren: Child[] = [];
   let reaper: Child | undefined;
   const real: AgentExecutor[] = [];
   const ticks: TickMessage[] = [];
@@ -258,9 +264,25 @@ async function main(): Promise<Result> {
     );
     const common = { DBOS_APPLICATION_NAME: app, REDIS_URL: redisServer.url, REDIS_KEY_PREFIX: prefix, METADATA_SERVER_DETECTION: 'none' };
     say(`fleet: ${args.executors} executors (${sims} simulated + ${REAL_EXECUTORS} real), load ${loadBefore}; postgres :${pgServer.port}`);
-    sim = forkChild('./fleetSim.js', { ...common, DATABASE_URL: pgServer.url, FLEET_EXECUTORS: String(sims) });
-    const simReady = await sim.next('ready', 15 * 60_000);
-    say(`fleet: ${String(simReady.held)}/${sims} simulated executors hold their lock after ${String(simReady.startMs)} ms`);
+    // A process per SIM_PER_PROCESS executors: a real fleet is one process per executor, and one event loop
+    // for a thousand kits starves on a shared machine (their sessions then end by the lease: false deaths).
+    const t0 = Date.now();
+    for (let off = 0; off < sims; off += SIM_PER_PROCESS) {
+      const n = Math.min(SIM_PER_PROCESS, sims - off);
+      simChildren.push(
+        forkChild(
+          './fleetSim.js',
+          { ...common, DATABASE_URL: pgServer.url, FLEET_EXECUTORS: String(n), FLEET_OFFSET: String(off) },
+          undefined,
+          `fleetSim-${off}`,
+        ),
+      );
+    }
+    const readies = await Promise.all(simChildren.map((c) => c.next('ready', 15 * 60_000)));
+    const simReady = { held: readies.reduce((a, r) => a + Number(r.held), 0), startMs: Date.now() - t0 };
+    say(
+      `fleet: ${simReady.held}/${sims} simulated executors (${simChildren.length} processes) hold their lock after ${simReady.startMs} ms`,
+    );
     const kitEnv = { ...common, AFTERLIFE_KIT: 'on', DBOS_APP_NAME: app, AFTERLIFE_PUBLISH: 'none' };
     const o = { url: pgServer.url, app, env: kitEnv, sql };
     real.push(await startReal('survivor', o));
@@ -276,7 +298,8 @@ async function main(): Promise<Result> {
     await reaper.next('ready', 60_000);
     // Steady state: Redis has kept its keys for a TTL and Postgres has been up past the reaper's settle time.
     await new Promise((r) => setTimeout(r, args['settle-s'] * 1000));
-    const pids = () => [reaper?.proc.pid ?? 0, sim?.proc.pid ?? 0];
+    const simPids = () => simChildren.map((c) => c.proc.pid ?? 0);
+    const pids = () => [reaper?.proc.pid ?? 0, ...simPids()];
     const pg0 = await readPgServer(admin);
     const r0 = await readRedis(redis);
     await admin.query(`SELECT pg_stat_statements_reset()`);
@@ -350,7 +373,7 @@ async function main(): Promise<Result> {
       redisRssMb: r1.rssMb,
       cpu: {
         reaper: round2(cpuOf([reaper.proc.pid ?? 0]) / elapsedS),
-        fleetSim: round2(cpuOf([sim.proc.pid ?? 0]) / elapsedS),
+        fleetSim: round2(cpuOf(simPids()) / elapsedS),
         postgres: round2(cpuOf(pg1.pids) / elapsedS),
         redis: round2(cpuOf([r1.pid]) / elapsedS),
       },
@@ -362,11 +385,17 @@ async function main(): Promise<Result> {
     };
   } finally {
     await stopChild(reaper);
-    const simReport = await stopChild(sim, 60_000);
-    if (simReport && !args.json) say(`fleet-sim: ${JSON.stringify({ ...simReport, fenced: (simReport.fenced as unknown[]).length })}`);
+    const simReports = await Promise.all(simChildren.map((c) => stopChild(c, 60_000)));
+    if (!args.json) {
+      const sum = (k: string) =>
+        simReports.reduce((a, r) => a + (Array.isArray(r?.[k]) ? (r[k] as unknown[]).length : Number(r?.[k] ?? 0)), 0);
+      say(
+        `fleet-sim: ${sum('heldAtEnd')} locks held at the end, ${sum('heartbeatsLost')} heartbeats lost for a TTL, ${sum('fenced')} fenced`,
+      );
+    }
     await Promise.all(real.map((e) => e.stop()));
     reportWarnings('reaper', reaper);
-    reportWarnings('fleet-sim', sim);
+    simChildren.forEach((c, i) => reportWarnings(`fleet-sim ${i}`, c));
     await sql.end();
     await admin.end().catch(() => undefined);
     redis.disconnect();

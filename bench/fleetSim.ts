@@ -1,13 +1,13 @@
 /**
- * bench/fleet's simulated executors (issue 31), in a child process of their own so their event loop is not
- * the one timing kills. Each of the `--executors` N speaks the kit's real protocol with the kit's own code:
+ * bench/fleet's simulated executors (issue 31), `FLEET_EXECUTORS` of them per child process (bench/fleet.ts
+ * starts one per 100), so their event loop is not the one timing kills. Each of the `--executors` N speaks the kit's real protocol with the kit's own code:
  * its registry row (registerAlive, as the kit's liveness connection registers it), its liveness session
  * with the lease (LivenessLock: one pg.Client each, the fence question once a second) and its heartbeat
  * (Heartbeat: the kit's script every 250 ms with a 15 s TTL). What it leaves out: DBOS itself (no
  * workflows, no DBOS pool) and the kit's drain-request poll (one statement a second on the kit's own small
  * pool; the real executors of the bench run it, and docs/operations.md counts it per executor).
  *
- * Footprint, so a thousand fit in one process: the liveness session is per executor (it is the evidence);
+ * Footprint, so a hundred share a process: the liveness session is per executor (it is the evidence);
  * the registry writes share one small pool, and heartbeats share one Redis client per 50 executors (the
  * commands are the kit's; only the sockets are pooled).
  *
@@ -24,6 +24,7 @@ import { createRedis } from '../packages/executor/src/lock/redis.js';
 import { consoleLogger } from '../packages/executor/src/log.js';
 
 const N = Number(process.env.FLEET_EXECUTORS ?? '0');
+const OFFSET = Number(process.env.FLEET_OFFSET ?? '0');
 const DATABASE_URL = process.env.DATABASE_URL ?? '';
 const REDIS_URL = process.env.REDIS_URL ?? '';
 const APP = process.env.DBOS_APPLICATION_NAME ?? '';
@@ -97,11 +98,11 @@ async function startOne(s: Simulated): Promise<void> {
 
 async function main(): Promise<void> {
   // Registrations only (the kit's own pool of ≤ 2 also polls drain requests once a second: not simulated).
-  const poolMax = 4;
+  const poolMax = 2;
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: poolMax, application_name: 'fleet_sim_kit_pool' });
   const db = createDb(pool, poolMax, { dbosSchema: 'dbos', afterlifeSchema: 'afterlife', logger: log, budgetWaitMs: 10_000 });
   const redises = Array.from({ length: Math.max(1, Math.ceil(N / PER_REDIS_CLIENT)) }, () => createRedis(REDIS_URL));
-  const sims = Array.from({ length: N }, (_, i) => simulate(i, db, redises[Math.floor(i / PER_REDIS_CLIENT)] as Redis));
+  const sims = Array.from({ length: N }, (_, i) => simulate(OFFSET + i, db, redises[Math.floor(i / PER_REDIS_CLIENT)] as Redis));
   const t0 = Date.now();
   for (let i = 0; i < sims.length; i += START_CONCURRENCY) await Promise.all(sims.slice(i, i + START_CONCURRENCY).map(startOne));
   // The lock is retried in the background by the kit; ready means every one of them holds it.
