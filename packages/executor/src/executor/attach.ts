@@ -20,12 +20,15 @@ import { guarded } from './guarded.js';
 import { checkIdleTransactionLimit } from './idleTransactions.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TTL_MS, Heartbeat } from './heartbeat.js';
 import { LivenessLock } from './liveness.js';
+import { maskUrl } from './maskUrl.js';
 import { createKitPublisher, type PublishPath } from './publishPath.js';
 import { executorOptionsFromEnv } from './env.js';
 import type { ExecutorKitOptions, KitState } from './options.js';
 import { type ResolvedKitOptions, resolveKitOptions } from './resolve.js';
 import { terminate } from './shutdown.js';
+import { NotOneSessionError } from './sessionProbe.js';
 import { KitTrouble } from './throttle.js';
+import { Watch, type WatchStatus } from './watch.js';
 
 /**
  * The executor kit: what a launched DBOS app attaches so that crashes are seen in about a second, shutdowns
@@ -39,6 +42,8 @@ import { KitTrouble } from './throttle.js';
  *   drainRequests.ts  drain requests for its ID or version, polled every second and once at attach
  *   shutdown.ts       SIGTERM/SIGINT → drain inside Cloud Run's 10 s → hand-over → exit
  *   drain.ts          a planned drain → hand-over → `drained`, then idle (or exit)
+ *   watch.ts          whether a plane guards this application; a WARNING once a minute while none does
+ *   sessionProbe.ts   the liveness connection is one server session, not a transaction-mode pool
  *   handOver.ts       the death notice for whatever is still PENDING
  *
  * Nothing here is allowed to crash the app: Redis, Postgres and Pub/Sub failures are logged and bounded.
@@ -64,6 +69,14 @@ export interface ExecutorKit {
   readonly drained: Promise<void>;
   /** Whether the liveness lock is held right now (false with `liveness: false`). */
   readonly livenessHeld: boolean;
+  /**
+   * Whether a plane in this database guards this kit's application (its reaper ticked for it lately): true,
+   * false, or undefined until the database first answered (a few seconds after attach at most). While
+   * false the kit logs a WARNING (`kit_unwatched`) once a minute naming the fix.
+   */
+  readonly watched: boolean | undefined;
+  /** The same with the applications the planes here guard, and when it was last checked. */
+  readonly watch: WatchStatus;
   /** Times the heartbeat went unwritten for a whole TTL since attach (each also logged as `heartbeat_lost`). */
   readonly heartbeatsLost: number;
   /** Drain now, as a drain request would. */
@@ -150,6 +163,7 @@ class Kit implements ExecutorKit, KitCore {
   private readonly heartbeat: Heartbeat | undefined;
   private readonly liveness: LivenessLock | undefined;
   private readonly poller: DrainPoller;
+  private readonly watcher: Watch;
   private readonly trouble: KitTrouble;
   private readonly startedAt = new Date();
   private drainPromise: Promise<void> | undefined;
@@ -212,6 +226,11 @@ class Kit implements ExecutorKit, KitCore {
         // The lock is taken only once this incarnation is in the registry (fencing compares with it).
         register: () => this.register(),
         onFenced: (verdict, fence) => this.fence(verdict, fence),
+        onNotASession: (err) =>
+          this.log.error('liveness lock given up: its connection is not one Postgres session (a transaction-mode pooler)', {
+            err,
+            event: 'liveness_not_a_session',
+          }),
       });
     }
     this.poller = new DrainPoller({
@@ -226,6 +245,21 @@ class Kit implements ExecutorKit, KitCore {
       onRequest: (req) => void this.drain(req.budgetMs),
       trouble: this.trouble,
     });
+    this.watcher = new Watch({
+      db: this.db,
+      applicationName,
+      log: this.log,
+      trouble: this.trouble,
+      active: () => !this.closed,
+    });
+  }
+
+  get watched(): boolean | undefined {
+    return this.watcher.current.watched;
+  }
+
+  get watch(): WatchStatus {
+    return this.watcher.current;
   }
 
   get draining(): boolean {
@@ -294,8 +328,9 @@ class Kit implements ExecutorKit, KitCore {
     // the lock; each start is bounded.
     await Promise.all([
       this.heartbeat?.beat(),
-      this.liveness ? withTimeout(this.liveness.start(), 3_000).catch(() => undefined) : undefined,
+      this.liveness ? withTimeout(this.liveness.start(), 3_000).catch(refuseNotASession) : undefined,
       this.poller.start(),
+      withTimeout(this.watcher.start(), 2_000).catch(() => undefined),
     ]);
     this.heartbeat?.start();
     // Before the attach line, so that line follows the warning when there is one (bounded, never fatal).
@@ -305,6 +340,8 @@ class Kit implements ExecutorKit, KitCore {
       heartbeatIntervalMs: this.heartbeat?.intervalMs,
       liveness: this.liveness ? (this.liveness.held ? 'held' : 'pending') : 'off',
       livenessLeaseMs: this.liveness?.leaseMs,
+      watched: this.watched,
+      guardedApplications: this.watch.guardedApplications,
       idleInTransactionTimeoutMs: idleTransactions?.ms,
       deathNotices: this.publisher ? (this.publishPath ?? 'custom') : 'off',
       databaseUrlFrom,
@@ -379,6 +416,7 @@ class Kit implements ExecutorKit, KitCore {
     if (this.closed) return;
     this.closed = true;
     this.poller.stop();
+    this.watcher.stop();
     process.off('SIGTERM', this.onSignal);
     process.off('SIGINT', this.onSignal);
     const redis = this.redis;
@@ -396,12 +434,7 @@ class Kit implements ExecutorKit, KitCore {
   }
 }
 
-function maskUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '(unparseable URL)';
-  }
+/** A liveness start that failed is retried in the background, except one that is not a session: that fails the attach. */
+function refuseNotASession(err: unknown): void {
+  if (err instanceof NotOneSessionError) throw err;
 }

@@ -4,6 +4,7 @@
  */
 export { ATTACH_FAILED_EXIT_CODE, attachExecutor, ExecutorIdError, type ExecutorKit } from './attach.js';
 export { type ExecutorKitOptions, type KitState } from './options.js';
+export { type WatchStatus } from './watch.js';
 export { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TTL_MS } from './heartbeat.js';
 export { CLOUD_RUN_GRACE_MS, DEFAULT_HANDOVER_RESERVE_MS, DEFAULT_SHUTDOWN_MARGIN_MS } from './shutdown.js';
 export { FENCED_EXIT_CODE } from './fence.js';

@@ -1,9 +1,10 @@
 import pg from 'pg';
 import { Fence, type FenceVerdict } from '../contract/fenceCheck.js';
 import { fenceChannel } from '../contract/fenceChannel.js';
-import { askFence, inheritedIdleSessionTimeoutMs, takeLiveness } from '../db/queries/liveness.js';
+import { askFence, type BackendIdentity, backendIdentity, inheritedIdleSessionTimeoutMs, takeLiveness } from '../db/queries/liveness.js';
 import { effectiveLease, livenessLeaseMs, MIN_LIVENESS_LEASE_MS } from '../contract/lease.js';
 import type { Logger } from '../log.js';
+import { describeMove, NotOneSessionError, proveOneSession, sameBackend } from './sessionProbe.js';
 import { KitTrouble } from './throttle.js';
 
 /**
@@ -21,6 +22,11 @@ import { KitTrouble } from './throttle.js';
  * every `checkEveryMs`. This incarnation is registered, and the fence question answered, before the lock is
  * taken, so a process back from a partition stops before it claims to be alive.
  *
+ * Every session is first proven to be one server session (sessionProbe.ts): behind a pooler in transaction
+ * mode the lock would outlive the process, so the kit refuses it before taking anything, and compares its
+ * backend every `IDENTITY_EVERY` checks afterwards (a move later ends the liveness protocol for good, with
+ * an ERROR naming the fix; `onNotASession`).
+ *
  * A lost connection is re-made by one timer with a bounded backoff — never more than one attempt in flight,
  * never more than one session — and its failures are logged at most once a minute (KitTrouble).
  */
@@ -32,6 +38,8 @@ const KEEPALIVES =
 const RECONNECT_MIN_MS = 100;
 /** Bounded: after a Postgres restart the lock must be back well within the reaper's settle time (10 s). */
 export const RECONNECT_MAX_MS = 5_000;
+/** Fence checks between two comparisons of the session's backend with the one proven at connect. */
+const IDENTITY_EVERY = 5;
 /** How long a closing session may take to go before the next attempt is made anyway. */
 const END_WAIT_MS = 1_000;
 
@@ -54,6 +62,11 @@ export interface LivenessOptions {
   register?: () => Promise<void>;
   /** Called once when the executor learns it was declared dead, superseded, or its workflows were moved. */
   onFenced: (verdict: FenceVerdict, fence?: Fence) => void;
+  /**
+   * The liveness connection turned out not to be one server session after `start` (a transaction-mode pooler):
+   * the lock is given up and the protocol stopped for good. At `start` the same refusal rejects instead.
+   */
+  onNotASession?: (err: NotOneSessionError) => void;
 }
 
 export class LivenessLock {
@@ -70,6 +83,11 @@ export class LivenessLock {
   private checking = false;
   private askAgain = false;
   private leaseLogged = false;
+  /** The server session proven at connect (sessionProbe.ts); compared every IDENTITY_EVERY checks. */
+  private backend: BackendIdentity | undefined;
+  private checksSinceIdentity = 0;
+  /** Why this connection is refused for good: it is not one server session. */
+  private refused: NotOneSessionError | undefined;
   private readonly channel: string;
   private readonly gone = new WeakSet<pg.Client>();
   private readonly trouble: KitTrouble;
@@ -88,9 +106,13 @@ export class LivenessLock {
     return this.heldNow;
   }
 
-  /** Connects and takes the lock; resolves either way (a failure is retried in the background). */
+  /**
+   * Connects and takes the lock; resolves either way (a failure is retried in the background), except that a
+   * connection that is not one server session rejects with NotOneSessionError, holding nothing.
+   */
   async start(): Promise<void> {
     await this.connect();
+    if (this.refused) throw this.refused;
     this.timer = setInterval(() => void this.check(), this.o.checkEveryMs ?? LIVENESS_CHECK_EVERY_MS);
     this.timer.unref();
   }
@@ -119,6 +141,9 @@ export class LivenessLock {
     client.on('notification', (n) => this.notified(n));
     try {
       await client.connect();
+      // Before anything session-level (lease, LISTEN, lock) lands on a backend it may not keep.
+      this.backend = await proveOneSession(client, this.o.databaseUrl, probeSessionName(this.o.executorId));
+      this.checksSinceIdentity = 0;
       await this.lease(client);
       // LISTEN before the fence question, so a declaration committed in between is still heard (this session's
       // own subscription is the fence protocol, so it stays beside it rather than in the SQL layer).
@@ -133,8 +158,30 @@ export class LivenessLock {
       this.reconnectMs = RECONNECT_MIN_MS;
       this.trouble.ok('liveness');
     } catch (err) {
-      this.lost(client, err);
+      if (err instanceof NotOneSessionError) this.refuse(client, err);
+      else this.lost(client, err);
     }
+  }
+
+  /** Not one server session: give everything up and stop for good (no reconnect: the route is wrong). */
+  private refuse(client: pg.Client, err: NotOneSessionError): void {
+    const afterStart = this.timer !== undefined;
+    this.refused = err;
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    if (this.retry) clearTimeout(this.retry);
+    this.lost(client, undefined);
+    if (afterStart) this.o.onNotASession?.(err);
+  }
+
+  /** Every IDENTITY_EVERY checks: still the backend proven at connect? */
+  private async sameSession(client: pg.Client): Promise<boolean> {
+    if (++this.checksSinceIdentity < IDENTITY_EVERY || !this.backend) return true;
+    this.checksSinceIdentity = 0;
+    const now = await backendIdentity(client);
+    if (sameBackend(this.backend, now)) return true;
+    this.refuse(client, new NotOneSessionError(describeMove(this.backend, now), this.o.databaseUrl));
+    return false;
   }
 
   /**
@@ -200,6 +247,7 @@ export class LivenessLock {
     }
     this.checking = true;
     try {
+      if (!(await this.sameSession(client))) return;
       if (await this.fenced(client)) return;
       if (!this.heldNow) await this.take(client);
     } catch (err) {
@@ -288,4 +336,9 @@ export class LivenessLock {
 export function livenessSessionName(executorId: string, incarnation: string | undefined): string {
   const tail = incarnation ? `@${incarnation}` : '';
   return `afterlife_live_${executorId.slice(0, 63 - 'afterlife_live_'.length - tail.length)}${tail}`;
+}
+
+/** The session-probe connection's application_name (sessionProbe.ts), so `pg_stat_activity` says what it is. */
+function probeSessionName(executorId: string): string {
+  return `afterlife_probe_${executorId}`.slice(0, 63);
 }

@@ -113,3 +113,23 @@ export async function inheritedIdleSessionTimeoutMs(client: pg.ClientBase): Prom
   const r = await client.query<{ ms: string }>(`SELECT setting AS ms FROM pg_settings WHERE name = 'idle_session_timeout'`);
   return Number(r.rows[0]?.ms ?? 0);
 }
+
+/** The server session a statement ran on: its backend's pid and start time (a pid alone can be reused). */
+export interface BackendIdentity {
+  pid: number;
+  startedAt: string;
+}
+
+/** Which server session answers this statement (the kit compares answers to tell a session from a pool). */
+export async function backendIdentity(client: pg.ClientBase): Promise<BackendIdentity> {
+  const r = await client.query<{ pid: number; started: string | null }>(
+    `SELECT pg_backend_pid() AS pid, (SELECT backend_start FROM pg_stat_get_activity(pg_backend_pid()))::text AS started`,
+  );
+  const row = r.rows[0];
+  return { pid: row?.pid ?? 0, startedAt: row?.started ?? '' };
+}
+
+/** Begins a transaction on a probe connection: a transaction-mode pooler must then pin one server to it. */
+export async function beginProbe(client: pg.ClientBase): Promise<void> {
+  await client.query('BEGIN');
+}
