@@ -248,6 +248,13 @@ export const CONFIG_KEYS: readonly string[] = KEYS;
 export const DEPRECATED_CONFIG_NAMES: Readonly<Record<string, keyof Parsed>> = { MAX_FORKS: 'MAX_REPAIRS' };
 
 /**
+ * Other names of a variable, read as it (issue 27): DBOS's own name for the application name (DBOS reads
+ * `DBOS_APP_NAME` in DBOS Cloud, and apps set `DBOSConfig.name` from it), so one setting names the app for
+ * DBOS, its kit and the plane that guards it. Two different values are an error naming both.
+ */
+export const CONFIG_ALIASES: Readonly<Record<string, keyof Parsed>> = { DBOS_APP_NAME: 'DBOS_APPLICATION_NAME' };
+
+/**
  * Each variable's default as the schema applies it (undefined: none, or required). Read from the schema
  * itself so the README table and Terraform's optional() defaults can be checked against the code.
  */
@@ -320,14 +327,16 @@ function parseEnv(env: Record<string, string | undefined>): Parsed {
     if (value !== undefined && value !== '') picked[key] = value;
   }
   const renamed: string[] = [];
-  for (const [old, key] of Object.entries(DEPRECATED_CONFIG_NAMES)) {
+  const otherNames = [
+    ...Object.entries(DEPRECATED_CONFIG_NAMES).map(([old, key]) => [old, key, `deprecated name of ${key}`, `unset ${old}`] as const),
+    ...Object.entries(CONFIG_ALIASES).map(([alias, key]) => [alias, key, `another name of ${key}`, `unset one of them`] as const),
+  ];
+  for (const [old, key, what, fix] of otherNames) {
     const value = env[old];
     if (value === undefined || value === '') continue;
     if (picked[key] === undefined) picked[key] = value;
     else if (picked[key] !== value)
-      renamed.push(
-        `${old}: deprecated name of ${key}, which is set to another value (${key}=${picked[key]}, ${old}=${value}); unset ${old}`,
-      );
+      renamed.push(`${old}: ${what}, which is set to another value (${key}=${picked[key]}, ${old}=${value}); ${fix}`);
   }
   const parsed = EnvSchema.safeParse(picked);
   // Cross-field rules are checked on the raw values so they are reported together with field errors.

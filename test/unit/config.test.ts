@@ -43,6 +43,21 @@ describe('loadConfig', () => {
     }
   });
 
+  it("reads DBOS's DBOS_APP_NAME as DBOS_APPLICATION_NAME, and refuses the two set to different values (issue 27)", () => {
+    const { DBOS_APPLICATION_NAME: _, ...noName } = base;
+    expect(loadConfig({ ...noName, DBOS_APP_NAME: 'starter' }).applicationName).toBe('starter');
+    expect(loadConfig({ ...base, DBOS_APP_NAME: 'shop' }).applicationName).toBe('shop');
+    try {
+      loadConfig({ ...base, DBOS_APP_NAME: 'starter' });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as ConfigError).issues).toEqual([
+        'DBOS_APP_NAME: another name of DBOS_APPLICATION_NAME, which is set to another value (DBOS_APPLICATION_NAME=shop, DBOS_APP_NAME=starter); unset one of them',
+      ]);
+    }
+  });
+
   it('reports every problem at once, naming the variables', () => {
     try {
       loadConfig({ DBOS_SYSTEM_SCHEMA: 'dbos; drop table x', HEARTBEAT_TTL_MS: 'soon', REDIS_URL: 'http://x' });
