@@ -9,7 +9,8 @@
  * 2^53−1 extended the lock every millisecond, a connect timeout of 2^31 failed every start at once).
  * Postgres's statement_timeout is an int of ms too. Every duration the plane arms a timer with stays under it.
  */
-export const MAX_TIMER_MS = 2_147_483_647;
+// The contract defines it: the kit's durations stay under the same ceiling.
+export { MAX_TIMER_MS } from '../../packages/executor/src/contract/settings.js';
 
 /**
  * Thresholds compared with a clock rather than armed as timers (an age, a timeout since creation) may be

@@ -1,16 +1,27 @@
 import { z } from 'zod';
 import { ConfigError } from '../../packages/executor/src/errors.js';
-import { KeyPrefix } from '../../packages/executor/src/contract/heartbeat.js';
 import type { PoolTarget } from '../../packages/executor/src/db/target.js';
 import { ALLOW_BELOW_FLOOR, FLOORS, floorProblems, MAX_AGE_MS, MAX_TIMER_MS, relationProblems } from './bounds.js';
-import { RedisCaCert, redisTlsProblem } from '../../packages/executor/src/contract/redisTls.js';
+import { redisTlsProblem } from '../../packages/executor/src/contract/redisTls.js';
+import { parseSetting, SETTINGS, type SettingName, type SettingValue } from '../../packages/executor/src/contract/settings.js';
 
 /**
  * One `loadConfig(env)` for every function, the CLI and the local stack. Env is a parameter so tests
  * never touch process.env. Every problem is reported at once; secrets never appear in errors or logs.
  */
 
-const identifier = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, 'must be a SQL identifier (letters, digits, underscore; max 63)');
+/**
+ * A setting the kit reads too: parsed by the contract's one parser (packages/executor/src/contract/settings.ts),
+ * so both sides accept the same values and refuse the others with the same message.
+ */
+function shared<K extends SettingName>(name: K) {
+  return z.string().transform((raw, ctx): SettingValue<K> => {
+    const r = parseSetting(name, raw);
+    if (r.ok) return r.value;
+    ctx.addIssue({ code: 'custom', message: r.problem });
+    return z.NEVER;
+  });
+}
 
 /**
  * Plain decimal only: `z.coerce.number` would also read `0x10`, `1e3`, ` 16` and `16.0`, so a typo or a
@@ -32,12 +43,6 @@ const int = (def: number, min: number, max = Number.MAX_SAFE_INTEGER) =>
 
 /** A duration in ms: at most MAX_TIMER_MS unless a lower ceiling is given (bounds.ts says why). */
 const ms = (def: number, min: number, max: number = MAX_TIMER_MS) => int(def, min, Math.min(max, MAX_TIMER_MS));
-
-/**
- * Names that go into Redis keys (`prefix:app:hb:executor`) and SCAN patterns: no `:` (two apps' keys could
- * overlap), no glob characters, no whitespace or control characters.
- */
-const keyPrefix = KeyPrefix;
 const applicationName = z
   .string()
   .min(1)
@@ -50,11 +55,6 @@ const applicationName = z
 const postgresUrl = z
   .string()
   .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// or postgresql:// URL')
-  .refine((v) => URL.canParse(v), 'is not a valid URL');
-
-const redisUrl = z
-  .string()
-  .refine((v) => /^rediss?:\/\//.test(v), 'must be a redis:// or rediss:// URL')
   .refine((v) => URL.canParse(v), 'is not a valid URL');
 
 const EnvSchema = z.object({
@@ -73,20 +73,20 @@ const EnvSchema = z.object({
   DB_STATEMENT_TIMEOUT_MS: ms(30_000, 100),
 
   DBOS_APPLICATION_NAME: applicationName,
-  DBOS_SYSTEM_SCHEMA: identifier.default('dbos'),
-  AFTERLIFE_SCHEMA: identifier.default('afterlife'),
+  DBOS_SYSTEM_SCHEMA: shared('DBOS_SYSTEM_SCHEMA').default('dbos'),
+  AFTERLIFE_SCHEMA: shared('AFTERLIFE_SCHEMA').default('afterlife'),
 
-  REDIS_URL: redisUrl.optional(),
-  REDIS_KEY_PREFIX: keyPrefix.default('afterlife'),
-  REDIS_CA_CERT: RedisCaCert.optional(),
+  REDIS_URL: shared('REDIS_URL').optional(),
+  REDIS_KEY_PREFIX: shared('REDIS_KEY_PREFIX').default('afterlife'),
+  REDIS_CA_CERT: shared('REDIS_CA_CERT').optional(),
 
-  GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
-  EXECUTOR_DEATH_TOPIC: z.string().min(1).default('executor-deaths'),
+  GOOGLE_CLOUD_PROJECT: shared('GOOGLE_CLOUD_PROJECT').optional(),
+  EXECUTOR_DEATH_TOPIC: shared('EXECUTOR_DEATH_TOPIC').default('executor-deaths'),
   DEAD_LETTER_TOPIC: z.string().min(1).default('workflow-dead-letters'),
 
-  HEARTBEAT_TTL_MS: ms(15_000, 500),
+  HEARTBEAT_TTL_MS: shared('HEARTBEAT_TTL_MS').prefault(String(SETTINGS.HEARTBEAT_TTL_MS.default)),
   // A beat is "stale" after two intervals: with the liveness lock free, that is the second witness of death.
-  HEARTBEAT_INTERVAL_MS: ms(250, 50, 60_000),
+  HEARTBEAT_INTERVAL_MS: shared('HEARTBEAT_INTERVAL_MS').prefault(String(SETTINGS.HEARTBEAT_INTERVAL_MS.default)),
   FUNCTION_TIMEOUT_S: int(60, 1, 3_600),
   BUDGET_MARGIN_MS: ms(5_000, 0),
   DRAIN_BUDGET_MS: ms(600_000, 1_000, 86_400_000),

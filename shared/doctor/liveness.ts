@@ -46,7 +46,7 @@ function problemOf(s: LivenessSession): string[] {
   return [];
 }
 
-/** The liveness session name the kit sets (shared/executor/liveness.ts), which a pooled server session does not keep. */
+/** The liveness session name the kit sets (packages/executor/src/executor/liveness.ts), which a pooled server session does not keep. */
 export function expectedSessionName(s: LivenessSession): string {
   return livenessSessionName(s.executorId, s.incarnation);
 }

@@ -4,12 +4,8 @@ import { executorOptionsFromEnv } from '../../packages/executor/src/executor/env
 import { fenceMessage } from '../../packages/executor/src/executor/fence.js';
 import { livenessSessionName } from '../../packages/executor/src/executor/liveness.js';
 import { LogThrottle } from '../../packages/executor/src/executor/throttle.js';
-import {
-  DEFAULT_LIVENESS_LEASE_MS,
-  effectiveLease,
-  livenessLeaseMs,
-  MIN_LIVENESS_LEASE_MS,
-} from '../../packages/executor/src/contract/lease.js';
+import { DEFAULT_LIVENESS_LEASE_MS, effectiveLease, MIN_LIVENESS_LEASE_MS } from '../../packages/executor/src/contract/lease.js';
+import { livenessLeaseMs } from '../../packages/executor/src/contract/settings.js';
 
 /** The liveness lease as configuration (issue 19): a value the kit cannot keep is an error, never a guess. */
 describe('liveness lease configuration', () => {

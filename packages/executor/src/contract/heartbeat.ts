@@ -29,11 +29,10 @@ export const HeartbeatValue = z.object({
 export type HeartbeatValue = z.infer<typeof HeartbeatValue>;
 
 /**
- * The Redis key prefix, validated alike by the functions' config and the kit: no `:` (two apps' keys could
- * overlap), no glob characters (SCAN patterns), no whitespace or control characters.
+ * The Redis key prefix (REDIS_KEY_PREFIX, parsed in settings.ts): no `:` (two apps' keys could overlap), no
+ * glob characters (SCAN patterns), no whitespace or control characters.
  */
 export const KEY_PREFIX_RE = /^[A-Za-z0-9_.-]{1,64}$/;
-export const KeyPrefix = z.string().regex(KEY_PREFIX_RE, 'must be 1-64 letters, digits, "_", "." or "-" (it is part of every Redis key)');
 
 export function heartbeatKey(applicationName: string, executorId: string, prefix = 'afterlife'): string {
   return `${prefix}:${applicationName}:hb:${executorId}`;

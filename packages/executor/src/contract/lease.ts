@@ -1,6 +1,3 @@
-import { z } from 'zod';
-import { ConfigError } from '../errors.js';
-
 /**
  * The liveness lease: how long the server lets the kit's liveness session stay silent before it ends the
  * session — and so frees the lock — by itself (`idle_session_timeout`). Timed by Postgres, so it holds
@@ -20,23 +17,6 @@ export const DEFAULT_LIVENESS_LEASE_MS = 8_000;
 export const MIN_LIVENESS_LEASE_MS = 3_000;
 /** Longer than this and a lost host strands its work for minutes: that is the old lock, not a lease. */
 export const MAX_LIVENESS_LEASE_MS = 300_000;
-
-export const LivenessLeaseMs = z.coerce
-  .number({ message: 'must be a number of milliseconds' })
-  .int('must be a whole number of milliseconds')
-  .min(
-    MIN_LIVENESS_LEASE_MS,
-    `must be at least ${MIN_LIVENESS_LEASE_MS} ms (the fence query runs once a second; a shorter lease ends live sessions); 0/off is not allowed`,
-  )
-  .max(MAX_LIVENESS_LEASE_MS, `must be at most ${MAX_LIVENESS_LEASE_MS} ms (longer leaves a lost host's work stranded for minutes)`);
-
-/** The lease from a programmatic option (the env path validates through the same schema). */
-export function livenessLeaseMs(value: unknown, name = 'livenessLeaseMs'): number {
-  if (value === undefined) return DEFAULT_LIVENESS_LEASE_MS;
-  const r = LivenessLeaseMs.safeParse(value);
-  if (!r.success) throw new ConfigError(r.error.issues.map((i) => `${name}: ${i.message}`));
-  return r.data;
-}
 
 /**
  * The lease a session ends up with when the URL (`options=-c idle_session_timeout=…`), the role or the

@@ -1,16 +1,9 @@
-import { z } from 'zod';
-
 /**
  * REDIS_CA_CERT: the PEM certificates (one or more, as Memorystore's server_ca_certs during a rotation)
- * that sign the server's certificate; only with a rediss:// URL. In config/ (the bottom layer) because both
- * configurations validate it and the Redis client factory re-checks it.
+ * that sign the server's certificate; only with a rediss:// URL. Parsed with the other shared settings
+ * (settings.ts); the Redis client factory re-checks the pairing with the URL.
  */
-export const RedisCaCert = z
-  .string()
-  .refine(
-    (v) => /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/.test(v),
-    'must hold PEM certificates (-----BEGIN CERTIFICATE-----)',
-  );
+export const PEM_CERTIFICATE_RE = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/;
 
 /** A CA without TLS is a misconfiguration, not something to ignore: the operator meant encryption. */
 export function redisTlsProblem(url: string | undefined, ca: string | undefined): string | undefined {

@@ -1,7 +1,7 @@
-import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { PUBSUB_REST_ENDPOINT, type Publisher, RestPublisher } from '../events/publish.js';
 import type { Logger } from '../log.js';
+import { matching, readVariables, shared } from './envReader.js';
 
 /**
  * How the kit sends its death notice, lightest first, so an app does not carry `@google-cloud/pubsub`
@@ -25,27 +25,19 @@ export interface PublishPathOptions {
   logger?: Logger;
 }
 
-const Env = z.object({
-  PUBSUB_BRIDGE_URL: z.string().url().optional(),
-  PUBSUB_EMULATOR_HOST: z
-    .string()
-    .regex(/^[A-Za-z0-9.[\]:-]+:\d{1,5}$/, 'must be host:port')
-    .optional(),
-  GOOGLE_CLOUD_PROJECT: z.string().min(1).optional(),
-  GCLOUD_PROJECT: z.string().min(1).optional(),
-  GCE_METADATA_HOST: z
-    .string()
-    .regex(/^[A-Za-z0-9.-]+(:\d{1,5})?$/, 'must be host[:port]')
-    .optional(),
-});
+const ENV = {
+  PUBSUB_BRIDGE_URL: matching(/^https?:\/\/[^\s]+$/, 'must be an http(s):// URL'),
+  PUBSUB_EMULATOR_HOST: matching(/^[A-Za-z0-9.[\]:-]+:\d{1,5}$/, 'must be host:port'),
+  GOOGLE_CLOUD_PROJECT: shared('GOOGLE_CLOUD_PROJECT'),
+  GCLOUD_PROJECT: shared('GOOGLE_CLOUD_PROJECT'),
+  GCE_METADATA_HOST: matching(/^[A-Za-z0-9.-]+(:\d{1,5})?$/, 'must be host[:port]'),
+};
 
 export type PublishPath = 'bridge' | 'emulator' | 'client-library' | 'rest';
 
 export async function createKitPublisher(o: PublishPathOptions = {}): Promise<{ publisher: Publisher; path: PublishPath }> {
   const source = o.env ?? process.env;
-  const parsed = Env.safeParse(Object.fromEntries(Object.keys(Env.shape).flatMap((k) => (source[k] ? [[k, source[k]]] : []))));
-  if (!parsed.success) throw new ConfigError(parsed.error.issues.map((i) => `${String(i.path[0])}: ${i.message}`));
-  const env = parsed.data;
+  const env = readVariables(source, ENV) as Partial<Record<keyof typeof ENV, string>>;
   const project = o.project ?? env.GOOGLE_CLOUD_PROJECT ?? env.GCLOUD_PROJECT;
   const timeoutMs = o.timeoutMs ?? 10_000;
   if (env.PUBSUB_BRIDGE_URL)
@@ -92,7 +84,13 @@ async function clientLibrary(project: string | undefined): Promise<Publisher | u
   return new PubSubPublisher(new mod.PubSub(project ? { projectId: project } : {}) as ConstructorParameters<typeof PubSubPublisher>[0]);
 }
 
-const Token = z.object({ access_token: z.string().min(1), expires_in: z.number().int().positive() });
+/** The metadata server's token answer; anything else is an error, never a token. */
+function parseToken(raw: string): { access_token: string; expires_in: number } {
+  const t = JSON.parse(raw) as { access_token?: unknown; expires_in?: unknown } | null;
+  if (typeof t?.access_token !== 'string' || t.access_token === '' || !Number.isSafeInteger(t.expires_in) || (t.expires_in as number) <= 0)
+    throw new Error('metadata server returned an unreadable token');
+  return { access_token: t.access_token, expires_in: t.expires_in as number };
+}
 
 /** The metadata server's project ID and access tokens (cached until 5 minutes before they expire). */
 export class MetadataServer {
@@ -114,7 +112,7 @@ export class MetadataServer {
     if (this.cached && this.cached.expiresAt - Date.now() > 300_000) return Promise.resolve(this.cached.token);
     this.pending ??= this.get('instance/service-accounts/default/token')
       .then((raw) => {
-        const t = Token.parse(JSON.parse(raw));
+        const t = parseToken(raw);
         this.cached = { token: t.access_token, expiresAt: Date.now() + t.expires_in * 1_000 };
         return t.access_token;
       })

@@ -1,4 +1,5 @@
 import { ConfigError } from '../errors.js';
+import { checkSettingNumber } from '../contract/settings.js';
 import type { DbosApp } from './dbosInternals.js';
 import { executorOptionsFromEnv } from './env.js';
 import type { ExecutorKitOptions } from './options.js';
@@ -44,6 +45,16 @@ export function resolveKitOptions(
     );
   }
   if (!applicationName) problems.push('applicationName: DBOS’s application name could not be read: pass applicationName');
+  // Programmatic values meet the bounds their variables have (the contract's), so neither path can set what
+  // the plane would misread.
+  for (const [key, name] of [
+    ['heartbeatTtlMs', 'HEARTBEAT_TTL_MS'],
+    ['heartbeatIntervalMs', 'HEARTBEAT_INTERVAL_MS'],
+  ] as const) {
+    const value = explicit[key];
+    const problem = value === undefined ? undefined : checkSettingNumber(name, value);
+    if (problem) problems.push(`${key}: ${problem}`);
+  }
   if (problems.length) throw new ConfigError(problems);
   const schema = fromEnv.dbosSchema ?? dbos?.systemDatabaseSchemaName;
   return {

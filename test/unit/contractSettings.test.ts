@@ -1,0 +1,102 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
+import { ConfigError } from '../../packages/executor/src/errors.js';
+import { executorOptionsFromEnv, KIT_ENV_KEYS } from '../../packages/executor/src/executor/env.js';
+import { MAX_TIMER_MS, SETTING_NAMES, SETTINGS, type SettingName } from '../../packages/executor/src/contract/settings.js';
+
+/**
+ * Issue 28: the kit and the plane read the same settings through the contract's one parser
+ * (packages/executor/src/contract/settings.ts). Every setting, with values outside its bounds and in forms
+ * that are not plain decimal, goes through the kit's env reader and the plane's loadConfig; both must refuse
+ * it at start with the same message. A setting both read that is not in the contract, or a second schema for
+ * one that is, fails here too.
+ */
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const PLANE_BASE = { DBOS_APPLICATION_NAME: 'app', DATABASE_URL: 'postgres://h/db' };
+const KIT_BASE = { DBOS_SYSTEM_DATABASE_URL: 'postgres://h/db' };
+
+function refusal(load: () => unknown, name: string): string | undefined {
+  try {
+    load();
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    return err.issues.find((i) => i.startsWith(`${name}: `));
+  }
+  return undefined;
+}
+
+/** Values each setting must refuse: the audit's, non-decimal forms, and one past each bound. */
+function badValues(name: SettingName): string[] {
+  const s = SETTINGS[name];
+  if (s.kind === 'text') return [' x', 'x ', '\t'];
+  const out = ['1e3', ' 300', '300 ', '0x3e8', '+500', '3000.0', '-1', String(s.min - 1), String(s.max + 1), String(MAX_TIMER_MS + 1)];
+  if (name === 'HEARTBEAT_TTL_MS') out.push('900000');
+  if (name === 'HEARTBEAT_INTERVAL_MS') out.push('120000');
+  return out;
+}
+
+describe('the contract’s settings, through the kit and the plane', () => {
+  const plane = new Set(CONFIG_KEYS);
+
+  it('every setting both sides read is the contract’s', () => {
+    const both = KIT_ENV_KEYS.filter((k) => plane.has(k)).sort();
+    expect(both).toEqual(SETTING_NAMES.filter((n) => plane.has(n)).sort());
+    for (const n of SETTING_NAMES) expect(KIT_ENV_KEYS).toContain(n);
+  });
+
+  for (const name of SETTING_NAMES) {
+    it(`${name}: refused alike by both, accepted alike at its bounds`, () => {
+      for (const raw of badValues(name)) {
+        const kit = refusal(() => executorOptionsFromEnv({ ...KIT_BASE, [name]: raw }), name);
+        expect(kit, `kit accepted ${name}=${JSON.stringify(raw)}`).toBeDefined();
+        if (!plane.has(name)) continue;
+        const planeMsg = refusal(() => loadConfig({ ...PLANE_BASE, [name]: raw }), name);
+        expect(planeMsg, `${name}=${JSON.stringify(raw)}`).toBe(kit);
+      }
+      const s = SETTINGS[name];
+      if (s.kind !== 'int') return;
+      expect(s.max).toBeLessThanOrEqual(MAX_TIMER_MS);
+      for (const ok of [s.min, s.max, s.default]) {
+        expect(refusal(() => executorOptionsFromEnv({ ...KIT_BASE, [name]: String(ok) }), name)).toBeUndefined();
+        if (plane.has(name)) expect(refusal(() => loadConfig({ ...PLANE_BASE, [name]: String(ok) }), name)).toBeUndefined();
+      }
+    });
+  }
+
+  it('the audit’s values get the named refusals', () => {
+    expect(refusal(() => executorOptionsFromEnv({ HEARTBEAT_TTL_MS: '900000' }), 'HEARTBEAT_TTL_MS')).toMatch(/at most 600000 ms/);
+    expect(refusal(() => loadConfig({ ...PLANE_BASE, HEARTBEAT_INTERVAL_MS: '120000' }), 'HEARTBEAT_INTERVAL_MS')).toMatch(
+      /at most 60000 ms/,
+    );
+    expect(refusal(() => executorOptionsFromEnv({ HEARTBEAT_TTL_MS: '1e3' }), 'HEARTBEAT_TTL_MS')).toBe(
+      'HEARTBEAT_TTL_MS: must be a plain decimal integer',
+    );
+  });
+
+  it('no second definition: outside the contract, a setting’s name is given a schema only through it', () => {
+    const files = ['shared', 'functions', 'cli', 'packages/executor/src'].flatMap((d) => sources(join(ROOT, d)));
+    const defs = files.flatMap((f) =>
+      readFileSync(f, 'utf8')
+        .split('\n')
+        .flatMap((line, i) => {
+          const m = /^\s*(?:['"]?)([A-Z][A-Z0-9_]+)(?:['"]?)\s*:\s*(.*)$/.exec(line);
+          if (!m?.[1] || !(SETTING_NAMES as string[]).includes(m[1])) return [];
+          // The contract itself, the plane's `shared(NAME)` and the kit's readers built from SETTING_NAMES.
+          if (f.endsWith('contract/settings.ts') || m[2]?.startsWith(`shared('${m[1]}')`)) return [];
+          return [`${f.slice(ROOT.length)}:${i + 1}: ${line.trim()}`];
+        }),
+    );
+    expect(defs, 'a contract setting defined outside packages/executor/src/contract/settings.ts').toEqual([]);
+  });
+});
+
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) return e.name === 'node_modules' || e.name === 'dist' ? [] : sources(p);
+    return e.name.endsWith('.ts') && !e.name.endsWith('.test.ts') ? [p] : [];
+  });
+}
