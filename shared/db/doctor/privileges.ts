@@ -38,7 +38,9 @@ export async function missingPrivileges(
      UNION ALL
      SELECT format('%I.%I', $2::text, w.tbl), w.priv FROM unnest($5::text[], $6::text[]) AS w(tbl, priv)
       WHERE to_regclass(format('%I.%I', $2::text, w.tbl)) IS NOT NULL
-        AND NOT has_table_privilege($1, to_regclass(format('%I.%I', $2::text, w.tbl)), w.priv)
+        AND NOT CASE WHEN w.priv IN ('SELECT', 'INSERT', 'UPDATE')
+                     THEN has_any_column_privilege($1, to_regclass(format('%I.%I', $2::text, w.tbl)), w.priv)
+                     ELSE has_table_privilege($1, to_regclass(format('%I.%I', $2::text, w.tbl)), w.priv) END
      ORDER BY 1, 2`,
     [role, want.schema, want.schemaTables, want.sequences, want.listed.map((l) => l[0]), want.listed.map((l) => l[1])],
     'doctor.missingPrivileges',
