@@ -47,6 +47,7 @@ locals {
     workflow_timed_out               = "WORKFLOW_GLOBAL_TIMEOUT_MS cancelled a workflow (its children with it)"
     grants_missing                   = "a function's database role lacks grants its code needs (infra/grants.sql not rerun since DBOS or the app's data source created a table); the line names them"
     liveness_lock_squatted           = "an executor's liveness key is held by a session that is not the kit's registered one; read as free and reported"
+    recovery_duplicate               = "a death notice repeated a death already audited, with nothing PENDING: no new audit row"
     threshold_below_floor            = "a start with a threshold that cancels or deletes set below its floor (AFTERLIFE_ALLOW_BELOW_FLOOR names it)"
   }
 

@@ -136,6 +136,7 @@ async function run(
   log: Logger,
 ): Promise<RecoverySummary> {
   const r = await beginRun(deps, notice, opts, { lockMode, lockSignal, log });
+  if (r.duplicate) return duplicate(r);
   try {
     // A notice that names versions scopes the recovery to them (an executor that ran several builds).
     const named = notice.applicationVersions ? new Set(notice.applicationVersions) : undefined;
@@ -155,6 +156,27 @@ async function run(
     }
     throw err;
   }
+}
+
+/** A notice repeating a death already audited, with nothing PENDING: the earlier row stands, nothing is written. */
+function duplicate(r: Run): RecoverySummary {
+  r.log.info('death already recorded and nothing PENDING: duplicate notice, no new audit row', {
+    recoveryId: r.recoveryId,
+    event: 'recovery_duplicate',
+  });
+  return {
+    outcome: 'nothing-to-do',
+    executorId: r.notice.executorId,
+    applicationName: r.notice.applicationName,
+    recoveryId: r.recoveryId,
+    lockMode: r.lockMode,
+    reenqueued: 0,
+    batches: 0,
+    durationMs: Date.now() - r.started,
+    versions: {},
+    versionsWithoutExecutor: [],
+    liveVersionsKnown: false,
+  };
 }
 
 /** After the last batch: a death the guard contradicted, or the registry, the audit, the report and the summary. */

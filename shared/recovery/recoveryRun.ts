@@ -29,6 +29,8 @@ export interface Run {
   inferred: boolean;
   guard: RecoveryGuard | undefined;
   recoveryId: number;
+  /** The death was already recorded and nothing is PENDING: `recoveryId` is that row's, and nothing is written. */
+  duplicate: boolean;
   markedDead: boolean;
   versions: Record<string, number>;
   /** IDs re-enqueued onto versions no live executor runs, for the orphaned-version report and hook. */
@@ -77,6 +79,7 @@ export async function beginRun(
   const r: Run = {
     ...partial,
     recoveryId: 0,
+    duplicate: false,
     markedDead: false,
     versions: {},
     orphanedIds: new Map(),
@@ -86,7 +89,7 @@ export async function beginRun(
     skipLocked: false,
   };
   if (!inferred) await markDead(r);
-  r.recoveryId = await startRecovery(deps.db, {
+  const started = await startRecovery(deps.db, {
     applicationName: notice.applicationName,
     executorId: notice.executorId,
     reason: notice.reason,
@@ -96,6 +99,8 @@ export async function beginRun(
     lockMode: lock.lockMode,
     incarnation: notice.incarnation,
   });
+  r.recoveryId = started.id;
+  r.duplicate = started.duplicate;
   return r;
 }
 

@@ -173,6 +173,37 @@ describe('per-function database roles (infra/grants.sql)', () => {
     expect(audit.rows[0]?.n).toBeGreaterThan(0);
   });
 
+  it('duplicate notices about one known dead executor write one audit row, even at once; rows to move make a new one', async () => {
+    // Issue 30: 1,000 notices about one known dead executor wrote 1,000 `recoveries` rows in 11 s.
+    const audit = async () =>
+      (await tdb.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM afterlife.recoveries WHERE executor_id = 'exec-A'`)).rows[0]?.n;
+    const before = await audit();
+    expect(before).toBeGreaterThan(0);
+    const rt = testRuntime({ databaseUrl: urlAs(tdb.url, users.executor_death), applicationName: app, redis: 'none', poolMax: 8 });
+    const send = async () => {
+      const notice = deathNotice({ executorId: 'exec-A', applicationName: app, reason: 'manual', detectedBy: 'test' });
+      return handleDeathEvent(rt, JSON.parse(pubsubCloudEvent(JSON.stringify(notice)).body) as unknown);
+    };
+    try {
+      // Degraded (no Redis lock): six at a time, so only the statement's own lock keeps them to one row.
+      for (let round = 0; round < 5; round++) {
+        const outs = await Promise.all(Array.from({ length: 6 }, send));
+        for (const out of outs) expect(out).toMatchObject({ ack: true, kind: 'recovered', summary: { outcome: 'nothing-to-do' } });
+      }
+      expect(await audit()).toBe(before);
+      // A PENDING row of the dead executor again (say a claim raced the death): the next notice has work, audited anew.
+      await tdb.sql.query(
+        `UPDATE dbos.workflow_status SET status = 'PENDING', executor_id = 'exec-A', queue_name = NULL WHERE workflow_uuid = 'g-0'`,
+      );
+      expect(await send()).toMatchObject({ ack: true, summary: { outcome: 'completed', reenqueued: 1 } });
+      expect(await audit()).toBe((before ?? 0) + 1);
+      await Promise.all(Array.from({ length: 6 }, send));
+      expect(await audit()).toBe((before ?? 0) + 1);
+    } finally {
+      await rt.close();
+    }
+  });
+
   it("the reaper's role forks, cancels and rewinds through DBOS's own client; drain's cannot fork", async () => {
     const client = await DBOSClient.create({
       systemDatabaseUrl: urlAs(tdb.url, users.reaper),
