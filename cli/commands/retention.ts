@@ -3,7 +3,7 @@ import { runRetentionPass, type RetentionPassResult } from '../../shared/retenti
 import { describePolicy } from '../../shared/retention/policy.js';
 import { noFaults } from '../../packages/executor/src/testing/faults.js';
 import type { CliContext } from '../context.js';
-import { duration } from '../format.js';
+import { duration, inline } from '../format.js';
 import type { RetentionOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
 
@@ -65,15 +65,16 @@ function render(r: RetentionOutput): string {
     );
     if (r.wouldDelete.length)
       lines.push(
-        `would delete: ${r.wouldDelete.slice(0, 50).join(', ')}${r.wouldDelete.length > 50 ? `, … (${r.wouldDelete.length} listed in --json)` : ''}`,
+        `would delete: ${r.wouldDelete.slice(0, 50).map(inline).join(', ')}${r.wouldDelete.length > 50 ? `, … (${r.wouldDelete.length} listed in --json)` : ''}`,
       );
-    if (r.timedOutWorkflows.length) lines.push(`would cancel: ${r.timedOutWorkflows.join(', ')}`);
+    // Workflow IDs are the app's strings: a newline in one must not forge a line of this output (issue 30).
+    if (r.timedOutWorkflows.length) lines.push(`would cancel: ${r.timedOutWorkflows.map(inline).join(', ')}`);
   } else {
     lines.push(
       `deleted ${r.deleted} workflow(s) (${r.steps} steps, ${r.inputs} inputs, ${r.outputs} outputs) in ${r.batches} batch(es), longest ${duration(r.longestBatchMs)}; ` +
         `cancelled ${r.timedOut} by the global timeout; ${duration(r.durationMs)}`,
     );
-    if (r.timedOutWorkflows.length) lines.push(`timed out: ${r.timedOutWorkflows.join(', ')}`);
+    if (r.timedOutWorkflows.length) lines.push(`timed out: ${r.timedOutWorkflows.map(inline).join(', ')}`);
     if (r.own)
       lines.push(
         `afterlife's own tables: ${Object.entries(r.own)

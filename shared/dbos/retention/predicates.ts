@@ -7,6 +7,12 @@ import { DIVERGENCE_PREFILTER } from '../diverged.js';
  * `s` is DBOS's schema and `a` afterlife's (both quoted by ident()).
  */
 
+/**
+ * How far up the parent chain `held` walks to find a workflow's top-level ancestor. A chain longer than this
+ * (or one that loops) leaves the root unknown, and the workflow is kept: retention errs on keeping.
+ */
+export const ANCESTOR_WALK = 50;
+
 /** Conductor's "completed": the only statuses retention ever deletes. */
 export const COMPLETED = `('SUCCESS', 'ERROR', 'CANCELLED', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED')`;
 
@@ -48,9 +54,12 @@ export function held(s: string, a: string): string {
             UNION ALL
             SELECT u.workflow_uuid, u.parent_workflow_id, up.depth + 1
               FROM up JOIN ${s}.workflow_status u ON u.workflow_uuid = up.parent
-             WHERE up.depth < 50)
+             WHERE up.depth < ${ANCESTOR_WALK})
           SELECT 1 FROM up JOIN ${s}.workflow_status r ON r.workflow_uuid = up.id
-           WHERE up.parent IS NULL AND ${unsettled(s, a, 'r')}))
+           WHERE (up.parent IS NULL AND ${unsettled(s, a, 'r')})
+              -- The walk stopped at its bound with an ancestor still above: the root is unknown, so kept
+              -- (issue 30: completed descendants more than 50 levels below a running root were deleted).
+              OR (up.depth >= ${ANCESTOR_WALK} AND up.parent IS NOT NULL)))
     OR (ws.was_forked_from AND EXISTS (
           WITH RECURSIVE down(id, depth) AS (
             SELECT f.workflow_uuid, 1 FROM ${s}.workflow_status f WHERE f.forked_from = ws.workflow_uuid

@@ -15,8 +15,9 @@ import { appScope, NOW_MS } from '../../../packages/executor/src/dbos/sql.js';
  * their whole descendant tree, cancelled together. The UPDATE re-checks each row's status on its latest
  * version (READ COMMITTED), so one that completed meanwhile keeps its outcome. Two differences from
  * DBOS's statement, both narrower: rows already terminal (CANCELLED, MAX_RECOVERY_ATTEMPTS_EXCEEDED as
- * well as SUCCESS, ERROR) are left alone, so their completed_at is not rewritten; and the roots are this
- * app's (DBOS's client cancels whatever IDs it is given).
+ * well as SUCCESS, ERROR) are left alone, so their completed_at is not rewritten; and the roots and their
+ * descendants are this app's (DBOS's client cancels whatever IDs it is given; issue 30: another application's
+ * minute-old child of a timed-out root was cancelled with it).
  */
 export interface TimedOut {
   workflowId: string;
@@ -42,7 +43,7 @@ export async function cancelTimedOut(db: Db, applicationName: string, timeoutMs:
        UNION
        SELECT c.workflow_uuid, t.root, t.depth + 1
          FROM tree t JOIN ${s}.workflow_status c ON c.parent_workflow_id = t.id
-        WHERE t.depth < 50
+        WHERE t.depth < 50 AND ${appScope('c.application_name', '$1')}
      )
      UPDATE ${s}.workflow_status ws
         SET status = 'CANCELLED', owner_xid = NULL, queue_name = NULL, deduplication_id = NULL, started_at_epoch_ms = NULL,
