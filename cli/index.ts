@@ -242,7 +242,9 @@ function fail(json: boolean, err: unknown, exitCode: 1 | 2): number {
     const out: ErrorOutput = { error: { code, message, ...(issues ? { issues } : {}) } };
     process.stdout.write(`${JSON.stringify(out)}\n`);
   } else {
-    process.stderr.write(`afterlife: ${inline(message)}\n`);
+    // A configuration error is a list, one problem a line; each line is still escaped (values come from the env).
+    const text = issues ? `invalid configuration:\n${issues.map((i) => `  - ${inline(i)}`).join('\n')}` : inline(message);
+    process.stderr.write(`afterlife: ${text}\n`);
     if (exitCode === 2 && err instanceof UsageError) process.stderr.write(`run "afterlife --help" for usage\n`);
   }
   return exitCode;

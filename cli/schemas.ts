@@ -100,6 +100,13 @@ export const StatusOutput = z.strictObject({
     totalDeleted: z.number().int().nonnegative(),
     totalTimedOut: z.number().int().nonnegative(),
   }),
+  /**
+   * Applications with live kits in this database that no plane guards (no reaper tick lately), other than
+   * this one: their deaths are not recovered. Absent in output from before issue 27.
+   */
+  unguarded: z
+    .array(z.strictObject({ applicationName: z.string(), kits: z.number().int().positive(), executorIds: z.array(z.string()) }))
+    .optional(),
 });
 export type StatusOutput = z.infer<typeof StatusOutput>;
 
@@ -150,6 +157,8 @@ export const RecoverOutput = z.strictObject({
   lockMode: z.enum(['locked', 'degraded']).nullable(),
   durationMs: z.number().int().nonnegative().nullable(),
   versionsWithoutExecutor: z.array(z.string()),
+  /** A dry run: why the real run would be refused without --force (the executor looks alive); null if it would go ahead. */
+  wouldRefuse: z.string().nullable().optional(),
 });
 export type RecoverOutput = z.infer<typeof RecoverOutput>;
 

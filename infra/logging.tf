@@ -49,6 +49,7 @@ locals {
     liveness_lock_squatted           = "an executor's liveness key is held by a session that is not the kit's registered one; read as free and reported"
     recovery_duplicate               = "a death notice repeated a death already audited, with nothing PENDING: no new audit row"
     threshold_below_floor            = "a start with a threshold that cancels or deletes set below its floor (AFTERLIFE_ALLOW_BELOW_FLOOR names it)"
+    unguarded_application            = "live kits are registered in this database under an application no plane guards; their deaths are not recovered"
   }
 
   # Only afterlife's own services; the executors' kit logs in the app's services.

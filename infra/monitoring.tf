@@ -100,6 +100,35 @@ locals {
         ${local.alert_doc_footer~}
       EOT
     }
+    unguarded_application = {
+      title    = "afterlife: kits of an application no plane guards"
+      severity = "CRITICAL"
+      thresholds = [{
+        name      = "afterlife: kits of an application no plane guards (unguarded_application)"
+        filter    = "metric.type=\"${local.user_metric}/${google_logging_metric.event["unguarded_application"].name}\" AND resource.type=\"cloud_run_revision\""
+        threshold = 0
+        window    = "300s"
+        duration  = "0s"
+        aligner   = "ALIGN_SUM"
+        reducer   = "REDUCE_SUM"
+        group_by  = null
+      }]
+      absences = []
+      content  = <<-EOT
+        Executors with the kit are registered in afterlife's database under an **application no plane
+        guards**: no reaper ticks for that name, so when one of them dies its PENDING workflows are
+        **never recovered**. Almost always a name mismatch: the kit registers under DBOS's application
+        name, and the plane guards `DBOS_APPLICATION_NAME`.
+
+        1. The `application`, `guarded` and `executorIds` of the `unguarded_application` line say which
+           name the kits use and which one this plane guards; `afterlife status` shows it too.
+        2. Make them one name: set the plane's `afterlife.application_name` (DBOS_APPLICATION_NAME) to the
+           kits' name, or the app's DBOS name (dbos-config.yaml `name`, DBOS.setConfig or
+           DBOS_APPLICATION_NAME in the app) to the guarded one. Executors already dead under the other
+           name: `afterlife recover <executorId> --app <their application>`.
+        ${local.alert_doc_footer~}
+      EOT
+    }
     repair_refused = {
       title    = "afterlife: a repair refused, to keep a transaction from running twice"
       severity = "ERROR"

@@ -1,3 +1,4 @@
+import { findExecutors } from '../../packages/executor/src/db/queries/executors.js';
 import { type DrainDeps, type DrainProgress, drainProgress, requestDrain } from '../../shared/drain/index.js';
 import type { CliContext } from '../context.js';
 import { ago, duration, table } from '../format.js';
@@ -23,9 +24,16 @@ export async function drain(
     defaultBudgetMs: ctx.config.drainBudgetMs,
   };
   const started = Date.now();
+  // Executors of the version already dead in the registry before the request are not asked to drain: left
+  // out of the count, the wait and the table, or the report counts corpses among those "requested".
+  const before = await findExecutors(ctx.db, ctx.config.applicationName, { applicationVersion: o.version });
+  const gone = new Set(before.filter((r) => r.state === 'dead').map((r) => r.executor_id));
+  const without = (p: DrainProgress): DrainProgress => ({ ...p, executors: p.executors.filter((e) => !gone.has(e.executorId)) });
   const requested = await requestDrain(deps, { applicationVersion: o.version }, 'afterlife-cli');
-  let progress: DrainProgress = await drainProgress(deps, requested.target);
-  ctx.progress(`drain of ${o.version} requested for ${progress.executors.length} executor(s) (budget ${duration(requested.budgetMs)})`);
+  let progress = without(await drainProgress(deps, requested.target));
+  ctx.progress(
+    `drain of ${o.version} requested for ${progress.executors.length} executor(s) (budget ${duration(requested.budgetMs)})${gone.size ? `; ${gone.size} dead one(s) of the version left out` : ''}`,
+  );
   let timedOut = false;
   if (o.wait) {
     let last = '';
@@ -41,7 +49,7 @@ export async function drain(
         break;
       }
       await new Promise((r) => setTimeout(r, o.pollMs ?? 1_000));
-      progress = await drainProgress(deps, { applicationVersion: o.version });
+      progress = without(await drainProgress(deps, { applicationVersion: o.version }));
     }
   }
   const out: DrainOutput = {

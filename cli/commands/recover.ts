@@ -30,12 +30,14 @@ export async function recover(
   const owns = `${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}`;
   const base = { command: 'recover' as const, applicationName: app, executorId, pendingByVersion: byVersion };
   const nothing = { reenqueued: 0, recoveryId: null, lockMode: null, durationMs: null, versionsWithoutExecutor: [] };
+  // The same check as the real run, so a dry run says whether the real one would be refused.
+  const refused = await refusal(ctx, executorId, o.force);
   if (o.dryRun) {
-    const out: RecoverOutput = { ...base, dryRun: true, outcome: 'dry-run', ...nothing };
-    return { json: out, text: `${inline(executorId)} owns ${owns}; dry run: nothing changed.\n`, exitCode: 0 };
+    const out: RecoverOutput = { ...base, dryRun: true, outcome: 'dry-run', ...nothing, wouldRefuse: refused ?? null };
+    const verdict = refused ? `the real run would be refused: ${refused}` : 'the real run would recover them';
+    return { json: out, text: `${inline(executorId)} owns ${owns}; dry run: nothing changed; ${inline(verdict)}\n`, exitCode: 0 };
   }
-
-  await refuseIfAlive(ctx, executorId, o.force);
+  if (refused) throw new Error(refused);
   ctx.progress(`recovering ${inline(executorId)}: ${owns}…`);
   const summary = await runRecovery(ctx, executorId, total);
   if (summary.outcome === 'false-alarm') {
@@ -84,9 +86,9 @@ function describeRecovery(executorId: string, summary: Exclude<RecoverySummary, 
 
 /**
  * The operator's side of the shared rule (shared/recovery/alive.ts): only evidence of death goes ahead
- * without --force, so no heartbeat to read is a refusal too.
+ * without --force, so no heartbeat to read is a refusal too. The reason to refuse, or undefined.
  */
-async function refuseIfAlive(ctx: CliContext, executorId: string, force: boolean): Promise<void> {
+async function refusal(ctx: CliContext, executorId: string, force: boolean): Promise<string | undefined> {
   const { db, config } = ctx;
   const life = await isAlive(
     {
@@ -98,21 +100,15 @@ async function refuseIfAlive(ctx: CliContext, executorId: string, force: boolean
     },
     { applicationName: config.applicationName, executorId, reason: 'manual', force, doubt: 'refuse' },
   );
-  if (life.alive === false) return;
+  if (life.alive === false) return undefined;
   if (life.witness === 'liveness-lock') {
     // Postgres's word, Redis or not: the process still has its session.
-    throw new Error(
-      `${executorId} holds its liveness lock (its process still has a Postgres session): it is alive, and recovering its workflows would run their steps twice. Use --force if you are sure it is gone (a live executor fences itself and exits).`,
-    );
+    return `${executorId} holds its liveness lock (its process still has a Postgres session): it is alive, and recovering its workflows would run their steps twice. Use --force if you are sure it is gone (a live executor fences itself and exits).`;
   }
   if (life.alive === 'unknown') {
-    throw new Error(
-      `cannot read ${executorId}'s heartbeat (Redis ${config.redis ? 'unreachable' : 'not configured'}), so there is no evidence it is gone. Use --force if you are sure it is.`,
-    );
+    return `cannot read ${executorId}'s heartbeat (Redis ${config.redis ? 'unreachable' : 'not configured'}), so there is no evidence it is gone. Use --force if you are sure it is.`;
   }
-  throw new Error(
-    `${executorId} has a fresh heartbeat (state ${life.state ?? 'unknown'}): it is alive, and recovering its workflows would run their steps twice. Use --force if you are sure it is gone.`,
-  );
+  return `${executorId} has a fresh heartbeat (state ${life.state ?? 'unknown'}): it is alive, and recovering its workflows would run their steps twice. Use --force if you are sure it is gone.`;
 }
 
 function describe(byVersion: Record<string, number>): string {

@@ -8,6 +8,8 @@ import { countStrandedEnqueued } from '../../shared/dbos/orphaned.js';
 import { readLiveness } from '../../packages/executor/src/db/queries/liveness.js';
 import { countByStatus, pendingSummaryByExecutor } from '../../shared/dbos/status.js';
 import { heartbeatKey, readAllHeartbeats, readHeartbeat, type HeartbeatValue } from '../../packages/executor/src/contract/heartbeat.js';
+import { shownState } from '../../shared/drain/index.js';
+import { findUnguarded } from '../../shared/reaper/unguarded.js';
 import type { CliContext } from '../context.js';
 import { duration } from '../format.js';
 import type { StatusOutput } from '../schemas.js';
@@ -61,6 +63,7 @@ export async function status(ctx: CliContext): Promise<CommandResult<StatusOutpu
     stranded: await strandedOf(ctx, registry, beats, redisState),
     recentRecoveries: recoveries.map((r) => ({ ...r, startedAt: r.startedAt.toISOString() })),
     retention: retentionOf(ctx, retention),
+    unguarded: await findUnguarded(db, app),
   };
   return { json: out, text: render(out), exitCode: 0 };
 }
@@ -130,7 +133,8 @@ function executorRow(
   if (reg?.application_version) versions.add(reg.application_version);
   let state: Executor['state'];
   if (beat) state = beat.value?.state ?? 'alive';
-  else if (reg) state = reg.state === 'alive' || reg.state === 'draining' ? (o.redisState === 'ok' ? 'lapsed' : reg.state) : reg.state;
+  else if (reg)
+    state = reg.state === 'alive' || reg.state === 'draining' ? (o.redisState === 'ok' ? 'lapsed' : reg.state) : shownState(reg);
   else state = 'unknown';
   const beatAt = beat?.value ? Date.parse(beat.value.beatAt) : undefined;
   return {

@@ -1,4 +1,4 @@
-import { ago, duration, table } from '../format.js';
+import { ago, duration, inline, table } from '../format.js';
 import type { StatusOutput } from '../schemas.js';
 
 /**
@@ -11,8 +11,21 @@ export const DIVERGED_LIMIT = 1_000;
 
 export function render(s: StatusOutput): string {
   const lines = [`afterlife status — application ${s.applicationName} — ${s.generatedAt} — redis ${s.redis}`, ''];
-  lines.push(...executors(s), ...counts(s), ...stranded(s), ...retention(s), ...recoveries(s));
+  lines.push(...unguarded(s), ...executors(s), ...counts(s), ...stranded(s), ...retention(s), ...recoveries(s));
   return `${lines.join('\n')}\n`;
+}
+
+/** First, because it explains an empty table: the kits are there, under another name, and nothing guards them. */
+function unguarded(s: StatusOutput): string[] {
+  const apps = s.unguarded ?? [];
+  if (apps.length === 0) return [];
+  return [
+    ...apps.map(
+      (a) =>
+        `UNGUARDED: ${a.kits} live kit(s) under application ${inline(a.applicationName)} (${a.executorIds.map(inline).join(', ')}${a.kits > a.executorIds.length ? ', …' : ''}) and no plane ticking for it: their deaths are not recovered. Guard it (a plane with DBOS_APPLICATION_NAME=${inline(a.applicationName)}; \`afterlife status --app ${inline(a.applicationName)}\` shows it) or give the app the name ${inline(s.applicationName)}.`,
+    ),
+    '',
+  ];
 }
 
 function executors(s: StatusOutput): string[] {

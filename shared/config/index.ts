@@ -226,13 +226,21 @@ export interface Config {
 const SECRET_KEYS = new Set(['DB_PASSWORD']);
 
 /** Turns zod issues into lines that name the variable and never echo a secret. */
-function describe(issues: readonly z.core.$ZodIssue[]): string[] {
+function describe(issues: readonly z.core.$ZodIssue[], picked: Record<string, string>): string[] {
   return issues.map((issue) => {
     const key = String(issue.path[0] ?? '(env)');
+    // zod's "Invalid input: expected string, received undefined" is how a required variable reads when unset.
+    if (issue.code === 'invalid_type' && picked[key] === undefined) return `${key}: not set; ${REQUIRED_HINTS[key] ?? 'it is required'}`;
     const message = SECRET_KEYS.has(key) ? issue.message.replace(/"[^"]*"/g, '"***"') : issue.message;
     return `${key}: ${message}`;
   });
 }
+
+/** What a required variable is, said to the person who left it unset. */
+const REQUIRED_HINTS: Readonly<Record<string, string>> = {
+  DBOS_APPLICATION_NAME:
+    "set it to your DBOS application's name (DBOS's `name` in dbos-config.yaml or DBOS.setConfig; the kit registers under it), or pass --app NAME to the CLI",
+};
 
 /** Keys the config reads; unknown env variables are ignored, as on any Cloud Run instance. */
 const KEYS = Object.keys(EnvSchema.shape) as Array<keyof Parsed>;
@@ -344,7 +352,7 @@ function parseEnv(env: Record<string, string | undefined>): Parsed {
   const problems = [
     ...(parsed.success
       ? [...relationProblems(parsed.data), ...floorProblems(parsed.data, allowedBelowFloor(parsed.data)).problems]
-      : describe(parsed.error.issues)),
+      : describe(parsed.error.issues, picked)),
     ...databaseTargetProblems(picked),
     ...(tls ? [tls] : []),
     ...renamed,

@@ -164,9 +164,18 @@ function reportedState(
   hb: HeartbeatValue | undefined,
   heartbeatsKnown: boolean,
 ): ReportedState {
-  if (row?.state === 'dead') return 'dead';
+  if (row?.state === 'dead') return shownState(row);
   if (beating) return hb?.state ?? 'alive';
   if (row?.state === 'drained') return 'drained';
   if (!heartbeatsKnown && row) return row.state;
   return 'unknown';
+}
+
+/**
+ * The registry's state as an operator should read it. An executor that drained (a drain request or a
+ * SIGTERM) hands its leftovers over with a death notice of its own, and the recovery marks the row `dead`
+ * (final, which fences that incarnation); the reason says it left on purpose, so it reads `drained`.
+ */
+export function shownState<S extends string>(row: { state: S; reason: string | null }): S | 'drained' {
+  return row.state === 'dead' && (row.reason === 'drained' || row.reason === 'sigterm') ? 'drained' : row.state;
 }

@@ -1,11 +1,12 @@
 import { findExecutors, listExecutors, type ExecutorRow } from '../../packages/executor/src/db/queries/executors.js';
-import { type Absence, executorsSeenBeating, recordAbsent, recordPresent, resetHeartbeatAbsences } from '../db/queries/observations.js';
+import { type Absence, executorsSeenBeating } from '../db/queries/observations.js';
 import { canSeeOtherSessions, executorsWithSessions, lastActivityByExecutor, pendingOwners } from '../dbos/reaper.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import { type Beat, judgeKit, type RuleSettings, streakIsDeath } from './deathRule.js';
 import { type Acting, actOnDeaths, type Death } from './declareDead.js';
 import { type Beats, type LockEvidence, readBeats, readLocks } from './evidence.js';
 import { lockedRowsFreed } from './lockedRows.js';
+import { observations, type Observations } from './observe.js';
 import type { DeadPassResult, ReaperDeps, ReaperState, TickContext } from './types.js';
 
 /**
@@ -34,6 +35,8 @@ interface Pass extends Acting {
   dead: Death[];
   /** Whether an absence may be acted on: not declared lately, or rows its recovery left locked are free. */
   actionable: (a: Absence) => boolean;
+  /** Where presence and absence are recorded (nowhere persistent in a dry run). */
+  seen: Observations;
 }
 
 /** The two witnesses as read this tick, and which candidates write heartbeats at all. */
@@ -71,6 +74,7 @@ export async function deadExecutorsPass(
     alive: new Set(),
     dead: [],
     actionable: () => false,
+    seen: observations(deps, ctx, state),
   };
   const w = await readWitnesses(p); // 1. the witnesses
   await judgeKits(p, w); // 2. executors with the kit: the death rule
@@ -136,7 +140,7 @@ async function readWitnesses(p: Pass): Promise<Witnesses> {
   } else if (beats.lostKeys) {
     // Flushed or restarted since the last tick: every key vanished at once and the kits are rewriting them.
     // A missing key is no evidence for a TTL from now (deathRule.absenceMeans); heartbeat streaks restart.
-    await resetHeartbeatAbsences(deps.db, p.app);
+    await p.seen.resetHeartbeat();
     result.heartbeat = { skipped: 'redis lost its keys since the last tick (flush or restart): absence counts from the next tick' };
     if (beats.firstSentinel) log.debug('first reaper sentinel in this redis: heartbeat absences count from the next tick');
     else log.warn('redis lost its keys (flush or restart): heartbeat absences restart', { event: 'redis_reset' });
@@ -178,10 +182,8 @@ async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
     else if (j === 'suspect-heartbeat') suspects.heartbeat.push(id);
   }
   const keyed = [...alive].filter((id) => w.beatOf(id)?.present);
-  await recordPresent(deps.db, p.app, keyed, 'heartbeat');
-  await recordPresent(
-    deps.db,
-    p.app,
+  await p.seen.present(keyed, 'heartbeat');
+  await p.seen.present(
     [...alive].filter((id) => !w.beatOf(id)?.present),
     'liveness',
   );
@@ -190,7 +192,7 @@ async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
   const freed = await lockedRowsFreed(deps, p.state);
   p.actionable = (a: Absence) => redeclarable(a) || freed.has(a.executorId);
   for (const kind of ['liveness', 'heartbeat'] as const) {
-    const absences = await recordAbsent(deps.db, p.app, suspects[kind], kind, p.continuityMs);
+    const absences = await p.seen.absent(suspects[kind], kind, p.continuityMs);
     p.result.absent += absences.length;
     for (const a of absences) {
       if (!streakIsDeath(kind, a, deps.config.heartbeatIntervalMs) || !p.actionable(a)) continue;
@@ -212,9 +214,7 @@ async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
 async function judgeWithoutKit(p: Pass, w: Witnesses): Promise<void> {
   const { deps, result, log } = p;
   for (const id of p.candidates) if (!w.kit.has(id) && w.locks.held.has(id)) p.alive.add(id);
-  await recordPresent(
-    deps.db,
-    p.app,
+  await p.seen.present(
     p.candidates.filter((id) => !w.kit.has(id) && w.locks.held.has(id)),
     'liveness',
   );
@@ -245,10 +245,8 @@ async function judgeSessions(p: Pass, noKit: string[]): Promise<void> {
   const { deps } = p;
   const withSessions = await executorsWithSessions(deps.db, noKit);
   for (const id of withSessions) p.alive.add(id);
-  await recordPresent(deps.db, p.app, [...withSessions], 'sessions');
-  const absences = await recordAbsent(
-    deps.db,
-    p.app,
+  await p.seen.present([...withSessions], 'sessions');
+  const absences = await p.seen.absent(
     noKit.filter((id) => !withSessions.has(id)),
     'sessions',
     p.continuityMs,

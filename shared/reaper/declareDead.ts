@@ -1,4 +1,5 @@
-import { type Absence, recordDeclaredDead, recordPresent } from '../db/queries/observations.js';
+import { type Absence, recordDeclaredDead } from '../db/queries/observations.js';
+import { observations } from './observe.js';
 import { sessionPrefix } from '../dbos/reaper.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
 import { BudgetExhaustedError, RowsLockedError } from '../../packages/executor/src/errors.js';
@@ -66,7 +67,7 @@ export async function actOnDeaths(a: Acting, dead: Death[], rule: { intervalMs: 
       }
       if (now === 'alive') {
         result.reappeared += 1;
-        await recordPresent(deps.db, deps.config.applicationName, [d.executorId], 'liveness');
+        await observations(deps, a.ctx, a.state).present([d.executorId], 'liveness');
         log.notice('the executor showed life before it was declared dead: left alone', { executorId: d.executorId, evidence: d.evidence });
         continue;
       }

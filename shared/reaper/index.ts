@@ -1,3 +1,4 @@
+import { leaseName } from './unguarded.js';
 import { ConfigError } from '../../packages/executor/src/errors.js';
 import { type Budget, budgetFrom, budgetUntil } from '../lifecycle/deadline.js';
 import { ReaperLease } from './lease.js';
@@ -57,7 +58,7 @@ export type ReaperSummary =
       errors: Array<{ tick: number; pass: string; error: string }>;
     };
 
-export const leaseName = (applicationName: string) => `reaper:${applicationName}`;
+export { leaseName };
 
 export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Promise<ReaperSummary> {
   const { config, db } = deps;
@@ -184,7 +185,9 @@ async function tickUntilDone(v: Invocation, tickLog: TickLog): Promise<void> {
 }
 
 /** Renews the lease and waits for the next tick; why to stop instead, if anything says so. */
-async function afterTick(v: Invocation, r: TickResult, ticked: boolean, next: number): Promise<StopReason | undefined> {
+async function afterTick(v: Invocation, r: TickResult, tickDone: boolean, next: number): Promise<StopReason | undefined> {
+  // A dry run's tick is not a guard's tick: last_tick_at tells kits and `status` that a plane guards the app.
+  const ticked = tickDone && !v.dryRun;
   if (v.opts.maxTicks !== undefined && v.ticks >= v.opts.maxTicks) {
     // The last tick is recorded too, so the next holder measures its gap from here.
     await v.lease.renew(ticked);

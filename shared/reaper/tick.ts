@@ -4,6 +4,7 @@ import { divergedPass } from './diverged.js';
 import { NOT_DUE, orphanedVersionsPass } from './orphanedVersions.js';
 import { retentionTick } from './retention.js';
 import { stuckPass } from './stuck.js';
+import { unguardedPass } from './unguarded.js';
 import type { ReaperDeps, ReaperState, TickContext, TickResult } from './types.js';
 
 /**
@@ -75,6 +76,8 @@ export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Bu
   const orphaned = await timed(() => orphanedVersionsPass(deps, ctx, state));
   // Retention (shared/retention) last: history can wait for live work's passes.
   const retention = await timed(() => retentionTick(deps, ctx, state));
+  // Not a pass of the tick's result: a line for the operator about other applications, every 10 s.
+  await unguardedPass(deps, state, ctx.dryRun);
   return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck, diverged, orphaned, retention };
 }
 

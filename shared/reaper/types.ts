@@ -1,3 +1,4 @@
+import type { DryStreaks } from './observe.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import type { OrphanInfo, OrphanOutcome } from '../repair/situations/orphanOutcome.js';
 import type { Runtime } from '../runtime.js';
@@ -48,6 +49,10 @@ export function shouldStop(ctx: TickContext): boolean {
 
 /** What one invocation remembers between its ticks: a diverged workflow only needs finding once. */
 export interface ReaperState {
+  /** A dry run's absence streaks, kept here instead of executor_observations (observe.ts). */
+  dryStreaks?: DryStreaks;
+  /** When the unguarded-applications check last ran (epoch ms): every 10 s (unguarded.ts). */
+  unguardedCheckedAt?: number;
   /** The diverged pass has looked at every workflow that ended before this (epoch ms). */
   divergedScannedTo?: number;
   /** Diverged workflows already handed to the fork module in this invocation (scans overlap by a slack). */

@@ -933,6 +933,7 @@ export const REQUIRED_ALERTS: Record<string, 'threshold' | 'absent'> = {
   recovery_retry: 'threshold',
   orphaned_version: 'threshold',
   stuck_workflow: 'threshold',
+  unguarded_application: 'threshold',
   reaper_ticks: 'absent',
   function_errors: 'threshold',
 };

@@ -288,7 +288,7 @@ describe('planted breaks are reported', () => {
   });
 
   it('an alert policy without documentation or notification channels', async () => {
-    const policies = ['poison_message', 'orphaned_version', 'stuck_workflow', 'repair_refused', 'recovery_retry', 'function_errors', 'dead_letters', 'reaper_not_ticking'];
+    const policies = ['poison_message', 'orphaned_version', 'stuck_workflow', 'unguarded_application', 'repair_refused', 'recovery_retry', 'function_errors', 'dead_letters', 'reaper_not_ticking'];
     const r = await plant('monitoring.tf', '    content   = each.value.content\n', '');
     expect(messages(r)).toHaveLength(policies.length);
     expect(messages(r)).toEqual(expect.arrayContaining(policies.map((p) => expect.stringMatching(new RegExp(`this\\["${p}"\\]: has no documentation`)))));

@@ -118,3 +118,46 @@ export async function resetHeartbeatAbsences(db: Db, applicationName: string): P
     'observations.resetHeartbeat',
   );
 }
+
+/** An executor's persisted absence streak as the database holds it now, for a dry run to extend in memory. */
+export interface StreakRow {
+  executorId: string;
+  evidence: Evidence | null;
+  firstAbsentMs: number | null;
+  lastAbsentMs: number | null;
+  absentTicks: number;
+  declaredAgoMs: number | undefined;
+  /** The database clock at the read (epoch ms): a dry run's streaks run on the same clock as a real one's. */
+  nowMs: number;
+}
+
+/** Read-only: the streak of each executor (absent ones included, with no streak). What `reap --dry-run` starts from. */
+export async function readStreaks(db: Db, applicationName: string, executorIds: string[]): Promise<StreakRow[]> {
+  if (executorIds.length === 0) return [];
+  const ms = (col: string) => `(EXTRACT(EPOCH FROM ${col}) * 1000)::bigint::text`;
+  const res = await db.query<{
+    id: string;
+    evidence: Evidence | null;
+    first_ms: string | null;
+    last_ms: string | null;
+    absent_ticks: number | null;
+    declared_ago_ms: string | null;
+    now_ms: string;
+  }>(
+    `SELECT id, o.evidence, ${ms('o.first_absent_at')} AS first_ms, ${ms('o.last_absent_at')} AS last_ms, o.absent_ticks,
+            (EXTRACT(EPOCH FROM now() - o.declared_dead_at) * 1000)::bigint::text AS declared_ago_ms, ${ms('now()')} AS now_ms
+       FROM unnest($2::text[]) AS id
+       LEFT JOIN ${table(db)} o ON o.application_name = $1 AND o.executor_id = id`,
+    [applicationName, executorIds],
+    'observations.readStreaks',
+  );
+  return res.rows.map((r) => ({
+    executorId: r.id,
+    evidence: r.evidence,
+    firstAbsentMs: r.first_ms === null ? null : Number(r.first_ms),
+    lastAbsentMs: r.last_ms === null ? null : Number(r.last_ms),
+    absentTicks: r.absent_ticks ?? 0,
+    declaredAgoMs: r.declared_ago_ms === null ? undefined : Number(r.declared_ago_ms),
+    nowMs: Number(r.now_ms),
+  }));
+}

@@ -110,6 +110,8 @@ export async function createPool(
   config: { database: PoolTarget },
   logger: Logger,
   applicationName = 'afterlife',
+  /** More `-c name=value` settings for every session of this pool (startup options: no query on connect). */
+  sessionSettings: Record<string, string | number> = {},
 ): Promise<{ pool: pg.Pool; close: () => Promise<void> }> {
   const common: pg.PoolConfig = {
     max: config.database.poolMax,
@@ -120,7 +122,7 @@ export async function createPool(
     // afterlife runs short statements whose estimated cost is inflated by correlated subqueries (the
     // activity clock); above jit_above_cost Postgres then spends 1–2 s compiling a query that runs in
     // milliseconds (measured in bench/reaper). JIT never pays off for these sessions.
-    options: '-c jit=off',
+    options: ['-c jit=off', ...Object.entries(sessionSettings).map(([k, v]) => `-c ${k}=${v}`)].join(' '),
   };
   if (config.database.kind === 'url') {
     const pool = new pg.Pool({ connectionString: config.database.url, ...common });
