@@ -197,7 +197,7 @@ function startReal(executorId: string, o: { url: string; app: string; env: Recor
     applicationVersion: 'v1',
     executorId,
     env: o.env,
-    readyTimeoutMs: 120_000,
+    readyTimeoutMs: 300_000,
   });
 }
 

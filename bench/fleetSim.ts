@@ -30,7 +30,8 @@ const REDIS_URL = process.env.REDIS_URL ?? '';
 const APP = process.env.DBOS_APPLICATION_NAME ?? '';
 const PREFIX = process.env.REDIS_KEY_PREFIX ?? 'afterlife';
 const PER_REDIS_CLIENT = 50;
-const START_CONCURRENCY = 25;
+/** Kits start a few at a time: a fleet does not connect all at once, and a storm of connects on a loaded host misses the kit's 2 s connect timeout. */
+const START_CONCURRENCY = 5;
 
 /** Warnings are what an operator would see: to stderr, counted by the parent. */
 const log = consoleLogger({ component: 'fleet-sim' }, 'WARNING');
