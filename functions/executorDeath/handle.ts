@@ -95,6 +95,16 @@ export async function handleDecodedDeath(
       },
       notice,
     );
+    if (verdict.refused !== undefined && verdict.redeliver) {
+      log.warn('death notice about an executor that still beats: nacked for redelivery', {
+        event: 'death_notice_refused',
+        executorId: notice.executorId,
+        reason: verdict.refused,
+        noticeReason: notice.reason,
+        redeliver: true,
+      });
+      return { ack: false, kind: 'retry', reason: verdict.refused, code: 'heartbeat_alive' };
+    }
     if (verdict.refused !== undefined) {
       const msg = verdict.unknown
         ? 'death notice about an unknown executor refused (acked, nothing written)'

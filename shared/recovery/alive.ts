@@ -21,8 +21,13 @@ import { waitReady } from '../../packages/executor/src/lock/redis.js';
  *
  * `doubt` is what the caller does when the heartbeat cannot prove death: the one intended difference.
  * - `'proceed'` (a notice): refused only on positive evidence of life, a beat inside the bounds a kit
- *   writes (packages/executor/src/contract/heartbeatBounds.ts) saying `alive`. The notice is itself the sender's evidence, and a
- *   key anyone with the Redis URL can write must not hold a recovery off for ever (issue 23).
+ *   writes (packages/executor/src/contract/heartbeatBounds.ts) saying `alive`, and only while it is **fresh** (younger than two of
+ *   its writer's intervals, the reaper's own staleness bound) when the kit's lock is what proves life: a
+ *   SIGKILLed kit's last beat lives out its TTL (15 s) but stops being evidence half a second after the
+ *   kill (issue 30). For a kit that holds no lock (`livenessTracked` false) the heartbeat is the only
+ *   witness, so a present key still counts until it expires. The notice is itself the sender's evidence,
+ *   and a key anyone with the Redis URL can write must not hold a recovery off for ever (issue 23): the
+ *   caller redelivers such a notice rather than dropping it.
  * - `'refuse'` (an operator's terminal): only evidence of death goes ahead, Redis read and no key there or
  *   one saying `drained`. Redis unreadable (Memorystore is VPC-only, so a laptop often cannot see it), a
  *   draining beat (still finishing its work) or any other value is refused: recovering a live executor runs
@@ -46,12 +51,14 @@ export interface AliveQuestion {
   registryState?: string | undefined;
   force: boolean;
   doubt: 'proceed' | 'refuse';
+  /** The registry's word that the executor's kit holds a liveness lock: then only a fresh beat is life. */
+  livenessTracked?: boolean;
 }
 
 export type Life =
   | { alive: false }
   | { alive: true; witness: 'liveness-lock' }
-  | { alive: true; witness: 'heartbeat'; state: string | undefined }
+  | { alive: true; witness: 'heartbeat'; state: string | undefined; fresh?: boolean; ageMs?: number }
   /** Only under `doubt: 'refuse'`: Redis could not be read, so nothing says the executor is gone. */
   | { alive: 'unknown'; witness: 'heartbeat' };
 
@@ -64,23 +71,35 @@ export async function isAlive(deps: AliveDeps, q: AliveQuestion): Promise<Life> 
     return { alive: true, witness: 'liveness-lock' };
   }
   if (q.reason === 'heartbeat-lapsed') return { alive: false };
-  if (q.doubt === 'proceed') return beat.state === 'alive' ? { alive: true, witness: 'heartbeat', state: beat.state } : { alive: false };
+  if (q.doubt === 'proceed') {
+    if (beat.state !== 'alive' || (q.livenessTracked === true && !beat.fresh)) return { alive: false };
+    return {
+      alive: true,
+      witness: 'heartbeat',
+      state: beat.state,
+      fresh: beat.fresh === true,
+      ...(beat.ageMs === undefined ? {} : { ageMs: beat.ageMs }),
+    };
+  }
   if (!beat.readable) return { alive: 'unknown', witness: 'heartbeat' };
   const raw = beat.reading?.value?.state;
   return beat.reading && raw !== 'drained' ? { alive: true, witness: 'heartbeat', state: raw } : { alive: false };
 }
 
 /**
- * One read of the executor's key. `state` is the beat's when it is evidence (inside the bounds); `reading`
+ * One read of the executor's key. `state` (with `fresh` and `ageMs`) is the beat's when it is evidence (inside the bounds); `reading`
  * the raw key, for the operator's stricter rule; `readable` false when Redis is absent or does not answer
  * (a failed read of an answering Redis counts as no key, as both callers always had it).
  */
-async function readBeat(deps: AliveDeps, q: AliveQuestion): Promise<{ readable: boolean; reading?: HeartbeatReading; state?: string }> {
+async function readBeat(
+  deps: AliveDeps,
+  q: AliveQuestion,
+): Promise<{ readable: boolean; reading?: HeartbeatReading; state?: string; fresh?: boolean; ageMs?: number }> {
   if (!deps.redis) return { readable: false };
   if (deps.redis.status !== 'ready') await waitReady(deps.redis, 500);
   if (deps.redis.status !== 'ready') return { readable: false };
   const reading = await readHeartbeat(deps.redis, heartbeatKey(q.applicationName, q.executorId, deps.keyPrefix)).catch(() => undefined);
   if (!reading) return { readable: true };
   const e = beatEvidence(reading, deps.clock(), deps.heartbeatIntervalMs);
-  return { readable: true, reading, ...(e.kind === 'beat' ? { state: e.value.state } : {}) };
+  return { readable: true, reading, ...(e.kind === 'beat' ? { state: e.value.state, fresh: e.fresh, ageMs: e.ageMs } : {}) };
 }

@@ -11,12 +11,13 @@ import { type AliveDeps, isAlive } from './alive.js';
  * - otherwise evidence of life refuses it, by the rule `afterlife recover` shares (alive.ts), with a
  *   notice's benefit of the doubt: `force: true` skips it (the operator's override; the topic's publisher
  *   list bounds who can say it), a held liveness lock refuses (bar the executor's own leaving notice), a
- *   beat inside the bounds saying `alive` refuses all but `heartbeat-lapsed` (the recovery re-reads that).
+ *   beat inside the bounds saying `alive` refuses all but `heartbeat-lapsed` (the recovery re-reads that) —
+ *   while fresh, for a kit whose lock is the witness — and such a refusal is redelivered (`redeliver`).
  *
  * `livenessTracked` is the registry's word on whether the executor's kit holds a liveness lock: only then
  * is a free lock evidence of death (the sender's `evidence: "liveness"` is not taken on trust).
  */
-export type Verdict = { refused: string; unknown?: true } | { refused?: undefined; livenessTracked: boolean };
+export type Verdict = { refused: string; unknown?: true; redeliver?: true } | { refused?: undefined; livenessTracked: boolean };
 
 export async function verifyNotice(deps: AliveDeps, notice: DeathNotice): Promise<Verdict> {
   const { applicationName: app, executorId: id } = notice;
@@ -35,13 +36,23 @@ export async function verifyNotice(deps: AliveDeps, notice: DeathNotice): Promis
     registryState: known.state,
     force: notice.force === true,
     doubt: 'proceed',
+    livenessTracked,
   });
   if (life.alive === true && life.witness === 'liveness-lock') {
     return {
       refused: `${id} holds its liveness lock (its process still has a Postgres session): a ${notice.reason} notice about a live executor needs "force": true`,
     };
   }
-  if (life.alive === true)
-    return { refused: `${id}'s heartbeat says alive: a ${notice.reason} notice about a live executor needs "force": true` };
+  if (life.alive === true && life.witness === 'heartbeat') {
+    // Doubt, not proof: a beat goes stale (or its key expires) once the process is gone, so the notice is
+    // redelivered and judged again then, never dropped (issue 30).
+    const why = life.fresh
+      ? `its beat is fresh (${life.ageMs ?? '?'} ms old)`
+      : 'its heartbeat key is still there and its kit holds no liveness lock (the key is the only witness until it expires)';
+    return {
+      refused: `${id}'s heartbeat says alive, ${why}: a ${notice.reason} notice about a live executor needs "force": true; redelivered until the beat is stale`,
+      redeliver: true,
+    };
+  }
   return { livenessTracked };
 }

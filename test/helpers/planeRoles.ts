@@ -58,6 +58,9 @@ export async function planeRoles(databaseUrl: string, owner: pg.Pool): Promise<P
       return u.toString();
     },
     drop: async () => {
+      // Privileges in the test database would keep the roles from dropping while it still exists.
+      const all = [...Object.values(users), ...roles.map((x) => `${tag}_${x}`)].map((r) => `"${r}"`).join(', ');
+      await owner.query(`DROP OWNED BY ${all}`).catch(() => undefined);
       await admin(async (c) => {
         for (const r of [...Object.values(users), ...roles.map((x) => `${tag}_${x}`)]) {
           // Owned objects and grants in the test database go with it; the role itself is cluster-wide.

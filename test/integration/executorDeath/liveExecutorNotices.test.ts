@@ -28,12 +28,12 @@ describe('death notices about live executors', () => {
   const notice = (executorId: string, reason: DeathNotice['reason'], force?: boolean) =>
     deathNotice({ executorId, applicationName: f.app, reason, detectedBy: 'forger', ...(force === undefined ? {} : { force }) });
 
-  it('a manual notice about an executor whose heartbeat says alive is refused, logged and counted; nothing moves', async () => {
-    await beat(f.rt.redis!, f.app, 'live-1', 'v1');
+  it('a manual notice about an executor whose heartbeat says alive is refused, logged and counted, and redelivered (issue 30); nothing moves', async () => {
     for (const reason of ['manual', 'sigterm', 'drained'] as const) {
+      await beat(f.rt.redis!, f.app, 'live-1', 'v1');
       const before = f.rt.logger.lines.length;
       const out = await handleDeathEvent(f.rt, envelope(notice('live-1', reason)));
-      expect(out).toMatchObject({ ack: true, kind: 'refused' });
+      expect(out).toMatchObject({ ack: false, kind: 'retry', code: 'heartbeat_alive' });
       const line = f.rt.logger.lines.slice(before).find((l) => l.event === 'death_notice_refused');
       expect(line?.reason).toMatch(/alive.*force/);
     }

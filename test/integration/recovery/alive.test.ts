@@ -27,10 +27,16 @@ describe('is a named executor alive', () => {
 
   it('a beat saying alive: alive for both, unless forced or the claim is heartbeat-lapsed (the recovery re-reads that)', async () => {
     await beat(f.rt.redis!, f.app, 'beating-1', 'v1');
-    expect(await ask('beating-1', 'proceed')).toEqual({ alive: true, witness: 'heartbeat', state: 'alive' });
+    expect(await ask('beating-1', 'proceed')).toMatchObject({ alive: true, witness: 'heartbeat', state: 'alive', fresh: true });
     expect(await ask('beating-1', 'refuse')).toEqual({ alive: true, witness: 'heartbeat', state: 'alive' });
     expect(await ask('beating-1', 'refuse', { force: true })).toEqual({ alive: false });
     expect(await ask('beating-1', 'proceed', { reason: 'heartbeat-lapsed' })).toEqual({ alive: false });
+    // Issue 30: a beat older than two intervals is no life for a kit whose (free) lock is the witness; for a
+    // kit without a lock the key is the only witness, so it still counts (not fresh) until it expires.
+    await beat(f.rt.redis!, f.app, 'stale-1', 'v1');
+    await new Promise((r) => setTimeout(r, 600));
+    expect(await ask('stale-1', 'proceed', { livenessTracked: true })).toEqual({ alive: false });
+    expect(await ask('stale-1', 'proceed', { livenessTracked: false })).toMatchObject({ alive: true, fresh: false });
   });
 
   it('doubt: a draining beat or no Redis lets a notice proceed and refuses an operator', async () => {
