@@ -19,14 +19,22 @@ import { fork } from './commands/fork.js';
 import { reap } from './commands/reap.js';
 import { retention } from './commands/retention.js';
 import { doctor } from './commands/doctor.js';
+import { parseSince } from './commands/since.js';
+import { timeline } from './commands/timeline.js';
 import type { ErrorOutput } from './schemas.js';
 
 const USAGE = `usage: afterlife <command> [options]
 
 commands:
-  status [--watch] [--interval-s S]     executors (state, version, heartbeat age, PENDING, oldest activity),
-                                        stuck and diverged counts, recent recoveries; --watch refreshes the
-                                        table in place every S seconds (default 2) until Ctrl-C
+  status [--watch] [--interval-s S] [--since SPAN]
+                                        executors (state, version, heartbeat age, PENDING, oldest activity),
+                                        stuck and diverged counts, deaths since SPAN (default 24h; or an ISO
+                                        date) with p50/p95/max death → first step elsewhere and the slowest,
+                                        recent recoveries; --watch refreshes the table in place every S
+                                        seconds (default 2) until Ctrl-C
+  timeline <executorId | recovery number>
+                                        one death's recovery timeline: last sign of life, declared, notice,
+                                        re-enqueued, first step elsewhere, all started, and the gaps
   logs [--executor E] [--workflow W]    afterlife's JSON log lines from stdin (npm start -- --json, a saved
                                         file) as one readable line each, only those about E and/or W;
                                         --json keeps them JSON (LOG_FORMAT=json too)
@@ -67,7 +75,8 @@ const COMMON = {
 } as const;
 
 const COMMANDS = {
-  status: { watch: { type: 'boolean', default: false }, 'interval-s': { type: 'string' } },
+  status: { watch: { type: 'boolean', default: false }, 'interval-s': { type: 'string' }, since: { type: 'string' } },
+  timeline: {},
   logs: { executor: { type: 'string' }, workflow: { type: 'string' } },
   recover: { 'dry-run': { type: 'boolean', default: false }, force: { type: 'boolean', default: false } },
   reap: { 'dry-run': { type: 'boolean', default: false }, ticks: { type: 'string' } },
@@ -128,7 +137,11 @@ export async function main(argv: string[], env: Record<string, string | undefine
         verbose: values.verbose === true,
       });
       const c = ctx;
-      return await watch(() => status(c), process.stdout, { json, intervalMs: (raw === undefined ? 2 : Number(raw)) * 1000 });
+      const since = str(values.since);
+      return await watch(() => status(c, { since: parseSince(since, Date.now()) }), process.stdout, {
+        json,
+        intervalMs: (raw === undefined ? 2 : Number(raw)) * 1000,
+      });
     } catch (err) {
       return fail(json, err, err instanceof UsageError || err instanceof ConfigError ? 2 : 1);
     } finally {
@@ -174,7 +187,13 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
     case 'status':
       noPositionals();
       if (values['interval-s'] !== undefined) throw new UsageError('--interval-s goes with --watch');
-      return (ctx) => status(ctx);
+      return statusWith(str(values.since));
+    case 'timeline': {
+      const [target, ...extra] = positionals;
+      if (!target || extra.length)
+        throw new UsageError('timeline takes one executor ID or recovery number: afterlife timeline <executorId | N>');
+      return (ctx) => timeline(ctx, target);
+    }
     case 'logs':
       throw new UsageError('logs is handled before dispatch');
     case 'migrate':
@@ -232,6 +251,12 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
       return (ctx) => drain(ctx, { version, wait: values.wait === true, timeoutS: rawTimeout === undefined ? 300 : Number(rawTimeout) });
     }
   }
+}
+
+/** `--since` is checked before anything connects; the window is measured back from when status runs. */
+function statusWith(since: string | undefined): (ctx: CliContext) => Promise<CommandResult<unknown>> {
+  parseSince(since, Date.now());
+  return (ctx) => status(ctx, { since: parseSince(since, Date.now()) });
 }
 
 function fail(json: boolean, err: unknown, exitCode: 1 | 2): number {

@@ -33,6 +33,72 @@ export const RetentionPolicyOutput = z.strictObject({
   globalTimeoutMs: z.number().int().positive().nullable(),
 });
 
+/**
+ * One death's timeline (shared/timeline/view.ts; docs/operations.md, "Recovery timelines"): the stages as
+ * ISO strings and the gaps from the death (the last sign of life, else the declaration) in ms.
+ */
+export const TimelineFields = z.strictObject({
+  timelineId: z.number().int().positive(),
+  executorId: z.string(),
+  incarnation: z.string().nullable(),
+  cause: z.enum(['crash', 'lost-host', 'sigterm', 'drain', 'manual']),
+  recoveryIds: z.strictObject({ first: z.number().int().positive(), last: z.number().int().positive() }),
+  lastSignOfLifeAt: iso.nullable(),
+  declaredAt: iso,
+  noticeAt: iso.nullable(),
+  firstReenqueuedAt: iso.nullable(),
+  lastReenqueuedAt: iso.nullable(),
+  firstStepElsewhereAt: iso.nullable(),
+  allStartedAt: iso.nullable(),
+  counts: z.strictObject({
+    recoveries: z.number().int().nonnegative(),
+    reenqueued: z.number().int().nonnegative(),
+    /** Moved workflows whose start was looked up (the first 1,000 in batch order). */
+    tracked: z.number().int().nonnegative(),
+    started: z.number().int().nonnegative(),
+  }),
+  deathToDeclaredMs: z.number().int(),
+  deathToReenqueuedMs: z.number().int().nullable(),
+  deathToFirstStepMs: z.number().int().nullable(),
+  deathToAllStartedMs: z.number().int().nullable(),
+  /** open: moved work not all started yet (figures as of now). */
+  state: z.enum(['open', 'closed']),
+  closedAt: iso.nullable(),
+  closedBecause: z.enum(['all-started', 'nothing-moved', 'bound']).nullable(),
+});
+
+/** `afterlife timeline <executorId | recovery number>`. */
+export const TimelineOutput = z.strictObject({
+  command: z.literal('timeline'),
+  applicationName: z.string(),
+  timeline: TimelineFields,
+});
+export type TimelineOutput = z.infer<typeof TimelineOutput>;
+
+/** Deaths over a window and how long their work waited: death → first step elsewhere. */
+export const RecoveryTimesOutput = z.strictObject({
+  since: iso,
+  deaths: z.number().int().nonnegative(),
+  /** Timelines still open (moved work not all started yet). */
+  open: z.number().int().nonnegative(),
+  /** Deaths with a first step elsewhere: the ones the percentiles are over. */
+  measured: z.number().int().nonnegative(),
+  deathToFirstStepMs: z.strictObject({
+    p50: z.number().int().nullable(),
+    p95: z.number().int().nullable(),
+    max: z.number().int().nullable(),
+  }),
+  slowest: z
+    .strictObject({
+      executorId: z.string(),
+      cause: z.string(),
+      declaredAt: iso,
+      recoveryId: z.number().int().positive(),
+      deathToFirstStepMs: z.number().int(),
+    })
+    .nullable(),
+});
+
 export const StatusOutput = z.strictObject({
   command: z.literal('status'),
   applicationName: z.string(),
@@ -68,6 +134,8 @@ export const StatusOutput = z.strictObject({
       }),
     ),
   }),
+  /** Deaths since `--since` (24 h by default) and death → first step elsewhere (their timelines). */
+  recoveryTimes: RecoveryTimesOutput,
   recentRecoveries: z.array(
     z.strictObject({
       id: z.number().int(),
@@ -136,6 +204,7 @@ export const RetentionOutput = z.strictObject({
       observations: z.number().int(),
       recoveries: z.number().int(),
       drainRequests: z.number().int(),
+      timelines: z.number().int(),
       stuck: z.number().int(),
       lineages: z.number().int(),
     })

@@ -13,6 +13,8 @@ import { findUnguarded } from '../../shared/reaper/unguarded.js';
 import type { CliContext } from '../context.js';
 import { duration } from '../format.js';
 import type { StatusOutput } from '../schemas.js';
+import { recoveryTimes } from './recoveryTimes.js';
+import { DEFAULT_SINCE_MS } from './since.js';
 import { DIVERGED_LIMIT, render } from './statusText.js';
 import type { CommandResult } from './types.js';
 
@@ -26,7 +28,7 @@ type Beats = Map<string, { value: HeartbeatValue | undefined; ttlMs: number | un
 type Registry = Awaited<ReturnType<typeof listExecutors>>;
 type Pending = Awaited<ReturnType<typeof pendingSummaryByExecutor>>;
 
-export async function status(ctx: CliContext): Promise<CommandResult<StatusOutput>> {
+export async function status(ctx: CliContext, o: { since?: Date } = {}): Promise<CommandResult<StatusOutput>> {
   const { db, config } = ctx;
   const app = config.applicationName;
   await checkDbosSchema(db);
@@ -61,6 +63,7 @@ export async function status(ctx: CliContext): Promise<CommandResult<StatusOutpu
       byStatus,
     },
     stranded: await strandedOf(ctx, registry, beats, redisState),
+    recoveryTimes: await recoveryTimes(ctx, o.since ?? new Date(now - DEFAULT_SINCE_MS)),
     recentRecoveries: recoveries.map((r) => ({ ...r, startedAt: r.startedAt.toISOString() })),
     retention: retentionOf(ctx, retention),
     unguarded: await findUnguarded(db, app),

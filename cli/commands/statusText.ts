@@ -1,5 +1,6 @@
 import { ago, duration, inline, table } from '../format.js';
 import type { StatusOutput } from '../schemas.js';
+import { renderRecoveryTimes } from './recoveryTimes.js';
 
 /**
  * `afterlife status` as a person reads it: the executors' table, the workflow counts, stranded versions,
@@ -11,7 +12,15 @@ export const DIVERGED_LIMIT = 1_000;
 
 export function render(s: StatusOutput): string {
   const lines = [`afterlife status — application ${s.applicationName} — ${s.generatedAt} — redis ${s.redis}`, ''];
-  lines.push(...unguarded(s), ...executors(s), ...counts(s), ...stranded(s), ...retention(s), ...recoveries(s));
+  lines.push(
+    ...unguarded(s),
+    ...executors(s),
+    ...counts(s),
+    ...stranded(s),
+    ...retention(s),
+    ...renderRecoveryTimes(s.recoveryTimes),
+    ...recoveries(s),
+  );
   return `${lines.join('\n')}\n`;
 }
 

@@ -44,7 +44,14 @@ export type ReaperSummary =
       ticks: number;
       durationMs: number;
       stoppedBecause: 'budget' | 'max-ticks' | 'lease-lost' | 'shutting-down';
-      passes: { dead: PassTotals; stuck: PassTotals; diverged: PassTotals; orphaned: PassTotals; retention: PassTotals };
+      passes: {
+        dead: PassTotals;
+        stuck: PassTotals;
+        diverged: PassTotals;
+        orphaned: PassTotals;
+        retention: PassTotals;
+        timelines: PassTotals;
+      };
       declaredDead: string[];
       stuckWorkflows: string[];
       /** Why heartbeat evidence was skipped, per distinct reason (e.g. redis unreachable). */

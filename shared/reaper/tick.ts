@@ -5,6 +5,7 @@ import { NOT_DUE, orphanedVersionsPass } from './orphanedVersions.js';
 import { retentionTick } from './retention.js';
 import { stuckPass } from './stuck.js';
 import { unguardedPass } from './unguarded.js';
+import { timelinePass } from './timelines.js';
 import type { ReaperDeps, ReaperState, TickContext, TickResult } from './types.js';
 
 /**
@@ -65,6 +66,7 @@ export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Bu
       diverged: notDue,
       orphaned: notDue,
       retention: notDue,
+      timelines: notDue,
     };
   }
   state.sweptAt = now;
@@ -76,9 +78,11 @@ export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Bu
   const orphaned = await timed(() => orphanedVersionsPass(deps, ctx, state));
   // Retention (shared/retention) last: history can wait for live work's passes.
   const retention = await timed(() => retentionTick(deps, ctx, state));
+  // Closing deaths' timelines last of all: a log line that can wait a second for everything else.
+  const timelines = await timed(() => timelinePass(deps, ctx));
   // Not a pass of the tick's result: a line for the operator about other applications, every 10 s.
   await unguardedPass(deps, state, ctx.dryRun);
-  return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck, diverged, orphaned, retention };
+  return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck, diverged, orphaned, retention, timelines };
 }
 
 function round(ms: number): number {

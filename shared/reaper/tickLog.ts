@@ -26,7 +26,7 @@ export const IDLE_LINES_PER_MINUTE = 4;
 /** While every tick fails (the database is down), one tick line in this many, not four a second. */
 const TICK_LOG_EVERY_FAILED = 20;
 
-type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned' | 'retention';
+type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned' | 'retention' | 'timelines';
 
 /** Counts that mean the pass did or found something worth a line of its own. */
 const ACTIONS: Record<Pass, string[]> = {
@@ -35,8 +35,17 @@ const ACTIONS: Record<Pass, string[]> = {
   diverged: ['found', 'handed', 'failed'],
   orphaned: ['found', 'reported', 'forked', 'failed'],
   retention: ['deleted', 'timedOut'],
+  // A closed timeline has its own line (recovery_timeline): it makes no tick eventful.
+  timelines: [],
 };
-const FAILURES: Record<Pass, string[]> = { dead: [], stuck: ['raced'], diverged: ['failed'], orphaned: ['failed'], retention: [] };
+const FAILURES: Record<Pass, string[]> = {
+  dead: [],
+  stuck: ['raced'],
+  diverged: ['failed'],
+  orphaned: ['failed'],
+  retention: [],
+  timelines: [],
+};
 
 export type TickKind = 'quiet' | 'eventful' | 'failed';
 
@@ -148,5 +157,6 @@ function tickLine(r: TickResult): Record<string, unknown> {
     diverged: strip(r.diverged),
     orphaned: strip(r.orphaned),
     retention: strip(r.retention),
+    timelines: strip(r.timelines),
   };
 }

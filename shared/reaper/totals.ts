@@ -14,8 +14,8 @@ export interface PassTotals {
   [count: string]: number;
 }
 
-type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned' | 'retention';
-const PASSES: readonly Pass[] = ['dead', 'stuck', 'diverged', 'orphaned', 'retention'];
+type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned' | 'retention' | 'timelines';
+const PASSES: readonly Pass[] = ['dead', 'stuck', 'diverged', 'orphaned', 'retention', 'timelines'];
 
 const COUNTS: Record<Pass, string[]> = {
   dead: ['candidates', 'alive', 'absent', 'published', 'recoveredInline', 'reenqueued', 'reappeared', 'activityResumed'],
@@ -23,6 +23,7 @@ const COUNTS: Record<Pass, string[]> = {
   diverged: ['found', 'handed', 'failed'],
   orphaned: ['found', 'reported', 'forked', 'failed', 'notForked'],
   retention: ['deleted', 'steps', 'batches', 'timedOut'],
+  timelines: ['closed', 'bounded'],
 };
 
 export interface Tally {
@@ -39,7 +40,14 @@ export interface Tally {
 }
 
 export function newTally(): Tally {
-  const totals = { dead: emptyTotals(), stuck: emptyTotals(), diverged: emptyTotals(), orphaned: emptyTotals(), retention: emptyTotals() };
+  const totals = {
+    dead: emptyTotals(),
+    stuck: emptyTotals(),
+    diverged: emptyTotals(),
+    orphaned: emptyTotals(),
+    retention: emptyTotals(),
+    timelines: emptyTotals(),
+  };
   return {
     totals,
     declaredDead: [],

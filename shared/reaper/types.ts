@@ -4,6 +4,7 @@ import type { OrphanInfo, OrphanOutcome } from '../repair/situations/orphanOutco
 import type { Runtime } from '../runtime.js';
 import type { RetentionTuning } from '../retention/pass.js';
 import type { RetentionTickResult } from './retention.js';
+import type { TimelinePassResult } from './timelines.js';
 
 /**
  * What the reaper needs, passed in. The repair hooks are dependencies rather than imports so that the
@@ -129,4 +130,6 @@ export interface TickResult {
   diverged: (DivergedPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
   orphaned: (OrphanedPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
   retention: (RetentionTickResult & { durationMs: number }) | { error: string; durationMs: number };
+  timelines:
+    (TimelinePassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
 }

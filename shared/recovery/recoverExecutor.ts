@@ -11,7 +11,7 @@ import type { RedisLock } from '../lock/lock.js';
 import { waitReady } from '../../packages/executor/src/lock/redis.js';
 import type { Logger } from '../../packages/executor/src/log.js';
 import type { Faults } from '../../packages/executor/src/testing/faults.js';
-import { beginRun, falseAlarm, finish, heartbeatBack, markDead, NULL_VERSION, rechecked, type Run } from './recoveryRun.js';
+import { beginRun, contradicted, falseAlarm, finish, heartbeatBack, markDead, NULL_VERSION, rechecked, type Run } from './recoveryRun.js';
 import { recoverVersion } from './versionBatches.js';
 
 /**
@@ -32,6 +32,11 @@ export interface RecoveryDeps {
   keyPrefix?: string;
   /** The beat interval assumed for a heartbeat that does not say its own (the plane's HEARTBEAT_INTERVAL_MS). */
   heartbeatIntervalMs?: number;
+  /**
+   * Whether the recovery's first statement also opens the death's timeline (shared/timeline). Only
+   * bench/recovery.ts turns it off, to measure what it costs.
+   */
+  recordTimeline?: boolean;
   /** Who runs this recovery, for the audit. */
   recoveredBy?: string;
   /**
@@ -187,12 +192,7 @@ async function conclude(r: Run, pending: PendingByVersion[], live: Set<string> |
   if (r.guard && pendingCount > 0 && r.reenqueued === 0) {
     // The guard re-checks the no-kit evidence per row; rejecting all of them means that evidence no
     // longer holds (a checkpoint, a claim or a session since the reaper judged it). Not a death.
-    await finish(
-      r,
-      'partial',
-      [],
-      `the guard rejected all ${pendingCount} PENDING row(s): activity or a session since detection, not dead`,
-    );
+    await contradicted(r, `the guard rejected all ${pendingCount} PENDING row(s): activity or a session since detection, not dead`);
     log.notice('the guard rejected every PENDING row: the executor is not dead after all', {
       pending: pendingCount,
       batches: r.batches,

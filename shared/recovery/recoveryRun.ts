@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { setState } from '../../packages/executor/src/db/queries/executors.js';
+import { discardTimeline } from '../db/queries/discardTimeline.js';
 import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
 import type { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
@@ -9,6 +10,7 @@ import type { Budget } from '../lifecycle/deadline.js';
 import { unlimitedBudget } from '../lifecycle/deadline.js';
 import type { Logger } from '../../packages/executor/src/log.js';
 import { noFaults, type Faults } from '../../packages/executor/src/testing/faults.js';
+import { timelineStart } from '../timeline/cause.js';
 import type { RecoveryDeps, RecoveryOptions, RecoverySummary } from './recoverExecutor.js';
 
 /**
@@ -89,16 +91,20 @@ export async function beginRun(
     skipLocked: false,
   };
   if (!inferred) await markDead(r);
-  const started = await startRecovery(deps.db, {
-    applicationName: notice.applicationName,
-    executorId: notice.executorId,
-    reason: notice.reason,
-    detectedBy: notice.detectedBy,
-    messageId: opts.messageId,
-    recoveredBy: deps.recoveredBy ?? `${hostname()}:${process.pid}`,
-    lockMode: lock.lockMode,
-    incarnation: notice.incarnation,
-  });
+  const started = await startRecovery(
+    deps.db,
+    {
+      applicationName: notice.applicationName,
+      executorId: notice.executorId,
+      reason: notice.reason,
+      detectedBy: notice.detectedBy,
+      messageId: opts.messageId,
+      recoveredBy: deps.recoveredBy ?? `${hostname()}:${process.pid}`,
+      lockMode: lock.lockMode,
+      incarnation: notice.incarnation,
+    },
+    deps.recordTimeline === false ? undefined : timelineStart(notice),
+  );
   r.recoveryId = started.id;
   r.duplicate = started.duplicate;
   return r;
@@ -133,6 +139,12 @@ export function finish(
     versionsWithoutExecutor,
     ...(error ? { error } : {}),
   });
+}
+
+/** A recovery contradicted after it began: its audit says partial, and the timeline it opened was no death's. */
+export async function contradicted(r: Run, error: string): Promise<void> {
+  await finish(r, 'partial', [], error);
+  if (r.deps.recordTimeline !== false) await discardTimeline(r.deps.db, r.recoveryId);
 }
 
 /** Whether the death rests on evidence each batch re-checks in Postgres, so it stands while Redis is down. */

@@ -2,7 +2,7 @@ import { type BatchCursor, type BatchResult, isRowLockWait, LOCK_WAIT_MS, locked
 import type { CreatedRange, PendingByVersion } from '../../packages/executor/src/dbos/pendingByVersion.js';
 import { BudgetExhaustedError, HeartbeatUnknownError } from '../../packages/executor/src/errors.js';
 import type { RecoverySummary } from './recoverExecutor.js';
-import { falseAlarm, finish, heartbeatBack, markDead, NULL_VERSION, rechecked, type Run } from './recoveryRun.js';
+import { contradicted, falseAlarm, finish, heartbeatBack, markDead, NULL_VERSION, rechecked, type Run } from './recoveryRun.js';
 
 /**
  * One version's PENDING rows of a recovery, batch by batch: before each batch the reasons to stop (lock
@@ -91,7 +91,7 @@ async function beforeBatch(r: Run, applicationVersion: string | null): Promise<R
     throw new HeartbeatUnknownError(notice.executorId);
   }
   if (back && back !== 'unknown') {
-    await finish(r, 'partial', [], `heartbeat returned after ${r.reenqueued} re-enqueued in ${r.batches} batch(es): the executor is alive`);
+    await contradicted(r, `heartbeat returned after ${r.reenqueued} re-enqueued in ${r.batches} batch(es): the executor is alive`);
     log.notice('heartbeat returned mid-recovery: stopped, the rest stays with the executor', {
       reenqueued: r.reenqueued,
       batches: r.batches,

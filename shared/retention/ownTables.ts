@@ -7,6 +7,7 @@ import {
   pruneObservations,
   pruneRecoveries,
   pruneStuck,
+  pruneTimelines,
 } from '../db/queries/ownTables.js';
 
 /**
@@ -25,6 +26,7 @@ import {
  *   owning no PENDING row.
  * - recoveries (+ recovery_batches by cascade) and drain_requests: audit and requests older than keepMs.
  *   A version-wide drain request older than that no longer drains a late starter of that version.
+ * - timelines: closed ones declared more than keepMs ago (an open one is closed within its bound first).
  * - stuck_workflows: once DBOS's row of the workflow is gone (retention deleted it).
  * - forks, rewinds and published dead letters: per lineage root, once no member of the lineage (the
  *   root, its forks, its rewound workflows) is left in DBOS's tables. The ledger bounds a lineage's
@@ -40,6 +42,7 @@ export interface OwnPruned {
   observations: number;
   recoveries: number;
   drainRequests: number;
+  timelines: number;
   stuck: number;
   lineages: number;
 }
@@ -51,6 +54,7 @@ export async function pruneOwnTables(db: Db, applicationName: string, keepMs: nu
     observations: await pruneObservations(q),
     recoveries: await pruneRecoveries(q),
     drainRequests: await pruneDrainRequests(q),
+    timelines: await pruneTimelines(q),
     stuck: await pruneStuck(q),
     lineages: await pruneLineages(q),
   };

@@ -21,9 +21,12 @@ describe('cli/schemas', () => {
         'MigrateOutput',
         'ReapOutput',
         'RecoverOutput',
+        'RecoveryTimesOutput',
         'RetentionOutput',
         'RetentionPolicyOutput',
         'StatusOutput',
+        'TimelineFields',
+        'TimelineOutput',
       ].sort(),
     );
   });

@@ -89,6 +89,20 @@ export function pruneDrainRequests(q: Prune): Promise<number> {
   );
 }
 
+export function pruneTimelines(q: Prune): Promise<number> {
+  const { a } = q;
+  return count(
+    q,
+    `WITH gone AS (
+       DELETE FROM ${a}.timelines t WHERE t.id IN (
+         SELECT x.id FROM ${a}.timelines x
+          WHERE x.application_name = $1 AND x.closed_at IS NOT NULL AND ${older('x.declared_at')} LIMIT $3)
+       RETURNING 1)
+     SELECT count(*)::int AS n FROM gone`,
+    'retention.pruneTimelines',
+  );
+}
+
 export function pruneStuck(q: Prune): Promise<number> {
   const { s, a } = q;
   return count(

@@ -5,6 +5,26 @@ import { appScope } from '../../../packages/executor/src/dbos/sql.js';
 import { literal } from '../retentionSql.js';
 
 /**
+ * What a recovery knows of the death it is about, for its timeline (shared/timeline): the same statement
+ * that starts the audit row opens the death's timeline, or joins the open one of the same executor and
+ * incarnation (a redelivered notice, a reaper's recovery finished by executorDeath), so recording it adds
+ * no round trip to the recovery. A known incarnation dies once: a recovery of one whose timeline is closed
+ * (a late redelivery) opens none.
+ */
+export interface TimelineStart {
+  cause: 'crash' | 'lost-host' | 'sigterm' | 'drain' | 'manual';
+  /** The last beat the declaration saw; NULL: the reaper's last sighting of the key, else the declaration. */
+  lastSignOfLifeAt: string | undefined;
+  declaredAt: string;
+}
+
+/**
+ * A cause the executor (or an operator) stated replaces one the reaper inferred: a SIGTERMed kit's notice
+ * and the reaper's reading of its freed lock race, and whichever recovery starts first opens the timeline.
+ */
+const SAID = `EXCLUDED.cause IN ('sigterm', 'drain', 'manual') AND t.cause IN ('crash', 'lost-host')`;
+
+/**
  * The recovery audit: one row per death, finished with its outcome and counts. A notice that repeats a
  * death already recorded — the registry says this incarnation is dead, a row about it was written since
  * the incarnation started, and nothing of the executor is PENDING — writes no row and gets that row's ID
@@ -24,6 +44,7 @@ export async function startRecovery(
     lockMode: 'locked' | 'degraded';
     incarnation?: string | undefined;
   },
+  timeline?: TimelineStart,
 ): Promise<{ id: number; duplicate: boolean }> {
   const a = ident(db.afterlifeSchema);
   const [app, executor, incarnation] = [literal(r.applicationName), literal(r.executorId), `${literal(r.incarnation)}::text`];
@@ -46,8 +67,13 @@ export async function startRecovery(
        SELECT ${app}, ${executor}, ${literal(r.reason)}, ${literal(r.detectedBy)}, ${literal(r.messageId)}, ${literal(r.recoveredBy)},
               ${literal(r.lockMode)}, ${incarnation}
         WHERE NOT EXISTS (SELECT 1 FROM recorded)
-       RETURNING id
-     )
+       RETURNING id, started_at
+     )${
+       timeline
+         ? `,
+     ${timelineCte(a, r, timeline)}`
+         : ''
+     }
      SELECT id::text, false AS duplicate FROM fresh UNION ALL SELECT id::text, true FROM recorded`,
     undefined,
     'recoveries.start',
@@ -56,6 +82,36 @@ export async function startRecovery(
   const results = (Array.isArray(out) ? out : [out]) as Array<pg.QueryResult<{ id: string; duplicate: boolean }>>;
   const row = results.at(-1)?.rows[0];
   return { id: Number(row?.id), duplicate: row?.duplicate === true };
+}
+
+/**
+ * The timeline's part of the statement: opened from the fresh audit row, or joined (see TimelineStart).
+ * A duplicate notice writes no audit row, so it touches no timeline either.
+ */
+function timelineCte(
+  a: string,
+  r: { applicationName: string; executorId: string; messageId: string | undefined; incarnation?: string | undefined },
+  t: TimelineStart,
+): string {
+  const [app, executor, incarnation] = [literal(r.applicationName), literal(r.executorId), `${literal(r.incarnation)}::text`];
+  const declared = `${literal(t.declaredAt)}::timestamptz`;
+  return `tl AS (
+       INSERT INTO ${a}.timelines AS t (application_name, executor_id, incarnation, cause, last_sign_of_life_at, declared_at,
+                                        notice_at, first_recovery_id, last_recovery_id)
+       SELECT ${app}, ${executor}, COALESCE(${incarnation}, ''), ${literal(t.cause)},
+              COALESCE(${literal(t.lastSignOfLifeAt)}::timestamptz,
+                       (SELECT o.last_beat_seen_at FROM ${a}.executor_observations o WHERE o.application_name = ${app} AND o.executor_id = ${executor}),
+                       ${declared}),
+              ${declared}, CASE WHEN ${literal(r.messageId)}::text IS NOT NULL THEN f.started_at END, f.id, f.id
+         FROM fresh f
+        WHERE ${incarnation} IS NULL OR NOT EXISTS (
+          SELECT 1 FROM ${a}.timelines c WHERE c.application_name = ${app} AND c.executor_id = ${executor} AND c.incarnation = ${incarnation} AND c.closed_at IS NOT NULL)
+       ON CONFLICT (application_name, executor_id, incarnation) WHERE closed_at IS NULL
+       DO UPDATE SET last_recovery_id = EXCLUDED.last_recovery_id, notice_at = COALESCE(t.notice_at, EXCLUDED.notice_at),
+                     declared_at = LEAST(t.declared_at, EXCLUDED.declared_at),
+                     cause = CASE WHEN ${SAID} THEN EXCLUDED.cause ELSE t.cause END,
+                     last_sign_of_life_at = CASE WHEN ${SAID} THEN EXCLUDED.last_sign_of_life_at ELSE t.last_sign_of_life_at END
+       RETURNING 1)`;
 }
 
 export async function finishRecovery(
