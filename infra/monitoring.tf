@@ -384,5 +384,5 @@ resource "google_monitoring_dashboard" "this" {
     title = "afterlife (${local.labels["afterlife-app"]})"
   })
 
-  depends_on = [google_logging_metric.event, google_logging_metric.recovery_latency, google_logging_metric.retention]
+  depends_on = [google_logging_metric.event, google_logging_metric.recovery_latency, google_logging_metric.retention, google_logging_metric.recovery_time]
 }

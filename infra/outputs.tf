@@ -57,7 +57,7 @@ output "reaper_job" {
 
 output "log_metrics" {
   description = "Log-based metric names, by event."
-  value       = merge({ for key, m in google_logging_metric.event : key => m.name }, { recovery_latency = google_logging_metric.recovery_latency.name })
+  value       = merge({ for key, m in google_logging_metric.event : key => m.name }, { recovery_latency = google_logging_metric.recovery_latency.name }, { for key, m in google_logging_metric.recovery_time : key => m.name })
 }
 
 output "source_object" {

@@ -402,3 +402,39 @@ variable "dashboard" {
   type        = bool
   default     = true
 }
+
+variable "recovery_slo" {
+  description = <<-EOT
+    The recovery SLO (infra/slo.tf; docs/operations.md, "Recovery timelines"): goal of deaths whose moved work
+    has its first step on another executor within threshold_ms of the death, over rolling_period_days, on the
+    death_to_first_step log-based distribution. Burn-rate alerts (with alerts.enabled) page when the error
+    budget burns faster than fast_burn_rate over 1 h and 5 min, or slow_burn_rate over 6 h and 30 min.
+  EOT
+  type = object({
+    enabled             = optional(bool, true)
+    threshold_ms        = optional(number, 5000)
+    goal                = optional(number, 0.99)
+    rolling_period_days = optional(number, 28)
+    fast_burn_rate      = optional(number, 14.4)
+    slow_burn_rate      = optional(number, 6)
+  })
+  default = {}
+
+  validation {
+    condition     = var.recovery_slo.threshold_ms >= 100 && floor(var.recovery_slo.threshold_ms) == var.recovery_slo.threshold_ms
+    error_message = "recovery_slo.threshold_ms must be a whole number of ms, at least 100."
+  }
+  validation {
+    condition     = var.recovery_slo.goal > 0 && var.recovery_slo.goal < 1
+    error_message = "recovery_slo.goal is a fraction strictly between 0 and 1 (0.99 = 99 %)."
+  }
+  validation {
+    # Cloud Monitoring's rolling windows: 1 to 30 days.
+    condition     = var.recovery_slo.rolling_period_days >= 1 && var.recovery_slo.rolling_period_days <= 30 && floor(var.recovery_slo.rolling_period_days) == var.recovery_slo.rolling_period_days
+    error_message = "recovery_slo.rolling_period_days must be a whole number from 1 to 30."
+  }
+  validation {
+    condition     = var.recovery_slo.fast_burn_rate > 1 && var.recovery_slo.slow_burn_rate > 1
+    error_message = "recovery_slo burn rates must be above 1 (1 spends the budget exactly over the period)."
+  }
+}

@@ -973,6 +973,7 @@ function fillLiterals(scope: Scope, text: string): string {
 }
 
 const METRIC_TYPE = /metric\.type="((?:\$\{[^}]*\}|[^"$])*)"/g;
+const BURN_RATE = /^select_slo_burn_rate\("\$\{google_monitoring_slo\.([A-Za-z0-9_]+)(?:\[0\])?\.name\}",\s*"(\d+s)"\)$/;
 const durationS = (d: string | undefined) => (d && /^\d+s$/.test(d) ? Number.parseInt(d, 10) : undefined);
 
 interface PolicyInstance {
@@ -1109,6 +1110,12 @@ async function checkMonitoring(mods: Map<string, TfModule>, problems: Problem[],
           continue;
         }
         const filter = fillLiterals(scope, typeof c.filter === 'string' ? c.filter : '');
+        // A burn-rate condition reads an SLO, not a metric: the SLO must be one this module defines.
+        const burn = BURN_RATE.exec(filter);
+        if (burn) {
+          if (!mod.resources.has(`google_monitoring_slo.${burn[1] ?? ''}`)) problem(`burn-rate condition on google_monitoring_slo.${burn[1] ?? ''}, which this module does not define`);
+          continue;
+        }
         const types = [...filter.matchAll(METRIC_TYPE)].map((m) => m[1] ?? '');
         if (types.length !== 1) {
           problem(`a condition's filter names ${types.length} metric types (one expected): ${filter}`);
@@ -1211,6 +1218,79 @@ async function checkDashboard(mod: TfModule, key: string, res: Block, metrics: M
   }
 }
 
+// ───────────────────────────── the recovery SLO ─────────────────────────────
+
+/** The recovery_timeline fields the SLO's log-based distributions carry (shared/timeline/view.ts). */
+export const RECOVERY_TIME_FIELDS = { death_to_reenqueued: 'deathToReenqueuedMs', death_to_first_step: 'deathToFirstStepMs' } as const;
+/** The burn-rate windows a recovery SLO's alerts must watch: fast (1 h with 5 min) and slow (6 h with 30 min). */
+export const BURN_WINDOWS = [
+  ['3600s', '300s'],
+  ['21600s', '1800s'],
+] as const;
+const SLO_DEFAULTS = { threshold_ms: 5000, goal: 0.99, rolling_period_days: 28 };
+
+/**
+ * Recovery as a number (issue 29), in the module that deploys the reaper: a log-based DISTRIBUTION with
+ * exponential buckets for each of RECOVERY_TIME_FIELDS on `recovery_timeline` lines; a custom service and
+ * an SLO whose distribution cut reads the death → first step metric, with its threshold, goal and period
+ * from variables whose defaults are 5 s, 99 % and 28 days; burn-rate alert policies on that SLO covering
+ * every BURN_WINDOWS pair with both windows in one AND policy; and a dashboard heatmap of the distribution.
+ */
+async function checkRecoverySlo(mods: Map<string, TfModule>, problems: Problem[]): Promise<void> {
+  for (const mod of mods.values()) {
+    if (![...mod.modules.values()].some((m) => m.body.entry_point === 'reaper')) continue;
+    const scope: Scope = { module: mod };
+    const problem = (where: string, message: string) => problems.push({ file: join(mod.rel, 'slo.tf'), where, message });
+    const metrics = await moduleMetrics(mod);
+    for (const [name, field] of Object.entries(RECOVERY_TIME_FIELDS)) {
+      const address = metrics.get(name);
+      const res = address ? mod.resources.get(address.replace(/\[".*"\]$/, '')) : undefined;
+      const each = new Map([['each', { key: name, value: field }]]);
+      const body = res ? instance(res.body, each) : undefined;
+      const filter = fillLiterals(scope, String(body?.filter ?? ''));
+      const descriptor = first(body?.metric_descriptor);
+      const exponential = first(first(body?.bucket_options)?.exponential_buckets);
+      if (!body) problem('log-based metrics', `no log-based metric ${name} (${field} of recovery_timeline lines)`);
+      else if (!filter.includes('jsonPayload.event=\\"recovery_timeline\\"') && !filter.includes('jsonPayload.event="recovery_timeline"')) problem(address ?? name, 'does not count recovery_timeline lines');
+      else if (descriptor?.value_type !== 'DISTRIBUTION' || body.value_extractor !== `EXTRACT(jsonPayload.${field})`) problem(address ?? name, `is not a DISTRIBUTION of jsonPayload.${field}`);
+      else if (!exponential) problem(address ?? name, 'has no exponential buckets');
+    }
+    const service = [...mod.resources.keys()].find((k) => k.startsWith('google_monitoring_custom_service.'));
+    if (!service) problem('SLO', 'no google_monitoring_custom_service for the recovery SLO');
+    const slos = [...mod.resources].filter(([k]) => k.startsWith('google_monitoring_slo.'));
+    const slo = slos.find(([, r]) => /recovery_time\[\\"death_to_first_step\\"\]/.test(JSON.stringify(r.body.request_based_sli ?? null)));
+    if (!slo) {
+      problem('SLO', 'no google_monitoring_slo whose distribution cut reads the death_to_first_step metric');
+      continue;
+    }
+    const [sloKey, sloRes] = slo;
+    const cut = first(first(sloRes.body.request_based_sli)?.distribution_cut);
+    const settings = { threshold_ms: first(cut?.range)?.max, goal: sloRes.body.goal, rolling_period_days: sloRes.body.rolling_period_days };
+    for (const [key, expr] of Object.entries(settings)) {
+      const want = SLO_DEFAULTS[key as keyof typeof SLO_DEFAULTS];
+      const r = typeof expr === 'string' && /^\$\{var\.[A-Za-z0-9_.]+\}$/.test(expr) ? resolveValue(scope, expr) : undefined;
+      if (!r) problem(`resource ${sloKey}`, `${key} is not set from a variable (${JSON.stringify(expr ?? null)})`);
+      else if (r.value !== want) problem(`resource ${sloKey}`, `${key} defaults to ${JSON.stringify(r.value ?? null)}, not ${want}`);
+    }
+    const windows = policyInstances(mod).flatMap((p) => {
+      const conds = (Array.isArray(p.body.conditions) ? p.body.conditions : []).map((c) => (isObj(c) ? first(c.condition_threshold) : undefined));
+      const burns = conds.map((c) => BURN_RATE.exec(fillLiterals(scope, String(c?.filter ?? ''))));
+      if (!burns.some(Boolean)) return [];
+      if (p.body.combiner !== 'AND') problem(p.where, 'a burn-rate policy must combine its windows with AND');
+      return [burns.map((b) => (b && `google_monitoring_slo.${b[1]}` === sloKey ? b[2] : undefined)).filter((w): w is string => w !== undefined)];
+    });
+    for (const [long, short] of BURN_WINDOWS) {
+      if (!windows.some((w) => w.includes(long) && w.includes(short))) problem('alert policies', `no burn-rate alert policy on ${sloKey} over ${long} and ${short}`);
+    }
+    const dashboard = await readFile(join(mod.dir, 'dashboard.json'), 'utf8').catch(() => '');
+    const heatmap = (JSON.parse(dashboard || '{}') as { mosaicLayout?: { tiles?: Json[] } }).mosaicLayout?.tiles?.some((t) => {
+      const text = JSON.stringify(t);
+      return text.includes('"plotType":"HEATMAP"') && text.includes('/death_to_first_step\\"');
+    });
+    if (!heatmap) problem('dashboard.json', 'no HEATMAP widget of death_to_first_step');
+  }
+}
+
 // ───────────────────────────── blueprint metadata ─────────────────────────────
 
 /**
@@ -1259,6 +1339,7 @@ export async function checkInfra(root: string, opts: CheckOptions): Promise<Chec
   checkStatsGrant(mods, result.problems);
   await checkResources(mods, opts, result.problems);
   await checkMonitoring(mods, result.problems, opts.idleEvents);
+  await checkRecoverySlo(mods, result.problems);
   await checkMetadata(root, mods, result.problems);
   return result;
 }

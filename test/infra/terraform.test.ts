@@ -342,6 +342,24 @@ describe('planted breaks are reported', () => {
     expect(messages(v)).toEqual([expect.stringMatching(/\$\{name\} is not a variable templatefile passes/)]);
   });
 
+  it('a recovery SLO missing its metrics, SLO, burn-rate windows, defaults or heatmap', async () => {
+    const m = await plant('slo.tf', '    value_type  = "DISTRIBUTION"', '    value_type  = "INT64"');
+    expect(messages(m)).toEqual([
+      expect.stringMatching(/slo\.tf: .*recovery_time\["death_to_reenqueued"\]: is not a DISTRIBUTION of jsonPayload\.deathToReenqueuedMs/),
+      expect.stringMatching(/slo\.tf: .*recovery_time\["death_to_first_step"\]: is not a DISTRIBUTION of jsonPayload\.deathToFirstStepMs/),
+    ]);
+    const s = await plant('slo.tf', '${google_monitoring_slo.recovery[0].name}\\", \\"${each.value.long}', '${google_monitoring_slo.recovering[0].name}\\", \\"${each.value.long}');
+    expect(messages(s)).toContainEqual(expect.stringMatching(/burn-rate condition on google_monitoring_slo\.recovering, which this module does not define/));
+    const noSlo = await plant('slo.tf', 'google_logging_metric.recovery_time["death_to_first_step"].name', 'google_logging_metric.recovery_time["death_to_reenqueued"].name');
+    expect(messages(noSlo)).toEqual([expect.stringMatching(/no google_monitoring_slo whose distribution cut reads the death_to_first_step metric/)]);
+    const w = await plant('slo.tf', 'short = "300s"', 'short = "600s"');
+    expect(messages(w)).toEqual([expect.stringMatching(/no burn-rate alert policy on google_monitoring_slo\.recovery over 3600s and 300s/)]);
+    const d = await plant('variables.tf', 'goal                = optional(number, 0.99)', 'goal                = optional(number, 0.9)');
+    expect(messages(d)).toEqual([expect.stringMatching(/goal defaults to 0\.9, not 0\.99/)]);
+    const h = await plant('dashboard.json', '"plotType": "HEATMAP"', '"plotType": "LINE"');
+    expect(messages(h)).toEqual([expect.stringMatching(/dashboard\.json: no HEATMAP widget of death_to_first_step/)]);
+  });
+
   it('Redis without TLS by default, or the functions without its CA', async () => {
     const r = await plant('variables.tf', 'transit_encryption = optional(bool, true)', 'transit_encryption = optional(bool, false)');
     expect(messages(r)).toEqual([expect.stringMatching(/google_redis_instance\.this: transit_encryption_mode .* not SERVER_AUTHENTICATION by default/)]);
