@@ -1282,8 +1282,13 @@ async function checkRecoverySlo(mods: Map<string, TfModule>, problems: Problem[]
     for (const [long, short] of BURN_WINDOWS) {
       if (!windows.some((w) => w.includes(long) && w.includes(short))) problem('alert policies', `no burn-rate alert policy on ${sloKey} over ${long} and ${short}`);
     }
-    const dashboard = await readFile(join(mod.dir, 'dashboard.json'), 'utf8').catch(() => '');
-    const heatmap = (JSON.parse(dashboard || '{}') as { mosaicLayout?: { tiles?: Json[] } }).mosaicLayout?.tiles?.some((t) => {
+    let tiles: Json[] | undefined;
+    try {
+      tiles = (JSON.parse(await readFile(join(mod.dir, 'dashboard.json'), 'utf8')) as { mosaicLayout?: { tiles?: Json[] } }).mosaicLayout?.tiles;
+    } catch {
+      continue; // checkDashboard reports a dashboard that does not parse
+    }
+    const heatmap = tiles?.some((t) => {
       const text = JSON.stringify(t);
       return text.includes('"plotType":"HEATMAP"') && text.includes('/death_to_first_step\\"');
     });

@@ -14,6 +14,7 @@ describe('cli/schemas', () => {
   it('exports the output schema of every command', () => {
     expect(all.map(([name]) => name).sort()).toEqual(
       [
+        'DoctorOutput',
         'DrainOutput',
         'ErrorOutput',
         'ExecutorStatus',

@@ -140,9 +140,9 @@ describe('recovery timelines: a crash, a SIGTERM with work left and a lost host'
       });
       expect(Math.abs(recorded - seen.stepStartedAt)).toBeLessThanOrEqual(WITHIN_MS);
       // DBOS stamps a step's start before its own statements (the cancel check), so the body's row comes
-      // after it; never before, and not by seconds.
+      // after it (a second apart on a machine at load 20); never before, and not by many seconds.
       expect(seen.bodyStartedAt - recorded).toBeGreaterThanOrEqual(-WITHIN_MS);
-      expect(seen.bodyStartedAt - recorded).toBeLessThan(2_000);
+      expect(seen.bodyStartedAt - recorded).toBeLessThan(5_000);
       // Logged once: a closed timeline is never closed again.
       expect(reaperRt.logger.lines.filter((l) => l.event === 'recovery_timeline' && l.executorId === v.handle.executorId)).toHaveLength(1);
     }
