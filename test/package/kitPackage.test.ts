@@ -31,6 +31,8 @@ const EXAMPLE = join(ROOT, 'examples/queue-worker');
 /** Issue 24's budget: packages the kit may add to an app that already has @dbos-inc/dbos-sdk. */
 const MAX_PACKAGES_ADDED = 100;
 const SDK_VERSIONS = ['5.2.11', '5.3.0'] as const;
+/** The app's own pg, older than the repo's (DBOS itself asks for ^8.11.3). */
+const APP_PG = '8.11.3';
 
 interface Run {
   code: number;
@@ -55,6 +57,11 @@ async function npm(args: string[], cwd: string): Promise<string> {
 function lockPackages(dir: string): number {
   const lock = JSON.parse(readFileSync(join(dir, 'package-lock.json'), 'utf8')) as { packages: Record<string, unknown> };
   return Object.keys(lock.packages).filter((k) => k !== '').length;
+}
+
+function lockVersions(dir: string): Map<string, string | undefined> {
+  const lock = JSON.parse(readFileSync(join(dir, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string }> };
+  return new Map(Object.entries(lock.packages).flatMap(([k, v]) => (k === '' ? [] : [[k, v.version]])));
 }
 
 function bytes(dir: string): number {
@@ -196,14 +203,18 @@ describe('the kit package, installed as a user installs it', () => {
       );
       for (const [f, text] of Object.entries(ESM_FILES)) writeFileSync(join(dir, f), text);
     }
-    await npm(['install', '--save-exact', `@dbos-inc/dbos-sdk@${sdk}`], dir);
-    const before = { packages: lockPackages(dir), bytes: bytes(join(dir, 'node_modules')) };
+    // The app pins pg below the repo's own (issue 28): the kit must leave the host's versions alone.
+    await npm(['install', '--save-exact', `@dbos-inc/dbos-sdk@${sdk}`, `pg@${APP_PG}`], dir);
+    const before = { packages: lockPackages(dir), bytes: bytes(join(dir, 'node_modules')), versions: lockVersions(dir) };
     await npm(['install', kitSpec], dir);
-    const after = { packages: lockPackages(dir), bytes: bytes(join(dir, 'node_modules')) };
+    const after = { packages: lockPackages(dir), bytes: bytes(join(dir, 'node_modules')), versions: lockVersions(dir) };
     const added = after.packages - before.packages;
+    const changed = [...before.versions].filter(([path, version]) => after.versions.get(path) !== version);
+    expect(changed, 'packages of the app the kit changed or removed').toEqual([]);
+    expect(after.versions.get('node_modules/pg')).toBe(APP_PG);
     if (kitSpec === tarball) {
       budget.push(
-        `  ${kind} app, @dbos-inc/dbos-sdk ${sdk}: ${before.packages} → ${after.packages} packages (+${added}), +${((after.bytes - before.bytes) / 1e6).toFixed(1)} MB`,
+        `  ${kind} app, @dbos-inc/dbos-sdk ${sdk}, pg ${APP_PG}: ${before.packages} → ${after.packages} packages (+${added}), +${((after.bytes - before.bytes) / 1e6).toFixed(1)} MB, none changed`,
       );
       expect(added).toBeLessThanOrEqual(MAX_PACKAGES_ADDED);
     }

@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { builtinModules } from 'node:module';
+import { builtinModules, createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -10,6 +10,11 @@ import { describe, expect, it } from 'vitest';
  * recovery, repair) nor anything else outside it — and at run time use only the package's own dependencies
  * and peers: anything else would be missing in an app, or weigh on it.
  */
+/** npm's own range logic (semver ships with npm's tree; no types of its own here). */
+const semver = createRequire(import.meta.url)('semver') as {
+  valid(v: string): string | null;
+  satisfies(v: string, range: string): boolean;
+};
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const pkg = JSON.parse(readFileSync(join(ROOT, 'packages/executor/package.json'), 'utf8')) as {
   dependencies: Record<string, string>;
@@ -67,9 +72,17 @@ describe('the kit package’s module graph', () => {
     expect(pkg.peerDependenciesMeta['@google-cloud/pubsub']?.optional).toBe(true);
   });
 
-  it('pins the same versions as the plane, and is one of the workspaces', () => {
-    for (const [name, version] of Object.entries(pkg.dependencies))
-      expect(`${name}@${rootPkg.dependencies[name]}`).toBe(`${name}@${version}`);
+  it('declares a library’s ranges, never exact pins, that the versions the repo tests satisfy', () => {
+    // An exact pin moves the host app's own copy (issue 28: the app's pg went from 8.11.3 to 8.23.1).
+    const declared = { ...pkg.dependencies, ...pkg.peerDependencies };
+    for (const [name, range] of Object.entries(declared)) {
+      expect(semver.valid(range), `${name}@${range} is an exact pin`).toBeNull();
+      const tested = rootPkg.dependencies[name];
+      if (tested) expect(semver.satisfies(tested, range), `${name}: the repo tests ${tested}, outside ${range}`).toBe(true);
+    }
+    // pg comes with DBOS (^8.11.3): the kit uses the app's copy.
+    expect(pkg.dependencies.pg).toBeUndefined();
+    expect(pkg.peerDependencies.pg).toBeDefined();
     expect(rootPkg.workspaces).toContain('packages/executor');
   });
 });
