@@ -20,7 +20,7 @@ export interface PrivatePgBouncer {
 }
 
 export async function startPgBouncer(o: {
-  poolMode: 'session' | 'transaction';
+  poolMode: 'session' | 'transaction' | 'statement';
   poolSize: number;
   users?: string[];
 }): Promise<PrivatePgBouncer> {

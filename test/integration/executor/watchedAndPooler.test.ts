@@ -101,24 +101,27 @@ describe('executor kit: watched, and one server session for the lock', () => {
     }
   }, 40_000);
 
-  it('a transaction-mode PgBouncer on the liveness route: attach fails naming the fix, and no lock is held through it', async () => {
-    const bouncer = await startPgBouncer({ poolMode: 'transaction', poolSize: 4 });
-    const application = `${app}-tx`;
-    try {
-      const err = await attachThrough(bouncer, application).then(
-        () => undefined,
-        (e: unknown) => e as Error,
-      );
-      expect(err?.name).toBe('NotOneSessionError');
-      expect(err?.message).toMatch(/not one Postgres session/);
-      expect(err?.message).toMatch(/AFTERLIFE_LIVENESS_DATABASE_URL/);
-      expect(await locksOn(application)).toBe(0);
-      const reg = await tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE application_name = $1`, [application]);
-      expect(reg.rowCount).toBe(0);
-    } finally {
-      await bouncer.stop();
-    }
-  });
+  it.each(['transaction', 'statement'] as const)(
+    'a %s-mode PgBouncer on the liveness route: attach fails naming the fix, and no lock is held through it',
+    async (poolMode) => {
+      const bouncer = await startPgBouncer({ poolMode, poolSize: 4 });
+      const application = `${app}-${poolMode}`;
+      try {
+        const err = await attachThrough(bouncer, application).then(
+          () => undefined,
+          (e: unknown) => e as Error,
+        );
+        expect(err?.name).toBe('NotOneSessionError');
+        expect(err?.message).toMatch(/not one Postgres session/);
+        expect(err?.message).toMatch(/AFTERLIFE_LIVENESS_DATABASE_URL/);
+        expect(await locksOn(application)).toBe(0);
+        const reg = await tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE application_name = $1`, [application]);
+        expect(reg.rowCount).toBe(0);
+      } finally {
+        await bouncer.stop();
+      }
+    },
+  );
 
   it('a session-mode PgBouncer on the liveness route: the kit attaches and holds its lock', async () => {
     const bouncer = await startPgBouncer({ poolMode: 'session', poolSize: 4 });

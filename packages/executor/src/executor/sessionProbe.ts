@@ -17,7 +17,8 @@ import { maskUrl } from './maskUrl.js';
  *   3. the liveness connection asks again, while the probe still holds its backend.
  *
  * A real session (direct, or a session-mode pooler) answers 1 and 3 alike and never shares its backend
- * with the probe. Any other answer is a pooler that moves the session. A probe that cannot connect or gets
+ * with the probe. Any other answer is a pooler that moves the session, as is a probe transaction refused
+ * for "statement mode" (PgBouncer `pool_mode = statement`). A probe that cannot connect or gets
  * no backend in time (a session-mode pool that is full) proves nothing: the answer is then "one session"
  * as far as can be told, and the periodic comparison (`sameBackend`) keeps watching.
  */
@@ -65,6 +66,9 @@ export async function proveOneSession(client: pg.Client, url: string, probeName:
     return first;
   } catch (err) {
     if (err instanceof NotOneSessionError || other !== undefined) throw err;
+    // PgBouncer in statement mode refuses the probe's transaction outright: a pool, and the worst kind.
+    if (err instanceof Error && /statement (pooling )?mode/i.test(err.message))
+      throw new NotOneSessionError(`the pooler refused a transaction (${err.message})`, url);
     // The probe itself failed (connections exhausted, a full session-mode pool): no evidence either way.
     return first;
   } finally {
