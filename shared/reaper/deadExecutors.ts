@@ -8,6 +8,7 @@ import { type Beats, type LockEvidence, readBeats, readLocks } from './evidence.
 import { lockedRowsFreed } from './lockedRows.js';
 import { observations, type Observations } from './observe.js';
 import type { DeadPassResult, ReaperDeps, ReaperState, TickContext } from './types.js';
+import { LogThrottle } from '../../packages/executor/src/executor/throttle.js';
 
 /**
  * Dead executors. One with the kit is judged by its two witnesses, the liveness lock and the heartbeat
@@ -17,6 +18,17 @@ import type { DeadPassResult, ReaperDeps, ReaperState, TickContext } from './typ
  * (docs/design.md#invariant-3-death-only-on-strong-evidence), so every doubt resolves to "alive". A death is re-checked just before acting and
  * again inside the recovery (the heartbeat at every batch boundary, the lock in every batch statement).
  */
+
+const resetReports = new LogThrottle(10_000);
+
+/**
+ * How long a kit's liveness lock may stay free while Redis cannot judge its heartbeat (unreachable, or its
+ * keys lost so lately that an absence is no evidence yet) before the lock alone decides (issue 30). The
+ * lease (8 s by default) already ends a frozen or lost process's session; a kit that lost only its session
+ * takes its lock back within a second. So a lock free this long is a dead process, whatever Redis says;
+ * declared with a WARNING naming why Redis could not judge. Bound: this plus two ticks after the lock freed.
+ */
+export const REDIS_BLIND_FALLBACK_MS = 10_000;
 
 /** A declared executor that still owns PENDING rows this much later is declared again (a lost notice). */
 export const REDECLARE_AFTER_MS = 60_000;
@@ -141,9 +153,14 @@ async function readWitnesses(p: Pass): Promise<Witnesses> {
     // Flushed or restarted since the last tick: every key vanished at once and the kits are rewriting them.
     // A missing key is no evidence for a TTL from now (deathRule.absenceMeans); heartbeat streaks restart.
     await p.seen.resetHeartbeat();
-    result.heartbeat = { skipped: 'redis lost its keys since the last tick (flush or restart): absence counts from the next tick' };
-    if (beats.firstSentinel) log.debug('first reaper sentinel in this redis: heartbeat absences count from the next tick');
-    else log.warn('redis lost its keys (flush or restart): heartbeat absences restart', { event: 'redis_reset' });
+    const why =
+      beats.change === 'restarted'
+        ? 'redis restarted or failed over (its run_id changed)'
+        : "redis was flushed (the reaper's sentinel is gone; or a client with the Redis URL deleted it)";
+    result.heartbeat = { skipped: `redis lost its keys since the last tick (${why}): absence counts from the next tick` };
+    // Once per 10 s per app: a client deleting the sentinel makes every tick a "loss" (bounded by the fallback below).
+    if (resetReports.pass(p.app).log)
+      log.warn(`redis lost its keys (${why}): heartbeat absences restart`, { event: 'redis_reset', change: beats.change });
   }
   if (!locks.freeIsEvidence && withLock.length) result.liveness = { skipped: locks.reason ?? 'unavailable' };
   const beatOf = (id: string): Beat | undefined => ('skipped' in beats ? undefined : beats.beats.get(id));
@@ -173,6 +190,7 @@ async function readWitnesses(p: Pass): Promise<Witnesses> {
 async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
   const { deps, registry, alive } = p;
   const suspects: Record<'liveness' | 'heartbeat', string[]> = { liveness: [], heartbeat: [] };
+  const blind: string[] = [];
   for (const id of p.candidates) {
     if (!w.kit.has(id)) continue;
     const lock = w.locks.held.has(id) ? 'held' : registry.get(id)?.liveness && w.locks.freeIsEvidence ? 'free' : 'unavailable';
@@ -180,6 +198,7 @@ async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
     if (j === 'alive') alive.add(id);
     else if (j === 'suspect-liveness') suspects.liveness.push(id);
     else if (j === 'suspect-heartbeat') suspects.heartbeat.push(id);
+    else if (lock === 'free') blind.push(id);
   }
   const keyed = [...alive].filter((id) => w.beatOf(id)?.present);
   await p.seen.present(keyed, 'heartbeat');
@@ -207,6 +226,38 @@ async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
         ...(incarnation ? { incarnation } : {}),
       });
     }
+  }
+  await judgeBlind(p, w, blind);
+}
+
+/**
+ * Kits whose lock is free while Redis cannot judge their heartbeat (unreachable, or its keys lost too lately
+ * for an absence to count): the lock alone decides once it has been free REDIS_BLIND_FALLBACK_MS, with a
+ * WARNING naming why Redis could not judge (issue 30). Never "never": a client that deletes the reaper's
+ * sentinel every tick, or a Redis that stays down, delays a death by this bound, not for ever.
+ */
+async function judgeBlind(p: Pass, w: Witnesses, blind: string[]): Promise<void> {
+  if (blind.length === 0) return;
+  const absences = await p.seen.absent(blind, 'liveness', p.continuityMs);
+  p.result.absent += absences.length;
+  const why =
+    'skipped' in w.beats
+      ? w.beats.skipped
+      : `redis has kept its keys for only ${Math.round((w.settings.redisKeptKeysMs ?? 0) / 100) / 10} s, under the heartbeat TTL, so a missing key is no evidence yet${w.beats.change ? ` (${w.beats.change})` : ''}`;
+  for (const a of absences) {
+    if (a.absentTicks < 2 || a.absentMs < REDIS_BLIND_FALLBACK_MS || !p.actionable(a)) continue;
+    p.log.warn(
+      "the heartbeat cannot judge this executor and its liveness lock has stayed free: declared dead on Postgres's evidence alone",
+      {
+        executorId: a.executorId,
+        event: 'redis_witness_blind',
+        reason: why,
+        lockFreeMs: a.absentMs,
+        boundMs: REDIS_BLIND_FALLBACK_MS,
+      },
+    );
+    const incarnation = p.registry.get(a.executorId)?.incarnation;
+    p.dead.push({ executorId: a.executorId, evidence: 'liveness', absence: a, blind: true, ...(incarnation ? { incarnation } : {}) });
   }
 }
 

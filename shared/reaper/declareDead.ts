@@ -8,7 +8,7 @@ import { publishDeathNotice } from '../../packages/executor/src/events/publisher
 import { budgetUntil, type Budget } from '../lifecycle/deadline.js';
 import { recoveryDeps } from '../recovery/deps.js';
 import { recoverExecutor, type RecoverySummary } from '../recovery/recoverExecutor.js';
-import { judgeKit } from './deathRule.js';
+import { isStale, judgeKit } from './deathRule.js';
 import { readBeats, readLocks } from './evidence.js';
 import { forgetLocked, rememberLocked } from './lockedRows.js';
 import type { DeadPassResult, ReaperDeps, ReaperState, TickContext } from './types.js';
@@ -35,6 +35,8 @@ export interface Death {
   staleBeatAt?: string;
   /** The process start the evidence was about (the registry's, at the time of the tick). */
   incarnation?: string;
+  /** Declared on the liveness lock alone because Redis could not judge (deadExecutors.REDIS_BLIND_FALLBACK_MS). */
+  blind?: true;
 }
 
 /** What acting needs from the pass. */
@@ -82,9 +84,16 @@ async function recheck(deps: ReaperDeps, d: Death, intervalMs: number, ttlMs: nu
     readBeats(deps, [d.executorId]),
     d.evidence === 'liveness' ? readLocks(deps, [d.executorId]) : undefined,
   ]);
+  const lock = locks?.held.has(d.executorId) ? 'held' : d.evidence === 'liveness' && locks?.freeIsEvidence ? 'free' : 'unavailable';
+  if (d.blind) {
+    // Redis still cannot judge (or can): a held lock or a fresh beat is life, a lock still free is the death.
+    if (lock === 'held') return 'alive';
+    const b = 'skipped' in beats ? undefined : beats.beats.get(d.executorId);
+    const fresh = b?.present === true && !isStale(b, { nowMs: deps.clock(), intervalMs, ttlMs, redisKeptKeysMs: undefined });
+    return fresh ? 'alive' : lock === 'free' ? 'dead' : 'unknown';
+  }
   if ('skipped' in beats || beats.lostKeys) return 'unknown';
   const beat = beats.beats.get(d.executorId);
-  const lock = locks?.held.has(d.executorId) ? 'held' : d.evidence === 'liveness' && locks?.freeIsEvidence ? 'free' : 'unavailable';
   const j = judgeKit({ lock, beat }, { nowMs: deps.clock(), intervalMs, ttlMs, redisKeptKeysMs: beats.keptKeysMs });
   if (j === 'alive') return 'alive';
   return j === `suspect-${d.evidence}` ? 'dead' : 'unknown';

@@ -1,6 +1,7 @@
 import { LogThrottle } from '../../packages/executor/src/executor/throttle.js';
-import { beatEvidence, HEARTBEAT_BOUNDS } from '../../packages/executor/src/contract/heartbeatBounds.js';
-import { parseHeartbeat, heartbeatKey } from '../../packages/executor/src/contract/heartbeat.js';
+import { beatEvidence } from '../../packages/executor/src/contract/heartbeatBounds.js';
+import { parseHeartbeat, heartbeatKey, READ_HEARTBEATS_LUA } from '../../packages/executor/src/contract/heartbeat.js';
+import { observeRedis, type RedisWitness } from '../db/queries/redisWitness.js';
 import { readLiveness } from '../../packages/executor/src/db/queries/liveness.js';
 import type { Beat } from './deathRule.js';
 import type { ReaperDeps } from './types.js';
@@ -11,98 +12,90 @@ import type { ReaperDeps } from './types.js';
  */
 export interface Beats {
   beats: Map<string, Beat>;
-  /** How long Redis has kept its keys: the age of the reaper's sentinel (SET NX, no TTL). */
+  /** How long Redis has kept its keys: from its identity as kept in Postgres (shared/db/queries/redisWitness.ts). */
   keptKeysMs: number;
-  /** The sentinel was missing: Redis was flushed or restarted since the last tick (or this is the first). */
+  /** Redis lost its keys since the last tick: restarted or failed over (another run_id), or flushed. */
   lostKeys: boolean;
-  /**
-   * Of a missing sentinel: this process never saw it and Redis has been up a while, so it is most likely
-   * the first reaper tick with candidates for this app, not a flush or a restart (nothing to warn about).
-   */
-  firstSentinel?: boolean;
+  /** Of a loss: what said so (for the WARNING); `first` is the first sighting of this Redis, nothing to warn about. */
+  change?: 'first' | 'restarted' | 'flushed';
 }
 
-/** Sentinels this process has seen in Redis: one of them missing later is a flush or a restart. */
-const seenSentinels = new Set<string>();
-
-/** A Redis up for less than this when the sentinel is missing was restarted: its keys were lost. */
-function restartWindowMs(ttlMs: number): number {
-  return Math.max(60_000, 2 * ttlMs);
-}
-
-/** The reaper's sentinel key: SET NX, no TTL, so its age says how long Redis has kept its keys. */
+/** The reaper's sentinel key: SET NX, no TTL. Only its absence is read (a flush); its value is anyone's to write. */
 export function sentinelKey(applicationName: string, prefix = 'afterlife'): string {
   return `${prefix}:${applicationName}:reaper:sentinel`;
 }
 
+/**
+ * One round trip: the sentinel (SET NX: created means the keys were flushed), Redis's identity (INFO
+ * server: run_id and uptime, which no client can write), and every candidate's key within the bounds a kit
+ * writes (shared contract: at most maxValueBytes read per key). Then Redis's identity is kept in Postgres,
+ * which decides how long Redis has kept its keys (issue 30).
+ */
 export async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats | { skipped: string }> {
   if (!deps.redis) return { skipped: 'REDIS_URL is not set' };
   const prefix = deps.config.redis?.keyPrefix ?? 'afterlife';
   const sentinel = sentinelKey(deps.config.applicationName, prefix);
   const now = deps.clock();
+  let replies: [Error | null, unknown][] | null;
   try {
     const keys = ids.map((id) => heartbeatKey(deps.config.applicationName, id, prefix));
-    const tx = deps.redis
+    replies = await deps.redis
       .multi()
       .set(sentinel, new Date(now).toISOString(), 'NX')
-      .get(sentinel)
-      .mget(...keys);
-    for (const k of keys) tx.pttl(k);
-    const replies = await tx.exec();
+      .info('server')
+      .eval(READ_HEARTBEATS_LUA, keys.length, ...keys)
+      .exec();
     if (!replies) throw new Error('transaction aborted');
     const failed = replies.find(([err]) => err);
-    if (failed) throw failed[0];
-    const [[, created], [, since], [, values]] = replies as [[null, unknown], [null, string | null], [null, Array<string | null>]];
-    const pttls = replies.slice(3).map(([, v]) => Number(v));
-    const beats = new Map<string, Beat>();
-    ids.forEach((id, i) => {
-      const raw = values[i];
-      if (raw === null || raw === undefined) {
-        beats.set(id, { present: false });
-        return;
-      }
-      const pttl = pttls[i] ?? -1;
-      // Judged within what a kit writes (packages/executor/src/contract/heartbeatBounds.ts): anything else — unreadable, no TTL,
-      // an interval or TTL no kit sets, a beat from the future — is no evidence, as if the key were absent.
-      const e = beatEvidence({ value: parseHeartbeat(raw), ttlMs: pttl >= 0 ? pttl : undefined }, now, deps.config.heartbeatIntervalMs);
-      if (e.kind === 'none') {
-        beats.set(id, { present: false });
-        return;
-      }
-      const at = Date.parse(e.value.beatAt);
-      // Age on Redis's clock when the writer said its TTL (the TTL it set minus what is left of it).
-      beats.set(id, { present: true, beatAt: Number.isFinite(at) ? at : undefined, beatEveryMs: e.value.beatEveryMs, ageMs: e.ageMs });
-    });
-    let sinceMs = since ? Date.parse(since) : NaN;
-    let missing = created === 'OK';
-    if (!missing && !(sinceMs <= now + HEARTBEAT_BOUNDS.maxClockSkewMs)) {
-      // Unreadable or from the future: not a sentinel this reaper wrote (anyone with the Redis URL can SET
-      // it). Trusting it would make every absence "not yet evidence" forever; it is replaced, and Redis's
-      // keeping of keys counts from now, as after a flush.
-      await deps.redis.set(sentinel, new Date(now).toISOString());
-      sinceMs = now;
-      missing = true;
-    }
-    // A sentinel this process never saw: a restart shows in Redis's uptime; otherwise it is the first
-    // (a flush while no reaper ran cannot be told apart: the absence streaks restart anyway, unannounced).
-    const firstSentinel =
-      missing && !seenSentinels.has(sentinel) && (await redisUptimeMs(deps)) >= restartWindowMs(deps.config.heartbeatTtlMs);
-    seenSentinels.add(sentinel);
-    return { beats, keptKeysMs: Number.isFinite(sinceMs) ? Math.max(0, now - sinceMs) : 0, lostKeys: missing, firstSentinel };
+    if (failed) throw failed[0] ?? new Error('failed');
   } catch (err) {
     return { skipped: `redis unreachable: ${err instanceof Error ? err.message : String(err)}` };
   }
+  const [[, created], [, info], [, read]] = replies as [[null, unknown], [null, string], [null, Array<string | number | null>]];
+  const identity = redisIdentity(info);
+  if (!identity) return { skipped: 'redis does not say its run_id and uptime (INFO server): whether it kept its keys is unknown' };
+  let witness: RedisWitness;
+  try {
+    witness = await observeRedis(deps.db, deps.config.applicationName, { ...identity, flushed: created === 'OK' });
+  } catch (err) {
+    return {
+      skipped: `redis's identity cannot be kept in Postgres (rerun infra/grants.sql?): ${err instanceof Error ? err.message : String(err)}`,
+    };
+  }
+  const beats = new Map<string, Beat>();
+  ids.forEach((id, i) => beats.set(id, judgeRead(deps, read[2 * i], Number(read[2 * i + 1] ?? -2), now)));
+  // A Redis first seen seconds after its start was most likely restarted under a running fleet (a reset to
+  // say); one up for longer than a restart explains is just the first the reaper sees (nothing to say).
+  const change =
+    witness.change === 'first' && identity.uptimeMs < restartWindowMs(deps.config.heartbeatTtlMs) ? 'restarted' : witness.change;
+  const lost = change === 'restarted' || change === 'flushed';
+  return { beats, keptKeysMs: witness.keptKeysMs, lostKeys: lost, ...(change === 'none' ? {} : { change }) };
 }
 
-/** Redis's uptime (INFO server), or 0 when it cannot be read (then a missing sentinel counts as lost). */
-async function redisUptimeMs(deps: ReaperDeps): Promise<number> {
-  try {
-    const info = (await deps.redis?.info('server')) ?? '';
-    const s = /^uptime_in_seconds:(\d+)/m.exec(info)?.[1];
-    return s === undefined ? 0 : Number(s) * 1000;
-  } catch {
-    return 0;
-  }
+/** A Redis up for less than this when first seen was restarted: its keys were lost. */
+function restartWindowMs(ttlMs: number): number {
+  return Math.max(60_000, 2 * ttlMs);
+}
+
+/**
+ * One key judged within what a kit writes (shared contract, heartbeatBounds.ts): anything else —
+ * oversized, unreadable, no TTL, an interval or TTL no kit sets, a beat from the future — is no evidence,
+ * as if the key were absent.
+ */
+function judgeRead(deps: ReaperDeps, v: string | number | null | undefined, pttl: number, now: number): Beat {
+  if (typeof v !== 'string') return { present: false };
+  const e = beatEvidence({ value: parseHeartbeat(v), ttlMs: pttl >= 0 ? pttl : undefined }, now, deps.config.heartbeatIntervalMs);
+  if (e.kind === 'none') return { present: false };
+  const at = Date.parse(e.value.beatAt);
+  // Age on Redis's clock when the writer said its TTL (the TTL it set minus what is left of it).
+  return { present: true, beatAt: Number.isFinite(at) ? at : undefined, beatEveryMs: e.value.beatEveryMs, ageMs: e.ageMs };
+}
+
+/** INFO server's run_id and uptime, or undefined when Redis does not say them. */
+function redisIdentity(info: string): { runId: string; uptimeMs: number } | undefined {
+  const runId = /^run_id:([0-9a-f]+)\r?$/m.exec(info)?.[1];
+  const up = /^uptime_in_seconds:(\d+)\r?$/m.exec(info)?.[1];
+  return runId && up !== undefined ? { runId, uptimeMs: Number(up) * 1000 } : undefined;
 }
 
 /** Which candidates hold their liveness lock, and whether a free one is evidence this tick (and if not, why). */

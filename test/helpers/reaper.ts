@@ -106,11 +106,18 @@ export function reaperFixture(
 }
 
 /**
- * Backdates the reaper's Redis sentinel, as if Redis had kept its keys for `agoMs`: a missing heartbeat key
- * is evidence of silence only once Redis has kept its keys for a TTL (shared/reaper/deathRule.ts), so tests
- * that backdate an absence backdate this too, instead of waiting a TTL after the first tick.
+ * Makes the reaper read Redis as having kept its keys for `agoMs`: a missing heartbeat key is evidence of
+ * silence only once Redis has kept its keys for a TTL (shared/reaper/deathRule.ts), so tests that backdate an
+ * absence backdate this too, instead of waiting a TTL after the first tick. How long Redis kept its keys is
+ * Postgres's record of Redis's identity (afterlife.redis_witness, issue 30), not the sentinel's value: the
+ * sentinel is made to exist (its absence means a flush) and the record backdated once a tick has made it.
  */
 export async function backdateSentinel(rt: Runtime, agoMs = 3_600_000): Promise<void> {
   const prefix = rt.config.redis?.keyPrefix ?? 'afterlife';
   await rt.redis?.set(sentinelKey(rt.config.applicationName, prefix), new Date(Date.now() - agoMs).toISOString());
+  await rt.db.query(
+    `UPDATE ${rt.db.afterlifeSchema}.redis_witness SET keys_since = now() - make_interval(secs => $2::double precision / 1000)
+      WHERE application_name = $1`,
+    [rt.config.applicationName, agoMs],
+  );
 }

@@ -95,4 +95,36 @@ describe('heartbeat index', () => {
     expect([...(await readAllHeartbeats(redis, app, prefix)).keys()]).toEqual(['exec-old']);
     expect(await scans()).toBeGreaterThan(before);
   });
+
+  it(
+    'reads are bounded in bytes: a 16 KB value is never read (unreadable), an index over 4 MiB is flooded (issue 30)',
+    { timeout: 60_000 },
+    async () => {
+      const app = uniqueName('bytes');
+      const live = value(app, 'real');
+      await writeHeartbeat(redis, live, 60_000, prefix);
+      // An attacker with the Redis URL: members whose keys hold 16 KB each.
+      const big = 'x'.repeat(16 * 1024);
+      for (let i = 0; i < 200; i++) await writeHeartbeat(redis, value(app, `fat-${i}`), 60_000, prefix);
+      const pipe = redis.pipeline();
+      for (let i = 0; i < 200; i++) pipe.set(heartbeatKey(app, `fat-${i}`, prefix), big, 'PX', 60_000);
+      await pipe.exec();
+      const before = Number(/total_net_output_bytes:(\d+)/.exec(await redis.info('stats'))?.[1] ?? 0);
+      const all = await readAllHeartbeats(redis, app, prefix);
+      const sent = Number(/total_net_output_bytes:(\d+)/.exec(await redis.info('stats'))?.[1] ?? 0) - before;
+      expect(all.get('real')?.executorId).toBe('real');
+      expect([...all.entries()].filter(([id, v]) => id.startsWith('fat-') && v === undefined)).toHaveLength(200);
+      // 200 × 16 KB = 3.2 MB stayed in Redis: what came back is IDs, one real value and the INFO reply.
+      expect(sent).toBeLessThan(64 * 1024);
+      // Values just under the per-key bound, past the 4 MiB budget in all: flooded, no evidence.
+      const fill = 'y'.repeat(4_000);
+      const more = redis.pipeline();
+      for (let i = 0; i < 1_100; i++) {
+        more.zadd(heartbeatIndexKey(app, prefix), Date.now() + 60_000, `mid-${i}`);
+        more.set(heartbeatKey(app, `mid-${i}`, prefix), fill, 'PX', 60_000);
+      }
+      await more.exec();
+      await expect(readAllHeartbeats(redis, app, prefix)).rejects.toThrow(/flooded/);
+    },
+  );
 });

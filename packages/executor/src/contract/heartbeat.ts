@@ -73,12 +73,61 @@ ${PRUNE_LUA}
 redis.call('SET', KEYS[3], '1')
 return 1`;
 
-/** KEYS: marker, index. Returns false when no kit of the app maintains an index yet, else the live members. */
+/**
+ * One key's value only when it is a string of at most `maxValueBytes` (STRLEN first, so an oversized value
+ * never leaves Redis): the value, or -1 for one too long or of another type, or false when absent. Issue 30:
+ * anyone with the Redis URL can write 16 KB (or 512 MB) into a key a reader GETs.
+ */
+const BOUNDED_GET_LUA = `local function boundedGet(k)
+  local n = redis.pcall('STRLEN', k)
+  if type(n) ~= 'number' or n > ${HEARTBEAT_BOUNDS.maxValueBytes} then return -1 end
+  if n == 0 then return redis.call('EXISTS', k) == 1 and '' or false end
+  return redis.call('GET', k)
+end`;
+
+/**
+ * KEYS: marker, index. ARGV: the heartbeat key prefix. Returns false when no kit of the app maintains an
+ * index yet, else [id, value, id, value, …] of the live members (value as BOUNDED_GET_LUA says), at most
+ * `maxReadBytes` in all: past it the index is flooded, an error (no evidence).
+ */
 const MEMBERS_LUA = `if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 ${NOW_MS_LUA}
 ${PRUNE_LUA}
+${BOUNDED_GET_LUA}
 if redis.call('ZCARD', KEYS[2]) > ${MAX_INDEX_MEMBERS} then return redis.error_reply('heartbeat index flooded: more than ${MAX_INDEX_MEMBERS} live members') end
-return redis.call('ZRANGE', KEYS[2], 0, -1)`;
+local out, total = {}, 0
+for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  local v = boundedGet(ARGV[1] .. id)
+  if v then
+    total = total + #id + (type(v) == 'string' and #v or 0)
+    if total > ${HEARTBEAT_BOUNDS.maxReadBytes} then return redis.error_reply('heartbeat index flooded: more than ${HEARTBEAT_BOUNDS.maxReadBytes} bytes') end
+    out[#out + 1] = id
+    out[#out + 1] = v
+  end
+end
+return out`;
+
+/** KEYS: heartbeat keys. Returns [value, pttl, …] per key, each value as BOUNDED_GET_LUA says (the reaper's read too). */
+export const READ_HEARTBEATS_LUA = `${BOUNDED_GET_LUA}
+local out = {}
+for i, k in ipairs(KEYS) do
+  out[2 * i - 1] = boundedGet(k)
+  out[2 * i] = redis.call('PTTL', k)
+end
+return out`;
+
+/** One key as read within the bounds: absent, too long or not a string (`oversized`), or its raw value. */
+export type BoundedRaw = { raw: string | null; oversized: boolean; pttlMs: number };
+
+/** Reads heartbeat keys in one round trip, none of them longer than `maxValueBytes` (see BOUNDED_GET_LUA). */
+export async function readHeartbeatKeys(redis: Redis, keys: string[]): Promise<BoundedRaw[]> {
+  if (keys.length === 0) return [];
+  const r = (await redis.eval(READ_HEARTBEATS_LUA, keys.length, ...keys)) as Array<string | number | null>;
+  return keys.map((_, i) => {
+    const v = r[2 * i];
+    return { raw: typeof v === 'string' ? v : null, oversized: v === -1, pttlMs: Number(r[2 * i + 1] ?? -2) };
+  });
+}
 
 /**
  * Writes one heartbeat: the key with its TTL and its index entry, atomically (one script), so a reader of
@@ -130,15 +179,16 @@ export function parseHeartbeat(raw: string): HeartbeatValue | undefined {
   }
 }
 
-/** Reads one heartbeat. A key with an unreadable value still proves the executor is alive. */
+/** Reads one heartbeat (at most `maxValueBytes`: a longer one reads as unreadable). A key with an unreadable value still proves the executor is alive. */
 export async function readHeartbeat(redis: Redis, key: string): Promise<HeartbeatReading | undefined> {
-  const [[, raw], [, ttl]] = (await redis.multi().get(key).pttl(key).exec()) as [[unknown, string | null], [unknown, number]];
-  if (raw === null) return undefined;
-  return { value: parseHeartbeat(raw), ttlMs: ttl >= 0 ? ttl : undefined };
+  const [k] = await readHeartbeatKeys(redis, [key]);
+  if (!k || (k.raw === null && !k.oversized)) return undefined;
+  return { value: k.raw === null ? undefined : parseHeartbeat(k.raw), ttlMs: k.pttlMs >= 0 ? k.pttlMs : undefined };
 }
 
 /**
- * All heartbeats of an app, by executor ID: the index's members, then one MGET of their keys. Before any
+ * All heartbeats of an app, by executor ID: the index's members and their keys in one script, bounded in
+ * bytes (HEARTBEAT_BOUNDS.maxValueBytes a value, maxReadBytes in all; issue 30). Before any
  * kit of the app has written the index (kits older than the index), it falls back to SCAN, never KEYS:
  * Memorystore is shared. A fleet mixing old and new kits is read through the index once a new kit beat,
  * so upgrade the kits before relying on it (README).
@@ -148,20 +198,20 @@ export async function readAllHeartbeats(
   applicationName: string,
   prefix = 'afterlife',
 ): Promise<Map<string, HeartbeatValue | undefined>> {
-  const members = (await redis.eval(
+  const pairs = (await redis.eval(
     MEMBERS_LUA,
     2,
     indexMarkerKey(applicationName, prefix),
     heartbeatIndexKey(applicationName, prefix),
-  )) as string[] | null;
-  if (members === null) return scanHeartbeats(redis, applicationName, prefix);
+    heartbeatKey(applicationName, '', prefix),
+  )) as Array<string | number> | null;
+  if (pairs === null) return scanHeartbeats(redis, applicationName, prefix);
+  // A member whose key expired or was deleted is absent (the script leaves it out); an oversized one unreadable.
   const out = new Map<string, HeartbeatValue | undefined>();
-  if (members.length === 0) return out;
-  const values = await redis.mget(...members.map((id) => heartbeatKey(applicationName, id, prefix)));
-  members.forEach((id, i) => {
-    const raw = values[i];
-    if (raw != null) out.set(id, parseHeartbeat(raw)); // a member whose key expired or was deleted is absent
-  });
+  for (let i = 0; i + 1 < pairs.length; i += 2) {
+    const v = pairs[i + 1];
+    out.set(String(pairs[i]), typeof v === 'string' ? parseHeartbeat(v) : undefined);
+  }
   return out;
 }
 
@@ -173,11 +223,11 @@ async function scanHeartbeats(redis: Redis, applicationName: string, prefix: str
     const [next, keys] = await redis.scan(cursor, 'MATCH', heartbeatPattern(applicationName, prefix), 'COUNT', 500);
     cursor = next;
     if (keys.length === 0) continue;
-    const values = await redis.mget(...keys);
+    const values = await readHeartbeatKeys(redis, keys);
     keys.forEach((k, i) => {
-      const raw = values[i];
-      if (raw == null) return; // expired between SCAN and MGET
-      out.set(k.slice(keyPrefix.length), parseHeartbeat(raw));
+      const v = values[i];
+      if (!v || (v.raw === null && !v.oversized)) return; // expired between SCAN and the read
+      out.set(k.slice(keyPrefix.length), v.raw === null ? undefined : parseHeartbeat(v.raw));
     });
   } while (cursor !== '0');
   return out;

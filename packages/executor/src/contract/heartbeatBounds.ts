@@ -13,6 +13,13 @@ export const HEARTBEAT_BOUNDS = {
   maxTtlMs: 600_000,
   /** How far ahead of the reader's clock a writer's `beatAt` may be (clock skew), for values without a TTL of their own. */
   maxClockSkewMs: 60_000,
+  /**
+   * The largest value a reader takes from one heartbeat key (a kit's is about 300 bytes): a longer one is
+   * not read at all — Redis answers its length, not its bytes — and is no evidence (issue 30).
+   */
+  maxValueBytes: 4_096,
+  /** What one read of a whole app's heartbeats may bring back (values and IDs): more is a flooded index, no evidence. */
+  maxReadBytes: 4 * 1024 * 1024,
 } as const;
 
 export type BeatEvidence =
