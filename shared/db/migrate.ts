@@ -45,7 +45,9 @@ export async function migrate(db: Db, dir = MIGRATIONS_DIR): Promise<{ applied: 
   const applied: string[] = [];
   // Every cold start calls this. When the schema is current it must not need CREATE privileges: Postgres
   // checks them before "IF NOT EXISTS", and a runtime role (Cloud SQL IAM user) has only USAGE and DML.
-  if ((await currentVersion(db, schema)) >= (migrations.at(-1)?.id ?? 0)) return { applied };
+  // Every file is checked by ID, not by the highest one applied: migrations developed side by side can land
+  // out of number order (0013 after 0015), and a ledger at 0015 must still get 0013.
+  if ((await appliedCount(db, schema, migrations)) === migrations.length) return { applied };
   for (const m of migrations) {
     const did = await db.transaction(async (c) => {
       await c.query('SELECT pg_advisory_xact_lock($1)', [lockKey(db.afterlifeSchema)]);
@@ -64,10 +66,15 @@ export async function migrate(db: Db, dir = MIGRATIONS_DIR): Promise<{ applied: 
   return { applied };
 }
 
-async function currentVersion(db: Db, schema: string): Promise<number> {
+async function appliedCount(db: Db, schema: string, migrations: Migration[]): Promise<number> {
   try {
-    const res = await db.query<{ id: number | null }>(`SELECT max(id) AS id FROM ${schema}.migrations`, [], 'migrate.version');
-    return res.rows[0]?.id ?? 0;
+    const ids = migrations.map((m) => m.id);
+    const res = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM ${schema}.migrations WHERE id = ANY($1::int[])`,
+      [ids],
+      'migrate.version',
+    );
+    return res.rows[0]?.n ?? 0;
   } catch (err) {
     const code = (err as { code?: unknown }).code;
     if (code === '42P01' || code === '3F000') return 0; // no ledger table or no schema yet

@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrate } from '../../../shared/db/migrate.js';
+import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { migrate, MIGRATIONS_DIR } from '../../../shared/db/migrate.js';
 import { checkDbosSchema, MIN_DBOS_MIGRATION } from '../../../shared/dbos/schema.js';
 import { DbosSchemaError } from '../../../packages/executor/src/errors.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase } from '../../helpers/db.js';
@@ -49,6 +52,21 @@ describe('schemas', () => {
       expect((await migrate(fresh[0]!)).applied).toEqual([]);
     } finally {
       await Promise.all(dbs.map((d) => d.end()));
+    }
+  });
+
+  it('applies a migration that lands after a higher-numbered one (written side by side)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'afterlife-mig-'));
+    const db = Object.assign(afterlifeDb(tdb.url, { max: 1 }), { afterlifeSchema: 'afterlife_late' });
+    try {
+      await cp(MIGRATIONS_DIR, dir, { recursive: true });
+      await writeFile(join(dir, '9998_newer.sql'), 'CREATE TABLE :SCHEMA:.newer (x int);');
+      expect((await migrate(db, `${dir}/`)).applied).toContain('9998_newer');
+      await writeFile(join(dir, '9997_landed_later.sql'), 'CREATE TABLE :SCHEMA:.landed_later (x int);');
+      expect((await migrate(db, `${dir}/`)).applied).toEqual(['9997_landed_later']);
+    } finally {
+      await db.end();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 
