@@ -50,6 +50,7 @@ locals {
     recovery_duplicate               = "a death notice repeated a death already audited, with nothing PENDING: no new audit row"
     threshold_below_floor            = "a start with a threshold that cancels or deletes set below its floor (AFTERLIFE_ALLOW_BELOW_FLOOR names it)"
     unguarded_application            = "live kits are registered in this database under an application no plane guards; their deaths are not recovered"
+    redis_witness_blind              = "Redis cannot judge a death (unreachable, or its keys lost since the last tick): a free liveness lock decides alone after REDIS_BLIND_FALLBACK_MS"
     recovery_timeline                = "one death's recovery timeline, closed once its moved work all started elsewhere or its bound passed (docs/operations.md, Recovery timelines)"
   }
 
