@@ -74,6 +74,9 @@ GRANT INSERT (application_name, executor_id, application_version, budget_ms, req
 GRANT INSERT, UPDATE ON "${afterlife_schema}".executors, "${afterlife_schema}".recoveries, "${afterlife_schema}".recovery_batches,
   "${afterlife_schema}".forks, "${afterlife_schema}".dead_letters, "${afterlife_schema}".rewinds TO "${executor_death_role}";
 GRANT DELETE ON "${afterlife_schema}".forks TO "${executor_death_role}";
+-- Recovery timelines (issue 29): a recovery opens or joins one, and deletes the one it opened when the death
+-- turns out a false alarm; both functions recover.
+GRANT INSERT, UPDATE, DELETE ON "${afterlife_schema}".timelines TO "${executor_death_role}", "${reaper_role}";
 GRANT INSERT, UPDATE, DELETE ON "${afterlife_schema}".executors, "${afterlife_schema}".recoveries, "${afterlife_schema}".recovery_batches,
   "${afterlife_schema}".leases, "${afterlife_schema}".executor_observations, "${afterlife_schema}".stuck_workflows,
   "${afterlife_schema}".forks, "${afterlife_schema}".dead_letters, "${afterlife_schema}".rewinds TO "${reaper_role}";

@@ -34,6 +34,8 @@ const AFTERLIFE: Record<string, Record<Role, Op[]>> = {
   executors: { executor_death: w('IU'), reaper: w('IUD'), drain: [] },
   recoveries: { executor_death: w('IU'), reaper: w('IUD'), drain: [] },
   recovery_batches: { executor_death: w('IU'), reaper: w('IUD'), drain: [] },
+  // Recovery timelines: every recovery opens or joins one and discards it on a false alarm; both recover.
+  timelines: { executor_death: w('IUD'), reaper: w('IUD'), drain: [] },
   // Only the reaper holds its lease; a row here decides whether any reaper runs.
   leases: { executor_death: [], reaper: w('IUD'), drain: [] },
   // drain writes requests; the reaper may prune them (retention); executorDeath never touches them.
