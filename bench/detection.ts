@@ -36,6 +36,8 @@ interface Trial {
   declaredMs: number;
   firstStepMs: number;
   finishedMs: number;
+  /** The death's own timeline (issue 29): its first step elsewhere, from the kill; NaN if it did not close. */
+  timelineFirstStepMs: number;
 }
 
 const log = consoleLogger({ component: 'bench-detection' }, 'WARNING');
@@ -56,7 +58,10 @@ async function main(): Promise<void> {
       for (let k = 0; k < KILLS; k++) {
         const t = await trial(mode, k, start, sql);
         trials.push(t);
-        console.log(`${mode} #${k + 1}: declared ${t.declaredMs} ms, first step ${t.firstStepMs} ms, finished ${t.finishedMs} ms`);
+        console.log(
+          `${mode} #${k + 1}: declared ${t.declaredMs} ms, first step ${t.firstStepMs} ms (the timeline says ${t.timelineFirstStepMs} ms, ` +
+            `${t.timelineFirstStepMs - t.firstStepMs} ms apart), finished ${t.finishedMs} ms`,
+        );
       }
     }
   } finally {
@@ -105,7 +110,21 @@ async function trial(
     victimId,
   ]);
   const declaredAt = declared.rows[0]?.t?.getTime() ?? NaN;
-  return { mode, declaredMs: declaredAt - killedAt, firstStepMs: firstStep - killedAt, finishedMs: finished - killedAt };
+  // One source of truth: what afterlife recorded of this death, beside the outside observation above.
+  const timeline = await until(`${victimId}'s timeline closed`, 30_000, async () => {
+    const r = await sql.query<{ t: Date | null }>(
+      `SELECT first_step_elsewhere_at AS t FROM afterlife.timelines WHERE executor_id = $1 AND closed_at IS NOT NULL ORDER BY id DESC LIMIT 1`,
+      [victimId],
+    );
+    return r.rows[0] ? (r.rows[0].t?.getTime() ?? NaN) : undefined;
+  }).catch(() => NaN);
+  return {
+    mode,
+    declaredMs: declaredAt - killedAt,
+    firstStepMs: firstStep - killedAt,
+    finishedMs: finished - killedAt,
+    timelineFirstStepMs: timeline - killedAt,
+  };
 }
 
 function report(trials: Trial[], load0: number[]): void {
@@ -129,6 +148,11 @@ function report(trials: Trial[], load0: number[]): void {
     rows[mode] = { firstStep: median(ts.map((t) => t.firstStepMs)), declared: median(ts.map((t) => t.declaredMs)) };
     console.log(`| ${mode} | ${ts.length} | ${col((t) => t.declaredMs)} | ${col((t) => t.firstStepMs)} | ${col((t) => t.finishedMs)} |`);
   }
+  const apart = trials.map((t) => t.timelineFirstStepMs - t.firstStepMs).filter((d) => !Number.isNaN(d));
+  console.log(
+    `\ntimeline − outside observation, first step elsewhere: ${apart.length} of ${trials.length} deaths closed; ` +
+      (apart.length ? `median ${median(apart).toFixed(0)} ms, largest |Δ| ${Math.max(...apart.map(Math.abs)).toFixed(0)} ms` : 'none'),
+  );
   if (rows.liveness && rows.heartbeat) {
     console.log(
       `\nheartbeat-only / liveness, median kill → first step: ${(rows.heartbeat.firstStep! / rows.liveness.firstStep!).toFixed(1)}×`,

@@ -12,6 +12,7 @@
  * A third method runs `recoverExecutor` as shipped (the Redis lock, the registry, PENDING counts per
  * version, the audit and the recovery statement in batches of the first batch size), so the figure is
  * what a death notice costs end to end, not only its statements.
+ * A fourth runs it without opening the death's timeline (`recordTimeline: false`, issue 29: what the timeline costs).
  *
  * "afterlife batched" includes the one read that gives the batches their range (`pendingByVersion`: count,
  * oldest and newest PENDING row per version), since the batches cannot run without it. Per size, the
@@ -220,7 +221,11 @@ function printTrace(n: number, batchSize: number, total: number, trace: Trace): 
 }
 
 /** recoverExecutor end to end, timing its batch statements on the way. */
-async function runShipped(url: string, batchSize: number): Promise<{ total: number; longest: number; rows: number }> {
+async function runShipped(
+  url: string,
+  batchSize: number,
+  recordTimeline = true,
+): Promise<{ total: number; longest: number; rows: number }> {
   const pool = new pg.Pool({ connectionString: url, max: 1 });
   const inner = afterlifeDb(pool, 1);
   let longest = 0;
@@ -245,7 +250,7 @@ async function runShipped(url: string, batchSize: number): Promise<{ total: numb
   await redis.ping();
   const t = process.hrtime.bigint();
   const out = await recoverExecutor(
-    { db, redis, lock: new RedisLock(redis), logger: silentLogger(), batchSize, lockTtlMs: 30_000, recoveredBy: 'bench' },
+    { db, redis, lock: new RedisLock(redis), logger: silentLogger(), batchSize, lockTtlMs: 30_000, recoveredBy: 'bench', recordTimeline },
     deathNotice({ executorId: 'dead-1', applicationName: APP, reason: 'manual', detectedBy: 'bench' }),
   );
   const total = ms(t);
@@ -268,10 +273,13 @@ for (const [i, n] of sizes.entries()) {
   let longestDbos = 0;
   const shipped: number[] = [];
   let longestShipped = 0;
+  // The same, without opening the death's timeline (issue 29: what the timeline costs a recovery).
+  const untimed: number[] = [];
+  let longestUntimed = 0;
   const bare: number[] = [];
   let longestBare = 0;
   for (let r = 0; r < reps; r++) {
-    for (const method of ['dbos', 'bare', ...batchSizes, 'shipped'] as const) {
+    for (const method of ['dbos', 'bare', ...batchSizes, 'shipped', 'untimed'] as const) {
       const name = `afterlife_bench_run_${process.pid}`;
       const url = await cloneDatabase(template, name);
       // Cloning writes the whole database to WAL; a checkpoint landing inside a timed run is the largest
@@ -295,6 +303,11 @@ for (const [i, n] of sizes.entries()) {
         check(out.rows);
         shipped.push(out.total);
         longestShipped = Math.max(longestShipped, out.longest);
+      } else if (method === 'untimed') {
+        const out = await runShipped(url, batchSizes[0] ?? 1000, false);
+        check(out.rows);
+        untimed.push(out.total);
+        longestUntimed = Math.max(longestUntimed, out.longest);
       } else {
         const out = await runAfterlife(url, method);
         check(out.rows);
@@ -320,6 +333,13 @@ for (const [i, n] of sizes.entries()) {
   const whole = median(shipped);
   lines.push(
     `| ${n.toLocaleString('en')} (${reps}) | ${batchSizes[0] ?? 1000}, recoverExecutor as shipped | ${median(dbos).toFixed(0)} ms | ${whole.toFixed(0)} ms | ${(whole / median(dbos)).toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${longestShipped.toFixed(1)} ms |`,
+  );
+  const noTimeline = median(untimed);
+  lines.push(
+    `| ${n.toLocaleString('en')} (${reps}) | ${batchSizes[0] ?? 1000}, recoverExecutor without its timeline | ${median(dbos).toFixed(0)} ms | ${noTimeline.toFixed(0)} ms | ${(noTimeline / median(dbos)).toFixed(2)} | ${longestDbos.toFixed(0)} ms | ${longestUntimed.toFixed(1)} ms |`,
+  );
+  console.error(
+    `timeline ${n.toLocaleString('en')} orphans: recoverExecutor median ${whole.toFixed(1)} ms with the timeline, ${noTimeline.toFixed(1)} ms without (${(whole - noTimeline).toFixed(1)} ms)`,
   );
 }
 console.log(withIndex ? "indexes: DBOS's own + afterlife's opt-in owner index (recommended)" : "indexes: DBOS's own only (--no-index)");
