@@ -43,9 +43,15 @@ describe('grants SQL with mixed-case schema names', () => {
     // names must exist in the mixed-case schema too.
     const afterlifeTables = [...new Set([...grantsTemplate().matchAll(/"\$\{afterlife_schema\}"\.([a-z_]+)/g)].map((m) => m[1]))];
     expect(afterlifeTables).toContain('recoveries');
+    // A column-level grant (drain's INSERT on drain_requests) needs its columns to exist.
+    const columnGrants = [...grantsTemplate().matchAll(/\(([a-z_, ]+)\) ON "\$\{afterlife_schema\}"\.([a-z_]+)/g)];
+    const columnsOf = (t: string | undefined) =>
+      ['id int', ...columnGrants.filter((m) => m[2] === t).flatMap((m) => (m[1] ?? '').split(',').map((c) => `${c.trim()} text`))].join(
+        ', ',
+      );
     await tdb.sql.query(
       `CREATE SCHEMA "MyDbos"; CREATE TABLE "MyDbos".workflow_status (id int); CREATE SCHEMA "MyAfterlife"; ` +
-        afterlifeTables.map((t) => `CREATE TABLE "MyAfterlife".${t} (id int);`).join(' '),
+        afterlifeTables.map((t) => `CREATE TABLE "MyAfterlife".${t} (${columnsOf(t)});`).join(' '),
     );
   });
   afterAll(async () => {
