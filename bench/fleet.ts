@@ -22,9 +22,9 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, mkdirSync } from 'node:fs';
-import { loadavg } from 'node:os';
-import { basename } from 'node:path';
+import { createWriteStream, mkdtempSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -84,8 +84,7 @@ const STEP_MS = 3_000;
 const REAPER_ROLE = 'fleet_reaper';
 const SIM_PER_PROCESS = 100;
 /** Every line the children log, whole (the report quotes the last few). */
-const LOG_DIR = `/tmp/afterlife-fleet-${process.pid}`;
-mkdirSync(LOG_DIR, { recursive: true });
+const LOG_DIR = mkdtempSync(join(tmpdir(), 'afterlife-fleet-'));
 const here = (f: string) => fileURLToPath(new URL(f, import.meta.url));
 
 interface Child {
@@ -105,7 +104,7 @@ function forkChild(
   const proc = fork(here(script), [], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
   const stderr: string[] = [];
   // The children log WARNING and above (JSON on stdout, as the functions do): kept for the report.
-  const log = createWriteStream(`${LOG_DIR}/${name}.log`);
+  const log = createWriteStream(join(LOG_DIR, `${name}.log`));
   const keep = (b: Buffer) => {
     log.write(b);
     for (const l of b.toString().split('\n')) if (l.trim() && stderr.length < 2_000) stderr.push(l);
