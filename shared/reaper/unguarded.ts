@@ -1,3 +1,4 @@
+import { GUARD_TICK_WITHIN_MS, REAPER_LEASE_PREFIX } from '../../packages/executor/src/contract/guard.js';
 import type { Db } from '../../packages/executor/src/db/pool.js';
 import { type UnguardedApplication, unguardedApplications } from '../db/queries/unguarded.js';
 import type { ReaperDeps, ReaperState } from './types.js';
@@ -10,11 +11,8 @@ import type { ReaperDeps, ReaperState } from './types.js';
  * database, each guarding its own application, report nothing about each other.
  */
 
-/** The reaper's lease of an application is named this plus the application name. */
-export const LEASE_PREFIX = 'reaper:';
-export const leaseName = (applicationName: string) => `${LEASE_PREFIX}${applicationName}`;
-/** A plane guards an application while its lease recorded a tick this recently (Scheduler calls every minute). */
-export const GUARD_TICK_WITHIN_MS = 120_000;
+/** The reaper's lease of an application: the contract's prefix plus the application name (what the kit reads). */
+export const leaseName = (applicationName: string) => `${REAPER_LEASE_PREFIX}${applicationName}`;
 /** A kit registered this recently counts as live even without a liveness lock to read (a kit without one). */
 export const KIT_SEEN_WITHIN_MS = 600_000;
 /** The reaper looks this often; each application is logged at most once a minute. */
@@ -26,7 +24,7 @@ export function findUnguarded(db: Db, except: string | undefined): Promise<Ungua
     except,
     tickWithinMs: GUARD_TICK_WITHIN_MS,
     seenWithinMs: KIT_SEEN_WITHIN_MS,
-    leasePrefix: LEASE_PREFIX,
+    leasePrefix: REAPER_LEASE_PREFIX,
   });
 }
 

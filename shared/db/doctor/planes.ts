@@ -1,3 +1,4 @@
+import { REAPER_LEASE_PREFIX } from '../../../packages/executor/src/contract/guard.js';
 import type { Db } from '../../../packages/executor/src/db/pool.js';
 import { ident } from '../../../packages/executor/src/contract/identifier.js';
 
@@ -14,10 +15,10 @@ export interface GuardedApplication {
 
 export async function guardedApplications(db: Db): Promise<GuardedApplication[]> {
   const res = await db.query<{ app: string; since_ms: string | null; last_tick_at: Date | null }>(
-    `SELECT substr(name, length('reaper:') + 1) AS app, last_tick_at,
+    `SELECT substr(name, length($1) + 1) AS app, last_tick_at,
             (EXTRACT(EPOCH FROM now() - last_tick_at) * 1000)::bigint::text AS since_ms
-       FROM ${ident(db.afterlifeSchema)}.leases WHERE name LIKE 'reaper:%' ORDER BY 1`,
-    [],
+       FROM ${ident(db.afterlifeSchema)}.leases WHERE starts_with(name, $1) ORDER BY 1`,
+    [REAPER_LEASE_PREFIX],
     'doctor.guardedApplications',
   );
   return res.rows.map((r) => ({
