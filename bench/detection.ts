@@ -20,7 +20,7 @@ import { loadavg } from 'node:os';
 import type pg from 'pg';
 import { consoleLogger } from '../packages/executor/src/log.js';
 import type { AgentExecutor } from '../scripts/stack/executor.js';
-import { startKillBench, until } from './killBench.js';
+import { startKillBench, timelineAgreement, timelineFirstStepAt, until } from './killBench.js';
 import { median } from './lib.js';
 
 const args = process.argv.slice(2);
@@ -111,13 +111,7 @@ async function trial(
   ]);
   const declaredAt = declared.rows[0]?.t?.getTime() ?? NaN;
   // One source of truth: what afterlife recorded of this death, beside the outside observation above.
-  const timeline = await until(`${victimId}'s timeline closed`, 30_000, async () => {
-    const r = await sql.query<{ t: Date | null }>(
-      `SELECT first_step_elsewhere_at AS t FROM afterlife.timelines WHERE executor_id = $1 AND closed_at IS NOT NULL ORDER BY id DESC LIMIT 1`,
-      [victimId],
-    );
-    return r.rows[0] ? (r.rows[0].t?.getTime() ?? NaN) : undefined;
-  }).catch(() => NaN);
+  const timeline = await timelineFirstStepAt(sql, victimId);
   return {
     mode,
     declaredMs: declaredAt - killedAt,
@@ -148,11 +142,7 @@ function report(trials: Trial[], load0: number[]): void {
     rows[mode] = { firstStep: median(ts.map((t) => t.firstStepMs)), declared: median(ts.map((t) => t.declaredMs)) };
     console.log(`| ${mode} | ${ts.length} | ${col((t) => t.declaredMs)} | ${col((t) => t.firstStepMs)} | ${col((t) => t.finishedMs)} |`);
   }
-  const apart = trials.map((t) => t.timelineFirstStepMs - t.firstStepMs).filter((d) => !Number.isNaN(d));
-  console.log(
-    `\ntimeline − outside observation, first step elsewhere: ${apart.length} of ${trials.length} deaths closed; ` +
-      (apart.length ? `median ${median(apart).toFixed(0)} ms, largest |Δ| ${Math.max(...apart.map(Math.abs)).toFixed(0)} ms` : 'none'),
-  );
+  console.log(`\n${timelineAgreement(trials.map((t) => ({ timelineMs: t.timelineFirstStepMs, outsideMs: t.firstStepMs })))}`);
   if (rows.liveness && rows.heartbeat) {
     console.log(
       `\nheartbeat-only / liveness, median kill → first step: ${(rows.heartbeat.firstStep! / rows.liveness.firstStep!).toFixed(1)}×`,

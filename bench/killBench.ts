@@ -98,3 +98,31 @@ export async function until<T>(what: string, timeoutMs: number, probe: () => Pro
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+/**
+ * One source of truth (issue 29): when the death's own timeline says its first moved step started, as epoch
+ * ms; NaN when no timeline of `executorId` closed within 30 s. The benches print it beside what they saw.
+ */
+export async function timelineFirstStepAt(sql: pg.Pool, executorId: string): Promise<number> {
+  return until(`${executorId}'s timeline closed`, 30_000, async () => {
+    const r = await sql.query<{ t: Date | null }>(
+      `SELECT first_step_elsewhere_at AS t FROM afterlife.timelines WHERE executor_id = $1 AND closed_at IS NOT NULL ORDER BY id DESC LIMIT 1`,
+      [executorId],
+    );
+    return r.rows[0] ? (r.rows[0].t?.getTime() ?? NaN) : undefined;
+  }).catch(() => NaN);
+}
+
+/** The line both benches print: how far the timeline's first step elsewhere lies from the bench's own observation. */
+export function timelineAgreement(pairs: Array<{ timelineMs: number | undefined; outsideMs: number | undefined }>): string {
+  const apart = pairs
+    .filter((p): p is { timelineMs: number; outsideMs: number } => p.timelineMs !== undefined && p.outsideMs !== undefined)
+    .map((p) => p.timelineMs - p.outsideMs)
+    .filter((d) => !Number.isNaN(d));
+  const sorted = [...apart].sort((a, b) => a - b);
+  const mid = sorted.length ? sorted[Math.floor(sorted.length / 2)]! : NaN;
+  return (
+    `timeline − outside observation, first step elsewhere: ${apart.length} of ${pairs.length} deaths closed; ` +
+    (apart.length ? `median ${mid.toFixed(0)} ms, largest |Δ| ${Math.max(...apart.map(Math.abs)).toFixed(0)} ms` : 'none')
+  );
+}

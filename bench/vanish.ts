@@ -30,7 +30,7 @@ import { consoleLogger } from '../packages/executor/src/log.js';
 import type { AgentExecutor } from '../scripts/stack/executor.js';
 import { dropConnectionsOf, unavailable } from '../test/helpers/dropper.js';
 import { type Forwarder, startForwarder } from '../test/helpers/forwarder.js';
-import { startKillBench, until } from './killBench.js';
+import { startKillBench, timelineAgreement, timelineFirstStepAt, until } from './killBench.js';
 import { median } from './lib.js';
 
 const args = process.argv.slice(2);
@@ -61,6 +61,8 @@ interface Trial {
    * the legs go, so the run can go on; such a trial has no "all done".
    */
   stranded: number;
+  /** The death's own timeline (issue 29): its first step elsewhere, from the vanish; undefined if it did not close. */
+  timelineFirstStepMs: number | undefined;
 }
 
 const log = consoleLogger({ component: 'bench-vanish' }, 'WARNING');
@@ -106,7 +108,7 @@ async function main(): Promise<void> {
       trials.push(t);
       const f = (x: number | undefined) => (x === undefined ? `never within ${BOUND_MS} ms` : `${x} ms`);
       console.log(
-        `${mode} #${k + 1}: declared ${f(t.declaredMs)}, first step ${f(t.firstStepMs)}, all done ${t.stranded ? `— (${t.stranded} stranded)` : f(t.finishedMs)}, checkpointed twice ${t.twice}`,
+        `${mode} #${k + 1}: declared ${f(t.declaredMs)}, first step ${f(t.firstStepMs)} (the timeline says ${t.timelineFirstStepMs === undefined ? 'nothing: not closed' : `${t.timelineFirstStepMs} ms`}), all done ${t.stranded ? `— (${t.stranded} stranded)` : f(t.finishedMs)}, checkpointed twice ${t.twice}`,
       );
     }
   } finally {
@@ -200,6 +202,8 @@ async function trial(
       [ids],
     );
     const declaredAt = declared.rows[0]?.t?.getTime();
+    // One source of truth: what afterlife recorded of this death, beside the outside observation above.
+    const timeline = firstStep === undefined ? NaN : await timelineFirstStepAt(sql, victimId);
     const within = (t: number | undefined) => (t === undefined || firstStep === undefined ? undefined : t - vanishedAt);
     return {
       mode,
@@ -208,6 +212,7 @@ async function trial(
       finishedMs: firstStep === undefined || finished === undefined || stranded > 0 ? undefined : finished - vanishedAt,
       twice: twice.rows[0]?.n ?? 0,
       stranded,
+      timelineFirstStepMs: Number.isNaN(timeline) ? undefined : timeline - vanishedAt,
     };
   } finally {
     // The proxy's legs of this victim (DBOS's pool and the kit's pool stay open behind it forever — only the
@@ -274,6 +279,7 @@ function report(trials: Trial[], load0: number[]): void {
       );
     }
   }
+  console.log(`\n${timelineAgreement(trials.map((t) => ({ timelineMs: t.timelineFirstStepMs, outsideMs: t.firstStepMs })))}`);
   console.log(`\np95 vanish → first step elsewhere ≤ ${fmt(GOAL_P95_MS)}: ${goals.length ? goals.join('; ') : 'not measured'}`);
   console.log(
     `load average before ${load0.map((l) => l.toFixed(2)).join(' ')}, after ${loadavg()
