@@ -1,11 +1,21 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ADMIN_DATABASE_URL, freePort } from './services.js';
 
 export const PGBOUNCER_BIN = process.env.PGBOUNCER_BIN ?? '/usr/sbin/pgbouncer';
+
+/**
+ * True (and said loudly) when no PgBouncer binary is here, so `what` must skip: a real pooler is the point
+ * of those tests, never a stand-in. `.ci/run` installs Debian's package when it can.
+ */
+export function pgbouncerMissing(what: string): boolean {
+  if (existsSync(PGBOUNCER_BIN)) return false;
+  console.warn(`!!! SKIPPED: ${what} (no PgBouncer at ${PGBOUNCER_BIN}: apt-get install pgbouncer, or set PGBOUNCER_BIN)`);
+  return true;
+}
 
 /**
  * A private PgBouncer (the Debian package) in front of the test Postgres, on a free port, from a generated

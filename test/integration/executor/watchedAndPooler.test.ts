@@ -5,7 +5,9 @@ import { attachExecutor } from '../../../packages/executor/src/executor/index.js
 import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { renewLease, tryAcquireLease } from '../../../shared/db/queries/leases.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
-import { type PrivatePgBouncer, startPgBouncer } from '../../helpers/pgbouncer.js';
+import { type PrivatePgBouncer, pgbouncerMissing, startPgBouncer } from '../../helpers/pgbouncer.js';
+
+const withPgBouncer = it.skipIf(pgbouncerMissing('the kit behind a real PgBouncer'));
 import { TEST_REDIS_URL } from '../../helpers/services.js';
 
 /**
@@ -101,7 +103,7 @@ describe('executor kit: watched, and one server session for the lock', () => {
     }
   }, 40_000);
 
-  it.each(['transaction', 'statement'] as const)(
+  withPgBouncer.each(['transaction', 'statement'] as const)(
     'a %s-mode PgBouncer on the liveness route: attach fails naming the fix, and no lock is held through it',
     async (poolMode) => {
       const bouncer = await startPgBouncer({ poolMode, poolSize: 4 });
@@ -123,7 +125,7 @@ describe('executor kit: watched, and one server session for the lock', () => {
     },
   );
 
-  it('a session-mode PgBouncer on the liveness route: the kit attaches and holds its lock', async () => {
+  withPgBouncer('a session-mode PgBouncer on the liveness route: the kit attaches and holds its lock', async () => {
     const bouncer = await startPgBouncer({ poolMode: 'session', poolSize: 4 });
     const application = `${app}-sess`;
     try {
