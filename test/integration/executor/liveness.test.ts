@@ -4,7 +4,7 @@ import { registerAlive, setState } from '../../../packages/executor/src/db/queri
 import { Heartbeat } from '../../../packages/executor/src/executor/heartbeat.js';
 import { LivenessLock } from '../../../packages/executor/src/executor/liveness.js';
 import type { FenceVerdict } from '../../../packages/executor/src/contract/fenceCheck.js';
-import { readLiveness } from '../../../packages/executor/src/db/queries/liveness.js';
+import { askFence, readLiveness } from '../../../packages/executor/src/db/queries/liveness.js';
 import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL, livenessHeldSql } from '../../../packages/executor/src/contract/livenessKey.js';
 import { createRedis } from '../../../packages/executor/src/lock/redis.js';
 import { memoryLogger } from '../../../packages/executor/src/log.js';
@@ -32,6 +32,18 @@ describe('kit modules: liveness lock and heartbeat', () => {
     for (const r of dropRoles) await r.drop();
   });
 
+  /** Registers an incarnation of an executor as a kit does (registerAlive). */
+  const register = (executorId: string, incarnation: string) =>
+    registerAlive(db, {
+      applicationName: app,
+      executorId,
+      applicationVersion: 'v1',
+      startedAt: new Date(),
+      heartbeats: true,
+      liveness: true,
+      incarnation,
+    });
+
   let n = 0;
   /** A kit's liveness module as attach wires it: its own incarnation, registered before it takes the lock. */
   const lock = (
@@ -49,15 +61,7 @@ describe('kit modules: liveness lock and heartbeat', () => {
       since: new Date(),
       incarnation,
       register: async () => {
-        await registerAlive(db, {
-          applicationName: app,
-          executorId,
-          applicationVersion: 'v1',
-          startedAt: new Date(),
-          heartbeats: true,
-          liveness: true,
-          incarnation,
-        });
+        await register(executorId, incarnation);
       },
       logger,
       onFenced,
@@ -89,6 +93,42 @@ describe('kit modules: liveness lock and heartbeat', () => {
       await l.close();
     }
     await waitFor('free once closed', async () => (await readLiveness(db, app, ['exec-a'])).held.size === 0, { timeoutMs: 5_000 });
+  });
+
+  it('a recovery about an earlier incarnation of the ID fences nobody here; one about this incarnation, or about none, does', async () => {
+    // Issue 30: a process that superseded a live one with its ID must not exit because the earlier one's work was recovered.
+    const executorId = 'exec-fence-inc';
+    await register(executorId, 'inc-new');
+    const since = new Date(Date.now() - 60_000);
+    const recovery = async (incarnation: string | null) => {
+      const r = await tdb.sql.query<{ id: string }>(
+        `INSERT INTO afterlife.recoveries (application_name, executor_id, reason, detected_by, recovered_by, lock_mode, incarnation)
+         VALUES ($1, $2, 'manual', 'test', 'test', 'locked', $3) RETURNING id`,
+        [app, executorId, incarnation],
+      );
+      await tdb.sql.query(
+        `INSERT INTO afterlife.recovery_batches (recovery_id, batch_no, application_version, workflow_ids) VALUES ($1, 1, 'v1', ARRAY['wf-moved'])`,
+        [r.rows[0]?.id],
+      );
+      return r.rows[0]?.id;
+    };
+    const client = new pg.Client({ connectionString: tdb.url });
+    await client.connect();
+    const ask = () => askFence(client, 'afterlife', { applicationName: app, executorId, since, incarnation: 'inc-new' });
+    try {
+      const earlier = await recovery('inc-old');
+      expect(await ask()).toBeNull();
+      for (const about of [null, 'inc-new']) {
+        const id = await recovery(about);
+        expect(await ask()).toMatchObject({ verdict: 'moved', moved: 1 });
+        await tdb.sql.query(`DELETE FROM afterlife.recoveries WHERE id = $1`, [id]);
+      }
+      // Without an incarnation of its own (a caller that never registered), every recovery of the ID counts.
+      expect(await askFence(client, 'afterlife', { applicationName: app, executorId, since })).toMatchObject({ verdict: 'moved' });
+      await tdb.sql.query(`DELETE FROM afterlife.recoveries WHERE id = $1`, [earlier]);
+    } finally {
+      await client.end();
+    }
   });
 
   it('a second holder of the same executor ID waits: the lock stays with the first', async () => {

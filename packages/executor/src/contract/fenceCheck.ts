@@ -7,7 +7,8 @@ import { z } from 'zod';
  *               the ID, and DBOS's launch-time recovery hands it this process's work;
  *   dead        the registry says this incarnation is dead (the reaper, a notice or an operator said so);
  *   moved       a recovery has moved any of its workflows since the kit started (a recovery whose heartbeat
- *               re-check stopped it midway leaves the executor registered alive, yet those rows run elsewhere).
+ *               re-check stopped it midway leaves the executor registered alive, yet those rows run elsewhere);
+ *               a recovery about another incarnation of the ID (an earlier process) is not about this one.
  * Any of them: this process must stop before it runs another step body beside the replacement. The question
  * is asked on the kit's own connection by askFence (packages/executor/src/db/queries/liveness.ts); the answer is parsed here.
  */

@@ -27,6 +27,7 @@ import type { ExecutorKitOptions, KitState } from './options.js';
 import { type ResolvedKitOptions, resolveKitOptions } from './resolve.js';
 import { terminate } from './shutdown.js';
 import { NotOneSessionError } from './sessionProbe.js';
+import { SupersededSweep } from './superseded.js';
 import { KitTrouble } from './throttle.js';
 import { Watch, type WatchStatus } from './watch.js';
 
@@ -45,6 +46,7 @@ import { Watch, type WatchStatus } from './watch.js';
  *   watch.ts          whether a plane guards this application; a WARNING once a minute while none does
  *   sessionProbe.ts   the liveness connection is one server session, not a transaction-mode pool
  *   handOver.ts       the death notice for whatever is still PENDING
+ *   superseded.ts     after superseding a live process with this ID, re-enqueue what it left PENDING here
  *
  * Nothing here is allowed to crash the app: Redis, Postgres and Pub/Sub failures are logged and bounded.
  */
@@ -174,6 +176,7 @@ class Kit implements ExecutorKit, KitCore {
   private readonly onSignal = (sig: NodeJS.Signals) => terminate(this, sig, this.fastPath);
   private closed = false;
   private fenced = false;
+  private sweep: SupersededSweep | undefined;
   /** In-flight count from Postgres, used only when DBOS's internal map is unreachable. */
   private dbInFlight = 0;
 
@@ -350,7 +353,7 @@ class Kit implements ExecutorKit, KitCore {
 
   /** This incarnation into the registry; a newer incarnation already there is left alone (the fence says so). */
   private async register(): Promise<void> {
-    const ours = await registerAlive(this.db, {
+    const { ours, superseded } = await registerAlive(this.db, {
       applicationName: this.applicationName,
       executorId: this.executorId,
       applicationVersion: this.applicationVersion,
@@ -363,6 +366,40 @@ class Kit implements ExecutorKit, KitCore {
       this.log.warn('the registry names a later-started process with this executor ID: this one is superseded', {
         event: 'executor_superseded',
       });
+    if (superseded) this.sweepSuperseded(superseded);
+  }
+
+  /** This process took the ID from a live one: what that one claimed after our launch must not be stranded here. */
+  private sweepSuperseded(superseded: string): void {
+    if (this.sweep || this.closed) return;
+    this.log.warn(
+      'another process with this executor ID was live: it is superseded and its kit exits; its leftover PENDING work is re-enqueued once its lease is gone',
+      {
+        superseded,
+        event: 'executor_superseded_other',
+      },
+    );
+    const liveness = this.liveness;
+    if (!liveness) {
+      this.log.warn(
+        "without the liveness lock this kit cannot tell when the superseded process is gone: whatever it claimed after this one's launch stays PENDING until this executor ID is launched again (restart this process once the other has exited)",
+        { superseded, event: 'superseded_work_unknown' },
+      );
+      return;
+    }
+    this.sweep = new SupersededSweep({
+      db: this.db,
+      applicationName: this.applicationName,
+      executorId: this.executorId,
+      incarnation: this.incarnation,
+      superseded,
+      log: this.log,
+      trouble: this.trouble,
+      held: () => liveness.held,
+      active: () => this.state === 'alive' && !this.closed && !this.fenced,
+      runningIds: () => this.app.runningIds(),
+    });
+    this.sweep.start();
   }
 
   private value(intervalMs: number, ttlMs: number): HeartbeatValue {
@@ -416,6 +453,7 @@ class Kit implements ExecutorKit, KitCore {
     if (this.closed) return;
     this.closed = true;
     this.poller.stop();
+    this.sweep?.stop();
     this.watcher.stop();
     process.off('SIGTERM', this.onSignal);
     process.off('SIGINT', this.onSignal);

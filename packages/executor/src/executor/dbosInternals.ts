@@ -4,8 +4,9 @@ import type { DBOS as DBOSClass } from '@dbos-inc/dbos-sdk';
 
 /**
  * The little the kit needs from a launched DBOS app. Identity and shutdown use the public API. The launched
- * configuration (system database URL and schema, application name) and the count of workflows running in
- * this process (`runningWorkflowMap`, the map `DBOS.shutdown` drains) come from DBOS internals: the
+ * configuration (system database URL and schema, application name) and the workflows running in this
+ * process (`runningWorkflowMap`, the map `DBOS.shutdown` drains: its size, and its IDs for the superseded
+ * sweep) come from DBOS internals: the
  * executor's module, loaded by file path next to the package's entry point (5.2.11 has no `internal/*`
  * export; a CommonJS module is one instance per file path, so this is the instance the app launched). All of
  * it guarded: if a DBOS release moves it, the kit falls back to counting PENDING rows in Postgres and asks
@@ -23,6 +24,8 @@ export interface DbosApp {
   /** What the app gave `DBOS.setConfig`, as DBOS launched with it (undefined: not readable in this release). */
   config: { systemDatabaseUrl: string | undefined; systemDatabaseSchemaName: string | undefined; ownPool: boolean } | undefined;
   runningCount(): number | undefined;
+  /** IDs of the workflows this process is running now (undefined: not readable in this release). */
+  runningIds(): ReadonlySet<string> | undefined;
   /** Stops dequeues, waits up to `budgetMs` for running workflows, then disconnects DBOS. Memoized. */
   shutdown(budgetMs: number): Promise<void>;
 }
@@ -92,6 +95,7 @@ export async function dbosApp(): Promise<DbosApp> {
         }
       : undefined,
     runningCount: () => (running instanceof Map ? running.size : undefined),
+    runningIds: () => (running instanceof Map ? new Set(running.keys()) : undefined),
     shutdown: (budgetMs) => {
       // DBOS rejects a timeout above 2^31-1 ms before tearing anything down.
       stopping ??= DBOS.shutdown({ workflowCompletionTimeoutMS: Math.max(0, Math.min(budgetMs, 2_147_483_647)) });

@@ -33,8 +33,20 @@ const table = (db: Db) => `${ident(db.afterlifeSchema)}.executors`;
  * the ID back from its successor). The reaper's streaks about the ID (absences, a recent declaration) are
  * cleared by its first tick that sees the new process alive (recordPresent), so the kit writes only the registry.
  * Without an incarnation (kits from before migration 0010) a dead executor never comes back under its ID.
- * Returns whether this incarnation now holds the row.
+ *
+ * Taking the row from an incarnation the registry still says is alive or draining records it as superseded
+ * (migration 0014's columns: its incarnation and liveness holder, and when): that process was live a moment
+ * ago, and whatever PENDING work it claimed after this process's DBOS launch recovery is left under the
+ * shared ID when it stops (issue 30; the kit's superseded sweep, executor/superseded.ts, moves it). A
+ * takeover of a dead or drained incarnation clears the record: nothing of that one is live to claim more.
  */
+export interface Registration {
+  /** Whether this incarnation now holds the row. */
+  ours: boolean;
+  /** The incarnation this one took the row from while it was live (null: none, or not ours). */
+  superseded: string | null;
+}
+
 export async function registerAlive(
   db: Db,
   e: {
@@ -46,8 +58,8 @@ export async function registerAlive(
     liveness?: boolean;
     incarnation?: string;
   },
-): Promise<boolean> {
-  const res = await db.query<{ ours: boolean }>(
+): Promise<Registration> {
+  const res = await db.query<{ ours: boolean; superseded: string | null }>(
     `WITH up AS (
        INSERT INTO ${table(db)} AS x (application_name, executor_id, application_version, state, started_at, last_seen_at, heartbeats, liveness, incarnation)
        VALUES ($1, $2, $3, 'alive', $4, now(), $5, $6, $7)
@@ -62,16 +74,25 @@ export async function registerAlive(
               liveness_pid = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN NULL ELSE x.liveness_pid END,
               liveness_usesysid = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN NULL ELSE x.liveness_usesysid END,
               liveness_backend_start = CASE WHEN x.incarnation IS DISTINCT FROM EXCLUDED.incarnation THEN NULL ELSE x.liveness_backend_start END,
+              superseded_incarnation = CASE WHEN x.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation THEN x.superseded_incarnation
+                                            WHEN x.incarnation IS NOT NULL AND x.state IN ('alive', 'draining') THEN x.incarnation END,
+              superseded_pid = CASE WHEN x.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation THEN x.superseded_pid
+                                    WHEN x.incarnation IS NOT NULL AND x.state IN ('alive', 'draining') THEN x.liveness_pid END,
+              superseded_backend_start = CASE WHEN x.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation THEN x.superseded_backend_start
+                                              WHEN x.incarnation IS NOT NULL AND x.state IN ('alive', 'draining') THEN x.liveness_backend_start END,
+              superseded_at = CASE WHEN x.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation THEN x.superseded_at
+                                   WHEN x.incarnation IS NOT NULL AND x.state IN ('alive', 'draining') THEN now() END,
               incarnation = EXCLUDED.incarnation
         WHERE CASE WHEN EXCLUDED.incarnation IS NULL OR x.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation THEN x.state <> 'dead'
                    ELSE x.started_at IS NULL OR x.started_at <= EXCLUDED.started_at END
-       RETURNING 1
+       RETURNING x.superseded_incarnation
      )
-     SELECT EXISTS (SELECT 1 FROM up) AS ours`,
+     SELECT EXISTS (SELECT 1 FROM up) AS ours, (SELECT superseded_incarnation FROM up) AS superseded`,
     [e.applicationName, e.executorId, e.applicationVersion, e.startedAt, e.heartbeats, e.liveness ?? false, e.incarnation ?? null],
     'executors.registerAlive',
   );
-  return res.rows[0]?.ours === true;
+  const row = res.rows[0];
+  return { ours: row?.ours === true, superseded: row?.ours === true ? (row.superseded ?? null) : null };
 }
 
 /**

@@ -55,7 +55,8 @@ export async function readLiveness(db: Db, applicationName: string, executorIds:
 
 /**
  * The fence question (packages/executor/src/contract/fenceCheck.ts says what each verdict means), as a query for the kit's
- * own connection; `incarnation` undefined (a caller that never registered) skips `superseded`.
+ * own connection; `incarnation` undefined (a caller that never registered) skips `superseded`, and counts
+ * every recovery of the ID as `moved` (with an incarnation, only recoveries about it or about none).
  */
 export function fenceCheckQuery(
   afterlifeSchema: string,
@@ -77,6 +78,9 @@ export function fenceCheckQuery(
          SELECT r.reason, r.recovered_by, r.started_at, sum(cardinality(b.workflow_ids))::int AS moved
            FROM ${s}.recoveries r JOIN ${s}.recovery_batches b ON b.recovery_id = r.id
           WHERE r.application_name = $1 AND r.executor_id = $2 AND r.started_at >= $3 AND cardinality(b.workflow_ids) > 0
+            -- A recovery about another incarnation of the ID (an earlier process, superseded or dead) moved
+            -- that one's work, not this process's: it fences nobody here (issue 30).
+            AND ($4::text IS NULL OR r.incarnation IS NULL OR r.incarnation = $4)
           GROUP BY r.id ORDER BY r.started_at LIMIT 1
        ) m ON true`,
     values: [e.applicationName, e.executorId, e.since, e.incarnation ?? null],
