@@ -8,7 +8,8 @@ ALTER TABLE :SCHEMA:.executors ADD COLUMN liveness_usesysid oid, ADD COLUMN live
 
 -- The incarnation a new process with the same executor ID took the row from while it was still live: its
 -- PENDING work is recovered once its own lease is gone, whether the ID is alive again or not. Written by
--- the registration that supersedes it; cleared by the reaper once that recovery ran.
+-- the registration that supersedes it; cleared by the superseding kit once its sweep finds nothing of the
+-- old process left PENDING (packages/executor/src/executor/superseded.ts; a comment, no schema change).
 ALTER TABLE :SCHEMA:.executors ADD COLUMN superseded_incarnation text, ADD COLUMN superseded_pid integer,
   ADD COLUMN superseded_backend_start timestamptz, ADD COLUMN superseded_at timestamptz;
 
