@@ -3,6 +3,19 @@ import { takeLivenessSql } from '../../packages/executor/src/contract/livenessKe
 import { registerAlive } from '../../packages/executor/src/db/queries/executors.js';
 import type { Db } from '../../packages/executor/src/db/pool.js';
 
+/** Registers an incarnation of an executor alive (v1, with heartbeats and liveness), as a kit does. */
+export function registerIncarnation(db: Db, applicationName: string, executorId: string, incarnation: string) {
+  return registerAlive(db, {
+    applicationName,
+    executorId,
+    applicationVersion: 'v1',
+    startedAt: new Date(),
+    heartbeats: true,
+    liveness: true,
+    incarnation,
+  });
+}
+
 /**
  * An executor registered alive (v1, with heartbeats and liveness) whose liveness lock a session of the test
  * holds, taken with the kit's own statement: Postgres's word that the process lives. The caller ends
@@ -16,7 +29,7 @@ export async function holdLiveness(
   const session = new pg.Client({ connectionString: url });
   await session.connect();
   try {
-    await registerAlive(db, { ...o, applicationVersion: 'v1', startedAt: new Date(), heartbeats: true, liveness: true });
+    await registerIncarnation(db, o.applicationName, o.executorId, o.incarnation);
     const took = await session.query<{ ok: boolean; recorded: boolean }>(takeLivenessSql('afterlife'), [
       o.applicationName,
       o.executorId,

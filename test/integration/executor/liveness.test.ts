@@ -9,7 +9,7 @@ import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL, livenessHeldSql } from '../.
 import { createRedis } from '../../../packages/executor/src/lock/redis.js';
 import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
-import { holdLiveness } from '../../helpers/liveness.js';
+import { holdLiveness, registerIncarnation } from '../../helpers/liveness.js';
 import { type PlaneRoles, planeRoles } from '../../helpers/planeRoles.js';
 
 /**
@@ -32,17 +32,7 @@ describe('kit modules: liveness lock and heartbeat', () => {
     for (const r of dropRoles) await r.drop();
   });
 
-  /** Registers an incarnation of an executor as a kit does (registerAlive). */
-  const register = (executorId: string, incarnation: string) =>
-    registerAlive(db, {
-      applicationName: app,
-      executorId,
-      applicationVersion: 'v1',
-      startedAt: new Date(),
-      heartbeats: true,
-      liveness: true,
-      incarnation,
-    });
+  const register = (executorId: string, incarnation: string) => registerIncarnation(db, app, executorId, incarnation);
 
   let n = 0;
   /** A kit's liveness module as attach wires it: its own incarnation, registered before it takes the lock. */
