@@ -17,8 +17,9 @@ const AGENT_ATTACH_LATE = fileURLToPath(new URL('../../../dist/examples/agent-ap
  * A's PENDING work (DBOS recovers its own ID at launch) before B's kit registers; A, still live, may claim
  * it back on its next poll; then B's registration supersedes A, whose kit exits 75. Whatever A claimed is
  * PENDING under an ID that B now holds alive, and DBOS recovers only at launch: before the fix it stayed
- * PENDING through every reaper tick. B's kit attaches 2 s after its launch here, as an app with other
- * startup work would, so that A polls its queue within the overlap (DBOS polls every second).
+ * PENDING through every reaper tick. In the first case B's kit attaches 2 s after its launch, as an app with
+ * other startup work would, so that A polls its queue within the overlap (DBOS polls every second) and the
+ * case fails on a kit without the fix every time; in the second it attaches at once, as the example app does.
  *
  * With the kit, the overlapping workflow ends SUCCESS within 30 s of A's exit, and B's own work — started
  * before its kit attached, one long step that writes no checkpoint for 12 s — is never re-enqueued (no step
@@ -30,7 +31,6 @@ const ACCEPT_MS = 30_000;
 
 describe('detection: a second process with a live executor ID', () => {
   const app = uniqueName('app-dupid');
-  const executorId = 'dup-exec';
   let tdb: TestDatabase;
   let roles: PlaneRoles | undefined;
   let rt: ReturnType<typeof testRuntime> | undefined;
@@ -60,12 +60,21 @@ describe('detection: a second process with a live executor ID', () => {
   const success = (wf: string, timeoutMs: number) =>
     waitFor(`${wf} SUCCESS`, async () => (await workflowRows(tdb.sql, [wf]))[0]?.status === 'SUCCESS', { timeoutMs, intervalMs: 50 });
 
-  it(
-    'the overlapping workflow ends SUCCESS within 30 s of the superseded process exit; the new process own work is untouched',
+  it.each<{ when: string; executorId: string; script: string | undefined; env: Record<string, string> }>([
+    {
+      when: '2 s after its launch',
+      executorId: 'dup-late',
+      script: AGENT_ATTACH_LATE,
+      env: { AFTERLIFE_KIT: 'off', AGENT_ATTACH_DELAY_MS: '2000' },
+    },
+    // As the example app does: A then claims in about half the runs (its poll within the ~0.2-1.2 s before its fence question).
+    { when: 'right after its launch', executorId: 'dup-now', script: undefined, env: {} },
+  ])(
+    "B's kit attaches $when: the overlapping workflow ends SUCCESS within 30 s of A's exit; B's own work is untouched",
     { timeout: 150_000 },
-    async () => {
+    async ({ executorId, script, env }) => {
       if (!rt) throw new Error('no runtime');
-      const start = (o: { script?: string; env?: Record<string, string> }) =>
+      const start = (o: { script?: string | undefined; env?: Record<string, string> }) =>
         startExecutor({
           databaseUrl: tdb.url,
           applicationName: app,
@@ -77,15 +86,15 @@ describe('detection: a second process with a live executor ID', () => {
 
       const a = await start({});
       await waitForLock(tdb.sql, app, executorId);
-      const wf = 'dup-overlap';
+      const wf = `${executorId}-overlap`;
       await a.start(wf, { steps: STEPS, stepMs: STEP_MS });
       await stepStarted(wf, 2);
 
       const reaper = startReaper(testReaperDeps(rt));
       try {
-        const b = await start({ script: AGENT_ATTACH_LATE, env: { AFTERLIFE_KIT: 'off', AGENT_ATTACH_DELAY_MS: '2000' } });
-        // B's own work, before its kit attaches: one long step, nothing checkpointed for 12 s.
-        const own = 'dup-own';
+        const b = await start({ script, env });
+        // B's own work (with the late attach, before its kit attaches): one long step, nothing checkpointed for 12 s.
+        const own = `${executorId}-own`;
         await b.start(own, { steps: 1, stepMs: 12_000 });
 
         const { code } = await a.exited;
@@ -97,7 +106,7 @@ describe('detection: a second process with a live executor ID', () => {
         const tookMs = Date.now() - exitedAt;
         const out = b.output.join('');
         console.log(
-          `[detection:duplicate-id] A exited 75; ${wf} SUCCESS ${tookMs} ms later` +
+          `[detection:duplicate-id] kit ${script ? 'late' : 'at once'}: A exited 75; ${wf} SUCCESS ${tookMs} ms later` +
             ` (B's kit re-enqueued what A left: ${out.includes('superseded_work_recovered') ? 'yes' : 'no, B had claimed it'})`,
         );
 
@@ -111,10 +120,14 @@ describe('detection: a second process with a live executor ID', () => {
           [app, executorId],
         );
         expect(reg.rows).toEqual([{ state: 'alive', superseded_incarnation: null }]);
+        // Finished under the ID, by B: the only executor of the application left.
+        expect((await workflowRows(tdb.sql, [wf, own])).map((r) => r.executor_id)).toEqual([executorId, executorId]);
       } finally {
         const s = await reaper.stop();
-        // The reaper never judged the ID dead: B holds it alive throughout.
-        expect(s.declaredDead).toEqual([]);
+        // The reaper never judged the ID dead: B holds it alive throughout (the previous case's, killed, it may).
+        expect(s.declaredDead).not.toContain(executorId);
+        // A and B stay the application's only executors: none of this case's is left for the next.
+        await Promise.all(executors.splice(0).map((e) => e.stop()));
       }
     },
   );
