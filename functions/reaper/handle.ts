@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { pgText } from '../../packages/executor/src/text.js';
+import { contractSchema } from '../../shared/contractSchema.js';
 import { classify } from '../../packages/executor/src/errors.js';
 import { runReaper, type ReaperDeps, type ReaperSummary } from '../../shared/reaper/index.js';
 import { httpTraceFields, maskSecrets } from '../../packages/executor/src/log.js';
@@ -16,7 +17,7 @@ export const ReaperRequest = z
     dryRun: z.boolean().optional(),
     maxTicks: z.number().int().min(1).max(10_000).optional(),
     /** Who called (Terraform's Scheduler job sends "cloud-scheduler"); logged, never acted on. */
-    source: pgText(100).optional(),
+    source: contractSchema(pgText(100)).optional(),
   })
   .strict();
 export type ReaperRequest = z.infer<typeof ReaperRequest>;

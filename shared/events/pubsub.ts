@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { InvalidInputError } from '../../packages/executor/src/errors.js';
+import type { Parser } from '../../packages/executor/src/contract/parse.js';
 
 /**
  * The body of an Eventarc Pub/Sub CloudEvent (`google.cloud.pubsub.topic.v1.messagePublished`), and of
@@ -31,8 +32,11 @@ export interface DecodedMessage<T> {
   payload: T;
 }
 
-/** Decodes and validates; every failure is an InvalidInputError (poison: ack with the reason). */
-export function decodePubSubJson<T>(body: unknown, schema: z.ZodType<T>): DecodedMessage<T> {
+/**
+ * Decodes and validates against a contract parser (the death notice) or a zod schema; every failure is an
+ * InvalidInputError (poison: ack with the reason).
+ */
+export function decodePubSubJson<T>(body: unknown, schema: Pick<Parser<T>, 'safeParse'> | z.ZodType<T>): DecodedMessage<T> {
   if (body === undefined || body === null || body === '') throw new InvalidInputError('empty event body');
   const envelope = MessagePublishedData.safeParse(body);
   if (!envelope.success) {

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { type Parser, string } from './contract/parse.js';
 
 /**
  * A string Postgres can store in `text`. NUL is the one character it refuses (SQLSTATE 22021), and a
@@ -6,7 +6,9 @@ import { z } from 'zod';
  * that can never be stored is bad input: rejected where it is validated, with the field named.
  */
 export const NO_NUL = (s: string) => !s.includes('\u0000');
+export const NO_NUL_MESSAGE = 'must not contain a NUL character';
 
-export function pgText(max: number) {
-  return z.string().min(1).max(max).refine(NO_NUL, 'must not contain a NUL character');
+/** A non-empty string of at most `max` characters Postgres can store (the contract's parsers). */
+export function pgText(max: number): Parser<string> {
+  return string({ min: 1, max, refine: { test: NO_NUL, message: NO_NUL_MESSAGE } });
 }

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { type Infer, integer, nullish, object, oneOf, string } from './parse.js';
 
 /**
  * Whether this process has been given up on, asked of the plane's own records (never of a NOTIFY, which
@@ -14,12 +14,12 @@ import { z } from 'zod';
  */
 export type FenceVerdict = 'dead' | 'moved' | 'superseded';
 
-export const Fence = z.object({
-  verdict: z.enum(['dead', 'moved', 'superseded']),
-  reason: z.string().nullish(),
-  detectedBy: z.string().nullish(),
-  incarnation: z.string().nullish(),
-  at: z.string().nullish(),
-  moved: z.number().int().nullish(),
+export const Fence = object({
+  verdict: oneOf(['dead', 'moved', 'superseded']),
+  reason: nullish(string()),
+  detectedBy: nullish(string()),
+  incarnation: nullish(string()),
+  at: nullish(string()),
+  moved: nullish(integer()),
 });
-export type Fence = z.infer<typeof Fence>;
+export type Fence = Infer<typeof Fence>;

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
-import { z } from 'zod';
 import { HEARTBEAT_BOUNDS } from './heartbeatBounds.js';
+import { type Infer, integer, object, oneOf, optional, string } from './parse.js';
 
 /**
  * The heartbeat contract (docs/design.md#heartbeat): key `afterlife:{app}:hb:{executorId}`, a JSON value, a PX TTL.
@@ -13,20 +13,20 @@ import { HEARTBEAT_BOUNDS } from './heartbeatBounds.js';
  * unrelated keys, 409 ms with 300k: issue 13). The key stays the evidence: a member whose key is gone
  * reads as absent, and members past their expiry are pruned on every write and read.
  */
-export const HeartbeatValue = z.object({
-  executorId: z.string(),
-  applicationName: z.string(),
-  applicationVersion: z.string(),
-  state: z.enum(['alive', 'draining', 'drained']),
-  startedAt: z.string(),
-  beatAt: z.string(),
-  inFlight: z.number().int().nonnegative(),
+export const HeartbeatValue = object({
+  executorId: string(),
+  applicationName: string(),
+  applicationVersion: string(),
+  state: oneOf(['alive', 'draining', 'drained']),
+  startedAt: string(),
+  beatAt: string(),
+  inFlight: integer({ min: 0 }),
   /** The writer's beat interval: the reaper reads a beat as stale after two of them (older kits omit it). */
-  beatEveryMs: z.number().int().positive().optional(),
+  beatEveryMs: optional(integer({ min: 1 })),
   /** The PX TTL the writer set: with the key's remaining PTTL it gives the beat's age on Redis's clock. */
-  ttlMs: z.number().int().positive().optional(),
+  ttlMs: optional(integer({ min: 1 })),
 });
-export type HeartbeatValue = z.infer<typeof HeartbeatValue>;
+export type HeartbeatValue = Infer<typeof HeartbeatValue>;
 
 /**
  * The Redis key prefix (REDIS_KEY_PREFIX, parsed in settings.ts): no `:` (two apps' keys could overlap), no

@@ -1,5 +1,5 @@
-import { z } from 'zod';
 import { type DeathNotice, DeathNotice as DeathNoticeSchema, deathNoticeAttributes } from '../contract/deathNotice.js';
+import { array, object, string } from '../contract/parse.js';
 
 /**
  * Publishing without the Pub/Sub client library: the kit's path. `@google-cloud/pubsub` adds ~134 packages and
@@ -15,7 +15,7 @@ export interface Publisher {
 
 export const PUBSUB_REST_ENDPOINT = 'https://pubsub.googleapis.com';
 
-const PublishResponse = z.object({ messageIds: z.array(z.string().min(1)).min(1) });
+const PublishResponse = object({ messageIds: array(string({ min: 1 })) });
 
 /** Pub/Sub's REST publish: the service (with a bearer token), the emulator and the local bridge (without). */
 export class RestPublisher implements Publisher {
@@ -47,8 +47,9 @@ export class RestPublisher implements Publisher {
       parsed = undefined;
     }
     const body = PublishResponse.safeParse(parsed);
-    if (!body.success) throw new Error(`Pub/Sub publish to ${topic} returned no message ID`);
-    return body.data.messageIds[0] as string;
+    const id = body.success ? body.data.messageIds[0] : undefined;
+    if (id === undefined) throw new Error(`Pub/Sub publish to ${topic} returned no message ID`);
+    return id;
   }
 
   async close(): Promise<void> {}

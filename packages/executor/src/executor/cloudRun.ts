@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { z } from 'zod';
+import { object, optional, string } from '../contract/parse.js';
 import { AfterlifeError } from '../errors.js';
 
 /**
@@ -32,17 +32,11 @@ export interface CloudRunExecutorIdOptions {
 }
 
 // Cloud Run sets K_REVISION (and K_SERVICE) in every container: https://cloud.google.com/run/docs/container-contract
-const CloudRunEnv = z.object({
-  K_REVISION: z
-    .string()
-    .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be a Cloud Run revision name')
-    .optional(),
-  GCE_METADATA_HOST: z
-    .string()
-    .regex(/^[A-Za-z0-9.-]+(:\d{1,5})?$/, 'must be host[:port]')
-    .optional(),
+const CloudRunEnv = object({
+  K_REVISION: optional(string({ pattern: /^[a-z0-9][a-z0-9-]{0,62}$/, patternMessage: 'must be a Cloud Run revision name' })),
+  GCE_METADATA_HOST: optional(string({ pattern: /^[A-Za-z0-9.-]+(:\d{1,5})?$/, patternMessage: 'must be host[:port]' })),
 });
-const InstanceId = z.string().regex(/^[A-Za-z0-9_-]{1,512}$/, 'instance ID must be a non-empty token');
+const InstanceId = string({ pattern: /^[A-Za-z0-9_-]{1,512}$/, patternMessage: 'instance ID must be a non-empty token' });
 
 /**
  * The executor ID for this Cloud Run instance, or undefined when not on Cloud Run (no K_REVISION), so a
