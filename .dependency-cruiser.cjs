@@ -41,6 +41,14 @@ module.exports = {
       to: { path: OUTSIDE_KIT },
     },
     {
+      name: 'kit-imports-plane-library',
+      comment:
+        "Issue 28: the kit adds at most 12 packages and 5 MB to an app. zod (8.4 MB) and pino stay the plane's: the kit validates with the contract's own parsers (contract/parse.ts) and logs with its own JSON logger (log.ts).",
+      severity: 'error',
+      from: { path: KIT },
+      to: { path: 'node_modules/(zod|pino|pino-[a-z-]+|@google-cloud/pino-logging-gcp-config)/' },
+    },
+    {
       name: 'repair-primitive-imports-situation',
       comment:
         'Repair is built from primitives (rewind, fork, the ledger and its budget) that the situations (diverged, stuck, orphaned version) combine, each choosing rewind or fork: a primitive never depends on a situation.',
@@ -66,7 +74,8 @@ module.exports = {
   ],
   options: {
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: '(^|/)(dist|node_modules)/' },
+    // node_modules is not followed, but stays in the graph, so kit-imports-plane-library can see an import of zod or pino.
+    exclude: { path: '(^|/)dist/' },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
   },

@@ -1,7 +1,8 @@
 /**
- * Which JSON logger, by measurement: the cost of one line for the hand-written logger this replaced
- * (makeLogger + formatLogLine, masking included), for pino with afterlife's Cloud Logging options
- * (consoleLogger), and for pino with Google's own @google-cloud/pino-logging-gcp-config; plus what
+ * Which JSON logger, by measurement: the cost of one line for the sink logger (makeLogger + formatLogLine,
+ * masking included), the kit's hand-written Cloud Logging logger (consoleLogger, issue 28: no pino in an
+ * app), pino with afterlife's Cloud Logging options (the plane's pinoConsoleLogger, the same lines), and
+ * pino with Google's own @google-cloud/pino-logging-gcp-config; plus what
  * importing each costs a cold start. Lines go to a sink that drops them (no I/O in the figure).
  *
  *   npm run bench:logger -- --lines 200000
@@ -11,6 +12,7 @@ import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { createGcpLoggingPinoConfig } from '@google-cloud/pino-logging-gcp-config';
 import { consoleLogger, formatLogLine, type Logger, makeLogger, maskSecrets } from '../packages/executor/src/log.js';
+import { pinoConsoleLogger } from '../shared/log/pinoLogger.js';
 
 const { values } = parseArgs({ options: { lines: { type: 'string', default: '200000' } } });
 const N = Number(values.lines);
@@ -49,7 +51,8 @@ function perLine(log: Logger): { summaryNs: number; shortNs: number } {
 
 const base = { component: 'afterlife', fn: 'reaper', holder: 'reaper@host:123', dryRun: false };
 const handWritten = makeLogger((line) => sink.write(`${formatLogLine(line)}\n`), base, 'INFO');
-const ours = consoleLogger(base, 'INFO', { destination: sink, labels: { 'afterlife-app': 'demo' } });
+const kit = consoleLogger(base, 'INFO', { destination: sink, labels: { 'afterlife-app': 'demo' } });
+const ours = pinoConsoleLogger(base, 'INFO', { destination: sink, labels: { 'afterlife-app': 'demo' } });
 const google = pino(
   createGcpLoggingPinoConfig(
     { serviceContext: { service: 'reaper' }, traceGoogleCloudProjectId: '', inihibitDiagnosticMessage: true },
@@ -76,8 +79,9 @@ const importMs = (mod: string) => {
 };
 
 const rows: Array<[string, { summaryNs: number; shortNs: number }, number | string]> = [
-  ['hand-written (makeLogger + formatLogLine)', perLine(handWritten), 0],
-  ['pino + afterlife cloudLogging options', perLine(ours), importMs('pino')],
+  ['sink logger (makeLogger + formatLogLine)', perLine(handWritten), 0],
+  ['kit: hand-written Cloud Logging lines (consoleLogger)', perLine(kit), 0],
+  ['plane: pino + afterlife cloudLogging options (pinoConsoleLogger)', perLine(ours), importMs('pino')],
   ['pino + @google-cloud/pino-logging-gcp-config', perLine(googleLogger), importMs('@google-cloud/pino-logging-gcp-config')],
 ];
 console.log(`lines per case: ${N}; load: ${execFileSync('uptime', { encoding: 'utf8' }).trim()}`);

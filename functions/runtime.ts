@@ -1,5 +1,6 @@
 import { installSignalHandlers, Lifecycle } from '../packages/executor/src/lifecycle/shutdown.js';
-import { consoleLogger, type Logger, maskSecrets } from '../packages/executor/src/log.js';
+import { type Logger, maskSecrets } from '../packages/executor/src/log.js';
+import { pinoConsoleLogger } from '../shared/log/pinoLogger.js';
 import {
   createRuntime,
   lazyRuntime,
@@ -17,11 +18,11 @@ import {
  * `useRuntime`.
  */
 export const lifecycle = new Lifecycle();
-const lifecycleLog = consoleLogger({ component: 'afterlife-lifecycle' });
+const lifecycleLog = pinoConsoleLogger({ component: 'afterlife-lifecycle' });
 installSignalHandlers(lifecycle, 8_000, (m) => lifecycleLog.notice(m));
 
 /** Before the runtime exists there is no configured logger; lines about the start itself use this one. */
-const startLog = consoleLogger({ component: 'afterlife' });
+const startLog = pinoConsoleLogger({ component: 'afterlife' });
 let fallbackLog: Logger = startLog;
 let built: Runtime | undefined;
 

@@ -10,7 +10,8 @@ import { createPubSubPublisher, type Publisher } from '../packages/executor/src/
 import { Lifecycle } from '../packages/executor/src/lifecycle/shutdown.js';
 import { RedisLock } from './lock/lock.js';
 import { createRedis, waitReady } from '../packages/executor/src/lock/redis.js';
-import { consoleLogger, type Logger } from '../packages/executor/src/log.js';
+import type { Logger } from '../packages/executor/src/log.js';
+import { pinoConsoleLogger } from './log/pinoLogger.js';
 import { noFaults, type Faults } from '../packages/executor/src/testing/faults.js';
 
 /**
@@ -53,7 +54,7 @@ export async function createRuntime(opts: RuntimeOptions = {}): Promise<Runtime>
   // Error Reporting groups by service and version: Cloud Run's K_SERVICE / K_REVISION name them.
   const logger =
     opts.logger ??
-    consoleLogger({ component: 'afterlife' }, config.logLevel, {
+    pinoConsoleLogger({ component: 'afterlife' }, config.logLevel, {
       serviceContext: { service: env.K_SERVICE || 'afterlife', version: env.K_REVISION || undefined },
       labels: { 'afterlife-app': config.applicationName },
     });

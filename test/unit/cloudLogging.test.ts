@@ -1,11 +1,13 @@
 import { createGcpLoggingPinoConfig } from '@google-cloud/pino-logging-gcp-config';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { consoleLogger, formatLogLine } from '../../packages/executor/src/log.js';
+import { consoleLogger, formatLogLine, type Logger } from '../../packages/executor/src/log.js';
+import { pinoConsoleLogger } from '../../shared/log/pinoLogger.js';
 
 /**
- * The functions' logger writes what Google's own pino configuration for Cloud Logging writes (run here
- * as a devDependency on the same input), and masks credentials as the hand-written logger did.
+ * The kit's hand-written logger writes what Google's own pino configuration for Cloud Logging writes (run
+ * here as a devDependency on the same input), and masks credentials; the plane's pino logger writes the
+ * kit's lines byte for byte (issue 28: the kit carries no pino).
  */
 function capture(): { write(s: string): boolean; lines: Array<Record<string, unknown>> } {
   const lines: Array<Record<string, unknown>> = [];
@@ -93,5 +95,34 @@ describe('cloud logging fields', () => {
     expect(JSON.parse(out).stack_trace).toContain('afterlife:***@');
     // The same mask as the sink logger's formatLogLine.
     expect(formatLogLine({ severity: 'INFO', message: url, time: 't' })).toContain('afterlife:***@');
+  });
+
+  it('the kit’s hand-written lines are the plane’s pino lines, byte for byte but the clock and the insertId', () => {
+    const kit: string[] = [];
+    const plane: string[] = [];
+    const o = { labels: { 'afterlife-app': 'demo' }, serviceContext: { service: 'reaper', version: 'r1' } };
+    const base = { component: 'afterlife', fn: 'base', skipped: undefined, n: 1 };
+    const loggers: Array<[Logger, string[]]> = [
+      [consoleLogger(base, 'DEBUG', { ...o, destination: { write: (s: string) => kit.push(s) } }), kit],
+      [pinoConsoleLogger(base, 'DEBUG', { ...o, destination: { write: (s: string) => plane.push(s) } }), plane],
+    ];
+    const err = Object.assign(new Error('connect postgres://u:pw@h/db failed'), { code: 'ECONNREFUSED' });
+    const circular: Record<string, unknown> = { a: 1, list: [1, 'two', null] };
+    circular.self = circular;
+    for (const [log] of loggers) {
+      log.debug('d', { event: 'x', count: 3, ratio: 0.25, ok: true, none: null, nan: Number.NaN, inf: Infinity });
+      log.info('quote "q" and a newline\n', { event: 'e', at: new Date(0), nested: { deep: { deeper: [1, { x: 'y' }] } } });
+      log.notice('n', { big: 10n, cause: new Error('inner'), fn: 'call' });
+      log.warn('w', { url: 'redis://:hunter2@10.0.0.4:6379', dsn: 'host=h password=pw1' });
+      log.error('e', { err, circular, dropped: undefined, callback: () => 1 });
+      log.child({ fn: 'child', c: 1 }).info('from a child', { c: 2, d: 3 });
+      log.child({ err: new Error('bound') }).error('bound error');
+      log.info('plain');
+    }
+    const strip = (l: string) => l.replace(/"timestamp":\{[^}]*\}/, 'T').replace(/"logging\.googleapis\.com\/insertId":"[^"]*"/, 'I');
+    expect(kit).toHaveLength(8);
+    expect(kit.map(strip)).toEqual(plane.map(strip));
+    for (const l of kit) expect(l.endsWith('}\n')).toBe(true);
+    expect(kit.join('')).not.toMatch(/hunter2|pw1|:pw@/);
   });
 });

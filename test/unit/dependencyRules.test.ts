@@ -80,6 +80,13 @@ const PLANTED: Record<string, string> = {
   // A common module left in shared/ is outside the package too, a type-only import at that.
   [`${K}/executor/usesQueries.ts`]:
     "import type { queries } from '../../../../shared/db/queries.js';\nexport const x: typeof queries = 1;\n",
+  // The plane's libraries in the kit (issue 28: the kit's footprint): zod and pino, stand-ins installed below.
+  [`${K}/executor/usesZod.ts`]: "import { z } from 'zod';\nexport const x = z;\n",
+  [`${K}/executor/usesPino.ts`]: "import { pino } from 'pino';\nexport const x = pino;\n",
+  'node_modules/zod/package.json': '{ "name": "zod", "version": "4.0.0", "main": "index.js" }\n',
+  'node_modules/zod/index.js': 'exports.z = {};\n',
+  'node_modules/pino/package.json': '{ "name": "pino", "version": "10.0.0", "main": "pino.js" }\n',
+  'node_modules/pino/pino.js': 'exports.pino = () => ({});\n',
   // db → reaper while reaper → db: a cycle between folders, none between modules.
   'shared/db/usesReaper.ts': "import { tick } from '../reaper/tick.js';\nexport const x = tick;\n",
   // A repair primitive importing a situation (and so a cycle between the two folders).
@@ -106,6 +113,8 @@ describe('layer rules (npm run lint)', () => {
         'function-imports-cli: functions/usesCli.ts -> cli/index.ts',
         `kit-imports-plane: ${K}/executor/usesReaper.ts -> shared/reaper/tick.ts`,
         `kit-imports-plane: ${K}/executor/usesQueries.ts -> shared/db/queries.ts`,
+        `kit-imports-plane-library: ${K}/executor/usesZod.ts -> node_modules/zod/index.js`,
+        `kit-imports-plane-library: ${K}/executor/usesPino.ts -> node_modules/pino/pino.js`,
         'repair-primitive-imports-situation: shared/repair/primitives/usesSituation.ts -> shared/repair/situations/stuck.ts',
         'folder-cycle: shared/repair/primitives -> shared/repair/situations',
         'folder-cycle: shared/repair/situations -> shared/repair/primitives',

@@ -1,85 +1,109 @@
 import { randomBytes } from 'node:crypto';
-import type { LoggerOptions } from 'pino';
 
 /**
- * pino options that write what Cloud Logging reads from a JSON line on stdout, field for field as Google's
- * published configuration does (`@google-cloud/pino-logging-gcp-config`, createGcpLoggingPinoConfig):
- * `severity` from the level, `message` as the message key, `timestamp` as {seconds, nanos}, a monotonic
- * `logging.googleapis.com/insertId` so lines of one millisecond keep their order, and for an `err` with a
- * stack a `stack_trace` plus `serviceContext`, which is what Error Reporting groups on.
+ * What Cloud Logging reads from a JSON line on stdout, field for field as Google's published pino
+ * configuration writes it (`@google-cloud/pino-logging-gcp-config`, createGcpLoggingPinoConfig): `severity`
+ * (and `level`, pino's number), `timestamp` as {seconds, nanos}, the line's fields, for an `err` with a stack
+ * a `stack_trace` plus `serviceContext` (what Error Reporting groups on), the labels, a monotonic
+ * `logging.googleapis.com/insertId` so lines of one millisecond keep their order, and `message` last.
  *
- * Not Google's package itself: importing it loads @google-cloud/logging and a second google-gax (measured
- * +215–310 ms on every cold start, 24 MB installed, docs/logging.md), and without an explicit project and
- * service it probes the metadata server. test/unit/cloudLogging.test.ts runs Google's package (a
- * devDependency) on the same input and compares the fields, so this stays in step with it.
+ * Written by hand (issue 28): the kit runs inside the user's app and may add only a few packages to it, so it
+ * carries no pino. The recovery plane logs through pino with the same layout (shared/log/pinoLogger.ts);
+ * test/unit/cloudLogging.test.ts holds the two, and Google's own configuration, to the same lines.
  */
 
 export type Severity = 'DEBUG' | 'INFO' | 'NOTICE' | 'WARNING' | 'ERROR';
 
-/** pino's numeric levels plus NOTICE between INFO (30) and WARNING (40): Cloud Logging has it, pino not. */
-export const PINO_LEVELS = { debug: 20, info: 30, notice: 35, warn: 40, error: 50 } as const;
-export type PinoLevel = keyof typeof PINO_LEVELS;
-
-export const SEVERITY_OF: Record<string, Severity | 'CRITICAL'> = {
-  trace: 'DEBUG',
-  debug: 'DEBUG',
-  info: 'INFO',
-  notice: 'NOTICE',
-  warn: 'WARNING',
-  error: 'ERROR',
-  fatal: 'CRITICAL',
-};
-
-export const PINO_LEVEL_OF: Record<Severity, PinoLevel> = {
-  DEBUG: 'debug',
-  INFO: 'info',
-  NOTICE: 'notice',
-  WARNING: 'warn',
-  ERROR: 'error',
-};
+/** pino's numeric levels (the `level` field), NOTICE at 35 between INFO and WARNING: Cloud Logging has it, pino not. */
+export const LEVEL_NUMBER: Record<Severity, number> = { DEBUG: 20, INFO: 30, NOTICE: 35, WARNING: 40, ERROR: 50 };
 
 export interface CloudLoggingOptions {
   /** Error Reporting's service (the Cloud Run service, K_SERVICE) and version (K_REVISION). */
   serviceContext?: { service: string; version?: string | undefined };
   /** Indexed labels on every line (`logging.googleapis.com/labels`): cheap to filter on in Logs Explorer. */
   labels?: Record<string, string>;
-  /** The last word on the serialised line (credential masking). */
-  streamWrite?: (line: string) => string;
 }
 
 const INSERT_ID_PREFIX = randomBytes(6).toString('hex');
 let insertSeq = 0;
 
+/** The next insertId of this process: one sequence for every logger in it, the plane's pino one included. */
+export function nextInsertId(): string {
+  return `${INSERT_ID_PREFIX}-${String(++insertSeq).padStart(10, '0')}`;
+}
+
 /** Google's config writes the same {seconds, nanos} fragment: ~10x cheaper than an ISO string. */
-function timestamp(): string {
+export function timestampFragment(): string {
   const now = Date.now();
   const seconds = Math.floor(now / 1000);
   return `,"timestamp":{"seconds":${seconds},"nanos":${(now - seconds * 1000) * 1_000_000}}`;
 }
 
-export function cloudLoggingOptions(o: CloudLoggingOptions = {}): LoggerOptions<'notice'> {
-  const labels = o.labels && Object.keys(o.labels).length ? o.labels : undefined;
-  return {
-    level: 'info',
-    customLevels: { notice: PINO_LEVELS.notice },
-    messageKey: 'message',
-    // No pid/hostname on every line: Cloud Run's resource labels carry the instance.
-    base: undefined,
-    timestamp,
-    formatters: {
-      level: (label, number) => ({ severity: SEVERITY_OF[label] ?? 'INFO', level: number }),
-      log: (entry) => {
-        const out: Record<string, unknown> = { ...entry };
-        const err = entry.err;
-        if (err instanceof Error && err.stack) {
-          out.stack_trace = err.stack;
-          if (o.serviceContext) out.serviceContext = o.serviceContext;
-        }
-        if (labels) out['logging.googleapis.com/labels'] = labels;
-        out['logging.googleapis.com/insertId'] = `${INSERT_ID_PREFIX}-${String(++insertSeq).padStart(10, '0')}`;
-        return out;
-      },
-    },
-    ...(o.streamWrite ? { hooks: { streamWrite: o.streamWrite } } : {}),
+/** An error as a log field: {name, message, code}; `err`'s stack goes to stack_trace instead. */
+export function serializeError(value: unknown): unknown {
+  if (!(value instanceof Error)) return value;
+  return { name: value.name, message: value.message, code: (value as { code?: unknown }).code };
+}
+
+/**
+ * One value as JSON, never throwing: a cycle is written "[Circular]" and a BigInt as its digits' string
+ * (what a log line can hold); undefined when the value has no JSON form (a function), so the field is left out.
+ */
+function valueJson(value: unknown): string | undefined {
+  switch (typeof value) {
+    case 'undefined':
+    case 'function':
+    case 'symbol':
+      return undefined;
+    case 'number':
+      return Number.isFinite(value) ? String(value) : 'null';
+    case 'string':
+      return JSON.stringify(value);
+    case 'bigint':
+      return JSON.stringify(value.toString());
+    default:
+      try {
+        return JSON.stringify(value);
+      } catch {
+        return JSON.stringify(value, circularReplacer());
+      }
+  }
+}
+
+function circularReplacer(): (this: unknown, key: string, value: unknown) => unknown {
+  const ancestors: unknown[] = [];
+  return function (this: unknown, _key: string, value: unknown) {
+    if (typeof value === 'bigint') return value.toString();
+    if (typeof value !== 'object' || value === null) return value;
+    // `this` is the object holding the key: pop until it is on top, so only ancestors remain.
+    while (ancestors.length > 0 && ancestors[ancestors.length - 1] !== this) ancestors.pop();
+    if (ancestors.includes(value)) return '[Circular]';
+    ancestors.push(value);
+    return value;
   };
+}
+
+/** Fields as the inside of a JSON object, each `,"key":value` (the form pino keeps a child's bindings in). */
+export function fieldsJson(fields: Record<string, unknown>): string {
+  let out = '';
+  for (const key of Object.keys(fields)) {
+    const json = valueJson(key === 'err' ? serializeError(fields[key]) : fields[key]);
+    if (json !== undefined) out += `,${JSON.stringify(key)}:${json}`;
+  }
+  return out;
+}
+
+/**
+ * One Cloud Logging JSON line (with its newline): `fields` is fieldsJson's output for the bindings and the
+ * call's own fields; `err`, when an Error with a stack, gives the stack_trace and serviceContext Error
+ * Reporting reads.
+ */
+export function cloudLine(severity: Severity, message: string, fields: string, o: CloudLoggingOptions = {}, err?: unknown): string {
+  let line = `{"severity":"${severity}","level":${LEVEL_NUMBER[severity]}${timestampFragment()}${fields}`;
+  if (err instanceof Error && err.stack) {
+    line += `,"stack_trace":${JSON.stringify(err.stack)}`;
+    if (o.serviceContext) line += `,"serviceContext":${JSON.stringify(o.serviceContext)}`;
+  }
+  if (o.labels && Object.keys(o.labels).length) line += `,"logging.googleapis.com/labels":${JSON.stringify(o.labels)}`;
+  return `${line},"logging.googleapis.com/insertId":"${nextInsertId()}","message":${JSON.stringify(message)}}\n`;
 }

@@ -1,10 +1,12 @@
-import { pino } from 'pino';
-import { cloudLoggingOptions, type CloudLoggingOptions, PINO_LEVEL_OF, type Severity } from './cloudLogging.js';
+import { writeSync } from 'node:fs';
+import { cloudLine, type CloudLoggingOptions, fieldsJson, serializeError, type Severity } from './cloudLogging.js';
 
 /**
- * The Logger every module takes through its deps: pino writing Cloud Logging's JSON (cloudLogging.ts) in
+ * The Logger every module takes through its deps: Cloud Logging's JSON lines on stdout (cloudLogging.ts) in
  * production, an in-memory sink in tests (`memoryLogger`). Callers log `(message, fields)`; the fields a
- * log-based metric counts on (`event`) are ordinary fields.
+ * log-based metric counts on (`event`) are ordinary fields. The kit's `consoleLogger` is written by hand
+ * (no pino in an app's tree, issue 28); the plane's functions log the same lines through pino
+ * (shared/log/pinoLogger.ts).
  */
 export type { Severity } from './cloudLogging.js';
 export type Fields = Record<string, unknown>;
@@ -28,7 +30,7 @@ type Sink = (line: LogLine) => void;
 
 const ORDER: Record<Severity, number> = { DEBUG: 0, INFO: 1, NOTICE: 2, WARNING: 3, ERROR: 4 };
 
-/** A logger over any sink (tests, the CLI's stderr): the same Logger without pino. */
+/** A logger over any sink (tests, the CLI's stderr): the same Logger, lines as objects. */
 export function makeLogger(sink: Sink, base: Fields = {}, minimum: Severity = 'DEBUG'): Logger {
   const emit =
     (severity: Severity) =>
@@ -46,49 +48,72 @@ export function makeLogger(sink: Sink, base: Fields = {}, minimum: Severity = 'D
   };
 }
 
-export interface ConsoleLoggerOptions extends Omit<CloudLoggingOptions, 'streamWrite'> {
+export interface ConsoleLoggerOptions extends CloudLoggingOptions {
   /** Where lines go (stdout by default; a test's stream). Written synchronously, so a crash loses no line. */
   destination?: { write(line: string): unknown };
 }
 
 /**
- * JSON lines on stdout for Cloud Logging, through pino. Credentials are masked on the serialised line
- * (`maskSecrets`), once, so no call site has to remember.
+ * JSON lines on stdout for Cloud Logging, written synchronously (a process that exits or crashes right
+ * after loses no line). Credentials are masked on the serialised line (`maskSecrets`), once, so no call
+ * site has to remember. A call's field that repeats a binding's key replaces it in place: no key is
+ * printed twice.
  */
 export function consoleLogger(base: Fields = {}, minimum: Severity = 'INFO', o: ConsoleLoggerOptions = {}): Logger {
   const { destination, ...cloud } = o;
-  const root = pino(
-    {
-      ...cloudLoggingOptions({ ...cloud, streamWrite: (line) => maskSecrets(line, 'json') }),
-      level: PINO_LEVEL_OF[minimum],
-      serializers: { err: serializeError },
-    },
-    destination ? (destination as pino.DestinationStream) : pino.destination({ dest: 1, sync: true }),
-  );
-  // pino serialises a child's bindings once; a call that repeats one of their keys goes through the root
-  // with the merged fields instead, so no key is printed twice.
+  const write = destination ? (line: string) => void destination.write(line) : writeStdout;
   const over = (bindings: Fields): Logger => {
-    const bound = root.child(bindings);
-    const emit = (level: 'debug' | 'info' | 'notice' | 'warn' | 'error') => (message: string, fields?: Fields) => {
-      if (!root.isLevelEnabled(level)) return;
-      if (!fields) bound[level](message);
-      else if (Object.keys(fields).some((k) => k in bindings)) root[level]({ ...bindings, ...plain(fields) }, message);
-      else bound[level](plain(fields), message);
+    // Serialised once per child, as pino does with its bindings.
+    const bound = fieldsJson(bindings);
+    const emit = (severity: Severity) => (message: string, fields?: Fields) => {
+      if (ORDER[severity] < ORDER[minimum]) return;
+      let json = bound;
+      let err: unknown;
+      if (fields) {
+        const own = plainFields(fields);
+        // A key the call repeats replaces the bound one in place (never printed twice); then, as pino
+        // does, the merged fields count as the call's own, a bound `err` included.
+        if (Object.keys(own).some((k) => k in bindings)) {
+          const merged = { ...bindings, ...own };
+          json = fieldsJson(merged);
+          err = merged.err;
+        } else {
+          json += fieldsJson(own);
+          err = own.err;
+        }
+      }
+      write(maskSecrets(cloudLine(severity, message, json, cloud, err), 'json'));
     };
     return {
-      debug: emit('debug'),
-      info: emit('info'),
-      notice: emit('notice'),
-      warn: emit('warn'),
-      error: emit('error'),
-      child: (fields) => over({ ...bindings, ...plain(fields) }),
+      debug: emit('DEBUG'),
+      info: emit('INFO'),
+      notice: emit('NOTICE'),
+      warn: emit('WARNING'),
+      error: emit('ERROR'),
+      child: (fields) => over({ ...bindings, ...plainFields(fields) }),
     };
   };
-  return over(plain(base));
+  return over(plainFields(base));
+}
+
+/**
+ * All of a line to fd 1, synchronously. A pipe may be non-blocking and full (EAGAIN): wait a millisecond and
+ * go on, as pino's sonic-boom does, rather than drop the line or throw into the caller.
+ */
+function writeStdout(line: string): void {
+  let buf = Buffer.from(line);
+  for (let tries = 0; buf.length > 0;) {
+    try {
+      buf = buf.subarray(writeSync(1, buf));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN' || ++tries > 1_000) return;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+    }
+  }
 }
 
 /** Errors anywhere at the top level are written as {name, message, code}; `err` keeps its stack for Error Reporting. */
-function plain(fields: Fields): Fields {
+export function plainFields(fields: Fields): Fields {
   let out: Fields | undefined;
   for (const [k, v] of Object.entries(fields)) {
     if (k !== 'err' && (v instanceof Error || typeof v === 'bigint')) {
@@ -97,11 +122,6 @@ function plain(fields: Fields): Fields {
     }
   }
   return out ?? fields;
-}
-
-function serializeError(value: unknown): unknown {
-  if (!(value instanceof Error)) return value;
-  return { name: value.name, message: value.message, code: (value as { code?: unknown }).code };
 }
 
 /**
