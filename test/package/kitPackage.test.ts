@@ -166,7 +166,7 @@ describe('the kit package, installed as a user installs it', () => {
     if (!info) throw new Error('npm pack printed nothing');
     tarball = join(work, info.filename);
     // Only the kit: no tests, no infra, no benches, no plane.
-    expect(info.files.every((f) => /^(dist\/.+\.(js|d\.ts)|package\.json|README\.md)$/.test(f.path))).toBe(true);
+    expect(info.files.every((f) => /^(dist\/(esm|commonjs)\/(.+\.(js|d\.ts)|package\.json)|package\.json|README\.md)$/.test(f.path))).toBe(true);
     // The apps install side by side (one npm cache): the scenarios below are what takes time.
     const made = await Promise.all([
       ...(['cjs', 'esm'] as const).flatMap((kind) =>

@@ -1,6 +1,6 @@
-import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { DBOS as DBOSClass } from '@dbos-inc/dbos-sdk';
+import { ownRequire } from './ownRequire.js';
 
 /**
  * The little the kit needs from a launched DBOS app. Identity and shutdown use the public API. The launched
@@ -39,13 +39,12 @@ interface ExecutorLike {
 type ExecutorModule = { DBOSExecutor?: { globalInstance?: ExecutorLike } };
 
 type Dbos = typeof DBOSClass;
-const require = createRequire(import.meta.url);
 const SDK_ENTRY = /[\\/]@dbos-inc[\\/]dbos-sdk[\\/]dist[\\/]src[\\/]index\.js$/;
 
 /** The loaded SDK copies (ESM imports of this CommonJS package land in the same cache), launched first. */
 export function loadedDbos(): { entry: string; DBOS: Dbos }[] {
   const found: { entry: string; DBOS: Dbos }[] = [];
-  for (const [entry, mod] of Object.entries(require.cache)) {
+  for (const [entry, mod] of Object.entries(ownRequire.cache)) {
     const DBOS = (mod?.exports as { DBOS?: Dbos } | undefined)?.DBOS;
     if (SDK_ENTRY.test(entry) && typeof DBOS?.isInitialized === 'function') found.push({ entry, DBOS });
   }
@@ -56,13 +55,13 @@ function launchedDbos(): { entry: string; DBOS: Dbos } {
   const launched = loadedDbos().find((c) => c.DBOS.isInitialized());
   if (launched) return launched;
   // Nothing launched yet (or loaded outside the cache): the kit's own resolution, for the error below.
-  const entry = require.resolve('@dbos-inc/dbos-sdk');
-  return { entry, DBOS: (require(entry) as { DBOS: Dbos }).DBOS };
+  const entry = ownRequire.resolve('@dbos-inc/dbos-sdk');
+  return { entry, DBOS: (ownRequire(entry) as { DBOS: Dbos }).DBOS };
 }
 
 function dbosExecutorModule(entry: string): ExecutorModule | undefined {
   try {
-    return require(join(dirname(entry), 'dbos-executor.js')) as ExecutorModule;
+    return ownRequire(join(dirname(entry), 'dbos-executor.js')) as ExecutorModule;
   } catch {
     return undefined;
   }
