@@ -1,7 +1,18 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', '**/dist/**', 'build/**', 'node_modules/**', 'examples/*/node_modules/**', 'infra/**', 'coverage/**'] },
+  {
+    ignores: [
+      'dist/**',
+      '**/dist/**',
+      'build/**',
+      'node_modules/**',
+      'examples/*/node_modules/**',
+      'infra/**',
+      'coverage/**',
+      'packages/executor/.tshy-build/**',
+    ],
+  },
   ...tseslint.configs.recommended,
   {
     rules: {

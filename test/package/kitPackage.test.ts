@@ -1,5 +1,7 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,12 +26,19 @@ import { ADMIN_DATABASE_URL, databaseUrl, TEST_REDIS_URL } from '../helpers/serv
  * (functions-framework, invoked as Cloud Scheduler does) and finish on the other; a SIGTERM drains (exit 0,
  * nothing ERROR or CANCELLED). Installing from the directory (a symlink) works too: the kit uses the DBOS
  * the app launched, not the checkout's.
+ *
+ * Issue 28: the kit is a dual package (tshy): attw finds no problem in the tarball; in the DBOS 5.3.0 app,
+ * TypeScript workers with the plain static import compile with the repo's tsc and run — CommonJS
+ * (`module` node16, as DBOS's templates; commonjs and nodenext compile too) and ESM (`module` nodenext) — and
+ * attach with no configuration beyond DBOS's own. The footprint budget: at most 12 packages and 5 MB added
+ * to an app that has the SDK and pins pg 8.11.3, none of its packages changed.
  */
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const KIT_DIR = join(ROOT, 'packages/executor');
 const EXAMPLE = join(ROOT, 'examples/queue-worker');
-/** Issue 24's budget: packages the kit may add to an app that already has @dbos-inc/dbos-sdk. */
-const MAX_PACKAGES_ADDED = 100;
+/** Issue 28's budget: what the kit may add to an app that already has @dbos-inc/dbos-sdk (and pg). */
+const MAX_PACKAGES_ADDED = 12;
+const MAX_BYTES_ADDED = 5e6;
 const SDK_VERSIONS = ['5.2.11', '5.3.0'] as const;
 /** The app's own pg, older than the repo's (DBOS itself asks for ^8.11.3). */
 const APP_PG = '8.11.3';
@@ -137,6 +146,51 @@ await DBOS.migrate(process.env.DBOS_SYSTEM_DATABASE_URL);
 `,
 };
 
+/**
+ * Issue 28: TypeScript workers as DBOS apps are written, each with the plain static import. Each prints the
+ * kit build it resolved (the CommonJS one through `require`, the ES module one through `import`).
+ */
+const TS_CJS_WORKER = `// CommonJS TypeScript, as DBOS's templates ("module": "node16", no "type": "module").
+import { DBOS } from '@dbos-inc/dbos-sdk';
+import { attachExecutor } from 'afterlife-executor';
+
+async function main(): Promise<void> {
+  DBOS.setConfig({ name: process.env.APP_NAME ?? 'ts-cjs', systemDatabaseUrl: process.env.DBOS_SYSTEM_DATABASE_URL, runMigrations: false, logLevel: 'warn' });
+  await DBOS.launch();
+  const kit = await attachExecutor();
+  console.log(JSON.stringify({ event: 'worker_ready', executorId: kit.executorId, build: require.resolve('afterlife-executor') }));
+}
+void main();
+`;
+const TS_ESM_WORKER = `// An ES module TypeScript app ("module": "nodenext", "type": "module"), top-level await.
+import { DBOS } from '@dbos-inc/dbos-sdk';
+import { attachExecutor } from 'afterlife-executor';
+
+DBOS.setConfig({ name: process.env.APP_NAME ?? 'ts-esm', systemDatabaseUrl: process.env.DBOS_SYSTEM_DATABASE_URL, runMigrations: false, logLevel: 'warn' });
+await DBOS.launch();
+const kit = await attachExecutor();
+console.log(JSON.stringify({ event: 'worker_ready', executorId: kit.executorId, build: import.meta.resolve('afterlife-executor') }));
+`;
+
+/** A tsconfig as `tsc --init` and DBOS's templates write one (strict, skipLibCheck); @types/node is the repo's. */
+function tsconfig(module: string, moduleResolution: string, outDir: string | undefined): string {
+  return JSON.stringify({
+    compilerOptions: {
+      target: 'es2022',
+      module,
+      moduleResolution,
+      strict: true,
+      esModuleInterop: true,
+      skipLibCheck: true,
+      rootDir: '.',
+      ...(outDir ? { outDir } : { noEmit: true }),
+      types: ['node'],
+      typeRoots: [join(ROOT, 'node_modules/@types')],
+    },
+    include: ['worker.ts'],
+  });
+}
+
 interface Worker {
   child: ChildProcess;
   output: string[];
@@ -165,8 +219,17 @@ describe('the kit package, installed as a user installs it', () => {
     const info = packed[0];
     if (!info) throw new Error('npm pack printed nothing');
     tarball = join(work, info.filename);
+    // A dual package whose types resolve under every condition (issue 28): attw's exit code says so.
+    const attw = await run(
+      process.execPath,
+      [join(ROOT, 'node_modules/@arethetypeswrong/cli/dist/index.js'), tarball, '--format', 'ascii'],
+      work,
+    );
+    expect(attw.code, `attw found problems in the packed kit:\n${attw.stdout}${attw.stderr}`).toBe(0);
     // Only the kit: no tests, no infra, no benches, no plane.
-    expect(info.files.every((f) => /^(dist\/(esm|commonjs)\/(.+\.(js|d\.ts)|package\.json)|package\.json|README\.md)$/.test(f.path))).toBe(true);
+    expect(info.files.every((f) => /^(dist\/(esm|commonjs)\/(.+\.(js|d\.ts)|package\.json)|package\.json|README\.md)$/.test(f.path))).toBe(
+      true,
+    );
     // The apps install side by side (one npm cache): the scenarios below are what takes time.
     const made = await Promise.all([
       ...(['cjs', 'esm'] as const).flatMap((kind) =>
@@ -183,7 +246,10 @@ describe('the kit package, installed as a user installs it', () => {
     await admin.connect();
     for (const d of databases) await admin.query(`DROP DATABASE IF EXISTS ${d} WITH (FORCE)`);
     await admin.end();
-    if (budget.length) console.log(`[kit package] install budget (≤ ${MAX_PACKAGES_ADDED} packages added):\n${budget.join('\n')}`);
+    if (budget.length)
+      console.log(
+        `[kit package] install budget (≤ ${MAX_PACKAGES_ADDED} packages, ≤ ${MAX_BYTES_ADDED / 1e6} MB added):\n${budget.join('\n')}`,
+      );
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
@@ -217,6 +283,7 @@ describe('the kit package, installed as a user installs it', () => {
         `  ${kind} app, @dbos-inc/dbos-sdk ${sdk}, pg ${APP_PG}: ${before.packages} → ${after.packages} packages (+${added}), +${((after.bytes - before.bytes) / 1e6).toFixed(1)} MB, none changed`,
       );
       expect(added).toBeLessThanOrEqual(MAX_PACKAGES_ADDED);
+      expect(after.bytes - before.bytes).toBeLessThanOrEqual(MAX_BYTES_ADDED);
     }
     expect(sdkCopies(dir)).toEqual([join(dir, 'node_modules/@dbos-inc/dbos-sdk')]);
     return dir;
@@ -240,8 +307,13 @@ describe('the kit package, installed as a user installs it', () => {
     return { url, sql };
   }
 
-  function startWorker(dir: string, env: Record<string, string>): Promise<Worker> {
-    const child = spawn(process.execPath, ['worker.js'], { cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  /** `exactEnv`: the worker gets `env` alone, not this process's environment with `env` over it. */
+  function startWorker(dir: string, env: Record<string, string>, script = 'worker.js', exactEnv = false): Promise<Worker> {
+    const child = spawn(process.execPath, [script], {
+      cwd: dir,
+      env: exactEnv ? env : { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const output: string[] = [];
     child.stdout.on('data', (b: Buffer) => output.push(b.toString()));
     child.stderr.on('data', (b: Buffer) => output.push(b.toString()));
@@ -379,4 +451,81 @@ describe('the kit package, installed as a user installs it', () => {
       await sql.end();
     }
   }, 120_000);
+
+  it('TypeScript apps on DBOS 5.3.0, CommonJS (node16) and ESM (nodenext): the static import compiles and attaches with DBOS’s configuration only', async () => {
+    const dir = appDir('cjs-5.3.0');
+    const tsc = join(ROOT, 'node_modules/typescript/bin/tsc');
+    const apps = { 'ts-cjs': TS_CJS_WORKER, 'ts-esm': TS_ESM_WORKER };
+    for (const [name, text] of Object.entries(apps)) {
+      mkdirSync(join(dir, name));
+      writeFileSync(join(dir, name, 'worker.ts'), text);
+    }
+    writeFileSync(join(dir, 'ts-esm/package.json'), JSON.stringify({ type: 'module' }));
+    // What runs: node16 for CommonJS (DBOS's templates), nodenext for ESM. CommonJS also compiles under
+    // `commonjs` (node10 resolution: main and types) and `nodenext`.
+    const configs: Array<[string, string, string, string | undefined]> = [
+      ['ts-cjs', 'node16', 'node16', 'dist'],
+      ['ts-cjs', 'commonjs', 'node10', undefined],
+      ['ts-cjs', 'nodenext', 'nodenext', undefined],
+      ['ts-esm', 'nodenext', 'nodenext', 'dist'],
+    ];
+    await Promise.all(
+      configs.map(async ([app, module, resolution, outDir]) => {
+        const file = `tsconfig.${module}.json`;
+        writeFileSync(join(dir, app, file), tsconfig(module, resolution, outDir));
+        const r = await run(process.execPath, [tsc, '-p', file], join(dir, app));
+        expect(r.code, `tsc ${app} (module ${module}):\n${r.stdout}${r.stderr}`).toBe(0);
+      }),
+    );
+
+    // FAKE: the metadata server Cloud Run gives every container (project ID, token), which cannot run here;
+    // the kit finds its project there, as on Cloud Run, so the workers need no variable of the kit's.
+    const metadata = createServer((req, res) => {
+      if (req.headers['metadata-flavor'] !== 'Google') return void res.writeHead(403).end();
+      res.setHeader('Metadata-Flavor', 'Google');
+      if (req.url === '/computeMetadata/v1/project/project-id') return void res.end('afterlife-test');
+      if (req.url === '/computeMetadata/v1/instance/service-accounts/default/token')
+        return void res.setHeader('content-type', 'application/json').end(JSON.stringify({ access_token: 't', expires_in: 3599 }));
+      res.writeHead(404).end();
+    });
+    await new Promise<void>((r) => metadata.listen(0, '127.0.0.1', r));
+    const app = uniqueName('pkg-ts');
+    const { url, sql } = await freshDatabase(dir, app);
+    try {
+      const platform = { GCE_METADATA_HOST: `127.0.0.1:${(metadata.address() as AddressInfo).port}` };
+      // Only what DBOS itself reads (and this app hands DBOS.setConfig): no REDIS_URL, no AFTERLIFE_*.
+      const clean = Object.fromEntries(
+        Object.entries(process.env).filter(
+          ([k]) => !/^(REDIS_|AFTERLIFE_|HEARTBEAT_|LIVENESS_|PUBSUB_|GOOGLE_CLOUD_PROJECT|GCLOUD_PROJECT|DATABASE_URL)/.test(k),
+        ),
+      ) as Record<string, string>;
+      for (const [name, build] of [
+        ['ts-cjs', /[\\/]dist[\\/]commonjs[\\/]executor[\\/]index\.js/],
+        ['ts-esm', /\/dist\/esm\/executor\/index\.js/],
+      ] as const) {
+        const w = await startWorker(
+          dir,
+          { ...clean, ...platform, DBOS_SYSTEM_DATABASE_URL: url, APP_NAME: app, DBOS__VMID: `${name}-a` },
+          join(name, 'dist/worker.js'),
+          true,
+        );
+        const out = w.output.join('');
+        expect(out).toMatch(/"databaseUrlFrom":"dbos-config".*"message":"executor kit attached"/);
+        const ready = JSON.parse(out.split('\n').find((l) => l.includes('"worker_ready"')) ?? '{}') as { build?: string };
+        expect(ready.build, `${name} loaded the kit's ${name === 'ts-cjs' ? 'CommonJS' : 'ES module'} build`).toMatch(build);
+        await waitFor(`${name} registered alive`, async () => {
+          const r = await sql.query(`SELECT state FROM afterlife.executors WHERE application_name = $1 AND executor_id = $2`, [
+            app,
+            `${name}-a`,
+          ]);
+          return r.rows[0]?.state === 'alive';
+        });
+        w.child.kill('SIGTERM');
+        expect(await w.exited, w.output.join('')).toBe(0);
+      }
+    } finally {
+      await sql.end();
+      await new Promise((r) => metadata.close(r));
+    }
+  }, 180_000);
 });

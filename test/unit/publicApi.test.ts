@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -70,20 +71,26 @@ describe('public API', () => {
     });
   }
 
-  it('the kit package (afterlife-executor) has one entry, exporting exactly the listed names', async () => {
+  it('the kit package (afterlife-executor) has one entry, both builds exporting exactly the listed names', async () => {
     const kit = readPkg('packages/executor');
     expect(Object.keys(kit.exports).sort()).toEqual(['.', './package.json']);
-    // Its entry is compiled from its own src/executor/index.ts (packages/executor/tsconfig.json), the module
-    // the root build emits as dist/packages/executor/src/executor/index.js; a packed kit's own build is
-    // checked too when present.
+    // A dual package (issue 28, tshy): an ES module build under `import`, a CommonJS build under `require`,
+    // each with its own declarations, compiled from src/executor/index.ts (packages/executor/tsconfig.json);
+    // the root build emits the same module as dist/packages/executor/src/executor/index.js. A packed kit's own
+    // builds are checked too when present.
     const tsconfig = JSON.parse(readFileSync(join(ROOT, 'packages/executor/tsconfig.json'), 'utf8')) as {
       compilerOptions: { rootDir: string };
       include: string[];
     };
     expect([tsconfig.compilerOptions.rootDir, tsconfig.include]).toEqual(['src', ['src']]);
-    expect(target(kit, '.')).toBe('./dist/executor/index.js');
+    expect(kit.exports['.']).toEqual({
+      import: { types: './dist/esm/executor/index.d.ts', default: './dist/esm/executor/index.js' },
+      require: { types: './dist/commonjs/executor/index.d.ts', default: './dist/commonjs/executor/index.js' },
+    });
     expect(await keysOf(join(ROOT, 'dist/packages/executor/src/executor/index.js'))).toEqual([...KIT].sort());
-    const own = join(ROOT, 'packages/executor/dist/executor/index.js');
-    if (existsSync(own)) expect(await keysOf(own)).toEqual([...KIT].sort());
+    const esm = join(ROOT, 'packages/executor/dist/esm/executor/index.js');
+    if (existsSync(esm)) expect(await keysOf(esm)).toEqual([...KIT].sort());
+    const cjs = join(ROOT, 'packages/executor/dist/commonjs/executor/index.js');
+    if (existsSync(cjs)) expect(Object.keys(createRequire(import.meta.url)(cjs) as object).sort()).toEqual([...KIT].sort());
   });
 });
