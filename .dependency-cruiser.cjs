@@ -53,8 +53,9 @@ module.exports = {
       comment:
         'Repair is built from primitives (rewind, fork, the ledger and its budget) that the situations (diverged, stuck, orphaned version) combine, each choosing rewind or fork: a primitive never depends on a situation.',
       severity: 'error',
-      from: { path: '^shared/repair/primitives/' },
-      to: { path: '^shared/repair/situations/', reachable: true },
+      // The app-facing pieces live in the kit's package with the same layout (packages/executor/src/repair).
+      from: { path: '^(shared|packages/executor/src)/repair/primitives/' },
+      to: { path: '^(shared|packages/executor/src)/repair/situations/', reachable: true },
     },
     {
       name: 'folder-cycle',

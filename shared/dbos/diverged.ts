@@ -1,6 +1,6 @@
 import type { Db } from '../../packages/executor/src/db/pool.js';
 import { ident } from '../../packages/executor/src/contract/identifier.js';
-import { type Divergence, parseDivergence } from './divergence.js';
+import { type Divergence, parseDivergence } from '../../packages/executor/src/dbos/divergence.js';
 import { appScope } from '../../packages/executor/src/dbos/sql.js';
 
 /** The regex prefilter for a code-26 error, as an SQL literal; parseDivergence decides. */
@@ -90,7 +90,7 @@ export interface UnledgeredFork {
  * (which has only a DBOSClient), or by an afterlife process that died between fork and ledger before the
  * ledger row went first. Found from the `forked_from` chains of `workflowIds` and of forks created since
  * `createdSince` (epoch ms, database clock; at most `limit` of those): root and n come from the chain,
- * exactly as lineageOf (shared/repair/primitives/lineage.ts) derives them, and a fork is ours only if its ID is `<root>-fork-<n>` and
+ * exactly as lineageOf (packages/executor/src/repair/primitives/lineage.ts) derives them, and a fork is ours only if its ID is `<root>-fork-<n>` and
  * its source diverged. Chains are a handful of primary-key hops; forks are rare next to workflows, so
  * DBOS's partial index on forked_from keeps the recent scan short.
  */

@@ -153,23 +153,25 @@ await DBOS.migrate(process.env.DBOS_SYSTEM_DATABASE_URL);
 const TS_CJS_WORKER = `// CommonJS TypeScript, as DBOS's templates ("module": "node16", no "type": "module").
 import { DBOS } from '@dbos-inc/dbos-sdk';
 import { attachExecutor } from 'afterlife-executor';
+import { getResultWithRepair } from 'afterlife-executor/repair';
 
 async function main(): Promise<void> {
   DBOS.setConfig({ name: process.env.APP_NAME ?? 'ts-cjs', systemDatabaseUrl: process.env.DBOS_SYSTEM_DATABASE_URL, runMigrations: false, logLevel: 'warn' });
   await DBOS.launch();
   const kit = await attachExecutor();
-  console.log(JSON.stringify({ event: 'worker_ready', executorId: kit.executorId, build: require.resolve('afterlife-executor') }));
+  console.log(JSON.stringify({ event: 'worker_ready', executorId: kit.executorId, build: require.resolve('afterlife-executor'), repair: typeof getResultWithRepair }));
 }
 void main();
 `;
 const TS_ESM_WORKER = `// An ES module TypeScript app ("module": "nodenext", "type": "module"), top-level await.
 import { DBOS } from '@dbos-inc/dbos-sdk';
 import { attachExecutor } from 'afterlife-executor';
+import { getResultWithRepair } from 'afterlife-executor/repair';
 
 DBOS.setConfig({ name: process.env.APP_NAME ?? 'ts-esm', systemDatabaseUrl: process.env.DBOS_SYSTEM_DATABASE_URL, runMigrations: false, logLevel: 'warn' });
 await DBOS.launch();
 const kit = await attachExecutor();
-console.log(JSON.stringify({ event: 'worker_ready', executorId: kit.executorId, build: import.meta.resolve('afterlife-executor') }));
+console.log(JSON.stringify({ event: 'worker_ready', executorId: kit.executorId, build: import.meta.resolve('afterlife-executor'), repair: typeof getResultWithRepair }));
 `;
 
 /** A tsconfig as `tsc --init` and DBOS's templates write one (strict, skipLibCheck); @types/node is the repo's. */
@@ -227,9 +229,11 @@ describe('the kit package, installed as a user installs it', () => {
     );
     expect(attw.code, `attw found problems in the packed kit:\n${attw.stdout}${attw.stderr}`).toBe(0);
     // Only the kit: no tests, no infra, no benches, no plane.
-    expect(info.files.every((f) => /^(dist\/(esm|commonjs)\/(.+\.(js|d\.ts)|package\.json)|package\.json|README\.md)$/.test(f.path))).toBe(
-      true,
-    );
+    expect(
+      info.files.every((f) =>
+        /^(dist\/(esm|commonjs)\/(.+\.(js|d\.ts)|package\.json)|package\.json|repair\/package\.json|README\.md)$/.test(f.path),
+      ),
+    ).toBe(true);
     // The apps install side by side (one npm cache): the scenarios below are what takes time.
     const made = await Promise.all([
       ...(['cjs', 'esm'] as const).flatMap((kind) =>
@@ -452,7 +456,7 @@ describe('the kit package, installed as a user installs it', () => {
     }
   }, 120_000);
 
-  it('TypeScript apps on DBOS 5.3.0, CommonJS (node16) and ESM (nodenext): the static import compiles and attaches with DBOS’s configuration only', async () => {
+  it('TypeScript apps on DBOS 5.3.0, CommonJS (node16) and ESM (nodenext): the static imports (the kit and its repair entry) compile, and the kit attaches with DBOS’s configuration only', async () => {
     const dir = appDir('cjs-5.3.0');
     const tsc = join(ROOT, 'node_modules/typescript/bin/tsc');
     const apps = { 'ts-cjs': TS_CJS_WORKER, 'ts-esm': TS_ESM_WORKER };
@@ -511,7 +515,8 @@ describe('the kit package, installed as a user installs it', () => {
         );
         const out = w.output.join('');
         expect(out).toMatch(/"databaseUrlFrom":"dbos-config".*"message":"executor kit attached"/);
-        const ready = JSON.parse(out.split('\n').find((l) => l.includes('"worker_ready"')) ?? '{}') as { build?: string };
+        const ready = JSON.parse(out.split('\n').find((l) => l.includes('"worker_ready"')) ?? '{}') as { build?: string; repair?: string };
+        expect(ready.repair, 'afterlife-executor/repair imports beside the kit').toBe('function');
         expect(ready.build, `${name} loaded the kit's ${name === 'ts-cjs' ? 'CommonJS' : 'ES module'} build`).toMatch(build);
         await waitFor(`${name} registered alive`, async () => {
           const r = await sql.query(`SELECT state FROM afterlife.executors WHERE application_name = $1 AND executor_id = $2`, [

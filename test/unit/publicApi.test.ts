@@ -71,9 +71,9 @@ describe('public API', () => {
     });
   }
 
-  it('the kit package (afterlife-executor) has one entry, both builds exporting exactly the listed names', async () => {
+  it('the kit package (afterlife-executor) has two entries, the kit and repair, both builds exporting exactly the listed names', async () => {
     const kit = readPkg('packages/executor');
-    expect(Object.keys(kit.exports).sort()).toEqual(['.', './package.json']);
+    expect(Object.keys(kit.exports).sort()).toEqual(['.', './package.json', './repair']);
     // A dual package (issue 28, tshy): an ES module build under `import`, a CommonJS build under `require`,
     // each with its own declarations, compiled from src/executor/index.ts (packages/executor/tsconfig.json);
     // the root build emits the same module as dist/packages/executor/src/executor/index.js. A packed kit's own
@@ -92,5 +92,15 @@ describe('public API', () => {
     if (existsSync(esm)) expect(await keysOf(esm)).toEqual([...KIT].sort());
     const cjs = join(ROOT, 'packages/executor/dist/commonjs/executor/index.js');
     if (existsSync(cjs)) expect(Object.keys(createRequire(import.meta.url)(cjs) as object).sort()).toEqual([...KIT].sort());
+    // Repair for app code (issue 28: installable with the kit, CommonJS and ESM alike).
+    expect(kit.exports['./repair']).toEqual({
+      import: { types: './dist/esm/repair/index.d.ts', default: './dist/esm/repair/index.js' },
+      require: { types: './dist/commonjs/repair/index.d.ts', default: './dist/commonjs/repair/index.js' },
+    });
+    expect(await keysOf(join(ROOT, 'dist/packages/executor/src/repair/index.js'))).toEqual([...REPAIR].sort());
+    const esmRepair = join(ROOT, 'packages/executor/dist/esm/repair/index.js');
+    if (existsSync(esmRepair)) expect(await keysOf(esmRepair)).toEqual([...REPAIR].sort());
+    const cjsRepair = join(ROOT, 'packages/executor/dist/commonjs/repair/index.js');
+    if (existsSync(cjsRepair)) expect(Object.keys(createRequire(import.meta.url)(cjsRepair) as object).sort()).toEqual([...REPAIR].sort());
   });
 });

@@ -39,7 +39,7 @@ export function unsettled(s: string, a: string, x: string): string {
  * - its parent or one of its children is unsettled (Conductor's rule: never a workflow whose parent or
  *   child is still running);
  * - it was forked from, and a fork along its lineage is unsettled: repairs number a lineage by walking
- *   DBOS's forked_from chain (lineageOf, shared/repair/primitives/lineage.ts), so the chain must stay whole while any member lives.
+ *   DBOS's forked_from chain (lineageOf, packages/executor/src/repair/primitives/lineage.ts), so the chain must stay whole while any member lives.
  *
  * Recursions are bounded (a parent chain or a fork chain that loops cannot hang the statement) and run
  * only for the rows that need them (parents, was_forked_from), which are few next to plain workflows.

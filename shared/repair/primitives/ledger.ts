@@ -4,7 +4,7 @@ import { publishDeadLetter } from '../../events/deadLetter.js';
 import { LockContendedError, LockUnavailableError } from '../../lock/errors.js';
 import type { Logger } from '../../../packages/executor/src/log.js';
 import type { RepairDeps } from './deps.js';
-import type { ForkPlan } from './fork.js';
+import type { ForkPlan } from '../../../packages/executor/src/repair/primitives/fork.js';
 
 /**
  * The ledger and its budget, shared by every repair. Postgres is the fence: a fork's row is written first

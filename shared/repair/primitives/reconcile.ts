@@ -1,7 +1,7 @@
 import type { Db } from '../../../packages/executor/src/db/pool.js';
 import { recordFork } from '../../db/queries/forks.js';
 import { findUnledgeredForks } from '../../dbos/diverged.js';
-import { parseDivergence } from '../../dbos/divergence.js';
+import { parseDivergence } from '../../../packages/executor/src/dbos/divergence.js';
 
 /**
  * Fork-ledger reconciliation. The ledger misses forks that were made without it: by the app's

@@ -4,7 +4,7 @@ import { outsideRewindCheck } from '../../dbos/dataSourceCheckpoints.js';
 import type { Logger } from '../../../packages/executor/src/log.js';
 import { noFaults } from '../../../packages/executor/src/testing/faults.js';
 import type { RepairDeps } from './deps.js';
-import { type ForkClient, lineageOf, type QueueTarget } from './lineage.js';
+import { type ForkClient, lineageOf, type QueueTarget } from '../../../packages/executor/src/repair/primitives/lineage.js';
 import { type Busy, type DeadLettered, deadLetter, underRootLock } from './ledger.js';
 
 /**

@@ -2,9 +2,9 @@ import { forkWouldReapply } from '../../dbos/dataSourceCheckpoints.js';
 import { dropAbandonedForkIntent, markOriginalCancelled, type UncancelledOriginal, uncancelledOriginals } from '../../db/queries/forks.js';
 import type { Logger } from '../../../packages/executor/src/log.js';
 import type { RepairDeps } from '../primitives/deps.js';
-import { forkOnce, type ForkPlan } from '../primitives/fork.js';
+import { forkOnce, type ForkPlan } from '../../../packages/executor/src/repair/primitives/fork.js';
 import { deadLetter, ledger, underRootLock } from '../primitives/ledger.js';
-import { type ForkClient, forkId, lineageOf, queueOf } from '../primitives/lineage.js';
+import { type ForkClient, forkId, lineageOf, queueOf } from '../../../packages/executor/src/repair/primitives/lineage.js';
 import type { OrphanInfo, OrphanOutcome } from './orphanOutcome.js';
 
 /**

@@ -4,7 +4,13 @@ import type { Logger } from '../../../packages/executor/src/log.js';
 import { noFaults } from '../../../packages/executor/src/testing/faults.js';
 import type { RepairDeps } from '../primitives/deps.js';
 import { deadLetter, underRootLock } from '../primitives/ledger.js';
-import { type ForkClient, lineageOf, queueOf, type QueueTarget, stepAfterLastCheckpoint } from '../primitives/lineage.js';
+import {
+  type ForkClient,
+  lineageOf,
+  queueOf,
+  type QueueTarget,
+  stepAfterLastCheckpoint,
+} from '../../../packages/executor/src/repair/primitives/lineage.js';
 import { dataSourceRewindCheck, DEFAULT_REWIND_CLAIM_MS } from '../primitives/rewind.js';
 import type { OrphanInfo, OrphanOutcome } from './orphanOutcome.js';
 

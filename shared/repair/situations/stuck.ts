@@ -1,9 +1,15 @@
 import type { Config } from '../../config/index.js';
 import { forkWouldReapply } from '../../dbos/dataSourceCheckpoints.js';
 import type { RepairDeps } from '../primitives/deps.js';
-import { forkOnce, type ForkPlan } from '../primitives/fork.js';
+import { forkOnce, type ForkPlan } from '../../../packages/executor/src/repair/primitives/fork.js';
 import { deadLetter, ledger, underRootLock } from '../primitives/ledger.js';
-import { forkId, lineageOf, queueOf, stepAfterLastCheckpoint, targetVersionOf } from '../primitives/lineage.js';
+import {
+  forkId,
+  lineageOf,
+  queueOf,
+  stepAfterLastCheckpoint,
+  targetVersionOf,
+} from '../../../packages/executor/src/repair/primitives/lineage.js';
 import { rewindPlanned } from '../primitives/rewind.js';
 
 /**

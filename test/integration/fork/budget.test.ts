@@ -2,7 +2,7 @@ import type { Message, PubSub } from '@google-cloud/pubsub';
 import { describe, expect, inject, it } from 'vitest';
 import { type Publisher, PubSubPublisher } from '../../../packages/executor/src/events/publisher.js';
 import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
-import { ForkBudgetExhaustedError, getResultWithAutoFork } from '../../../shared/repair/index.js';
+import { ForkBudgetExhaustedError, getResultWithAutoFork } from '../../../packages/executor/src/repair/index.js';
 import type { RepairDeps } from '../../../shared/repair/primitives/deps.js';
 import { autoFork } from '../../../shared/repair/situations/divergedFork.js';
 import { RECONCILED_BY } from '../../../shared/repair/primitives/reconcile.js';

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { findDiverged } from '../../../shared/dbos/diverged.js';
-import { parseDivergence } from '../../../shared/dbos/divergence.js';
+import { parseDivergence } from '../../../packages/executor/src/dbos/divergence.js';
 import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import { cancelForkedOriginals } from '../../../shared/repair/situations/orphanedFork.js';
 import { repairFixture } from '../../helpers/repair.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseDivergence } from '../../../shared/dbos/divergence.js';
+import { parseDivergence } from '../../../packages/executor/src/dbos/divergence.js';
 import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
 import type { RepairDeps } from '../../../shared/repair/primitives/deps.js';
 import { autoFork } from '../../../shared/repair/situations/divergedFork.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
-import { getResultWithAutoFork } from '../../../shared/repair/index.js';
+import { getResultWithAutoFork } from '../../../packages/executor/src/repair/index.js';
 import { repairOrphaned } from '../../../shared/repair/situations/orphaned.js';
 import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
 import { postEvent, pubsubCloudEvent } from '../../helpers/cloudEvents.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { repairDepsFromRuntime } from '../../../shared/repair/deps.js';
-import { getResultWithRepair, readStreamWithRepair } from '../../../shared/repair/index.js';
+import { getResultWithRepair, readStreamWithRepair } from '../../../packages/executor/src/repair/index.js';
 import type { RepairDeps } from '../../../shared/repair/primitives/deps.js';
 import { repairDiverged } from '../../../shared/repair/situations/diverged.js';
 import { FaultInjector } from '../../../packages/executor/src/testing/faults.js';

@@ -1,4 +1,4 @@
-import { AfterlifeError } from '../../../packages/executor/src/errors.js';
+import { AfterlifeError } from '../../errors.js';
 import { type ForkClient, queueOf, type QueueTarget } from './lineage.js';
 
 /**

@@ -1,9 +1,10 @@
 /**
- * `afterlife/repair` (and `afterlife/fork`, its earlier name, kept for apps that import it): what app code
+ * `afterlife-executor/repair` (issue 28: in the kit's dual package, so CommonJS and ESM apps install and import
+ * it; the root package's `afterlife/repair` and `afterlife/fork`, its earlier name, still export it): what app code
  * needs to live with afterlife's repairs of diverged workflows. `getResultWithRepair(client, id)` awaits a
  * result through a rewind or a fork, `readStreamWithRepair` reads a stream on through a rewind, and
  * `getResultWithAutoFork` (with ForkBudgetExhaustedError) is the earlier, forking helper. Only these: the
- * repairs themselves (shared/repair/situations) run in the reaper, executorDeath and the CLI, which import
+ * repairs themselves (shared/repair/situations, the plane) run in the reaper, executorDeath and the CLI, which import
  * them by path. test/unit/publicApi.test.ts holds the list, so an export cannot be added by accident.
  */
 export { getResultWithAutoFork, type AutoForkOptions } from './getResultWithAutoFork.js';
