@@ -1,3 +1,6 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -186,5 +189,32 @@ describe('contract parsers (issue 28: the kit without zod)', () => {
     expect(r.success).toBe(false);
     expect(r.error?.issues.map((i) => [i.path.join('.'), i.message])).toEqual([['source', 'must not contain a NUL character']]);
     expect(schema.safeParse({ source: 'toolong' }).success).toBe(false);
+  });
+
+  it('no second definition: the death notice, the heartbeat value and the fence answer are shaped only in the contract', () => {
+    const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+    const sources = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+        const p = join(dir, e.name);
+        if (e.isDirectory()) return e.name === 'node_modules' || e.name === 'dist' ? [] : sources(p);
+        return /\.c?ts$/.test(e.name) && !e.name.endsWith('.test.ts') ? [p] : [];
+      });
+    // A schema of one of the contract's shapes elsewhere: its name defined again, or its literals in a schema.
+    const SECOND = [
+      /\b(?:const|let|var|function|class)\s+(?:DeathNotice|HeartbeatValue|Fence)\b/,
+      /(?:literal|oneOf|enum)\(\s*['"]executor\.dead['"]/,
+      // exactly these states (the CLI's registry states are a superset, another thing)
+      /(?:enum|oneOf)\(\s*\[\s*['"]alive['"],\s*['"]draining['"],\s*['"]drained['"]\s*\]/,
+      /(?:enum|oneOf)\(\s*\[\s*['"]dead['"],\s*['"]moved['"],\s*['"]superseded['"]\s*\]/,
+    ];
+    const found = ['shared', 'functions', 'cli', 'scripts', 'packages/executor/src']
+      .flatMap((d) => sources(join(ROOT, d)))
+      .filter((f) => !/packages\/executor\/src\/contract\/(deathNotice|heartbeat|fenceCheck)\.ts$/.test(f))
+      .flatMap((f) =>
+        readFileSync(f, 'utf8')
+          .split('\n')
+          .flatMap((line, i) => (SECOND.some((re) => re.test(line)) ? [`${f.slice(ROOT.length)}:${i + 1}: ${line.trim()}`] : [])),
+      );
+    expect(found, 'a contract shape defined outside packages/executor/src/contract').toEqual([]);
   });
 });
