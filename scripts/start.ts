@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import { logFormat, render, wantsColour } from '../cli/logLines.js';
 import { formatLogLine, makeLogger } from '../packages/executor/src/log.js';
 import { type Stack, startStack } from './stack/index.js';
-import { shownPostgres, shownRedis, summary } from './stack/summary.js';
+import { appEnv, cliCommand, shownPostgres, shownRedis, summary } from './stack/summary.js';
 
 const { values } = parseArgs({
   options: {
@@ -51,7 +51,9 @@ if (format === 'json') {
 }
 // The stack's own lines go through the same formatter as the functions' (one format on the terminal).
 const logger = makeLogger((line) => show('stack', formatLogLine(line)), { component: 'stack' }, 'INFO');
-const started = Date.now();
+// From when `npm start` began (scripts/launch.mjs says when: npm's launch and the build included), else now.
+const started = Number(process.env.AFTERLIFE_START_BEGAN_MS) || Date.now();
+delete process.env.AFTERLIFE_START_BEGAN_MS;
 
 let stopping = false;
 let firstSignalAt = 0;
@@ -97,7 +99,30 @@ const starting = startStack({
   logger,
   signal: controller.signal,
   onProgress: (line) => tell('progress', `  … ${line}`),
-  onFunctionLine: values.quiet ? undefined : (target, line) => show(target, line),
+  // A function of an application guarded after the first is labelled with it: reaper[shop-orders].
+  onFunctionLine: values.quiet ? undefined : (target, line, app) => show(app ? `${target}[${app}]` : target, line),
+  onGuarded: (g) => {
+    const urls = g.functions.map((f) => `${f.target} ${f.url}`).join(', ');
+    if (format === 'pretty') {
+      tell(
+        'guarding',
+        `guarding application ${g.applicationName} (its kits: ${g.executorIds.join(', ')}), ready in ${(g.startedInMs / 1000).toFixed(1)} s: ${urls}\n  its status: ${cliCommand()} status --app ${g.applicationName}`,
+      );
+    } else {
+      process.stdout.write(
+        `${JSON.stringify({
+          severity: 'INFO',
+          event: 'stack_guarding',
+          function: 'stack',
+          message: `guarding application ${g.applicationName}`,
+          applicationName: g.applicationName,
+          executorIds: g.executorIds,
+          startedInMs: g.startedInMs,
+          functions: Object.fromEntries(g.functions.map((f) => [f.target, f.url])),
+        })}\n`,
+      );
+    }
+  },
 });
 let stack: Stack;
 try {
@@ -141,6 +166,9 @@ if (format === 'json') {
       deathTopic: s.deathTopic,
       functions: Object.fromEntries(s.functions.map((f) => [f.target, f.url])),
       scheduler: s.scheduler ? 'reaper' : null,
+      // What an app's processes need (each adds its own DBOS__VMID), and how to run the CLI from anywhere.
+      appEnv: appEnv(s),
+      cli: cliCommand(),
     })}\n`,
   );
 } else {

@@ -1,6 +1,8 @@
 import type { PubSub } from '@google-cloud/pubsub';
 import { consoleLogger, type Logger } from '../../packages/executor/src/log.js';
+import { startDeathRouter } from './deathRouter.js';
 import { registeredTargets, serveFunction, type ServedFunction, type Target } from './functions.js';
+import { type GuardAll, guardAll, type GuardedApplication } from './guardAll.js';
 import { startMemoryBridge, type MemoryBridge } from './memoryBridge.js';
 import { startPostgres, type StackPostgres } from './postgres.js';
 import { DEFAULT_EMULATOR_BIN, emulatorBinary, startEmulator, type StackEmulator } from './pubsub.js';
@@ -20,8 +22,13 @@ export const DEFAULT_LOCAL_APP = 'demo';
 export interface StackOptions {
   env?: Record<string, string | undefined>;
   logger?: Logger;
-  /** Every line the function processes print (JSON logs), with the target's name. */
-  onFunctionLine?: (target: Target, line: string) => void;
+  /**
+   * Every line the function processes print (JSON logs), with the target's name; `applicationName` is set
+   * for the functions of an application guarded after the first (scripts/stack/guardAll.ts).
+   */
+  onFunctionLine?: (target: Target, line: string, applicationName?: string) => void;
+  /** Once per application guarded after the first, when its functions listen. */
+  onGuarded?: (g: GuardedApplication) => void;
   /** How often the local scheduler calls the reaper (Cloud Scheduler's floor is a minute). */
   scheduleMs?: number;
   /** Skip the emulator even when installed (the in-process bridge instead); also `LOCAL_PUBSUB=bridge`. */
@@ -47,6 +54,8 @@ export interface Stack {
   pubsub: { kind: 'emulator'; host: string } | { kind: 'bridge'; url: string; reason: string };
   functions: ServedFunction[];
   scheduler: Scheduler | undefined;
+  /** Every application guarded so far: the first, then each whose kits registered (scripts/stack/guardAll.ts). */
+  guarded(): GuardedApplication[];
   /** The environment the functions run with: also what a CLI or an executor needs to join the stack. */
   env: Record<string, string>;
   /** Publishes a death notice (or any JSON) on a local topic the way a real publisher would. */
@@ -92,15 +101,30 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
     const deathFn = functions.find((f) => f.target === 'executorDeath');
     if (!deathFn) throw new Error('the build registers no executorDeath target; run `npm run build`');
 
-    const publish = await deliverDeathNotices(transport, names, deathFn.url, stoppers);
+    const scheduleMs = o.scheduleMs ?? Number(env.LOCAL_SCHEDULE_MS || 10_000);
+    const guard = guardAll({
+      databaseUrl: postgres.url,
+      dbosSchema: names.dbosSchema,
+      afterlifeSchema: names.afterlifeSchema,
+      first: { applicationName: names.applicationName, functions },
+      fnEnv,
+      scheduleMs,
+      schedulerTimeoutMs: schedulerTimeoutMs(env),
+      ...(o.onFunctionLine ? { onFunctionLine: o.onFunctionLine } : {}),
+      ...(o.onGuarded ? { onGuarded: o.onGuarded } : {}),
+      logger,
+    });
+    stoppers.push('guard', guard.stop);
+
+    const publish = await routeDeathNotices(transport, names, guard, deathFn.url, logger, stoppers);
     checkpoint();
 
-    const scheduler = scheduleReaper(functions, env, o.scheduleMs, logger, stoppers);
+    const scheduler = scheduleReaper(functions, scheduleMs, schedulerTimeoutMs(env), logger, stoppers);
     checkpoint();
 
     return {
       applicationName: names.applicationName,
-      applicationNameDefaulted: !env.DBOS_APPLICATION_NAME,
+      applicationNameDefaulted: !env.DBOS_APPLICATION_NAME && !env.DBOS_APP_NAME,
       project: names.project,
       deathTopic: names.deathTopic,
       deadLetterTopic: names.deadLetterTopic,
@@ -118,6 +142,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
           },
       functions,
       scheduler,
+      guarded: () => guard.guarded(),
       env: fnEnv,
       publish,
       stop: stoppers.stop,
@@ -165,7 +190,8 @@ interface StackNames {
 function stackNames(env: Record<string, string | undefined>): StackNames {
   const deathTopic = env.EXECUTOR_DEATH_TOPIC || 'executor-deaths';
   return {
-    applicationName: env.DBOS_APPLICATION_NAME || DEFAULT_LOCAL_APP,
+    // DBOS_APP_NAME is DBOS's own variable, read by the plane as the same setting.
+    applicationName: env.DBOS_APPLICATION_NAME || env.DBOS_APP_NAME || DEFAULT_LOCAL_APP,
     project: env.GOOGLE_CLOUD_PROJECT || LOCAL_PROJECT,
     deathTopic,
     deadLetterTopic: `${deathTopic}-dead-letter`,
@@ -217,6 +243,9 @@ function functionEnv(
     EXECUTOR_DEATH_TOPIC: names.deathTopic,
     METADATA_SERVER_DETECTION: 'none',
   };
+  // Each set of functions is told its application by DBOS_APPLICATION_NAME alone (the plane refuses the two
+  // variables set to different values).
+  delete fnEnv.DBOS_APP_NAME;
   if (redis.url) fnEnv.REDIS_URL = redis.url;
   else delete fnEnv.REDIS_URL;
   if (transport.emulator) fnEnv.PUBSUB_EMULATOR_HOST = transport.emulator.host;
@@ -244,7 +273,21 @@ async function serveFunctions(
   return functions;
 }
 
-/** Subscribes executorDeath to the death topic, and returns how the stack publishes on a topic. */
+/** Notices go through the router, which hands each to its own application's executorDeath. */
+async function routeDeathNotices(
+  transport: Transport,
+  names: StackNames,
+  guard: GuardAll,
+  fallbackUrl: string,
+  logger: Logger,
+  stoppers: Stoppers,
+): Promise<Stack['publish']> {
+  const router = await startDeathRouter({ urlFor: (app) => guard.deathUrl(app), coming: (app) => guard.coming(app), fallbackUrl }, logger);
+  stoppers.push('death-notice router', router.close);
+  return deliverDeathNotices(transport, names, router.url, stoppers);
+}
+
+/** Subscribes the router to the death topic, and returns how the stack publishes on a topic. */
 async function deliverDeathNotices(
   transport: Transport,
   names: StackNames,
@@ -277,19 +320,22 @@ async function deliverDeathNotices(
   throw new Error('unreachable: no Pub/Sub');
 }
 
+/** As Terraform's attempt_deadline: the whole invocation (it ticks until its budget ends) plus slack. */
+function schedulerTimeoutMs(env: Record<string, string | undefined>): number {
+  return (Number(env.FUNCTION_TIMEOUT_S || 60) + 30) * 1_000;
+}
+
 /** Cloud Scheduler's stand-in calling the reaper, when the build has one. */
 function scheduleReaper(
   functions: ServedFunction[],
-  env: Record<string, string | undefined>,
-  scheduleMs: number | undefined,
+  everyMs: number,
+  timeoutMs: number,
   logger: Logger,
   stoppers: Stoppers,
 ): Scheduler | undefined {
   const reaper = functions.find((f) => f.target === 'reaper');
   if (!reaper) return undefined;
-  // As Terraform's attempt_deadline: the whole invocation (it ticks until its budget ends) plus slack.
-  const timeoutMs = (Number(env.FUNCTION_TIMEOUT_S || 60) + 30) * 1_000;
-  const scheduler = startScheduler({ url: reaper.url, everyMs: scheduleMs ?? Number(env.LOCAL_SCHEDULE_MS || 10_000), logger, timeoutMs });
+  const scheduler = startScheduler({ url: reaper.url, everyMs, logger, timeoutMs });
   stoppers.push('scheduler', () => scheduler.stop());
   return scheduler;
 }

@@ -1,4 +1,7 @@
+import { realpathSync } from 'node:fs';
+import { join as joinPath } from 'node:path';
 import { maskSecrets } from '../../packages/executor/src/log.js';
+import { ROOT } from './functions.js';
 import { dbosSystemUrl } from './dbosUrl.js';
 import type { Stack } from './index.js';
 
@@ -18,8 +21,8 @@ export function shownRedis(url: string, kind: Stack['redis']['kind']): string {
 export function summary(st: Stack, ms: number): string {
   const rows: Array<[string, string]> = [
     [
-      'application',
-      `${st.applicationName}${st.applicationNameDefaulted ? '   (DBOS_APPLICATION_NAME unset: using the local default)' : ''}`,
+      'applications',
+      `${st.applicationName}${st.applicationNameDefaulted ? ' (the local default)' : ''}, and every application whose kits register in this database, as each appears (printed: "guarding application …")`,
     ],
     [
       'postgres',
@@ -50,15 +53,18 @@ export function summary(st: Stack, ms: number): string {
     ],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));
-  const join = exportLine(st);
   return [
     '',
-    `afterlife local stack is up (${(ms / 1000).toFixed(1)} s)`,
+    `afterlife local stack is up (${(ms / 1000).toFixed(1)} s since npm start began, build included)`,
     ...rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`),
     '',
-    'To point the CLI or an executor at it:',
-    `  ${join}`,
-    '  npx afterlife status',
+    "Your DBOS app, each process with its own executor ID (no application name to set: DBOS's own is guarded):",
+    `  ${exportLine(appEnv(st))}`,
+    '  DBOS__VMID=worker-1 <start your app>    # a second process: DBOS__VMID=worker-2',
+    '',
+    'The CLI, from any directory:',
+    `  ${exportLine(cliEnv(st))}`,
+    `  ${cliCommand()} status            # another application: ${cliCommand()} status --app <its DBOS name>`,
     '',
     'Ctrl-C stops everything this started.',
     '',
@@ -66,25 +72,65 @@ export function summary(st: Stack, ms: number): string {
 }
 
 /**
- * The variables an executor with the kit and the CLI need to join the stack: the kit reads the database
- * from DBOS_SYSTEM_DATABASE_URL (DBOS's own name; AFTERLIFE_DATABASE_URL overrides it), the CLI from
- * DATABASE_URL, and both must agree with the functions on a non-default key prefix, schema or topic.
+ * The operator CLI as a command that works from any directory: `afterlife-plane` once the checkout is linked
+ * (`npm link` puts that bin on PATH; the name answers to no other registry package), else this checkout's
+ * own entry point by its absolute path.
  */
-export function exportLine(st: Stack): string {
+export function cliCommand(): string {
+  const linked = (process.env.PATH ?? '').split(':').some((dir) => dir !== '' && existsLink(joinPath(dir, 'afterlife-plane')));
+  return linked ? 'afterlife-plane' : `node ${shellQuote(joinPath(ROOT, 'dist/cli/index.js'))}`;
+}
+
+function existsLink(path: string): boolean {
+  try {
+    return realpathSync(path) === realpathSync(joinPath(ROOT, 'dist/cli/index.js'));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The variables an app's process needs to join the stack, with no application name: the app's DBOS reads
+ * its system database from DBOS_SYSTEM_DATABASE_URL (as DBOS's templates do; the kit takes it from DBOS),
+ * the kit its Redis, Pub/Sub and project from the rest, and both must agree with the functions on a
+ * non-default key prefix, schema or topic. The stack guards whatever DBOS calls the app.
+ */
+export function appEnv(st: Stack): Record<string, string> {
   const env = st.env ?? {};
-  const vars: Array<[string, string | undefined]> = [
-    ['DATABASE_URL', shownPostgres(st)],
-    ['DBOS_SYSTEM_DATABASE_URL', dbosSystemUrl(shownPostgres(st))],
-    ['DBOS_APPLICATION_NAME', st.applicationName],
-    ['REDIS_URL', st.redis.url ? shownRedis(st.redis.url, st.redis.kind) : undefined],
-    ['REDIS_KEY_PREFIX', st.redis.url ? env.REDIS_KEY_PREFIX : undefined],
-    ['DBOS_SYSTEM_SCHEMA', env.DBOS_SYSTEM_SCHEMA && env.DBOS_SYSTEM_SCHEMA !== 'dbos' ? env.DBOS_SYSTEM_SCHEMA : undefined],
-    ['AFTERLIFE_SCHEMA', env.AFTERLIFE_SCHEMA && env.AFTERLIFE_SCHEMA !== 'afterlife' ? env.AFTERLIFE_SCHEMA : undefined],
-    st.pubsub.kind === 'emulator' ? ['PUBSUB_EMULATOR_HOST', st.pubsub.host] : ['PUBSUB_BRIDGE_URL', st.pubsub.url],
-    ['GOOGLE_CLOUD_PROJECT', st.project],
-    ['EXECUTOR_DEATH_TOPIC', st.deathTopic !== 'executor-deaths' ? st.deathTopic : undefined],
-  ];
-  return `export ${vars.flatMap(([k, v]) => (v === undefined || v === '' ? [] : [`${k}=${shellQuote(v)}`])).join(' ')}`;
+  return defined({
+    DBOS_SYSTEM_DATABASE_URL: dbosSystemUrl(shownPostgres(st)),
+    REDIS_URL: st.redis.url ? shownRedis(st.redis.url, st.redis.kind) : undefined,
+    REDIS_KEY_PREFIX: st.redis.url ? env.REDIS_KEY_PREFIX : undefined,
+    DBOS_SYSTEM_SCHEMA: env.DBOS_SYSTEM_SCHEMA && env.DBOS_SYSTEM_SCHEMA !== 'dbos' ? env.DBOS_SYSTEM_SCHEMA : undefined,
+    AFTERLIFE_SCHEMA: env.AFTERLIFE_SCHEMA && env.AFTERLIFE_SCHEMA !== 'afterlife' ? env.AFTERLIFE_SCHEMA : undefined,
+    ...(st.pubsub.kind === 'emulator' ? { PUBSUB_EMULATOR_HOST: st.pubsub.host } : { PUBSUB_BRIDGE_URL: st.pubsub.url }),
+    GOOGLE_CLOUD_PROJECT: st.project,
+    EXECUTOR_DEATH_TOPIC: st.deathTopic !== 'executor-deaths' ? st.deathTopic : undefined,
+  });
+}
+
+/** The CLI's: the database and the first application (`--app` picks another), Redis for the heartbeats. */
+export function cliEnv(st: Stack): Record<string, string> {
+  const env = st.env ?? {};
+  return defined({
+    DATABASE_URL: shownPostgres(st),
+    DBOS_APPLICATION_NAME: st.applicationName,
+    REDIS_URL: st.redis.url ? shownRedis(st.redis.url, st.redis.kind) : undefined,
+    REDIS_KEY_PREFIX: st.redis.url ? env.REDIS_KEY_PREFIX : undefined,
+    DBOS_SYSTEM_SCHEMA: env.DBOS_SYSTEM_SCHEMA && env.DBOS_SYSTEM_SCHEMA !== 'dbos' ? env.DBOS_SYSTEM_SCHEMA : undefined,
+    AFTERLIFE_SCHEMA: env.AFTERLIFE_SCHEMA && env.AFTERLIFE_SCHEMA !== 'afterlife' ? env.AFTERLIFE_SCHEMA : undefined,
+  });
+}
+
+/** `export K='v' …` for a POSIX shell. */
+export function exportLine(vars: Record<string, string>): string {
+  return `export ${Object.entries(vars)
+    .map(([k, v]) => `${k}=${shellQuote(v)}`)
+    .join(' ')}`;
+}
+
+function defined(vars: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(Object.entries(vars).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ''));
 }
 
 /** Single-quoted for a POSIX shell: a quote inside is closed, escaped and reopened. */

@@ -131,6 +131,17 @@ function emptyResult(candidates: number): DeadPassResult {
   };
 }
 
+/** When the earliest candidate's process started (the registry's), or undefined when any one is unknown. */
+function earliestStart(registry: Map<string, ExecutorRow>, candidates: string[]): number | undefined {
+  let earliest = Infinity;
+  for (const id of candidates) {
+    const at = registry.get(id)?.started_at?.getTime();
+    if (at === undefined) return undefined;
+    earliest = Math.min(earliest, at);
+  }
+  return Number.isFinite(earliest) ? earliest : undefined;
+}
+
 /** Registry rows of every candidate (an owner of PENDING rows may be registered dead already). */
 async function registryOf(deps: ReaperDeps, live: ExecutorRow[], candidates: string[]): Promise<Map<string, ExecutorRow>> {
   const registry = new Map<string, ExecutorRow>(live.map((r) => [r.executor_id, r]));
@@ -145,7 +156,10 @@ async function registryOf(deps: ReaperDeps, live: ExecutorRow[], candidates: str
 async function readWitnesses(p: Pass): Promise<Witnesses> {
   const { deps, registry, candidates, result, log } = p;
   const withLock = candidates.filter((id) => registry.get(id)?.liveness === true);
-  const [beats, locks] = await Promise.all([readBeats(deps, candidates), readLocks(deps, withLock)]);
+  const [beats, locks] = await Promise.all([
+    readBeats(deps, candidates, { kitsStartedAt: earliestStart(registry, candidates) }),
+    readLocks(deps, withLock),
+  ]);
   if ('skipped' in beats) {
     result.heartbeat = { skipped: beats.skipped };
     log.warn('heartbeat evidence unavailable: only a held liveness lock is read this tick', { reason: beats.skipped });

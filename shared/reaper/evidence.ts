@@ -31,7 +31,7 @@ export function sentinelKey(applicationName: string, prefix = 'afterlife'): stri
  * writes (shared contract: at most maxValueBytes read per key). Then Redis's identity is kept in Postgres,
  * which decides how long Redis has kept its keys (issue 30).
  */
-export async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats | { skipped: string }> {
+export async function readBeats(deps: ReaperDeps, ids: string[], o: { kitsStartedAt?: number } = {}): Promise<Beats | { skipped: string }> {
   if (!deps.redis) return { skipped: 'REDIS_URL is not set' };
   const prefix = deps.config.redis?.keyPrefix ?? 'afterlife';
   const sentinel = sentinelKey(deps.config.applicationName, prefix);
@@ -66,8 +66,15 @@ export async function readBeats(deps: ReaperDeps, ids: string[]): Promise<Beats 
   ids.forEach((id, i) => beats.set(id, judgeRead(deps, read[2 * i], Number(read[2 * i + 1] ?? -2), now)));
   // A Redis first seen seconds after its start was most likely restarted under a running fleet (a reset to
   // say); one up for longer than a restart explains is just the first the reaper sees (nothing to say).
+  // Unless every candidate's kit started after this Redis did (`kitsStartedAt`, the registry's): then each
+  // key they ever wrote is in this Redis and nothing was lost — a fresh `npm start`, Redis and kits both
+  // new (issue 27 saw the false WARNING there). Unknown start times keep the cautious reading.
+  const redisStartedAt = now - identity.uptimeMs;
+  const keysPredateRedis = o.kitsStartedAt === undefined || o.kitsStartedAt < redisStartedAt;
   const change =
-    witness.change === 'first' && identity.uptimeMs < restartWindowMs(deps.config.heartbeatTtlMs) ? 'restarted' : witness.change;
+    witness.change === 'first' && identity.uptimeMs < restartWindowMs(deps.config.heartbeatTtlMs) && keysPredateRedis
+      ? 'restarted'
+      : witness.change;
   const lost = change === 'restarted' || change === 'flushed';
   return { beats, keptKeysMs: witness.keptKeysMs, lostKeys: lost, ...(change === 'none' ? {} : { change }) };
 }

@@ -19,12 +19,21 @@ export const KIT_SEEN_WITHIN_MS = 600_000;
 const CHECK_EVERY_MS = 10_000;
 const LOG_EVERY_MS = 60_000;
 
-export function findUnguarded(db: Db, except: string | undefined): Promise<UnguardedApplication[]> {
+/**
+ * The reaper reports an application only once its first kit has been registered this long: a plane being
+ * started for it (the local stack starts one per application as its kits appear; a deploy may be seconds
+ * behind its app) has had time to tick, so a fresh start logs no false WARNING. The kit's own warning comes
+ * 10 s after it attaches; this is the plane's matching grace.
+ */
+export const UNGUARDED_GRACE_MS = 15_000;
+
+export function findUnguarded(db: Db, except: string | undefined, registeredForMs = 0): Promise<UnguardedApplication[]> {
   return unguardedApplications(db, {
     except,
     tickWithinMs: GUARD_TICK_WITHIN_MS,
     seenWithinMs: KIT_SEEN_WITHIN_MS,
     leasePrefix: REAPER_LEASE_PREFIX,
+    registeredForMs,
   });
 }
 
@@ -43,7 +52,7 @@ export async function unguardedPass(deps: ReaperDeps, state: ReaperState, dryRun
   const guarded = deps.config.applicationName;
   let apps: UnguardedApplication[];
   try {
-    apps = await findUnguarded(deps.db, guarded);
+    apps = await findUnguarded(deps.db, guarded, UNGUARDED_GRACE_MS);
   } catch (err) {
     deps.logger.warn('could not look for kits of unguarded applications; the next check retries', { err });
     return;

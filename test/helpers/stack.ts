@@ -19,6 +19,11 @@ export interface StartedStack {
     project: string;
     deathTopic: string;
     functions: Record<string, string>;
+    /** What an app's process needs (no application name); each process adds its own DBOS__VMID. */
+    appEnv: Record<string, string>;
+    /** The CLI as a command that works from any directory. */
+    cli: string;
+    startedInMs: number;
   };
   child: ChildProcess;
   output: string[];

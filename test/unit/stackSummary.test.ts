@@ -45,7 +45,7 @@ describe('npm start summary', () => {
     expect(own).toContain("export DATABASE_URL='postgres://postgres:postgres@127.0.0.1:5/afterlife'");
   });
 
-  it('prints an export line an executor with the kit and the CLI can both use, custom key prefix and schema included', () => {
+  it("prints the app's line (no application name, its own executor ID per process) and the CLI's, custom key prefix and schema included", () => {
     const st = {
       applicationName: 'shop',
       applicationNameDefaulted: false,
@@ -63,17 +63,23 @@ describe('npm start summary', () => {
       scheduler: undefined,
       env: { REDIS_KEY_PREFIX: 'team-a', AFTERLIFE_SCHEMA: 'al', DBOS_SYSTEM_SCHEMA: 'dbos' },
     } as unknown as Stack;
-    const line = /^ {2}(export .*)$/m.exec(summary(st, 1))?.[1] ?? '';
-    // What a shell makes of it.
-    const env = Object.fromEntries([...line.matchAll(/([A-Z_]+)='([^']*)'/g)].map((m) => [m[1] ?? '', m[2] ?? '']));
-    const kit = executorOptionsFromEnv(env);
+    const text = summary(st, 1);
+    const [appLine = '', cliLine = ''] = [...text.matchAll(/^ {2}(export .*)$/gm)].map((m) => m[1] ?? '');
+    // What a shell makes of them.
+    const shell = (line: string) => Object.fromEntries([...line.matchAll(/([A-Z_]+)='([^']*)'/g)].map((m) => [m[1] ?? '', m[2] ?? '']));
+    const kit = executorOptionsFromEnv(shell(appLine));
     expect(kit.databaseUrl).toMatch(/^postgres:\/\/postgres:postgres@127\.0\.0\.1:5\/afterlife\?options=/);
     expect(kit).toMatchObject({ redisUrl: 'redis://127.0.0.1:6', keyPrefix: 'team-a', afterlifeSchema: 'al' });
-    const cli = loadConfig(env);
+    // The app side sets no application name (the stack guards DBOS's own) and gives each process its ID.
+    expect(appLine).not.toMatch(/APPLICATION_NAME|APP_NAME/);
+    expect(text).toMatch(/^ {2}DBOS__VMID=worker-1 .*DBOS__VMID=worker-2/m);
+    const cli = loadConfig(shell(cliLine));
     expect(cli.redis?.keyPrefix).toBe('team-a');
     expect(cli.afterlifeSchema).toBe('al');
     expect(cli.applicationName).toBe('shop');
     // A default is not repeated.
-    expect(line).not.toContain('DBOS_SYSTEM_SCHEMA');
+    expect(appLine + cliLine).not.toContain('DBOS_SYSTEM_SCHEMA');
+    // The CLI's command works from any directory: a linked bin or this checkout's absolute path.
+    expect(text).toMatch(/^ {2}(afterlife-plane|node '\/[^']+\/dist\/cli\/index\.js') status/m);
   });
 });

@@ -15,10 +15,12 @@ export interface UnguardedApplication {
  * liveness lock now or registered within `seenWithinMs`) while no reaper's lease for that application
  * recorded a tick within `tickWithinMs`: nothing would recover their deaths. `except`: the caller's own
  * application (a plane does not report what it guards). `leasePrefix` + name is the reaper's lease name.
+ * `registeredForMs`: only applications whose first live kit registered at least this long ago (a plane that
+ * is starting for it has had time to tick).
  */
 export async function unguardedApplications(
   db: Db,
-  o: { except: string | undefined; tickWithinMs: number; seenWithinMs: number; leasePrefix: string },
+  o: { except: string | undefined; tickWithinMs: number; seenWithinMs: number; leasePrefix: string; registeredForMs?: number },
 ): Promise<UnguardedApplication[]> {
   const s = ident(db.afterlifeSchema);
   const res = await db.query<{ application_name: string; kits: number; ids: string[] }>(
@@ -32,9 +34,10 @@ export async function unguardedApplications(
                          WHERE g.name = $4 || x.application_name
                            AND g.last_tick_at > now() - make_interval(secs => $2::double precision / 1000))
       GROUP BY x.application_name
+     HAVING min(x.state_changed_at) <= now() - make_interval(secs => $5::double precision / 1000)
       ORDER BY x.application_name
       LIMIT 20`,
-    [o.except ?? null, o.tickWithinMs, o.seenWithinMs, o.leasePrefix],
+    [o.except ?? null, o.tickWithinMs, o.seenWithinMs, o.leasePrefix, o.registeredForMs ?? 0],
     'executors.unguarded',
   );
   return res.rows.map((r) => ({ applicationName: r.application_name, kits: r.kits, executorIds: r.ids }));

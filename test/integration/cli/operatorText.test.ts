@@ -102,6 +102,14 @@ describe('the CLI tells an operator the truth', () => {
     const db = afterlifeDb(tdb.url);
     const held = await holdLiveness(db, tdb.url, { applicationName: other, executorId: 'exec-elsewhere', incarnation: 'inc-2' });
     try {
+      // Registered a moment ago: a plane starting for it gets its grace, so no warning yet (a fresh start
+      // of the local stack, which starts one per application as its kits appear, must log no false one).
+      const early = await runCli(['reap', '--ticks', '1', '--verbose'], env, 60_000);
+      expect(early.code, early.stderr).toBe(0);
+      expect(early.stderr).not.toContain('unguarded_application');
+      await tdb.sql.query(
+        `UPDATE afterlife.executors SET state_changed_at = now() - interval '1 minute' WHERE executor_id = 'exec-elsewhere'`,
+      );
       const reap = await runCli(['reap', '--ticks', '1', '--verbose'], env, 60_000);
       expect(reap.code, reap.stderr).toBe(0);
       const line = reap.stderr.split('\n').find((l) => l.includes('unguarded_application'));

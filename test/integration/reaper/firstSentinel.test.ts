@@ -31,7 +31,7 @@ describe('reaper: the first sentinel in a long-running Redis is not a flush', ()
   });
 });
 
-describe('reaper: a sentinel missing from a just-restarted Redis is still a reset', () => {
+describe('reaper: a Redis seconds old when the reaper first sees it', () => {
   let priv: PrivateRedis | undefined;
   beforeAll(async () => {
     priv = await startPrivateRedis();
@@ -41,10 +41,27 @@ describe('reaper: a sentinel missing from a just-restarted Redis is still a rese
   });
   const fx = reaperFixture('app-restarted', { redisUrl: () => priv?.url ?? 'redis://127.0.0.1:1' });
 
-  it('warns redis_reset when the Redis is seconds old', { timeout: 60_000 }, async () => {
+  // Issue 27: a fresh `npm start` (its own redis-server, then the first kit) warned "redis lost its keys".
+  it('as new as its kits (a fresh local stack): nothing was lost, no redis_reset', { timeout: 60_000 }, async () => {
+    const e = await fx.executor('exec-fresh', { beat: true });
+    await e.start('fresh-1', { steps: 1, stepMs: 30_000 });
+    await waitFor('PENDING', async () => (await workflowRows(fx.tdb.sql, ['fresh-1']))[0]?.status === 'PENDING');
+    const summary = await runReaper(testReaperDeps(fx.rt), { maxTicks: 2 });
+    if (summary.outcome !== 'completed') throw new Error('skipped');
+    expect(summary.passes.dead.candidates).toBeGreaterThanOrEqual(2);
+    expect(fx.rt.logger.lines.filter((l) => l.event === 'redis_reset' || /lost its keys/.test(l.message))).toEqual([]);
+    await e.stop();
+  });
+
+  it('restarted under a kit that started before it: still a reset (redis_reset)', { timeout: 60_000 }, async () => {
     const e = await fx.executor('exec-restarted', { beat: true });
     await e.start('restarted-1', { steps: 1, stepMs: 30_000 });
     await waitFor('PENDING', async () => (await workflowRows(fx.tdb.sql, ['restarted-1']))[0]?.status === 'PENDING');
+    // Restarted empty under the running kit, and first seen by this plane (no witness row yet: the first
+    // sighting, judged by the Redis's age and the kits' start alone).
+    await priv?.kill();
+    await priv?.start();
+    await fx.tdb.sql.query(`DELETE FROM afterlife.redis_witness`);
     const summary = await runReaper(testReaperDeps(fx.rt), { maxTicks: 2 });
     if (summary.outcome !== 'completed') throw new Error('skipped');
     expect(fx.rt.logger.lines.filter((l) => l.event === 'redis_reset')).toHaveLength(1);
