@@ -39,7 +39,7 @@ DBOS.setConfig({
 useAppDatabase(systemDatabaseUrl);
 await ensureStepTable();
 await DBOS.launch();
-const queues = JSON.parse(process.env.AGENT_QUEUES ?? '{}') as Record<string, { concurrency?: number; workerConcurrency?: number }>;
+const queues = JSON.parse(process.env.AGENT_QUEUES ?? '{}') as Record<string, Parameters<typeof DBOS.registerQueue>[1]>;
 for (const [queueName, opts] of Object.entries(queues)) await DBOS.registerQueue(queueName, opts);
 
 // After launch: heartbeat, SIGTERM drain, drain requests, death notice. The database, the app's name, the

@@ -27,7 +27,7 @@ export interface AgentExecutorOptions {
   applicationName: string;
   applicationVersion: string;
   executorId: string;
-  queues?: Record<string, { concurrency?: number; workerConcurrency?: number }>;
+  queues?: Record<string, { concurrency?: number; workerConcurrency?: number; minPollingIntervalMs?: number }>;
   /** Applied last: overrides everything above. */
   env?: Record<string, string>;
   /** Defaults to the example agent app. */

@@ -21,6 +21,7 @@ import { runStart, type StartedStack } from '../../helpers/stack.js';
  */
 const blocked = await embeddedPostgresBlocked('npm start guarding an app of any name');
 const APP = 'shop-orders';
+const QUEUE = 'orders';
 const BOUND_MS = 2_000;
 const WARNING = /"severity":"(WARNING|ERROR|CRITICAL)"|\b(WARN|ERROR)\b/;
 
@@ -59,12 +60,27 @@ describe.skipIf(blocked)('npm start guards an app of any name, set nowhere', () 
         applicationVersion: 'v1',
         executorId,
         env: { ...info.appEnv, AFTERLIFE_KIT: 'on' },
+        // The app's work goes through its own queue, as DBOS's starter's does. A live worker claims recovered
+        // work at its next poll of the queue: DBOS's default of 1 s would spend half the bound waiting on DBOS
+        // alone, so this app polls every 250 ms (docs/executor-kit.md, "How intake is gated").
+        queues: { [QUEUE]: { minPollingIntervalMs: 250 } },
       });
     const started = Date.now();
     // One after the other: the example app creates its step table at start, which two at once would race on.
-    workers.push(await start('worker-1'));
-    workers.push(await start('worker-2'));
-    const [victim, survivor] = workers as [ExecutorHandle, ExecutorHandle];
+    // The work is enqueued while worker-1 is the only worker, so it holds all of it when killed.
+    const victim = await start('worker-1');
+    workers.push(victim);
+    const ids = ['order-1', 'order-2', 'order-3'];
+    for (const id of ids) await victim.start(id, { steps: 4, stepMs: 1_500 }, QUEUE);
+    await waitFor('worker-1 runs all three', async () => {
+      const r = await sql.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM dbos.workflow_status WHERE workflow_uuid = ANY($1) AND status = 'PENDING' AND executor_id = 'worker-1'`,
+        [ids],
+      );
+      return r.rows[0]?.n === ids.length;
+    });
+    const survivor = await start('worker-2');
+    workers.push(survivor);
     expect(victim.kit && survivor.kit).toBe(true);
 
     const guarding = await waitFor(
@@ -84,14 +100,6 @@ describe.skipIf(blocked)('npm start guards an app of any name, set nowhere', () 
         [APP],
       );
       return r.rowCount === 2;
-    });
-    const ids = ['order-1', 'order-2', 'order-3'];
-    for (const id of ids) await victim.start(id, { steps: 4, stepMs: 1_500 });
-    await waitFor('a checkpoint on worker-1', async () => {
-      const r = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM dbos.operation_outputs WHERE workflow_uuid = ANY($1)`, [
-        ids,
-      ]);
-      return (r.rows[0]?.n ?? 0) >= 1;
     });
     // Each kit knows it is watched (its 5 s check): nothing warned so far, on either side.
     await waitFor('both kits watched', async () => workers.every((w) => w.output.join('').includes('kit_watched') || watchedAtAttach(w)), {
