@@ -23,7 +23,7 @@ import { parseSince } from './commands/since.js';
 import { timeline } from './commands/timeline.js';
 import type { ErrorOutput } from './schemas.js';
 
-const USAGE = `usage: afterlife <command> [options]
+const USAGE = `usage: afterlife-plane <command> [options]
 
 commands:
   status [--watch] [--interval-s S] [--since SPAN]
@@ -191,7 +191,7 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
     case 'timeline': {
       const [target, ...extra] = positionals;
       if (!target || extra.length)
-        throw new UsageError('timeline takes one executor ID or recovery number: afterlife timeline <executorId | N>');
+        throw new UsageError('timeline takes one executor ID or recovery number: afterlife-plane timeline <executorId | N>');
       return (ctx) => timeline(ctx, target);
     }
     case 'logs':
@@ -202,7 +202,7 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
     case 'recover': {
       const [executorId, ...extra] = positionals;
       if (!executorId || extra.length)
-        throw new UsageError('recover takes exactly one executor ID: afterlife recover <executorId> [--dry-run]');
+        throw new UsageError('recover takes exactly one executor ID: afterlife-plane recover <executorId> [--dry-run]');
       return (ctx) => recover(ctx, executorId, { dryRun: values['dry-run'] === true, force: values.force === true });
     }
     case 'reap': {
@@ -231,7 +231,7 @@ function dispatch(command: CommandName, values: Values, positionals: string[]): 
     case 'fork': {
       const [workflowId, ...extra] = positionals;
       if (!workflowId || extra.length)
-        throw new UsageError('fork takes exactly one workflow ID: afterlife fork <workflowId> [--from-step N]');
+        throw new UsageError('fork takes exactly one workflow ID: afterlife-plane fork <workflowId> [--from-step N]');
       const raw = values['from-step'];
       let fromStep: number | undefined;
       if (typeof raw === 'string') {

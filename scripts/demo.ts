@@ -224,7 +224,7 @@ async function handedOver(db: pg.Pool, s: Stack, app: string, b: AgentExecutor):
   if (leftB > 0) {
     const byKit = b.kit && (await until(() => recoveredOnce(db, app, 'exec-B'), 10_000, '', true));
     if (!byKit) {
-      say(`${leftB} workflows still PENDING on exec-B with no notice from it: publishing one as \`afterlife recover\` would`);
+      say(`${leftB} workflows still PENDING on exec-B with no notice from it: publishing one as \`afterlife-plane recover\` would`);
       await publishNotice(s, app, 'exec-B', 'sigterm');
     }
   } else if (await recoveredOnce(db, app, 'exec-B')) {
@@ -240,7 +240,7 @@ async function recoveredA(db: pg.Pool, s: Stack, app: string, viaReaper: boolean
   if (viaReaper) {
     const bound = 3 * TTL_MS + 15_000;
     if (!(await until(() => recoveredOnce(db, app, 'exec-A'), bound, '', true))) {
-      say(`the reaper did not recover exec-A within ${bound / 1000} s: publishing the notice as \`afterlife recover\` would`);
+      say(`the reaper did not recover exec-A within ${bound / 1000} s: publishing the notice as \`afterlife-plane recover\` would`);
       await publishNotice(s, app, 'exec-A', 'manual');
     }
   }

@@ -71,7 +71,7 @@ export async function drain(
     ? progress.done
       ? `drain of ${o.version} done in ${duration(out.waitedMs)}: every executor drained or dead, nothing PENDING.`
       : `drain of ${o.version} NOT done after ${o.timeoutS} s: ${describe(progress)}`
-    : `drain of ${o.version} requested (${requested.requestIds.length} request(s)); follow with --wait or \`afterlife status\`.`;
+    : `drain of ${o.version} requested (${requested.requestIds.length} request(s)); follow with --wait or \`afterlife-plane status\`.`;
   const rows = progress.executors.map((e) => [
     e.executorId,
     e.state,

@@ -37,7 +37,7 @@ export function renderRecoveryTimes(r: RecoveryTimes): string[] {
   ];
   if (r.slowest)
     lines.push(
-      `  slowest: ${r.slowest.executorId} (${r.slowest.cause}, declared ${r.slowest.declaredAt}): ${duration(r.slowest.deathToFirstStepMs)} — afterlife timeline ${r.slowest.recoveryId}`,
+      `  slowest: ${r.slowest.executorId} (${r.slowest.cause}, declared ${r.slowest.declaredAt}): ${duration(r.slowest.deathToFirstStepMs)} — afterlife-plane timeline ${r.slowest.recoveryId}`,
     );
   return lines;
 }

@@ -31,7 +31,7 @@ function unguarded(s: StatusOutput): string[] {
   return [
     ...apps.map(
       (a) =>
-        `UNGUARDED: ${a.kits} live kit(s) under application ${inline(a.applicationName)} (${a.executorIds.map(inline).join(', ')}${a.kits > a.executorIds.length ? ', …' : ''}) and no plane ticking for it: their deaths are not recovered. Guard it (a plane with DBOS_APPLICATION_NAME=${inline(a.applicationName)}; \`afterlife status --app ${inline(a.applicationName)}\` shows it) or give the app the name ${inline(s.applicationName)}.`,
+        `UNGUARDED: ${a.kits} live kit(s) under application ${inline(a.applicationName)} (${a.executorIds.map(inline).join(', ')}${a.kits > a.executorIds.length ? ', …' : ''}) and no plane ticking for it: their deaths are not recovered. Guard it (a plane with DBOS_APPLICATION_NAME=${inline(a.applicationName)}; \`afterlife-plane status --app ${inline(a.applicationName)}\` shows it) or give the app the name ${inline(s.applicationName)}.`,
     ),
     '',
   ];

@@ -17,7 +17,7 @@ export async function timeline(ctx: CliContext, target: string): Promise<Command
   const row = byRecovery ?? (await readTimeline(ctx.db, app, { executorId: target }));
   if (!row)
     throw new AfterlifeError(
-      `no recovery timeline for "${target}" (an executor ID, or a recovery number from afterlife status)`,
+      `no recovery timeline for "${target}" (an executor ID, or a recovery number from afterlife-plane status)`,
       'not_found',
       'permanent',
     );

@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { attachExecutor, executorOptionsFromEnv } from 'afterlife/executor';
+import { attachExecutor, executorOptionsFromEnv } from 'afterlife-plane/executor';
 import './main.js';
 
 /**

@@ -10,7 +10,7 @@
  */
 // --- README: installing the executor kit (begin) ---
 import { DBOS } from '@dbos-inc/dbos-sdk';
-import { attachExecutor, cloudRunExecutorId, type ExecutorKit } from 'afterlife/executor';
+import { attachExecutor, cloudRunExecutorId, type ExecutorKit } from 'afterlife-plane/executor';
 import { agentWorkflow, ensureStepTable, useAppDatabase, type AgentSpec } from './workflows.js';
 
 function required(key: string): string {

@@ -1,5 +1,5 @@
 import * as ff from '@google-cloud/functions-framework';
-import { attachExecutor, executorOptionsFromEnv, type ExecutorKit } from 'afterlife/executor';
+import { attachExecutor, executorOptionsFromEnv, type ExecutorKit } from 'afterlife-plane/executor';
 import { z } from 'zod';
 import { startAgent } from './main.js';
 

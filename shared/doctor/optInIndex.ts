@@ -12,7 +12,7 @@ export const indexCheck: Check = {
     if (missing.length)
       return warn(
         `not built on "${db.dbosSchema}": ${missing.join(', ')}; recovery and the reaper's owner scans read every PENDING row without it`,
-        "afterlife migrate --indexes (CONCURRENTLY, as a role that owns DBOS's tables)",
+        "afterlife-plane migrate --indexes (CONCURRENTLY, as a role that owns DBOS's tables)",
       );
     return pass(`built: ${built.join(', ')}`);
   },

@@ -22,7 +22,7 @@ export async function checkOwnGrants(db: Db, logger: Logger, functionTarget: str
     logger.warn(
       `database role "${me}" lacks ${missing.length} grant(s) ${role ? `the ${functionTarget ?? ''} function` : 'the functions'} need(s): ` +
         `${missing.slice(0, SHOWN).join(', ')}${missing.length > SHOWN ? `, and ${missing.length - SHOWN} more` : ''}. ` +
-        'Rerun infra/grants.sql as the owner of both schemas (terraform output -raw database_grants_sql); afterlife doctor lists them all (docs/operations.md#check-grants)',
+        'Rerun infra/grants.sql as the owner of both schemas (terraform output -raw database_grants_sql); afterlife-plane doctor lists them all (docs/operations.md#check-grants)',
       { event: 'grants_missing', role: me, missing: missing.length },
     );
   return missing;

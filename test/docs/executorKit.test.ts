@@ -16,7 +16,7 @@ describe('docs/executor-kit.md: Installing the executor kit in your DBOS app', (
       )?.[1];
     expect(code).toBeDefined();
     expect(shown).toBe(code?.trimEnd() + '\n');
-    expect(code).toContain("from 'afterlife/executor'");
+    expect(code).toContain("from 'afterlife-plane/executor'");
     expect(code).toContain('await attachExecutor(');
     // Self-contained, so a reader can paste it: the env helper it calls is defined inside the block.
     expect(code).toContain("required('DBOS_SYSTEM_DATABASE_URL')");

@@ -54,7 +54,7 @@ describe('npm run demo', () => {
     // SIGKILL: nobody tells afterlife; the lapsed heartbeat does, through the reaper.
     expect(at(/function reaper: executor declared dead/)).toBeGreaterThan(at(/SIGKILL exec-A/));
     expect(at(/RECOVERED exec-A: .*reason heartbeat-lapsed, detected by reaper@/)).toBeGreaterThan(at(/SIGKILL exec-A/));
-    expect(out).not.toMatch(/publishing the notice as `afterlife recover` would/);
+    expect(out).not.toMatch(/publishing the notice as `afterlife-plane recover` would/);
     expect(out).not.toMatch(/this build has no reaper target/);
 
     // SIGTERM: exec-B's kit drains (its own log events, the registry through draining) and hands what it

@@ -70,7 +70,7 @@ describe('kit: afterlife schema missing', () => {
       expect(errors).toHaveLength(1);
       expect(errors[0]).toContain('"severity":"ERROR"');
       expect(errors[0]).toContain('NOT protected');
-      expect(errors[0]).toContain('afterlife migrate');
+      expect(errors[0]).toContain('afterlife-plane migrate');
       // The throttle is a minute: nothing else in the window (no per-attempt WARNING from any chore).
       expect(after).toEqual([]);
       expect(maxSessions).toBeLessThanOrEqual(1);

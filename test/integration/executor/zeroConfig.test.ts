@@ -97,6 +97,6 @@ describe('executor kit: attach with what DBOS already knows', () => {
     expect(err?.message).toMatch(new RegExp(`exited \\(${ATTACH_FAILED_EXIT_CODE}\\) before ready`));
     expect(err?.message).toMatch(/executor kit NOT attached/);
     expect(err?.message).toMatch(/kit_attach_failed/);
-    expect(err?.message).toMatch(/afterlife migrate/);
+    expect(err?.message).toMatch(/afterlife-plane migrate/);
   });
 });

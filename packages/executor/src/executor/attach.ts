@@ -297,7 +297,7 @@ class Kit implements ExecutorKit, KitCore {
     }
     if (!found) {
       throw new ConfigError([
-        `afterlife's schema "${this.db.afterlifeSchema}" is not in ${maskUrl(this.options.databaseUrl)}: run \`npx afterlife migrate\` against this database once (or set AFTERLIFE_SCHEMA / AFTERLIFE_DATABASE_URL to where it is)`,
+        `afterlife's schema "${this.db.afterlifeSchema}" is not in ${maskUrl(this.options.databaseUrl)}: run \`afterlife-plane migrate\` (the recovery plane's CLI: \`npm link\` in its checkout) against this database once (or set AFTERLIFE_SCHEMA / AFTERLIFE_DATABASE_URL to where it is)`,
       ]);
     }
   }

@@ -48,7 +48,7 @@ function deathCause(reason: string | null | undefined): string {
     case 'heartbeat-lapsed':
       return 'because it was silent for longer than its liveness lease (a freeze, a blocked event loop or a lost network) and its heartbeat went stale';
     case 'manual':
-      return 'by an operator (afterlife recover)';
+      return 'by an operator (afterlife-plane recover)';
     case 'sigterm':
     case 'drained':
       return `after its own shutdown (${reason})`;

@@ -1,5 +1,5 @@
 /**
- * `afterlife/executor`: the kit a DBOS app installs. See the README section "Installing the executor kit in
+ * `afterlife-plane/executor` (and `afterlife-executor`): the kit a DBOS app installs. See the README section "Installing the executor kit in
  * your DBOS app".
  */
 export { ATTACH_FAILED_EXIT_CODE, attachExecutor, ExecutorIdError, type ExecutorKit } from './attach.js';

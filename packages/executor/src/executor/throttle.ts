@@ -63,7 +63,7 @@ export class KitTrouble {
       if (!p.log) return;
       this.log.error(
         `afterlife's schema "${this.afterlifeSchema}" is missing from this database: this process is NOT protected ` +
-          `(no liveness lease, no fencing, no registry, no drain requests). Run \`afterlife migrate\` against it ` +
+          `(no liveness lease, no fencing, no registry, no drain requests). Run \`afterlife-plane migrate\` (the recovery plane's CLI) against it ` +
           `(the plane's DATABASE_URL); the kit picks the schema up by itself once it exists`,
         {
           event: 'afterlife_schema_missing',
