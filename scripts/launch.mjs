@@ -90,7 +90,8 @@ function npmStartedAt() {
     let npmTicks;
     for (let pid = process.ppid, hops = 0; pid > 1 && hops < 3; hops++) {
       const p = stat(pid);
-      if (/(^|[/\0])npm(-cli\.js)?(\0|$)/.test(readFileSync(`/proc/${pid}/cmdline`, 'utf8'))) npmTicks = p.startTicks;
+      // npm's command line, or the title npm gives itself ("npm start").
+      if (/(^|[/\0])npm(-cli\.js)?([\0 ]|$)/.test(readFileSync(`/proc/${pid}/cmdline`, 'utf8'))) npmTicks = p.startTicks;
       pid = p.ppid;
     }
     if (npmTicks === undefined || !Number.isFinite(npmTicks) || npmTicks > self.startTicks) return undefined;
