@@ -13,7 +13,7 @@ export const kitsCheck: Check = {
   title: 'kits registered and watched',
   async run({ db, config }) {
     const app = config.applicationName;
-    const limit = staleTickMs(config.functionTimeoutS);
+    const limit = staleTickMs();
     const guarded = (await guardedApplications(db))
       .filter((g) => g.sinceTickMs !== null && g.sinceTickMs <= limit)
       .map((g) => g.applicationName);

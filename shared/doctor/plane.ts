@@ -1,13 +1,16 @@
+import { GUARD_TICK_WITHIN_MS } from '../../packages/executor/src/contract/guard.js';
 import { guardedApplications } from '../db/doctor/planes.js';
 import { fail, pass, type Check } from './types.js';
 
 /**
  * A plane guards the application when its reaper ticks: the lease row `reaper:<app>` records the last tick
- * any reaper completed. Cloud Scheduler starts an invocation every minute and each ticks until its timeout,
- * so a last tick older than two invocations (at least two minutes) means no plane is running for it.
+ * any reaper completed. "Recently" is the contract's window (GUARD_TICK_WITHIN_MS, contract/guard.ts), the
+ * one the kit's `kit.watched` and the reaper's `unguarded_application` use, so doctor never calls a plane
+ * ticking that the kits already call gone (it used max(2 min, 2 × FUNCTION_TIMEOUT_S): 5 min at
+ * Terraform's 150 s, while the kits warned after 2).
  */
-export function staleTickMs(functionTimeoutS: number): number {
-  return Math.max(120_000, 2 * functionTimeoutS * 1000);
+export function staleTickMs(): number {
+  return GUARD_TICK_WITHIN_MS;
 }
 
 export const planeCheck: Check = {
@@ -24,7 +27,7 @@ export const planeCheck: Check = {
         `no reaper has ever ticked for application "${app}"${elsewhere}`,
         `deploy the plane with DBOS_APPLICATION_NAME=${app} (Terraform: dbos_application_name), or point doctor at the application your kits use (--app)`,
       );
-    const limit = staleTickMs(config.functionTimeoutS);
+    const limit = staleTickMs();
     if (mine.sinceTickMs > limit)
       return fail(
         `the last reaper tick for "${app}" was ${Math.round(mine.sinceTickMs / 1000)} s ago (more than ${limit / 1000} s): no plane is running`,

@@ -1,5 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GUARD_TICK_WITHIN_MS } from '../../../packages/executor/src/contract/guard.js';
+import { DEFAULT_LIVENESS_LEASE_MS } from '../../../packages/executor/src/contract/lease.js';
+import { KIT_VERSION } from '../../../packages/executor/src/version.js';
 import { DoctorOutput } from '../../../cli/schemas.js';
 import { livenessSessionName } from '../../../packages/executor/src/executor/liveness.js';
 import { memoryLogger } from '../../../packages/executor/src/log.js';
@@ -33,7 +36,10 @@ describe('afterlife doctor', () => {
   let dataSource: string;
   const ownerDb = () => afterlifeDb(tdb.url, { max: 2 });
 
-  const doctor = async () => {
+  const doctor = async (o: { ticking?: boolean } = {}) => {
+    // A deployed plane ticks all the time; the suite's one reaper tick is kept fresh instead (its window is
+    // the contract's two minutes, which a loaded run of this suite can outlast).
+    if (o.ticking !== false) await tdb.sql.query(`UPDATE afterlife.leases SET last_tick_at = now() WHERE name = $1`, [`reaper:${app}`]);
     const run = await runCli(['doctor', '--json', '--role-prefix', roles.prefix], env);
     const out = parseJson(run, DoctorOutput);
     return { code: run.code, out, check: (id: string) => out.checks.find((c) => c.id === id) };
@@ -83,7 +89,7 @@ describe('afterlife doctor', () => {
     // app's user: the default privileges grants.sql set for that role cover it.
     const later = await tdb.sql.query(`SELECT to_regclass('dbos.transaction_completion')::text AS t`);
     expect(later.rows[0]?.t).toBe('dbos.transaction_completion');
-    const { code, out } = await doctor();
+    const { code, out, check } = await doctor();
     expect(out.checks.filter((c) => c.status !== 'PASS')).toEqual([]);
     expect(out.checks.map((c) => c.id)).toEqual([
       'plane',
@@ -97,7 +103,47 @@ describe('afterlife doctor', () => {
       'index',
       'settings',
     ]);
+    // What the kit recorded at registration, as the server and its package say: its version, DBOS's, and
+    // the lease the server reports in force on its liveness session.
+    expect(check('versions')?.details).toEqual([`executor doc-1: kit ${KIT_VERSION}, @dbos-inc/dbos-sdk 5.3.0`]);
+    expect(check('liveness')?.details).toEqual([`executor doc-1: idle_session_timeout ${DEFAULT_LIVENESS_LEASE_MS} ms`]);
     expect(code).toBe(0);
+  });
+
+  it('a kit on a DBOS outside the range, and no lease in force on its liveness session: versions and liveness FAIL naming it', async () => {
+    const facts = await tdb.sql.query<{ f: unknown }>(`SELECT kit_facts AS f FROM afterlife.executors WHERE executor_id = 'doc-1'`);
+    const original = JSON.stringify(facts.rows[0]?.f);
+    await tdb.sql.query(
+      `UPDATE afterlife.executors SET kit_facts = kit_facts || '{"dbosVersion": "5.1.0", "livenessLeaseMs": 0}'::jsonb WHERE executor_id = 'doc-1'`,
+    );
+    try {
+      const { code, check } = await doctor();
+      expect(check('versions')).toMatchObject({
+        status: 'FAIL',
+        details: [`executor doc-1: kit ${KIT_VERSION}, @dbos-inc/dbos-sdk 5.1.0`],
+      });
+      expect(check('versions')?.fix).toContain('>=5.2.11 <5.4.0');
+      expect(check('liveness')?.status).toBe('FAIL');
+      expect(check('liveness')?.details.join('\n')).toContain(
+        'executor doc-1: no lease in force on its liveness session (idle_session_timeout 0)',
+      );
+      expect(code).toBe(1);
+    } finally {
+      await tdb.sql.query(`UPDATE afterlife.executors SET kit_facts = $1::jsonb WHERE executor_id = 'doc-1'`, [original]);
+    }
+  });
+
+  it("a plane whose last tick is older than the contract's guard window: plane FAIL, as the kits see it", async () => {
+    // FUNCTION_TIMEOUT_S is 300 here: doctor's own window (2 × the timeout) called this plane running for
+    // 10 minutes while the kits, on the contract's 2, already warned kit_unwatched.
+    await tdb.sql.query(
+      `UPDATE afterlife.leases SET last_tick_at = now() - make_interval(secs => $2::double precision / 1000) WHERE name = $1`,
+      [`reaper:${app}`, GUARD_TICK_WITHIN_MS + 30_000],
+    );
+    const { code, check } = await doctor({ ticking: false });
+    expect(check('plane')).toMatchObject({ status: 'FAIL' });
+    expect(check('plane')?.summary).toMatch(/more than 120 s/);
+    expect(code).toBe(1);
   });
 
   it('a kit under an application no plane guards: kits FAIL naming both names, exit 1', async () => {

@@ -19,6 +19,7 @@ import { fenceNow } from './fence.js';
 import { guarded } from './guarded.js';
 import { checkIdleTransactionLimit } from './idleTransactions.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TTL_MS, Heartbeat } from './heartbeat.js';
+import { KitFacts } from './kitFacts.js';
 import { LivenessLock } from './liveness.js';
 import { maskUrl } from './maskUrl.js';
 import { createKitPublisher, type PublishPath } from './publishPath.js';
@@ -152,6 +153,7 @@ class Kit implements ExecutorKit, KitCore {
   readonly executorId: string;
   readonly applicationVersion: string;
   readonly incarnation = randomBytes(6).toString('hex');
+  private readonly facts: KitFacts;
   state: KitState = 'alive';
   terminating = false;
   handingOver = false;
@@ -215,6 +217,7 @@ class Kit implements ExecutorKit, KitCore {
     if (this.redis) {
       this.heartbeat = new Heartbeat(this.redis, ttlMs, intervalMs, () => this.value(intervalMs, ttlMs), this.log, o.keyPrefix);
     }
+    this.facts = new KitFacts(this.db, this.identity(), this.log);
     if (o.liveness !== false) {
       this.liveness = new LivenessLock({
         databaseUrl: o.livenessDatabaseUrl ?? o.databaseUrl,
@@ -224,6 +227,7 @@ class Kit implements ExecutorKit, KitCore {
         since: this.startedAt,
         incarnation: this.incarnation,
         ...(o.livenessLeaseMs !== undefined ? { leaseMs: o.livenessLeaseMs } : {}),
+        onLease: (ms) => this.facts.lease(ms),
         logger: this.log,
         trouble: this.trouble,
         // The lock is taken only once this incarnation is in the registry (fencing compares with it).
@@ -336,6 +340,7 @@ class Kit implements ExecutorKit, KitCore {
       withTimeout(this.watcher.start(), 2_000).catch(() => undefined),
     ]);
     this.heartbeat?.start();
+    void this.facts.ready();
     // Before the attach line, so that line follows the warning when there is one (bounded, never fatal).
     const idleTransactions = await checkIdleTransactionLimit(this.log);
     this.log.info('executor kit attached', {
@@ -349,6 +354,11 @@ class Kit implements ExecutorKit, KitCore {
       deathNotices: this.publisher ? (this.publishPath ?? 'custom') : 'off',
       databaseUrlFrom,
     });
+  }
+
+  /** Which registry row is this process's. */
+  private identity(): { applicationName: string; executorId: string; incarnation: string } {
+    return { applicationName: this.applicationName, executorId: this.executorId, incarnation: this.incarnation };
   }
 
   /** This incarnation into the registry; a newer incarnation already there is left alone (the fence says so). */

@@ -55,6 +55,8 @@ export interface LivenessOptions {
   incarnation?: string;
   /** The lease (default DEFAULT_LIVENESS_LEASE_MS); validated: an unsafe value is a ConfigError. */
   leaseMs?: number;
+  /** After every (re)connect: idle_session_timeout as the liveness session reports it once the kit set it. */
+  onLease?: (serverLeaseMs: number) => void;
   checkEveryMs?: number;
   logger: Logger;
   /** Shared with the rest of the kit so that one missing schema is one line a minute, not one per module. */
@@ -196,6 +198,8 @@ export class LivenessLock {
     // The lease itself: session settings of this dedicated connection are the liveness protocol, so they stay here.
     await client.query(`${KEEPALIVES}; SET idle_session_timeout = ${String(leaseMs)}`);
     this.leaseMs = leaseMs;
+    // The lease as the server now reports it on this session (what doctor checks): read back, not assumed.
+    this.o.onLease?.(await inheritedIdleSessionTimeoutMs(client));
     if (this.leaseLogged) return;
     this.leaseLogged = true;
     if (inherited === 'kept') {

@@ -1,0 +1,33 @@
+import type { Db } from '../../../packages/executor/src/db/pool.js';
+import { ident } from '../../../packages/executor/src/contract/identifier.js';
+
+/** What a live kit of the application recorded about itself (migration 0016), for this incarnation only. */
+export interface RecordedKit {
+  executorId: string;
+  /** undefined: nothing recorded for this incarnation (a kit from before the column, or its write failed). */
+  kitVersion: string | undefined;
+  dbosVersion: string | undefined;
+  livenessLeaseMs: number | undefined;
+  /** Whether the kit holds a liveness lock (only then is there a lease to report). */
+  liveness: boolean;
+}
+
+export async function recordedKits(db: Db, applicationName: string): Promise<RecordedKit[]> {
+  const res = await db.query<{ executor_id: string; liveness: boolean; facts: Record<string, unknown> | null }>(
+    `SELECT executor_id, liveness, CASE WHEN kit_facts->>'incarnation' = incarnation THEN kit_facts END AS facts
+       FROM ${ident(db.afterlifeSchema)}.executors
+      WHERE application_name = $1 AND state IN ('alive', 'draining')
+      ORDER BY executor_id
+      LIMIT 200`,
+    [applicationName],
+    'doctor.recordedKits',
+  );
+  const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
+  return res.rows.map((r) => ({
+    executorId: r.executor_id,
+    liveness: r.liveness,
+    kitVersion: text(r.facts?.kitVersion),
+    dbosVersion: text(r.facts?.dbosVersion),
+    livenessLeaseMs: typeof r.facts?.livenessLeaseMs === 'number' ? r.facts.livenessLeaseMs : undefined,
+  }));
+}
