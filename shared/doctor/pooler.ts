@@ -1,3 +1,4 @@
+import { recentKitRefusals } from '../db/doctor/kitRefusals.js';
 import { livenessSessions } from '../db/doctor/livenessSessions.js';
 import { expectedSessionName } from './liveness.js';
 import { fail, pass, type Check } from './types.js';
@@ -14,7 +15,7 @@ export const poolerCheck: Check = {
   title: 'no transaction-mode pooler on the liveness sessions',
   async run({ db, config }) {
     const sessions = (await livenessSessions(db, config.applicationName)).filter((s) => s.pid !== null && s.sessionExists);
-    const details = sessions.flatMap((s) => {
+    const details: string[] = sessions.flatMap((s) => {
       const expected = expectedSessionName(s);
       const out: string[] = [];
       if (s.sessionName !== null && s.sessionName !== expected)
@@ -25,6 +26,9 @@ export const poolerCheck: Check = {
         out.push(`executor ${s.executorId}: backend ${s.pid} holds the liveness locks of ${s.kitLocksOnBackend} kits`);
       return out;
     });
+    // Kits that saw it themselves and refused to attach (they exited without registering).
+    for (const r of await recentKitRefusals(db, config.applicationName))
+      details.push(`executor ${r.executorId}: refused to attach at ${r.refusedAt} (${r.reason}): ${r.detail}`);
     if (details.length)
       return fail(
         `${details.length} sign(s) that kits' liveness sessions go through a pooler in transaction mode: their locks outlive them`,

@@ -50,6 +50,8 @@ const AFTERLIFE: Record<string, Record<Role, Op[]>> = {
   retention_state: { executor_death: [], reaper: w('IU'), drain: [] },
   // Redis's identity as the reaper last saw it: only the reaper judges whether Redis lost its keys.
   redis_witness: { executor_death: [], reaper: w('IU'), drain: [] },
+  // Written by the kits (as the app's user) when they refuse a pooler; the plane only reads (doctor).
+  kit_refusals: { executor_death: [], reaper: [], drain: [] },
   // Only the schema owner migrates.
   migrations: { executor_death: [], reaper: [], drain: [] },
 };

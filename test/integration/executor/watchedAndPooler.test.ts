@@ -1,5 +1,7 @@
 import { DBOS } from '@dbos-inc/dbos-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Config } from '../../../shared/config/index.js';
+import { poolerCheck } from '../../../shared/doctor/pooler.js';
 import { LIVENESS_KEY_SQL, livenessHeldSql } from '../../../packages/executor/src/contract/livenessKey.js';
 import { attachExecutor } from '../../../packages/executor/src/executor/index.js';
 import { memoryLogger } from '../../../packages/executor/src/log.js';
@@ -119,6 +121,17 @@ describe('executor kit: watched, and one server session for the lock', () => {
         expect(await locksOn(application)).toBe(0);
         const reg = await tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE application_name = $1`, [application]);
         expect(reg.rowCount).toBe(0);
+        // It registered nothing, but said why where doctor looks: the pooler check names it with the fix.
+        const pooler = await poolerCheck.run({
+          db: plane,
+          config: { applicationName: application } as Config,
+          redis: undefined,
+          rolePrefix: 'x',
+        });
+        expect(pooler.status).toBe('FAIL');
+        expect(pooler.details.join('\n')).toMatch(
+          new RegExp(`executor ${executorId}: refused to attach at .* \\(not-one-session\\): .*AFTERLIFE_LIVENESS_DATABASE_URL`),
+        );
       } finally {
         await bouncer.stop();
       }

@@ -335,7 +335,7 @@ class Kit implements ExecutorKit, KitCore {
     // the lock; each start is bounded.
     await Promise.all([
       this.heartbeat?.beat(),
-      this.liveness ? withTimeout(this.liveness.start(), 3_000).catch(refuseNotASession) : undefined,
+      this.liveness ? withTimeout(this.liveness.start(), 3_000).catch((err: unknown) => this.refuseNotASession(err)) : undefined,
       this.poller.start(),
       withTimeout(this.watcher.start(), 2_000).catch(() => undefined),
     ]);
@@ -354,6 +354,16 @@ class Kit implements ExecutorKit, KitCore {
       deathNotices: this.publisher ? (this.publishPath ?? 'custom') : 'off',
       databaseUrlFrom,
     });
+  }
+
+  /**
+   * A liveness start that failed is retried in the background, except one that is not a session: that fails
+   * the attach, recorded first (kit_refusals) so that doctor's pooler check can name this executor.
+   */
+  private async refuseNotASession(err: unknown): Promise<void> {
+    if (!(err instanceof NotOneSessionError)) return;
+    await this.facts.refused('not-one-session', err.message.replace(/\s+/g, ' '));
+    throw err;
   }
 
   /** Which registry row is this process's. */
@@ -480,9 +490,4 @@ class Kit implements ExecutorKit, KitCore {
       withTimeout(this.pool.end(), left(500)),
     ]);
   }
-}
-
-/** A liveness start that failed is retried in the background, except one that is not a session: that fails the attach. */
-function refuseNotASession(err: unknown): void {
-  if (err instanceof NotOneSessionError) throw err;
 }

@@ -1,5 +1,5 @@
 import type { Db } from '../db/pool.js';
-import { recordKitFacts } from '../db/queries/kitFacts.js';
+import { recordKitFacts, recordKitRefusal } from '../db/queries/kitFacts.js';
 import type { Logger } from '../log.js';
 import { KIT_VERSION } from '../version.js';
 import { launchedDbosVersion } from './dbosVersion.js';
@@ -32,6 +32,14 @@ export class KitFacts {
   ready(): Promise<void> {
     this.attached = true;
     return this.record();
+  }
+
+  /** The attach is refused (`reason`): said in the registry's place, bounded, never in the way of the exit. */
+  async refused(reason: string, detail: string): Promise<void> {
+    const write = recordKitRefusal(this.db, { ...this.row, reason, detail });
+    await Promise.race([write, new Promise((r) => setTimeout(r, 1_500).unref())]).catch((err: unknown) =>
+      this.log.debug('recording the refusal failed', { err }),
+    );
   }
 
   private async record(): Promise<void> {

@@ -25,3 +25,22 @@ export async function recordKitFacts(db: Db, e: { applicationName: string; execu
   );
   return (res.rowCount ?? 0) > 0;
 }
+
+/**
+ * A refusal to attach (migration 0016's kit_refusals), so doctor can name a kit that exited without
+ * registering. Drops the application's refusals older than 7 days in the same statement (a crash-looping
+ * kit adds one a start).
+ */
+export async function recordKitRefusal(
+  db: Db,
+  r: { applicationName: string; executorId: string; incarnation: string; reason: string; detail: string },
+): Promise<void> {
+  const t = `${ident(db.afterlifeSchema)}.kit_refusals`;
+  await db.query(
+    `WITH old AS (DELETE FROM ${t} WHERE application_name = $1 AND refused_at < now() - interval '7 days')
+     INSERT INTO ${t} (application_name, executor_id, incarnation, reason, detail)
+     VALUES ($1, $2, $3, left($4, 100), left($5, 2000)) ON CONFLICT DO NOTHING`,
+    [r.applicationName, r.executorId, r.incarnation, r.reason, r.detail],
+    'kitRefusals.record',
+  );
+}
