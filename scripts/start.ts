@@ -52,7 +52,8 @@ if (format === 'json') {
 // The stack's own lines go through the same formatter as the functions' (one format on the terminal).
 const logger = makeLogger((line) => show('stack', formatLogLine(line)), { component: 'stack' }, 'INFO');
 // From when `npm start` began (scripts/launch.mjs says when: npm's launch and the build included), else now.
-const started = Number(process.env.AFTERLIFE_START_BEGAN_MS) || Date.now();
+const startedByNpm = Number(process.env.AFTERLIFE_START_BEGAN_MS) > 0;
+const started = startedByNpm ? Number(process.env.AFTERLIFE_START_BEGAN_MS) : Date.now();
 delete process.env.AFTERLIFE_START_BEGAN_MS;
 
 let stopping = false;
@@ -172,5 +173,5 @@ if (format === 'json') {
     })}\n`,
   );
 } else {
-  process.stdout.write(summary(s, Date.now() - started));
+  process.stdout.write(summary(s, Date.now() - started, startedByNpm));
 }

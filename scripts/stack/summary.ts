@@ -18,7 +18,8 @@ export function shownRedis(url: string, kind: Stack['redis']['kind']): string {
   return kind === 'local' ? url : maskSecrets(url);
 }
 
-export function summary(st: Stack, ms: number): string {
+/** `ms`: the time to ready; `sinceNpmStart`: counted from when `npm start` began (scripts/launch.mjs), build included. */
+export function summary(st: Stack, ms: number, sinceNpmStart = false): string {
   const rows: Array<[string, string]> = [
     [
       'applications',
@@ -55,7 +56,7 @@ export function summary(st: Stack, ms: number): string {
   const width = Math.max(...rows.map(([k]) => k.length));
   return [
     '',
-    `afterlife local stack is up (${(ms / 1000).toFixed(1)} s since npm start began, build included)`,
+    `afterlife local stack is up (${(ms / 1000).toFixed(1)} s${sinceNpmStart ? ' since npm start began, build included' : ''})`,
     ...rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`),
     '',
     "Your DBOS app, each process with its own executor ID (no application name to set: DBOS's own is guarded):",
