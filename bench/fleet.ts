@@ -42,6 +42,8 @@ import {
   readRedis,
   redisCommandCalls,
   statementsOf,
+  type StatementShare,
+  topStatementsOf,
   type StatementTotals,
 } from './fleetStats.js';
 import { until } from './killBench.js';
@@ -228,7 +230,16 @@ interface Result {
   redisUsedMemoryMb: number;
   redisRssMb: number;
   cpu: { reaper: number; fleetSim: number; postgres: number; redis: number };
-  reaperStatementsPerTick: { calls: number; rows: number; blocks: number; execMs: number };
+  reaperStatementsPerTick: { calls: number; rows: number; blocks: number; execMs: number; walBytes: number };
+  /** The reaper's statements that touched the most pages, per tick (what grows with the fleet). */
+  reaperTopStatements: Array<{
+    query: string;
+    callsPerTick: number;
+    rowsPerTick: number;
+    blocksPerTick: number;
+    execMsPerTick: number;
+    walBytesPerTick: number;
+  }>;
   fleetQueriesPerSec: number;
   redisCommands: Record<string, number>;
   simStartMs: number;
@@ -248,6 +259,8 @@ async function main(): Promise<Result> {
   const admin = new pg.Client({ connectionString: pgServer.url });
   const redis = new Redis(redisServer.url);
   const sql = new pg.Pool({ connectionString: pgServer.url, max: 2 });
+  // An idle client ended by the server at teardown must not take the report down with it (pg-pool emits 'error').
+  sql.on('error', () => undefined);
   const simChildren: Child[] = [];
   let reaper: Child | undefined;
   const real: AgentExecutor[] = [];
@@ -340,13 +353,14 @@ async function main(): Promise<Result> {
     const cpu1 = cpuSnapshot([...pids(), ...pg1.pids, r1.pid]);
     const cpuOf = (ps: number[]) => cpuBetween(pick(w.cpu, ps), pick(cpu1, ps));
     const reaperStmts = await statementsOf(admin, REAPER_ROLE);
+    const reaperTop = await topStatementsOf(admin, REAPER_ROLE, 8);
     const fleetStmts = await statementsOf(admin, 'postgres');
     const commands = await redisCommandCalls(redis);
     const falseDeathIds = await falseDeaths(sql, new Set(kills.map((k) => k.victim)), ticks);
     const pgPeak = pg1.connections >= w.pgMax.connections ? pg1 : w.pgMax;
     return {
       executors: args.executors,
-      ...tickFigures(ticks, reaperStmts),
+      ...tickFigures(ticks, reaperStmts, reaperTop),
       detectionP50Ms: kills.length
         ? quantile(
             kills.map((k) => k.firstStepMs),
@@ -412,7 +426,7 @@ function round2(x: number): number {
 }
 
 /** Tick time (client side, the whole tick), its statements' time, and per tick what the reaper's role ran. */
-function tickFigures(ticks: TickMessage[], s: StatementTotals) {
+function tickFigures(ticks: TickMessage[], s: StatementTotals, top: StatementShare[]) {
   const n = Math.max(1, ticks.length);
   const ms = ticks.map((t) => t.ms);
   const db = ticks.map((t) => t.dbMs);
@@ -429,7 +443,16 @@ function tickFigures(ticks: TickMessage[], s: StatementTotals) {
       rows: round2(s.rows / n),
       blocks: round2(s.blocks / n),
       execMs: round2(s.execMs / n),
+      walBytes: round2(s.walBytes / n),
     },
+    reaperTopStatements: top.map((t) => ({
+      query: t.query.slice(0, 160),
+      callsPerTick: round2(t.calls / n),
+      rowsPerTick: round2(t.rows / n),
+      blocksPerTick: round2(t.blocks / n),
+      execMsPerTick: round2(t.execMs / n),
+      walBytesPerTick: round2(t.walBytes / n),
+    })),
   };
 }
 
@@ -458,6 +481,10 @@ function print(r: Result): void {
   say(`reaper tick: p50 ${r.tickP50Ms} ms, p99 ${r.tickP99Ms} ms, max ${r.tickMaxMs} ms over ${r.ticks} ticks`);
   say(`  database time per tick: p50 ${r.dbMsPerTickP50} ms, p99 ${r.dbMsPerTickP99} ms; ${r.queriesPerTick} statements a tick`);
   say(`  reaper's statements per tick (server): ${JSON.stringify(r.reaperStatementsPerTick)}`);
+  for (const t of r.reaperTopStatements)
+    say(
+      `    ${t.callsPerTick} calls, ${t.rowsPerTick} rows, ${t.blocksPerTick} pages, ${t.execMsPerTick} ms, ${t.walBytesPerTick} B WAL a tick: ${t.query}`,
+    );
   say(`SIGKILL → first step elsewhere: p50 ${s(r.detectionP50Ms)}, p95 ${s(r.detectionP95Ms)} over ${r.kills} kills`);
   say(`false deaths: ${r.falseDeaths}${r.falseDeathIds.length ? ` (${r.falseDeathIds.join(', ')})` : ''}`);
   say(

@@ -116,18 +116,51 @@ export interface StatementTotals {
   /** Shared buffers hit or read: pages the statements touched. */
   blocks: number;
   execMs: number;
+  /** WAL the statements wrote (bytes): a read that locks or rewrites rows shows here. */
+  walBytes: number;
+}
+
+/** One statement's share: its query text's start, and its totals. */
+export interface StatementShare extends StatementTotals {
+  query: string;
 }
 
 /** What one role's statements did since pg_stat_statements_reset() (the reaper runs as a role of its own). */
 export async function statementsOf(admin: pg.ClientBase, role: string): Promise<StatementTotals> {
-  const r = await admin.query<{ calls: string; rows: string; blocks: string; ms: number }>(
+  const r = await admin.query<{ calls: string; rows: string; blocks: string; ms: number; wal: string }>(
     `SELECT coalesce(sum(calls), 0)::text AS calls, coalesce(sum(rows), 0)::text AS rows,
-            coalesce(sum(shared_blks_hit + shared_blks_read), 0)::text AS blocks, coalesce(sum(total_exec_time), 0)::float8 AS ms
+            coalesce(sum(shared_blks_hit + shared_blks_read), 0)::text AS blocks, coalesce(sum(total_exec_time), 0)::float8 AS ms,
+            coalesce(sum(wal_bytes), 0)::text AS wal
        FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = $1`,
     [role],
   );
   const row = r.rows[0];
-  return { calls: Number(row?.calls ?? 0), rows: Number(row?.rows ?? 0), blocks: Number(row?.blocks ?? 0), execMs: row?.ms ?? 0 };
+  return {
+    calls: Number(row?.calls ?? 0),
+    rows: Number(row?.rows ?? 0),
+    blocks: Number(row?.blocks ?? 0),
+    execMs: row?.ms ?? 0,
+    walBytes: Number(row?.wal ?? 0),
+  };
+}
+
+/** One role's statements, the most pages first: which statement a tick's reads grow with. */
+export async function topStatementsOf(admin: pg.ClientBase, role: string, limit: number): Promise<StatementShare[]> {
+  const r = await admin.query<{ query: string; calls: string; rows: string; blocks: string; ms: number; wal: string }>(
+    `SELECT regexp_replace(left(query, 400), '[[:space:]]+', ' ', 'g') AS query, calls::text, rows::text,
+            (shared_blks_hit + shared_blks_read)::text AS blocks, total_exec_time::float8 AS ms, wal_bytes::text AS wal
+       FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = $1
+      ORDER BY shared_blks_hit + shared_blks_read DESC, total_exec_time DESC LIMIT $2`,
+    [role, limit],
+  );
+  return r.rows.map((x) => ({
+    query: x.query,
+    calls: Number(x.calls),
+    rows: Number(x.rows),
+    blocks: Number(x.blocks),
+    execMs: x.ms,
+    walBytes: Number(x.wal),
+  }));
 }
 
 export function quantile(xs: number[], q: number): number {

@@ -1,10 +1,11 @@
-import { findExecutors, listExecutors, type ExecutorRow } from '../../packages/executor/src/db/queries/executors.js';
+import { findExecutors, type ExecutorRow } from '../../packages/executor/src/db/queries/executors.js';
 import { type Absence, executorsSeenBeating } from '../db/queries/observations.js';
 import { canSeeOtherSessions, executorsWithSessions, lastActivityByExecutor, pendingOwners } from '../dbos/reaper.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import { type Beat, judgeKit, type RuleSettings, streakIsDeath } from './deathRule.js';
 import { type Acting, actOnDeaths, type Death } from './declareDead.js';
-import { type Beats, type LockEvidence, readBeats, readLocks } from './evidence.js';
+import { type Beats, type LockEvidence, readBeats } from './evidence.js';
+import { type FleetTick, forgetDeclared, keepView, readLocksWatched, watchedObservations, watchFleet } from './fleetView.js';
 import { lockedRowsFreed } from './lockedRows.js';
 import { observations, type Observations } from './observe.js';
 import type { DeadPassResult, ReaperDeps, ReaperState, TickContext } from './types.js';
@@ -66,10 +67,15 @@ export async function deadExecutorsPass(
   budget: Budget,
   state: ReaperState = {},
 ): Promise<DeadPassResult> {
-  const { versions, live } = await ownersAndVersions(deps);
+  // The registry as of this tick: read whole on an invocation's first tick, then only what changed (fleetView.ts).
+  const fleet = await watchFleet(deps, state);
+  const { versions, live } = await ownersAndVersions(deps, [...fleet.view.live.values()]);
   const candidates = [...versions.keys()];
   const result = emptyResult(candidates.length);
-  if (candidates.length === 0) return result;
+  if (candidates.length === 0) {
+    keepView(state, fleet);
+    return result;
+  }
   const log = deps.logger.child({ pass: 'dead', tick: ctx.tick });
   const p: Pass = {
     deps,
@@ -86,22 +92,26 @@ export async function deadExecutorsPass(
     alive: new Set(),
     dead: [],
     actionable: () => false,
-    seen: observations(deps, ctx, state),
+    seen: watchedObservations(observations(deps, ctx, state), fleet),
   };
-  const w = await readWitnesses(p); // 1. the witnesses
+  const w = await readWitnesses(p, fleet); // 1. the witnesses
   await judgeKits(p, w); // 2. executors with the kit: the death rule
   await judgeWithoutKit(p, w); // 3. executors that never heart-beat: sessions and the activity clock
   result.alive = p.alive.size;
   result.liveOwners = [...p.alive];
   await actOnDeaths(p, p.dead, { intervalMs: w.settings.intervalMs, ttlMs: deps.config.heartbeatTtlMs }); // 4. act
+  forgetDeclared(fleet, result.declared);
+  keepView(state, fleet);
   return result;
 }
 
 /** Candidates: owners of PENDING rows and registered live executors, with the versions each runs or owns. */
-async function ownersAndVersions(deps: ReaperDeps): Promise<{ versions: Map<string, Set<string>>; live: ExecutorRow[] }> {
+async function ownersAndVersions(
+  deps: ReaperDeps,
+  live: ExecutorRow[],
+): Promise<{ versions: Map<string, Set<string>>; live: ExecutorRow[] }> {
   const app = deps.config.applicationName;
   const owners = await pendingOwners(deps.db, app);
-  const live = await listExecutors(deps.db, app, ['alive', 'draining']);
   const versions = new Map<string, Set<string>>();
   const addVersion = (id: string, v: string | null) => {
     const set = versions.get(id) ?? new Set<string>();
@@ -152,14 +162,17 @@ async function registryOf(deps: ReaperDeps, live: ExecutorRow[], candidates: str
   return registry;
 }
 
-/** Heartbeats and liveness locks. A Redis failure means "no heartbeat evidence this tick", never "absent". */
-async function readWitnesses(p: Pass): Promise<Witnesses> {
+/**
+ * Liveness locks, then heartbeats. A Redis failure means "no heartbeat evidence this tick", never "absent".
+ * A held lock is life whatever Redis says, so heartbeats are read for the executors whose lock is not held
+ * (free, squatted, or no lock at all) — and for every candidate on a full tick (fleetView.ts).
+ */
+async function readWitnesses(p: Pass, fleet: FleetTick): Promise<Witnesses> {
   const { deps, registry, candidates, result, log } = p;
   const withLock = candidates.filter((id) => registry.get(id)?.liveness === true);
-  const [beats, locks] = await Promise.all([
-    readBeats(deps, candidates, { kitsStartedAt: earliestStart(registry, candidates) }),
-    readLocks(deps, withLock),
-  ]);
+  const locks = await readLocksWatched(deps, fleet, withLock, registry);
+  const unheld = fleet.full ? candidates : candidates.filter((id) => !locks.held.has(id));
+  const beats = await readBeats(deps, unheld, { kitsStartedAt: earliestStart(registry, candidates) });
   if ('skipped' in beats) {
     result.heartbeat = { skipped: beats.skipped };
     log.warn('heartbeat evidence unavailable: only a held liveness lock is read this tick', { reason: beats.skipped });
@@ -188,7 +201,7 @@ async function readWitnesses(p: Pass): Promise<Witnesses> {
     ...(await executorsSeenBeating(
       deps.db,
       p.app,
-      candidates.filter((id) => !registry.get(id)?.heartbeats),
+      unheld.filter((id) => !registry.get(id)?.heartbeats),
     )),
   ]);
   const settings: RuleSettings = {

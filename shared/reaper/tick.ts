@@ -1,5 +1,6 @@
 import type { Budget } from '../lifecycle/deadline.js';
 import { deadExecutorsPass } from './deadExecutors.js';
+import { fnv1a } from './fleetView.js';
 import { divergedPass } from './diverged.js';
 import { NOT_DUE, orphanedVersionsPass } from './orphanedVersions.js';
 import { retentionTick } from './retention.js';
@@ -21,12 +22,6 @@ export function stuckSlice(executorIds: string[], now: number, stuckAfterMs: num
   if (slices === 1) return executorIds;
   const slot = Math.floor(now / tickMs) % slices;
   return executorIds.filter((id) => fnv1a(id) % slices === slot);
-}
-
-function fnv1a(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193) >>> 0;
-  return h;
 }
 
 /**

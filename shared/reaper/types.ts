@@ -1,4 +1,5 @@
 import type { DryStreaks } from './observe.js';
+import type { FleetView } from './fleetView.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import type { OrphanInfo, OrphanOutcome } from '../repair/situations/orphanOutcome.js';
 import type { Runtime } from '../runtime.js';
@@ -67,6 +68,8 @@ export interface ReaperState {
   /** When the retention pass is next due (epoch ms), and its adapted batch size. */
   retentionDueAt?: number;
   retentionTuning?: RetentionTuning;
+  /** The fleet as the dead pass last read it, so the next tick reads what changed (fleetView.ts). */
+  fleet?: FleetView;
 }
 
 export interface DeadPassResult {

@@ -30,6 +30,15 @@ export const LEGACY_LIVENESS_KEY_SQL = {
   executor: (param: string) => `hashtext(${param})`,
 };
 
+/**
+ * Every backend's pid, role and start (pg_stat_activity's pid, usesysid, backend_start, with the same
+ * visibility: the start is NULL for another role's session unless the reader has pg_read_all_stats) through
+ * the per-backend accessors, which build three values a backend instead of pg_stat_activity's whole row:
+ * 0.26 ms against 1.8 ms over 1,000 backends (PostgreSQL 15, this project's micro-measurement, issue 31).
+ */
+export const BACKENDS_SQL = `SELECT pg_stat_get_backend_pid(b) AS pid, pg_stat_get_backend_userid(b) AS usesysid,
+        pg_stat_get_backend_start(b) AS backend_start FROM pg_stat_get_backend_idset() b`;
+
 const THIS_DB = `(SELECT oid FROM pg_database WHERE datname = current_database())`;
 
 /** pg_locks rows (alias `l`) of the lock of (app, executor): every holder, the kit or not. */

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { ident } from '../../contract/identifier.js';
 import type { Db } from '../pool.js';
-import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL, sameHolderSql, takeLivenessSql } from '../../contract/livenessKey.js';
+import { BACKENDS_SQL, LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL, sameHolderSql, takeLivenessSql } from '../../contract/livenessKey.js';
 
 // The statements about liveness locks: the reaper's reading of who holds theirs, and the kit's own on its
 // dedicated connection (the fence question, taking the lock, the inherited lease).
@@ -31,7 +31,7 @@ export async function readLiveness(db: Db, applicationName: string, executorIds:
        SELECT objsubid, classid, objid, pid FROM pg_locks
         WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
      ),
-     act AS MATERIALIZED (SELECT pid, usesysid, backend_start FROM pg_stat_get_activity(NULL) WHERE pid IN (SELECT pid FROM l)),
+     act AS MATERIALIZED (SELECT pid, usesysid, backend_start FROM (${BACKENDS_SQL}) b WHERE pid IN (SELECT pid FROM l)),
      e AS MATERIALIZED (
        SELECT e0.id, ((${k} >> 32) & 4294967295)::oid AS hi, (${k} & 4294967295)::oid AS lo,
               (${LEGACY_LIVENESS_KEY_SQL.app('$1::text')})::oid AS legacy_app, (${LEGACY_LIVENESS_KEY_SQL.executor('e0.id')})::oid AS legacy_exec,
