@@ -231,7 +231,7 @@ interface Result {
   redisRssMb: number;
   cpu: { reaper: number; fleetSim: number; postgres: number; redis: number };
   reaperStatementsPerTick: { calls: number; rows: number; blocks: number; execMs: number; walBytes: number };
-  /** The reaper's statements that touched the most pages, per tick (what grows with the fleet). */
+  /** The reaper's statements that took the most server time, per tick (what grows with the fleet). */
   reaperTopStatements: Array<{
     query: string;
     callsPerTick: number;

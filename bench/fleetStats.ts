@@ -144,13 +144,13 @@ export async function statementsOf(admin: pg.ClientBase, role: string): Promise<
   };
 }
 
-/** One role's statements, the most pages first: which statement a tick's reads grow with. */
+/** One role's statements, the longest-running first: which statement a tick grows with. */
 export async function topStatementsOf(admin: pg.ClientBase, role: string, limit: number): Promise<StatementShare[]> {
   const r = await admin.query<{ query: string; calls: string; rows: string; blocks: string; ms: number; wal: string }>(
     `SELECT regexp_replace(left(query, 400), '[[:space:]]+', ' ', 'g') AS query, calls::text, rows::text,
             (shared_blks_hit + shared_blks_read)::text AS blocks, total_exec_time::float8 AS ms, wal_bytes::text AS wal
        FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = $1
-      ORDER BY shared_blks_hit + shared_blks_read DESC, total_exec_time DESC LIMIT $2`,
+      ORDER BY total_exec_time DESC LIMIT $2`,
     [role, limit],
   );
   return r.rows.map((x) => ({

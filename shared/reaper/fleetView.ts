@@ -18,9 +18,10 @@ import type { ReaperDeps, ReaperState } from './types.js';
  *   whose row changed, was never seen holding, or is in this tick's slice — get the full reading. A lock
  *   that vanished is therefore judged on the same tick as before; nothing is ever judged on memory alone:
  *   memory only says "still held", and only what Postgres says this tick.
- * - **Slice**: besides, once a second the executors whose ID hashes to that second's slot are read in full, so every
- *   remembered holder is checked the old way at least every FULL_CHECK_EVERY_MS, whatever the fast check
- *   says (a registry row deleted by hand, a stamp a misapplied migration never wrote).
+ * - **Slice**: besides, once a second the registry rows of the holders whose ID hashes to that second's
+ *   slot are read again, so every remembered holder is checked against its row as it is now at least every
+ *   FULL_CHECK_EVERY_MS, whatever the stamps say (a row deleted by hand, a stamp a misapplied migration
+ *   never wrote).
  * - **Heartbeats** are read for executors whose lock is not held (a held lock is life whatever Redis says,
  *   shared/reaper/deathRule.ts), and for all on a full tick.
  * - **Observations**: an executor's "present" is written when this invocation has not written it since it
@@ -42,7 +43,7 @@ export interface FleetView {
   held: Map<string, Holder>;
   /** Executors whose observation row this invocation wrote present, with no absence recorded since. */
   clear: Set<string>;
-  /** The second (epoch s) whose slice was last read the full way. */
+  /** The second (epoch s) whose slice of registry rows was last read again (rereadSlice). */
   slicedAt?: number;
 }
 
@@ -78,7 +79,7 @@ export async function watchFleet(deps: Pick<ReaperDeps, 'db' | 'config' | 'clock
     };
     return { view, full: true, changed: new Set() };
   }
-  const r = await readRegistry(deps.db, app, prior.horizon);
+  const r = await readRegistry(deps.db, app, { since: prior.horizon });
   const changed = new Set<string>();
   for (const row of r.rows) {
     changed.add(row.executor_id);
@@ -88,7 +89,47 @@ export async function watchFleet(deps: Pick<ReaperDeps, 'db' | 'config' | 'clock
   }
   prior.horizon = r.horizon;
   prior.at = now;
+  await rereadSlice(deps, prior, now);
   return { view: prior, full: false, changed };
+}
+
+/**
+ * Once a second, the registry rows of the remembered holders whose ID hashes to that second's slot are read
+ * again, whatever the stamps say: a row that is gone or no longer live leaves the view; one whose recorded
+ * holder differs from the remembered one loses it (the full reading decides this tick). One that agrees
+ * keeps it, and this tick's holder check over pg_locks is then readLiveness's own test on the registry as it
+ * is now. So every holder is checked against a fresh row at least every FULL_CHECK_EVERY_MS.
+ */
+async function rereadSlice(deps: Pick<ReaperDeps, 'db' | 'config'>, view: FleetView, now: number): Promise<void> {
+  const second = Math.floor(now / SLICE_EVERY_MS);
+  if (view.slicedAt === second) return;
+  view.slicedAt = second;
+  const slices = Math.max(1, Math.round(FULL_CHECK_EVERY_MS / SLICE_EVERY_MS));
+  const ids = [...view.held.keys()].filter((id) => fnv1a(id) % slices === second % slices);
+  if (ids.length === 0) return;
+  const fresh = new Map((await readRegistry(deps.db, deps.config.applicationName, { ids })).rows.map((r) => [r.executor_id, r]));
+  for (const id of ids) {
+    const row = fresh.get(id);
+    if (!row || (row.state !== 'alive' && row.state !== 'draining')) {
+      view.live.delete(id);
+      view.held.delete(id);
+      continue;
+    }
+    view.live.set(id, row);
+    if (!sameHolder(view.held.get(id), holderOf(row))) view.held.delete(id);
+  }
+}
+
+function sameHolder(a: Holder | undefined, b: Holder | undefined): boolean {
+  return (
+    a !== undefined &&
+    b !== undefined &&
+    a.keyHi === b.keyHi &&
+    a.keyLo === b.keyLo &&
+    a.pid === b.pid &&
+    a.usesysid === b.usesysid &&
+    a.started === b.started
+  );
 }
 
 /** The pass ended: the view serves the next tick. */
@@ -108,16 +149,11 @@ export async function readLocksWatched(
   registry: Map<string, ExecutorRow>,
 ): Promise<LockEvidence> {
   const { view } = t;
-  // The slice is read on the first tick of each second (one full reading a second, not one a tick).
-  const second = Math.floor(deps.clock() / SLICE_EVERY_MS);
-  const slices = Math.max(1, Math.round(FULL_CHECK_EVERY_MS / SLICE_EVERY_MS));
-  const slot = view.slicedAt === second ? -1 : second % slices;
-  view.slicedAt = second;
   const fast: Holder[] = [];
   const full: string[] = [];
   for (const id of withLock) {
     const h = t.full ? undefined : view.held.get(id);
-    if (h && fnv1a(id) % slices !== slot) fast.push(h);
+    if (h) fast.push(h);
     else full.push(id);
   }
   const stillHeld = new Set<string>();

@@ -27,24 +27,30 @@ export interface RegistryRead {
 }
 
 /**
- * Live registry rows of the app (alive, draining), or — with `since` — every row of any state written by a
- * transaction whose ID is at least `since` (migration 0016's stamp). `horizon` is the oldest transaction
- * still running at this read: whatever commits after it carries an ID at or above it, so reading from it
- * next time misses no write, however long it took to commit (rows already seen may come again: harmless).
+ * Live registry rows of the app (alive, draining); with `since`, every row of any state written by a
+ * transaction whose ID is at least `since` (migration 0016's stamp); with `ids`, those executors' rows of
+ * any state. `horizon` is the oldest transaction still running at this read: whatever commits after it
+ * carries an ID at or above it, so reading from it next time misses no write, however long it took to
+ * commit (rows already seen may come again: harmless).
  */
-export async function readRegistry(db: Db, applicationName: string, since?: string): Promise<RegistryRead> {
+export async function readRegistry(db: Db, applicationName: string, o: { since?: string; ids?: string[] } = {}): Promise<RegistryRead> {
   const k = LIVENESS_KEY_SQL.key('$1::text', 'x.executor_id');
-  const which = since === undefined ? `x.state IN ('alive', 'draining')` : `x.changed_xid >= $2::xid8`;
+  const [which, param, name] =
+    o.ids !== undefined
+      ? ['x.executor_id = ANY($2::text[])', o.ids, 'fleet.registryRows']
+      : o.since !== undefined
+        ? ['x.changed_xid >= $2::xid8', o.since, 'fleet.registryChanges']
+        : [`x.state IN ('alive', 'draining')`, undefined, 'fleet.registry'];
   const res = await db.query<WatchedRow & { horizon: string }>(
     `SELECT h.horizon, x.*, x.liveness_usesysid::text AS holder_usesysid, x.liveness_backend_start::text AS holder_started,
             ((${k} >> 32) & 4294967295)::text AS key_hi, (${k} & 4294967295)::text AS key_lo
        FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon) h
        LEFT JOIN ${ident(db.afterlifeSchema)}.executors x ON x.application_name = $1 AND ${which}
       ORDER BY x.executor_id`,
-    since === undefined ? [applicationName] : [applicationName, since],
-    since === undefined ? 'fleet.registry' : 'fleet.registryChanges',
+    param === undefined ? [applicationName] : [applicationName, param],
+    name,
   );
-  const horizon = res.rows[0]?.horizon ?? since ?? '0';
+  const horizon = res.rows[0]?.horizon ?? o.since ?? '0';
   return { rows: res.rows.filter((r) => r.executor_id !== null), horizon };
 }
 

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { readRegistry } from '../../../shared/db/queries/fleetWatch.js';
 import { deadExecutorsPass } from '../../../shared/reaper/deadExecutors.js';
-import { readLocksWatched, watchFleet } from '../../../shared/reaper/fleetView.js';
+import { FULL_CHECK_EVERY_MS, readLocksWatched, watchFleet } from '../../../shared/reaper/fleetView.js';
 import type { ReaperState } from '../../../shared/reaper/types.js';
 import { budgetUntil } from '../../../shared/lifecycle/deadline.js';
 import { holdLiveness } from '../../helpers/liveness.js';
@@ -69,7 +69,7 @@ describe('reaper: the fleet view reads what changed', () => {
       const after = await tick();
       expect(after.t.changed.has('fv-2')).toBe(true);
       expect(state.fleet?.live.get('fv-2')?.state).toBe('draining');
-      expect((await readRegistry(rt.db, app, state.fleet?.horizon)).rows.map((r) => r.executor_id)).not.toContain('fv-3');
+      expect((await readRegistry(rt.db, app, { since: state.fleet?.horizon ?? '0' })).rows.map((r) => r.executor_id)).not.toContain('fv-3');
     } finally {
       await Promise.all(sessions.map((s) => s.end().catch(() => undefined)));
     }
@@ -101,6 +101,39 @@ describe('reaper: the fleet view reads what changed', () => {
       expect(await versions()).toBe(before);
     } finally {
       await Promise.all(sessions.map((s) => s.end().catch(() => undefined)));
+    }
+  });
+  it('a registry row changed behind the stamps is read again within FULL_CHECK_EVERY_MS: its holder is then judged on the row as it is', async () => {
+    const { rt, tdb, app } = fx;
+    const id = 'fs-0';
+    const { session } = await holdLiveness(rt.db, tdb.url, { applicationName: app, executorId: id, incarnation: `i-${id}` });
+    try {
+      const deps = testReaperDeps(rt);
+      const state: ReaperState = {};
+      const held = async () => {
+        const t = await watchFleet(deps, state);
+        const registry = new Map([...t.view.live.values()].map((r) => [r.executor_id, r]));
+        const locks = await readLocksWatched(deps, t, [...registry.keys()], registry);
+        state.fleet = t.view;
+        return locks.held.has(id);
+      };
+      expect(await held()).toBe(true);
+      // The row now names another session as the holder, written with the stamp switched off (as a hand edit,
+      // or a database the migration's trigger never reached): the registry delta cannot see it.
+      await tdb.sql.query(`ALTER TABLE afterlife.executors DISABLE TRIGGER executors_stamp_change`);
+      try {
+        await tdb.sql.query(
+          `UPDATE afterlife.executors SET liveness_pid = liveness_pid + 100000 WHERE application_name = $1 AND executor_id = $2`,
+          [app, id],
+        );
+      } finally {
+        await tdb.sql.query(`ALTER TABLE afterlife.executors ENABLE TRIGGER executors_stamp_change`);
+      }
+      const t0 = Date.now();
+      await expect.poll(held, { timeout: FULL_CHECK_EVERY_MS + 3_000, interval: 250 }).toBe(false);
+      expect(Date.now() - t0).toBeLessThanOrEqual(FULL_CHECK_EVERY_MS + 3_000);
+    } finally {
+      await session.end().catch(() => undefined);
     }
   });
 });
