@@ -220,6 +220,8 @@ interface Result {
   detectionP50Ms: number | null;
   detectionP95Ms: number | null;
   kills: number;
+  /** Kills whose work did not start elsewhere in time (or whose victim never started), with why. */
+  missedKills: string[];
   falseDeaths: number;
   falseDeathIds: string[];
   pgConnections: number;
@@ -334,11 +336,19 @@ async function main(): Promise<Result> {
         .catch(() => undefined);
     }, 5_000);
     const kills: Kill[] = [];
+    const missed: string[] = [];
     try {
       for (let k = 0; k < args.kills; k++) {
-        const kill = await killOnce(k, o);
-        kills.push(kill);
-        say(`kill #${k + 1}: declared ${kill.declaredMs} ms, first step elsewhere ${kill.firstStepMs} ms (load ${load()})`);
+        try {
+          const kill = await killOnce(k, o);
+          kills.push(kill);
+          say(`kill #${k + 1}: declared ${kill.declaredMs} ms, first step elsewhere ${kill.firstStepMs} ms (load ${load()})`);
+        } catch (err) {
+          // A kill whose work did not run elsewhere in time (or whose victim never got going) is a result, not
+          // the end of the run: counted as missed, and the p95 is then over Infinity (reported as null).
+          missed.push(`victim-${k}: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+          say(`kill #${k + 1}: MISSED — ${missed[missed.length - 1]} (load ${load()})`);
+        }
       }
       const end = w.startedAt + args.minutes * 60_000;
       while (Date.now() < end) await new Promise((r) => setTimeout(r, Math.min(5_000, Math.max(0, end - Date.now()))));
@@ -361,19 +371,10 @@ async function main(): Promise<Result> {
     return {
       executors: args.executors,
       ...tickFigures(ticks, reaperStmts, reaperTop),
-      detectionP50Ms: kills.length
-        ? quantile(
-            kills.map((k) => k.firstStepMs),
-            0.5,
-          )
-        : null,
-      detectionP95Ms: kills.length
-        ? quantile(
-            kills.map((k) => k.firstStepMs),
-            0.95,
-          )
-        : null,
-      kills: kills.length,
+      detectionP50Ms: finiteOrNull(detectionQuantile(kills, missed.length, 0.5)),
+      detectionP95Ms: finiteOrNull(detectionQuantile(kills, missed.length, 0.95)),
+      kills: kills.length + missed.length,
+      missedKills: missed,
       falseDeaths: falseDeathIds.length,
       falseDeathIds,
       pgConnections: pgPeak.connections,
@@ -415,6 +416,16 @@ async function main(): Promise<Result> {
     await redisServer.stop();
     await pgServer.stop();
   }
+}
+
+/** A quantile of kill → first step elsewhere, a missed kill counting as Infinity; null without kills. */
+function detectionQuantile(kills: Kill[], missed: number, q: number): number | null {
+  if (kills.length + missed === 0) return null;
+  return quantile([...kills.map((k) => k.firstStepMs), ...Array<number>(missed).fill(Infinity)], q);
+}
+
+function finiteOrNull(x: number | null): number | null {
+  return x !== null && Number.isFinite(x) ? x : null;
 }
 
 function pick(m: Map<number, number>, pids: number[]): Map<number, number> {
@@ -486,6 +497,7 @@ function print(r: Result): void {
       `    ${t.callsPerTick} calls, ${t.rowsPerTick} rows, ${t.blocksPerTick} pages, ${t.execMsPerTick} ms, ${t.walBytesPerTick} B WAL a tick: ${t.query}`,
     );
   say(`SIGKILL → first step elsewhere: p50 ${s(r.detectionP50Ms)}, p95 ${s(r.detectionP95Ms)} over ${r.kills} kills`);
+  if (r.missedKills.length) say(`  missed (not a finite figure): ${r.missedKills.join('; ')}`);
   say(`false deaths: ${r.falseDeaths}${r.falseDeathIds.length ? ` (${r.falseDeathIds.join(', ')})` : ''}`);
   say(
     `postgres: ${r.pgConnections} connections (${r.pgClientBackends} client backends), backends' PSS ${r.pgBackendsPssMb} MB, private ${r.pgPrivateMbPerBackend} MB each; fleet ${r.fleetQueriesPerSec} statements/s`,
