@@ -10,7 +10,7 @@ import type { ReaperDeps, ReaperState } from './types.js';
  * executor (issue 31: at 100 executors a tick read ~5 pages and wrote a row lock per executor, four times
  * a second, and the liveness join's cost grew with the fleet).
  *
- * - **Registry**: the live rows, then each tick only rows written since (migration 0016's stamp, fleetWatch
+ * - **Registry**: the live rows, then each tick only rows written since (migration 0017's stamp, fleetWatch
  *   readRegistry): a new executor, a new incarnation, a new lock holder, a state change.
  * - **Locks**: each executor whose lock the full reading (readLiveness, the holder check) found held is
  *   remembered with its holder as the registry recorded it; each tick one statement over pg_locks (shared

@@ -28,7 +28,7 @@ export interface RegistryRead {
 
 /**
  * Live registry rows of the app (alive, draining); with `since`, every row of any state written by a
- * transaction whose ID is at least `since` (migration 0016's stamp); with `ids`, those executors' rows of
+ * transaction whose ID is at least `since` (migration 0017's stamp); with `ids`, those executors' rows of
  * any state. `horizon` is the oldest transaction still running at this read: whatever commits after it
  * carries an ID at or above it, so reading from it next time misses no write, however long it took to
  * commit (rows already seen may come again: harmless).
