@@ -82,6 +82,9 @@ export async function watchFleet(deps: Pick<ReaperDeps, 'db' | 'config' | 'clock
   const r = await readRegistry(deps.db, app, { since: prior.horizon });
   const changed = new Set<string>();
   for (const row of r.rows) {
+    // Read again only because a transaction somewhere in the cluster is older than the last read: not news,
+    // and the holder remembered for it stays.
+    if (row.changed_xid !== null && prior.live.get(row.executor_id)?.changed_xid === row.changed_xid) continue;
     changed.add(row.executor_id);
     prior.held.delete(row.executor_id);
     if (row.state === 'alive' || row.state === 'draining') prior.live.set(row.executor_id, row);

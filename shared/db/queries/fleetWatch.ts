@@ -18,6 +18,8 @@ export interface WatchedRow extends ExecutorRow {
   /** The holder's role and backend start as the registry recorded them, as text (a JS Date drops microseconds). */
   holder_usesysid: string | null;
   holder_started: string | null;
+  /** Migration 0017's stamp: the ID of the transaction that last wrote the row (xid8, decimal); null before it. */
+  changed_xid: string | null;
 }
 
 export interface RegistryRead {
@@ -31,7 +33,8 @@ export interface RegistryRead {
  * transaction whose ID is at least `since` (migration 0017's stamp); with `ids`, those executors' rows of
  * any state. `horizon` is the oldest transaction still running at this read: whatever commits after it
  * carries an ID at or above it, so reading from it next time misses no write, however long it took to
- * commit (rows already seen may come again: harmless).
+ * commit. The horizon is the whole cluster's: one long transaction anywhere (another database's too) holds it
+ * back, and rows already seen come again until it ends — the caller compares stamps, so they are not news.
  */
 export async function readRegistry(db: Db, applicationName: string, o: { since?: string; ids?: string[] } = {}): Promise<RegistryRead> {
   const k = LIVENESS_KEY_SQL.key('$1::text', 'x.executor_id');
@@ -42,7 +45,7 @@ export async function readRegistry(db: Db, applicationName: string, o: { since?:
         ? ['x.changed_xid >= $2::xid8', o.since, 'fleet.registryChanges']
         : [`x.state IN ('alive', 'draining')`, undefined, 'fleet.registry'];
   const res = await db.query<WatchedRow & { horizon: string }>(
-    `SELECT h.horizon, x.*, x.liveness_usesysid::text AS holder_usesysid, x.liveness_backend_start::text AS holder_started,
+    `SELECT h.horizon, x.*, x.changed_xid::text AS changed_xid, x.liveness_usesysid::text AS holder_usesysid, x.liveness_backend_start::text AS holder_started,
             ((${k} >> 32) & 4294967295)::text AS key_hi, (${k} & 4294967295)::text AS key_lo
        FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon) h
        LEFT JOIN ${ident(db.afterlifeSchema)}.executors x ON x.application_name = $1 AND ${which}

@@ -105,11 +105,12 @@ describe.skipIf(blocked)('npm start guards an app of any name, set nowhere', () 
           .find((g) => g?.applicationName === APP),
       { timeoutMs: 20_000, intervalMs: 50 },
     );
-    // Its reaper ticks under the app's own name, and it watches both workers' beats.
-    await waitFor('the reaper of shop-orders saw both workers beat', async () => {
+    // Its reaper ticks under the app's own name and has judged both workers alive. (Their beats it reads only
+    // on an invocation's first tick while their locks are held — docs/reaper.md — so no beat sighting is asked.)
+    await waitFor('the reaper of shop-orders saw both workers alive', async () => {
       const r = await sql.query(
-        `SELECT 1 FROM afterlife.executor_observations WHERE application_name = $1 AND last_beat_seen_at IS NOT NULL`,
-        [APP],
+        `SELECT 1 FROM afterlife.executor_observations WHERE application_name = $1 AND executor_id = ANY($2) AND absent_ticks = 0 AND declared_dead_at IS NULL`,
+        [APP, ['worker-1', 'worker-2']],
       );
       return r.rowCount === 2;
     });
