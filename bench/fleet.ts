@@ -214,6 +214,9 @@ interface Result {
   tickP99Ms: number;
   tickMaxMs: number;
   ticks: number;
+  /** The first tick of each invocation (it reads the whole fleet): max, and how many. */
+  firstTickMaxMs: number | null;
+  firstTicks: number;
   dbMsPerTickP50: number;
   dbMsPerTickP99: number;
   queriesPerTick: number;
@@ -446,6 +449,8 @@ function tickFigures(ticks: TickMessage[], s: StatementTotals, top: StatementSha
     tickP99Ms: quantile(ms, 0.99),
     tickMaxMs: Math.max(...ms),
     ticks: ticks.length,
+    firstTickMaxMs: ticks.some((t) => t.first) ? Math.max(...ticks.filter((t) => t.first).map((t) => t.ms)) : null,
+    firstTicks: ticks.filter((t) => t.first).length,
     dbMsPerTickP50: quantile(db, 0.5),
     dbMsPerTickP99: quantile(db, 0.99),
     queriesPerTick: round2(ticks.reduce((a, t) => a + t.queries, 0) / n),
@@ -490,6 +495,7 @@ function print(r: Result): void {
   const s = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
   say(`\nexecutors ${r.executors}, watched ${r.watchedMinutes} min, load before ${r.load.before}, after ${r.load.after}`);
   say(`reaper tick: p50 ${r.tickP50Ms} ms, p99 ${r.tickP99Ms} ms, max ${r.tickMaxMs} ms over ${r.ticks} ticks`);
+  say(`  first tick of an invocation (reads the whole fleet): max ${r.firstTickMaxMs ?? '-'} ms over ${r.firstTicks}`);
   say(`  database time per tick: p50 ${r.dbMsPerTickP50} ms, p99 ${r.dbMsPerTickP99} ms; ${r.queriesPerTick} statements a tick`);
   say(`  reaper's statements per tick (server): ${JSON.stringify(r.reaperStatementsPerTick)}`);
   for (const t of r.reaperTopStatements)

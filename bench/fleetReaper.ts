@@ -19,6 +19,8 @@ const INSTANCES = 3;
 export interface TickMessage {
   event: 'tick';
   instance: number;
+  /** The first tick of its invocation: the one that reads the whole fleet (shared/reaper/fleetView.ts). */
+  first: boolean;
   ms: number;
   deadMs: number;
   dbMs: number;
@@ -45,6 +47,7 @@ function timedDb(db: Db, acc: { ms: number; n: number }): Db {
 
 async function invoke(rt: Runtime, instance: number, stopping: AbortSignal): Promise<void> {
   const acc = { ms: 0, n: 0 };
+  let tickNo = 0;
   const deps = { ...reaperDeps(rt), db: timedDb(rt.db, acc), detectedBy: `fleet-reaper-${instance}@${hostname()}` };
   await runReaper(deps, {
     startedAt: rt.clock(),
@@ -55,6 +58,7 @@ async function invoke(rt: Runtime, instance: number, stopping: AbortSignal): Pro
       const msg: TickMessage = {
         event: 'tick',
         instance,
+        first: tickNo++ === 0,
         ms: r.durationMs,
         deadMs: dead.durationMs,
         dbMs: Math.round(acc.ms * 100) / 100,

@@ -69,6 +69,8 @@ function simulate(i: number, db: Db, redis: Redis): Simulated {
       });
     },
     onFenced: (verdict) => fenced.push({ executorId: id, verdict }),
+    // A kit listens for recoveries asking it to claim work now (it has no DBOS to poll): the broadcast's cost is the fleet's.
+    onRequeued: () => undefined,
   });
   const heartbeat = new Heartbeat(
     redis,

@@ -38,6 +38,7 @@ if [ "$#" -eq 0 ]; then
   set -- \
     test/compat/dbosVersion.test.ts \
     test/integration/recovery/deathNotice.test.ts \
+    test/integration/recovery/claimNow.test.ts \
     test/integration/reaper/sigkill.test.ts \
     test/integration/reaper/stuckRepair.test.ts \
     test/integration/reaper/orphanedRewind.test.ts \

@@ -1,6 +1,7 @@
 import type { Db } from '../../packages/executor/src/db/pool.js';
 import { ident } from '../../packages/executor/src/contract/identifier.js';
 import { livenessHeldSql } from '../../packages/executor/src/contract/livenessKey.js';
+import { REQUEUED_MAX_QUEUES, REQUEUED_NUDGE_TARGETS, requeuedChannel } from '../../packages/executor/src/contract/requeued.js';
 import { quietSince } from './activity.js';
 import { appScope, NOW_MS } from '../../packages/executor/src/dbos/sql.js';
 import type { CreatedRange } from '../../packages/executor/src/dbos/pendingByVersion.js';
@@ -10,7 +11,9 @@ import type { CreatedRange } from '../../packages/executor/src/dbos/pendingByVer
  * name, dead executor and version, applied to one keyset-ordered batch at a time. The WHERE clause of the
  * UPDATE re-checks the full premise, so a row a live executor claimed in the meantime (its executor_id
  * changed) or one another recovery already moved (no longer PENDING) is left alone. The same statement
- * records the moved IDs in afterlife's audit, so the audit commits if and only if the re-enqueue does.
+ * records the moved IDs in afterlife's audit, so the audit commits if and only if the re-enqueue does, and
+ * asks a few live executors of the version to claim the rows now (a NOTIFY, delivered only on commit;
+ * packages/executor/src/contract/requeued.ts says why and what they do with it).
  */
 export interface BatchScope {
   applicationName: string;
@@ -162,7 +165,13 @@ function batchStatement(db: Db, scope: BatchScope, opts: BatchOptions): { text: 
   const premise = (t: string) => scopePremise(scope, t);
   const ws = `${ident(db.dbosSchema)}.workflow_status`;
   const audit = `${ident(db.afterlifeSchema)}.recovery_batches`;
-  return { text: batchSql({ ws, audit, premise, waitBound, skipHeld, evidence, returnIds: opts.returnIds === true }), values };
+  const nudge = {
+    executors: `${ident(db.afterlifeSchema)}.executors`,
+    channel: param(requeuedChannel(db.afterlifeSchema), 'text'),
+    targets: param(REQUEUED_NUDGE_TARGETS, 'int'),
+    maxQueues: param(REQUEUED_MAX_QUEUES, 'int'),
+  };
+  return { text: batchSql({ ws, audit, premise, waitBound, skipHeld, evidence, nudge, returnIds: opts.returnIds === true }), values };
 }
 
 /** The statement: candidates by keyset, the re-checked UPDATE, the audit row, and the cursor's next position. */
@@ -173,6 +182,7 @@ function batchSql(t: {
   waitBound: string;
   skipHeld: string;
   evidence: string[];
+  nudge: { executors: string; channel: string; targets: string; maxQueues: string };
   returnIds: boolean;
 }): string {
   return `WITH candidates AS (
@@ -197,14 +207,32 @@ function batchSql(t: {
         -- executor claimed meanwhile is skipped.
         WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM candidates)) AND ${t.premise('w.')}
           ${t.evidence.join('\n          ')}
-        RETURNING w.workflow_uuid
+        RETURNING w.workflow_uuid, w.queue_name
      ),
      logged AS (
        INSERT INTO ${t.audit} (recovery_id, batch_no, application_version, workflow_ids)
        SELECT $7, $8, $2, array_agg(workflow_uuid) FROM moved HAVING count(*) > 0
+     ),
+     -- Live executors of the version whose kits can poll on request, chosen at random (the one-time filter
+     -- on moved keeps a batch that moved nothing from reading the registry at all).
+     targets AS (
+       SELECT ARRAY(SELECT x.executor_id FROM ${t.nudge.executors} x
+                     WHERE x.application_name = $3 AND x.state = 'alive' AND x.executor_id <> $1
+                       AND ($2::text IS NULL OR x.application_version = $2::text)
+                       AND x.kit_facts @> '{"pollsOnRequest": true}'
+                     ORDER BY random() LIMIT ${t.nudge.targets}) AS ids
+        WHERE EXISTS (SELECT 1 FROM moved)
+     ),
+     nudged AS (
+       SELECT pg_notify(${t.nudge.channel}, json_build_object(
+                'applicationName', $3::text, 'applicationVersion', $2::text, 'to', targets.ids,
+                'queues', (SELECT (array_agg(DISTINCT queue_name ORDER BY queue_name))[1:${t.nudge.maxQueues}] FROM moved))::text)
+         FROM targets WHERE cardinality(targets.ids) > 0
      )
      SELECT ${t.returnIds ? '(SELECT array_agg(workflow_uuid) FROM moved)' : 'NULL::text[]'} AS ids, (SELECT count(*)::int FROM moved) AS moved,
             (SELECT count(*)::int FROM candidates) AS candidates,
+            -- Referenced, or the NOTIFY would never be evaluated (only data-modifying CTEs run unreferenced).
+            (SELECT count(*)::int FROM nudged) AS nudged,
             -- Transaction-local, so it governs this statement's own commit only; see the note above reenqueueBatch.
             set_config('synchronous_commit', 'off', true) AS commit_mode,
             (SELECT ARRAY[created_at::text, workflow_uuid] FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last`;

@@ -48,6 +48,15 @@ function kitsVerdict(kits: RecordedKit[], schema: string): Verdict {
       'upgrade the kits to one that records its versions at registration, and run `afterlife-plane migrate` (migration 0016)',
       silent.map(describe),
     );
+  // Within the range, yet a DBOS whose queue runner the kit could not reach: recoveries never ask it to claim
+  // now (docs/recovery.md, step 3), so the work it would take waits for its next queue poll.
+  const unasked = kits.filter((k) => k.pollsOnRequest === false);
+  if (unasked.length)
+    return warn(
+      `${schema}; ${unasked.length} of ${kits.length} live kit(s) cannot be asked to claim recovered work at once (their DBOS's queue runner is not where the kit looks): recovered work waits up to a queue poll longer there`,
+      `run a tested @dbos-inc/dbos-sdk (${TESTED_DBOS_VERSIONS}) in the app, or upgrade afterlife-executor`,
+      unasked.map(describe),
+    );
   return pass(
     kits.length ? `${schema}; ${kits.length} live kit(s), each kit ${KIT_VERSION.replace(/\.\d+$/, '.x')} on DBOS ${RANGE}` : schema,
     kits.map(describe),

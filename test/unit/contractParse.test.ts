@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { DEATH_REASONS, DeathNotice, deathNotice } from '../../packages/executor/src/contract/deathNotice.js';
 import { Fence } from '../../packages/executor/src/contract/fenceCheck.js';
+import { REQUEUED_MAX_QUEUES, REQUEUED_NUDGE_TARGETS, RequeuedNotice } from '../../packages/executor/src/contract/requeued.js';
 import { HeartbeatValue, parseHeartbeat } from '../../packages/executor/src/contract/heartbeat.js';
 import { ContractParseError, ISO_DATETIME } from '../../packages/executor/src/contract/parse.js';
 import { contractSchema } from '../../shared/contractSchema.js';
@@ -54,6 +55,12 @@ const ZodFence = z.object({
   incarnation: z.string().nullish(),
   at: z.string().nullish(),
   moved: z.number().int().nullish(),
+});
+const ZodRequeued = z.object({
+  applicationName: z.string().min(1),
+  applicationVersion: z.string().nullish(),
+  queues: z.array(z.string().min(1)).max(REQUEUED_MAX_QUEUES),
+  to: z.array(z.string().min(1)).max(REQUEUED_NUDGE_TARGETS),
 });
 
 const valid = deathNotice({ executorId: 'e1', applicationName: 'shop', reason: 'sigterm', detectedBy: 'kit' });
@@ -140,6 +147,15 @@ describe('contract parsers (issue 28: the kit without zod)', () => {
         const ours = Fence.safeParse(input);
         expect(ours.success).toBe(ZodFence.safeParse(input).success);
         if (ours.success) expect(ours.data).toStrictEqual(ZodFence.parse(input));
+      }),
+      { numRuns: 1_000 },
+    );
+    const requeued = { applicationName: 'shop', applicationVersion: 'v1', queues: ['_dbos_internal_queue', 'orders'], to: ['e1', 'e2'] };
+    fc.assert(
+      fc.property(mutated(requeued, Object.keys(requeued)), (input) => {
+        const ours = RequeuedNotice.safeParse(input);
+        expect(ours.success).toBe(ZodRequeued.safeParse(input).success);
+        if (ours.success) expect(ours.data).toStrictEqual(ZodRequeued.parse(input));
       }),
       { numRuns: 1_000 },
     );

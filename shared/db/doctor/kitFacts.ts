@@ -8,6 +8,8 @@ export interface RecordedKit {
   kitVersion: string | undefined;
   dbosVersion: string | undefined;
   livenessLeaseMs: number | undefined;
+  /** Whether recoveries can ask it to claim their work now; undefined from kits before the fact. */
+  pollsOnRequest: boolean | undefined;
   /** Whether the kit holds a liveness lock (only then is there a lease to report). */
   liveness: boolean;
 }
@@ -29,5 +31,6 @@ export async function recordedKits(db: Db, applicationName: string): Promise<Rec
     kitVersion: text(r.facts?.kitVersion),
     dbosVersion: text(r.facts?.dbosVersion),
     livenessLeaseMs: typeof r.facts?.livenessLeaseMs === 'number' ? r.facts.livenessLeaseMs : undefined,
+    pollsOnRequest: typeof r.facts?.pollsOnRequest === 'boolean' ? r.facts.pollsOnRequest : undefined,
   }));
 }

@@ -63,14 +63,19 @@ export function livenessHoldersSql(app: string, executor: string): string {
 export function sameHolderSql(
   pid: string,
   x: string,
-  o: { recorded?: { usesysid: string; backendStart: string }; activity?: string } = {},
+  o: { recorded?: { usesysid: string; backendStart: string }; joined?: string } = {},
 ): string {
   const r = o.recorded ?? { usesysid: 'liveness_usesysid', backendStart: 'liveness_backend_start' };
   const u = `${x}.${r.usesysid}`;
   const b = `${x}.${r.backendStart}`;
-  // `activity`: a relation of (pid, usesysid, backend_start) the caller read once, for statements over many holders.
-  const from = o.activity ? `${o.activity} a WHERE a.pid = ${pid} AND` : `pg_stat_get_activity(${pid}) a WHERE`;
-  return `EXISTS (SELECT 1 FROM ${from} (${u} IS NULL OR a.usesysid = ${u})
+  // `joined`: the alias of a (pid, usesysid, backend_start) row the caller already joined on the pid, so the
+  // test is a filter on that row (statements over many holders: a hash join instead of a scan per lock).
+  if (o.joined) {
+    const a = o.joined;
+    // COALESCE: an unknown comparison is "not the same", as the EXISTS below finds no row for it.
+    return `COALESCE((${u} IS NULL OR ${a}.usesysid = ${u}) AND (${b} IS NULL OR ${a}.backend_start IS NULL OR ${a}.backend_start = ${b}), false)`;
+  }
+  return `EXISTS (SELECT 1 FROM pg_stat_get_activity(${pid}) a WHERE (${u} IS NULL OR a.usesysid = ${u})
                      AND (${b} IS NULL OR a.backend_start IS NULL OR a.backend_start = ${b}))`;
 }
 

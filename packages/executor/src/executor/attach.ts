@@ -8,6 +8,7 @@ import { AfterlifeError, ConfigError } from '../errors.js';
 import type { Publisher } from '../events/publish.js';
 import { type HeartbeatValue, KEY_PREFIX_RE } from '../contract/heartbeat.js';
 import type { Fence, FenceVerdict } from '../contract/fenceCheck.js';
+import type { RequeuedNotice } from '../contract/requeued.js';
 import { holdExit, withTimeout } from '../lifecycle/shutdown.js';
 import { createRedis } from '../lock/redis.js';
 import { consoleLogger, type Logger } from '../log.js';
@@ -21,6 +22,7 @@ import { checkIdleTransactionLimit } from './idleTransactions.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TTL_MS, Heartbeat } from './heartbeat.js';
 import { KitFacts } from './kitFacts.js';
 import { LivenessLock } from './liveness.js';
+import { type QueuePoller, queuePoller } from './pollNow.js';
 import { maskUrl } from './maskUrl.js';
 import { createKitPublisher, type PublishPath } from './publishPath.js';
 import { executorOptionsFromEnv } from './env.js';
@@ -154,6 +156,8 @@ class Kit implements ExecutorKit, KitCore {
   readonly applicationVersion: string;
   readonly incarnation = randomBytes(6).toString('hex');
   private readonly facts: KitFacts;
+  /** DBOS's queue poll on request (undefined: this DBOS release does not expose it; recoveries ask others). */
+  private readonly early: QueuePoller | undefined;
   state: KitState = 'alive';
   terminating = false;
   handingOver = false;
@@ -217,7 +221,8 @@ class Kit implements ExecutorKit, KitCore {
     if (this.redis) {
       this.heartbeat = new Heartbeat(this.redis, ttlMs, intervalMs, () => this.value(intervalMs, ttlMs), this.log, o.keyPrefix);
     }
-    this.facts = new KitFacts(this.db, this.identity(), this.log);
+    this.early = queuePoller(this.log);
+    this.facts = new KitFacts(this.db, this.identity(), this.log, this.early !== undefined);
     if (o.liveness !== false) {
       this.liveness = new LivenessLock({
         databaseUrl: o.livenessDatabaseUrl ?? o.databaseUrl,
@@ -233,6 +238,7 @@ class Kit implements ExecutorKit, KitCore {
         // The lock is taken only once this incarnation is in the registry (fencing compares with it).
         register: () => this.register(),
         onFenced: (verdict, fence) => this.fence(verdict, fence),
+        ...(this.early ? { onRequeued: (n: RequeuedNotice) => this.claimNow(n) } : {}),
         onNotASession: (err) =>
           this.log.error('liveness lock given up: its connection is not one Postgres session (a transaction-mode pooler)', {
             err,
@@ -460,6 +466,17 @@ class Kit implements ExecutorKit, KitCore {
   drain(budgetMs: number): Promise<void> {
     this.drainPromise ??= plannedDrain(this, budgetMs);
     return this.drainPromise;
+  }
+
+  /**
+   * A recovery asks this executor to claim the work it re-enqueued now, not at DBOS's next poll: only while it
+   * takes new work (alive, not fenced) and runs the rows' version, which is all DBOS's claim would take anyway.
+   */
+  private claimNow(n: RequeuedNotice): void {
+    if (this.state !== 'alive' || this.fenced || this.closed || this.handingOver) return;
+    if (n.applicationVersion !== null && n.applicationVersion !== undefined && n.applicationVersion !== this.applicationVersion) return;
+    const polled = this.early?.poll(n.queues) ?? [];
+    this.log.debug('claiming re-enqueued work now', { queues: polled, asked: n.queues, event: 'requeued_poll' });
   }
 
   /** Declared dead by someone else while still running: exit now (unless this kit is handing over itself). */

@@ -60,11 +60,23 @@ function launchedDbos(): { entry: string; DBOS: Dbos } {
 }
 
 function dbosExecutorModule(entry: string): ExecutorModule | undefined {
+  return dbosModule(entry, 'dbos-executor.js') as ExecutorModule | undefined;
+}
+
+/** One module of an SDK copy, by its file next to the entry point (undefined when a release moved it). */
+function dbosModule(entry: string, file: string): unknown {
   try {
-    return ownRequire(join(dirname(entry), 'dbos-executor.js')) as ExecutorModule;
+    return ownRequire(join(dirname(entry), file));
   } catch {
     return undefined;
   }
+}
+
+/** A module of the copy the app launched, with its executor instance (undefined when none is launched). */
+export function launchedDbosModule(file: string): { module: unknown; executor: unknown } | undefined {
+  const launched = loadedDbos().find((c) => c.DBOS.isInitialized());
+  if (!launched) return undefined;
+  return { module: dbosModule(launched.entry, file), executor: dbosExecutorModule(launched.entry)?.DBOSExecutor?.globalInstance };
 }
 
 /** DBOS's executor instance in the copy the app launched (undefined when none is, or a release moved it). */

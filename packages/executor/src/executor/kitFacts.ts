@@ -20,6 +20,8 @@ export class KitFacts {
     private readonly db: Db,
     private readonly row: { applicationName: string; executorId: string; incarnation: string },
     private readonly log: Logger,
+    /** Whether recoveries may ask this kit to poll its queues now (pollNow.ts): they choose among those that can. */
+    private readonly pollsOnRequest = false,
   ) {}
 
   /** The lease the liveness session reported (every connect); recorded at once when already attached. */
@@ -47,7 +49,13 @@ export class KitFacts {
       await recordKitFacts(this.db, {
         applicationName: this.row.applicationName,
         executorId: this.row.executorId,
-        facts: { incarnation: this.row.incarnation, kitVersion: KIT_VERSION, dbosVersion: this.dbosVersion, livenessLeaseMs: this.leaseMs },
+        facts: {
+          incarnation: this.row.incarnation,
+          kitVersion: KIT_VERSION,
+          dbosVersion: this.dbosVersion,
+          livenessLeaseMs: this.leaseMs,
+          pollsOnRequest: this.pollsOnRequest,
+        },
       });
     } catch (err) {
       if ((err as { code?: unknown }).code === '42703') {

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { Fence, type FenceVerdict } from '../contract/fenceCheck.js';
 import { fenceChannel } from '../contract/fenceChannel.js';
+import { requeuedChannel, RequeuedNotice } from '../contract/requeued.js';
 import { askFence, type BackendIdentity, backendIdentity, inheritedIdleSessionTimeoutMs, takeLiveness } from '../db/queries/liveness.js';
 import { effectiveLease, MIN_LIVENESS_LEASE_MS } from '../contract/lease.js';
 import { livenessLeaseMs } from '../contract/settings.js';
@@ -21,7 +22,9 @@ import { KitTrouble } from './throttle.js';
  * The same connection carries the fence: a NOTIFY on the fence channel is only a hint to ask now; the
  * answer is always the plane's own records (registry, recoveries; packages/executor/src/contract/fenceCheck.ts), asked
  * every `checkEveryMs`. This incarnation is registered, and the fence question answered, before the lock is
- * taken, so a process back from a partition stops before it claims to be alive.
+ * taken, so a process back from a partition stops before it claims to be alive. With `onRequeued` it also
+ * listens for recoveries asking this executor to claim their work now (contract/requeued.ts): the session is
+ * already open and held for the lease, so hearing them costs the fleet no connection.
  *
  * Every session is first proven to be one server session (sessionProbe.ts): behind a pooler in transaction
  * mode the lock would outlive the process, so the kit refuses it before taking anything, and compares its
@@ -63,6 +66,8 @@ export interface LivenessOptions {
   trouble?: KitTrouble;
   /** Registers this incarnation; retried on every connection until it succeeds, and always before the lock. */
   register?: () => Promise<void>;
+  /** A recovery named this executor to claim what it re-enqueued now: the queues (contract/requeued.ts). */
+  onRequeued?: (notice: RequeuedNotice) => void;
   /** Called once when the executor learns it was declared dead, superseded, or its workflows were moved. */
   onFenced: (verdict: FenceVerdict, fence?: Fence) => void;
   /**
@@ -92,6 +97,7 @@ export class LivenessLock {
   /** Why this connection is refused for good: it is not one server session. */
   private refused: NotOneSessionError | undefined;
   private readonly channel: string;
+  private readonly requeued: string;
   private readonly gone = new WeakSet<pg.Client>();
   private readonly trouble: KitTrouble;
   /** The lease asked of the server (the configured one, or a shorter one inherited from the URL or role). */
@@ -99,6 +105,7 @@ export class LivenessLock {
 
   constructor(private readonly o: LivenessOptions) {
     this.channel = fenceChannel(o.afterlifeSchema);
+    this.requeued = requeuedChannel(o.afterlifeSchema);
     this.leaseMs = livenessLeaseMs(o.leaseMs);
     this.registered = o.register === undefined;
     this.trouble = o.trouble ?? new KitTrouble(o.logger, o.afterlifeSchema);
@@ -151,6 +158,7 @@ export class LivenessLock {
       // LISTEN before the fence question, so a declaration committed in between is still heard (this session's
       // own subscription is the fence protocol, so it stays beside it rather than in the SQL layer).
       await client.query(`LISTEN ${pg.escapeIdentifier(this.channel)}`);
+      if (this.o.onRequeued) await client.query(`LISTEN ${pg.escapeIdentifier(this.requeued)}`);
       this.client = client;
       if (!this.registered && this.o.register) {
         await this.o.register();
@@ -281,6 +289,7 @@ export class LivenessLock {
 
   /** Anyone who can connect may NOTIFY: a message about this executor only makes the kit ask its records now. */
   private notified(n: pg.Notification): void {
+    if (n.channel === this.requeued && n.payload && this.o.onRequeued) return this.requeuedHere(n.payload, this.o.onRequeued);
     if (n.channel !== this.channel || !n.payload) return;
     try {
       const p = JSON.parse(n.payload) as { applicationName?: unknown; executorId?: unknown };
@@ -288,6 +297,23 @@ export class LivenessLock {
     } catch {
       /* not ours */
     }
+  }
+
+  /** A notice naming this executor of this application, while the lock is held (a fenced process claims nothing). */
+  private requeuedHere(payload: string, act: (notice: RequeuedNotice) => void): void {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(payload);
+    } catch {
+      return;
+    }
+    const r = RequeuedNotice.safeParse(raw);
+    if (!r.success) {
+      this.o.logger.debug('requeued notice ignored: not the contract', { err: r.error.message });
+      return;
+    }
+    if (r.data.applicationName !== this.o.applicationName || !r.data.to.includes(this.o.executorId) || !this.heldNow) return;
+    act(r.data);
   }
 
   private lost(client: pg.Client, err: unknown): void {

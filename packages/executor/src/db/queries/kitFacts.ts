@@ -9,6 +9,8 @@ export interface KitFacts {
   dbosVersion: string | undefined;
   /** idle_session_timeout as the liveness session reports it after the kit set it; undefined without a lock. */
   livenessLeaseMs: number | undefined;
+  /** Whether recoveries may ask it to claim their work now (contract/requeued.ts); they choose among those that can. */
+  pollsOnRequest: boolean;
 }
 
 /**

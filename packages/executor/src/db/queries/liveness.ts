@@ -24,7 +24,9 @@ export interface LivenessReading {
 export async function readLiveness(db: Db, applicationName: string, executorIds: string[]): Promise<LivenessReading> {
   // pg_locks is read once and joined, not scanned per executor: per-executor EXISTS with the holder check
   // took ~70 ms for 200 executors, the joins ~9 ms against ~4.5 ms for "any holder" without the check
-  // (test/integration/executor/liveness.test.ts prints it).
+  // (test/integration/executor/liveness.test.ts prints it). The backends are joined too, by pid (a hash
+  // join), not asked per lock: an EXISTS over the materialized list scanned every backend for every lock,
+  // O(locks × backends), which at 1,000 executors was most of an invocation's first tick (issue 31).
   const k = LIVENESS_KEY_SQL.key('$1::text', 'id');
   const res = await db.query<{ held: string[] | null; squatted: string[] | null; up_ms: string }>(
     `WITH l AS MATERIALIZED (
@@ -40,11 +42,13 @@ export async function readLiveness(db: Db, applicationName: string, executorIds:
          LEFT JOIN ${ident(db.afterlifeSchema)}.executors x ON x.application_name = $1 AND x.executor_id = e0.id
      )
      SELECT ARRAY(SELECT e.id FROM e JOIN l ON l.objsubid = 1 AND l.classid = e.hi AND l.objid = e.lo AND l.pid = e.liveness_pid
-                   WHERE ${sameHolderSql('l.pid', 'e', { activity: 'act' })}
+                    JOIN act a ON a.pid = l.pid
+                   WHERE ${sameHolderSql('l.pid', 'e', { joined: 'a' })}
                   UNION
                   SELECT e.id FROM e JOIN l ON l.objsubid = 2 AND l.classid = e.legacy_app AND l.objid = e.legacy_exec WHERE e.legacy) AS held,
             ARRAY(SELECT DISTINCT e.id FROM e JOIN l ON l.objsubid = 1 AND l.classid = e.hi AND l.objid = e.lo
-                   WHERE l.pid IS DISTINCT FROM e.liveness_pid OR NOT ${sameHolderSql('l.pid', 'e', { activity: 'act' })}) AS squatted,
+                    LEFT JOIN act a ON a.pid = l.pid
+                   WHERE l.pid IS DISTINCT FROM e.liveness_pid OR a.pid IS NULL OR NOT ${sameHolderSql('l.pid', 'e', { joined: 'a' })}) AS squatted,
             (EXTRACT(EPOCH FROM now() - pg_postmaster_start_time()) * 1000)::bigint::text AS up_ms`,
     [applicationName, executorIds],
     'liveness.read',

@@ -1,0 +1,35 @@
+import { array, type Infer, nullish, object, string } from './parse.js';
+
+/**
+ * "Claim it now": what a recovery says, on commit, to a few live executors of the dead one's application and
+ * version once it has re-enqueued their work (shared/dbos/recovery.ts sends it from the statement that moves
+ * the rows, so it is heard only if the move committed). Without it the work waits for the survivors' next
+ * queue poll — DBOS polls every `polling_interval_sec`, 1 s by default, which was most of a recovery's time
+ * after the death was declared (bench/README.md, issue 31). It is a hint: a kit that hears it asks DBOS to
+ * poll the named queues once, through DBOS's own claim (SKIP LOCKED, re-checked status), exactly as its next
+ * scheduled poll would; nothing is claimed that the poll would not have claimed a moment later, and a lost,
+ * forged or repeated notice costs at most one early poll (the kit spaces them, executor/pollNow.ts).
+ */
+export function requeuedChannel(afterlifeSchema: string): string {
+  return `${afterlifeSchema}_requeued`.slice(0, 63);
+}
+
+/**
+ * How many live executors one recovery batch asks to claim now. One would do when it is idle; two keep the
+ * nudge when one of them is busy, draining or wedged, and still spare the rest of the fleet a herd of polls
+ * on the same rows (with no `LIMIT`, DBOS's first poll claims every ENQUEUED row of its version anyway).
+ */
+export const REQUEUED_NUDGE_TARGETS = 2;
+
+/** At most this many queue names are carried (a NOTIFY payload is bounded at 8,000 bytes). */
+export const REQUEUED_MAX_QUEUES = 20;
+
+export const RequeuedNotice = object({
+  applicationName: string({ min: 1 }),
+  /** The version the moved rows are pinned to (null: rows pinned to none). */
+  applicationVersion: nullish(string()),
+  queues: array(string({ min: 1 }), { max: REQUEUED_MAX_QUEUES }),
+  /** The executors asked; everyone else ignores the notice. */
+  to: array(string({ min: 1 }), { max: REQUEUED_NUDGE_TARGETS }),
+});
+export type RequeuedNotice = Infer<typeof RequeuedNotice>;

@@ -1,0 +1,83 @@
+import type { Logger } from '../log.js';
+import { launchedDbosModule } from './dbosInternals.js';
+
+/**
+ * Asks the DBOS this process launched to poll some of its queues now, once, instead of at its next scheduled
+ * poll (contract/requeued.ts: a recovery has just re-enqueued a dead executor's work there). It runs DBOS's
+ * own poll (`WFQueueRunner.pollQueue`: the claim DBOS runs every interval, SKIP LOCKED, status re-checked),
+ * reached through the queue runner of the copy the app launched; 5.2.11 and 5.3.x have the same shape, and a
+ * release that moves it makes `queuePoller` answer undefined — the kit then records that it cannot be asked
+ * (kit facts) and recoveries ask others.
+ *
+ * Only queues without flow control are polled early. DBOS counts `workerConcurrency` (and a partition's) in
+ * this process between its own polls, so a second poll racing the scheduled one could claim past the limit;
+ * and it claims from a queue with a global limit with NOWAIT, so a race would read as contention and double
+ * the queue's interval. Those queues keep DBOS's own cadence. `_dbos_internal_queue`, where recovered direct
+ * starts go, has no limit, and its claim skips locked rows.
+ */
+export interface QueuePoller {
+  /** Starts a poll of each named queue this process dispatches and may poll early; returns the names polled. */
+  poll(queues: readonly string[]): string[];
+}
+
+/**
+ * One early poll per queue at most this often: a burst of notices (a recovery in many batches, or anyone who
+ * can connect sending NOTIFY) becomes a few polls, which DBOS would have run within its interval anyway.
+ */
+export const MIN_EARLY_POLL_GAP_MS = 250;
+
+interface QueueLike {
+  name?: unknown;
+  concurrency?: unknown;
+  rateLimit?: unknown;
+  workerConcurrency?: unknown;
+  partitionWorkerConcurrency?: unknown;
+  partitionConcurrency?: unknown;
+  partitionRateLimit?: unknown;
+  partitionQueue?: unknown;
+}
+interface RunnerLike {
+  isRunning?: unknown;
+  states?: unknown;
+  pollQueue?: unknown;
+}
+
+export function queuePoller(log: Logger, clock: () => number = Date.now): QueuePoller | undefined {
+  const found = launchedDbosModule('wfqueue.js');
+  const runner = (found?.module as { wfQueueRunner?: RunnerLike } | undefined)?.wfQueueRunner;
+  const exec = found?.executor;
+  if (!runner || !exec || !(runner.states instanceof Map) || typeof runner.pollQueue !== 'function') return undefined;
+  const states = runner.states as Map<string, { queue?: QueueLike }>;
+  const pollQueue = runner.pollQueue as (exec: unknown, queue: QueueLike) => Promise<unknown>;
+  const last = new Map<string, number>();
+  return {
+    poll(queues) {
+      const polled: string[] = [];
+      if (runner.isRunning !== true) return polled;
+      const now = clock();
+      for (const name of new Set(queues)) {
+        const queue = states.get(name)?.queue;
+        if (!queue || !pollsEarly(queue)) continue;
+        if (now - (last.get(name) ?? -Infinity) < MIN_EARLY_POLL_GAP_MS) continue;
+        last.set(name, now);
+        polled.push(name);
+        // pollQueue logs and swallows the database's errors itself; anything else is DBOS's to report.
+        pollQueue.call(runner, exec, queue).catch((err: unknown) => log.debug('early queue poll failed', { queue: name, err }));
+      }
+      return polled;
+    },
+  };
+}
+
+function pollsEarly(q: QueueLike): boolean {
+  const none = (v: unknown) => v === undefined || v === null;
+  return (
+    none(q.concurrency) &&
+    none(q.rateLimit) &&
+    none(q.workerConcurrency) &&
+    none(q.partitionWorkerConcurrency) &&
+    none(q.partitionConcurrency) &&
+    none(q.partitionRateLimit) &&
+    q.partitionQueue !== true
+  );
+}
