@@ -222,6 +222,8 @@ interface Result {
   queriesPerTick: number;
   detectionP50Ms: number | null;
   detectionP95Ms: number | null;
+  /** SIGKILL → the death declared (the recovery's start), p95: what the death rule takes, before the claim. */
+  declaredP95Ms: number | null;
   kills: number;
   /** Kills whose work did not start elsewhere in time (or whose victim never started), with why. */
   missedKills: string[];
@@ -376,6 +378,12 @@ async function main(): Promise<Result> {
       ...tickFigures(ticks, reaperStmts, reaperTop),
       detectionP50Ms: finiteOrNull(detectionQuantile(kills, missed.length, 0.5)),
       detectionP95Ms: finiteOrNull(detectionQuantile(kills, missed.length, 0.95)),
+      declaredP95Ms: kills.length
+        ? quantile(
+            kills.map((k) => k.declaredMs),
+            0.95,
+          )
+        : null,
       kills: kills.length + missed.length,
       missedKills: missed,
       falseDeaths: falseDeathIds.length,
@@ -502,7 +510,9 @@ function print(r: Result): void {
     say(
       `    ${t.callsPerTick} calls, ${t.rowsPerTick} rows, ${t.blocksPerTick} pages, ${t.execMsPerTick} ms, ${t.walBytesPerTick} B WAL a tick: ${t.query}`,
     );
-  say(`SIGKILL → first step elsewhere: p50 ${s(r.detectionP50Ms)}, p95 ${s(r.detectionP95Ms)} over ${r.kills} kills`);
+  say(
+    `SIGKILL → first step elsewhere: p50 ${s(r.detectionP50Ms)}, p95 ${s(r.detectionP95Ms)} over ${r.kills} kills (declared p95 ${s(r.declaredP95Ms)})`,
+  );
   if (r.missedKills.length) say(`  missed (not a finite figure): ${r.missedKills.join('; ')}`);
   say(`false deaths: ${r.falseDeaths}${r.falseDeathIds.length ? ` (${r.falseDeathIds.join(', ')})` : ''}`);
   say(
