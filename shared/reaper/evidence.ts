@@ -115,13 +115,23 @@ export interface LockEvidence {
 }
 
 const squatReports = new LogThrottle(60_000);
+/**
+ * Squatted on the previous reading, per application. A kit takes its lock and records its session in one
+ * statement, but the lock shows in pg_locks the moment it is granted while the registry row commits a moment
+ * later: a reading in between sees the kit's own fresh lock held by an unrecorded session. Read as free for
+ * that one tick (the heartbeat keeps the kit alive), and reported only when a second reading agrees.
+ */
+const squattedBefore = new Map<string, Set<string>>();
 
 export async function readLocks(deps: ReaperDeps, ids: string[]): Promise<LockEvidence> {
   const { config } = deps;
   if (config.reaper.livenessEvidence === 'none') return { held: new Set(), freeIsEvidence: false, reason: 'REAPER_LIVENESS_EVIDENCE=none' };
   if (ids.length === 0) return { held: new Set(), freeIsEvidence: true };
   const r = await readLiveness(deps.db, config.applicationName, ids);
+  const before = squattedBefore.get(config.applicationName);
+  squattedBefore.set(config.applicationName, r.squatted);
   for (const id of r.squatted) {
+    if (!before?.has(id)) continue;
     // Once a minute per executor: a reaper ticks four times a second.
     if (squatReports.pass(id).log) {
       deps.logger.warn(
