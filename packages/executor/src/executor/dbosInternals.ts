@@ -51,8 +51,13 @@ export function loadedDbos(): { entry: string; DBOS: Dbos }[] {
   return found.sort((a, b) => Number(b.DBOS.isInitialized()) - Number(a.DBOS.isInitialized()));
 }
 
+/** The SDK copy the app launched, if any. */
+function launchedCopy(): { entry: string; DBOS: Dbos } | undefined {
+  return loadedDbos().find((c) => c.DBOS.isInitialized());
+}
+
 function launchedDbos(): { entry: string; DBOS: Dbos } {
-  const launched = loadedDbos().find((c) => c.DBOS.isInitialized());
+  const launched = launchedCopy();
   if (launched) return launched;
   // Nothing launched yet (or loaded outside the cache): the kit's own resolution, for the error below.
   const entry = ownRequire.resolve('@dbos-inc/dbos-sdk');
@@ -61,6 +66,10 @@ function launchedDbos(): { entry: string; DBOS: Dbos } {
 
 function dbosExecutorModule(entry: string): ExecutorModule | undefined {
   return dbosModule(entry, 'dbos-executor.js') as ExecutorModule | undefined;
+}
+
+function executorOf(entry: string): ExecutorLike | undefined {
+  return dbosExecutorModule(entry)?.DBOSExecutor?.globalInstance;
 }
 
 /** One module of an SDK copy, by its file next to the entry point (undefined when a release moved it). */
@@ -74,21 +83,20 @@ function dbosModule(entry: string, file: string): unknown {
 
 /** A module of the copy the app launched, with its executor instance (undefined when none is launched). */
 export function launchedDbosModule(file: string): { module: unknown; executor: unknown } | undefined {
-  const launched = loadedDbos().find((c) => c.DBOS.isInitialized());
-  if (!launched) return undefined;
-  return { module: dbosModule(launched.entry, file), executor: dbosExecutorModule(launched.entry)?.DBOSExecutor?.globalInstance };
+  const launched = launchedCopy();
+  return launched ? { module: dbosModule(launched.entry, file), executor: executorOf(launched.entry) } : undefined;
 }
 
 /** DBOS's executor instance in the copy the app launched (undefined when none is, or a release moved it). */
 export function launchedDbosExecutor(): unknown {
-  const launched = loadedDbos().find((c) => c.DBOS.isInitialized());
-  return launched ? dbosExecutorModule(launched.entry)?.DBOSExecutor?.globalInstance : undefined;
+  const launched = launchedCopy();
+  return launched ? executorOf(launched.entry) : undefined;
 }
 
 export async function dbosApp(): Promise<DbosApp> {
   const { entry, DBOS } = launchedDbos();
   if (!DBOS.isInitialized()) throw new Error('attachExecutor: call DBOS.launch() first');
-  const executor = dbosExecutorModule(entry)?.DBOSExecutor?.globalInstance;
+  const executor = executorOf(entry);
   const cfg = executor?.config;
   // Captured now: DBOS.shutdown() clears the global, and the in-flight count is wanted during the drain.
   const running = executor?.systemDatabase?.runningWorkflowMap;

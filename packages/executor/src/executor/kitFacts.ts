@@ -21,7 +21,7 @@ export class KitFacts {
     private readonly row: { applicationName: string; executorId: string; incarnation: string },
     private readonly log: Logger,
     /** Whether recoveries may ask this kit to poll its queues now (pollNow.ts): they choose among those that can. */
-    private readonly pollsOnRequest = false,
+    private readonly pollsOnRequest: boolean,
   ) {}
 
   /** The lease the liveness session reported (every connect); recorded at once when already attached. */

@@ -46,7 +46,14 @@ export function queuePoller(log: Logger, clock: () => number = Date.now): QueueP
   const found = launchedDbosModule('wfqueue.js');
   const runner = (found?.module as { wfQueueRunner?: RunnerLike } | undefined)?.wfQueueRunner;
   const exec = found?.executor;
-  if (!runner || !exec || !(runner.states instanceof Map) || typeof runner.pollQueue !== 'function') return undefined;
+  if (!runner || !exec || !(runner.states instanceof Map) || typeof runner.pollQueue !== 'function') {
+    // Not an error: recoveries still move this executor's share of work, claimed at DBOS's next poll instead.
+    log.notice(
+      "this DBOS release's queue runner is not where the kit looks: recoveries will not ask this executor to claim recovered work at once (doctor's `versions` check lists it); run a tested @dbos-inc/dbos-sdk",
+      { event: 'requeued_poll_unavailable' },
+    );
+    return undefined;
+  }
   const states = runner.states as Map<string, { queue?: QueueLike }>;
   const pollQueue = runner.pollQueue as (exec: unknown, queue: QueueLike) => Promise<unknown>;
   const last = new Map<string, number>();
