@@ -11,9 +11,10 @@ const WIDTH = 40;
  * the last stage, with the gap from the stage before; then the counts and whether it is over.
  */
 export function renderTimeline(t: Timeline): string {
-  const death = Date.parse(t.lastSignOfLifeAt ?? t.declaredAt);
+  const death = Math.min(Date.parse(t.lastSignOfLifeAt ?? t.declaredAt), Date.parse(t.declaredAt));
+  const source = t.lastSignOfLifeSource && t.lastSignOfLifeSource !== 'declaration' ? ` (${t.lastSignOfLifeSource})` : '';
   const stages: Array<[string, string | null]> = [
-    [t.lastSignOfLifeAt ? 'last sign of life' : 'death (declared)', t.lastSignOfLifeAt ?? t.declaredAt],
+    [t.lastSignOfLifeAt ? `last sign of life${source}` : 'death (declared)', t.lastSignOfLifeAt ?? t.declaredAt],
     ['declared dead', t.declaredAt],
     ['notice received', t.noticeAt],
     ['first re-enqueued', t.firstReenqueuedAt],

@@ -29,15 +29,15 @@ export async function pendingOwners(db: Db, applicationName: string): Promise<Pe
 }
 
 /**
- * The `application_name` prefix every DBOS SDK gives its system-database sessions, as Postgres stores it:
- * TypeScript names its pool `dbos_transact_<executorID>_<version>`, Python `dbos_transact_<executorID>` with
- * no suffix (its `_sys_db.py`), so the prefix is `dbos_transact_<executorID>` with no separator after it
- * (issue 30). It therefore also matches the sessions of an executor whose ID extends this one (`exec-1`
- * matches `exec-10`'s): that reads as "a session exists", the safe side — a live executor is never judged
- * absent because of how its SDK spells its sessions. Postgres keeps at most NAMEDATALEN-1 (63) bytes, and
- * rewrites every byte outside printable ASCII (`?` up to 15, `\xNN` from 16), so `sec-ü1` is stored as
- * `sec-??1` or `sec-\xc3\xbc1`; the prefix stops before the first such byte, with the same safe-side
- * effect.
+ * The `application_name` prefix of an executor's own sessions, as Postgres stores it: DBOS for TypeScript
+ * names its pool `dbos_transact_<executorID>_<version>`; DBOS for Python names every session plain
+ * `dbos_transact` (2.3–2.30; see unattributedSessions) unless the app names them itself, in which case
+ * docs/reaper.md asks for the same `dbos_transact_<executorID>_<version>`. The prefix has no separator after
+ * the ID, so it also matches the sessions of an executor whose ID extends this one (`exec-1` matches
+ * `exec-10`'s): that reads as "a session exists", the safe side. Postgres keeps at most NAMEDATALEN-1 (63)
+ * bytes, and rewrites every byte outside printable ASCII (`?` up to 15, `\xNN` from 16), so `sec-ü1` is
+ * stored as `sec-??1` or `sec-\xc3\xbc1`; the prefix stops before the first such byte, with the same
+ * safe-side effect.
  */
 export function sessionPrefix(executorId: string): string {
   const bytes = Buffer.from(`dbos_transact_${executorId}`).subarray(0, 63);
@@ -57,6 +57,40 @@ export async function canSeeOtherSessions(db: Db): Promise<boolean> {
     'reaper.canSeeSessions',
   );
   return res.rows[0]?.ok === true;
+}
+
+/**
+ * Session names that could belong to any executor of any application: DBOS for Python's own default
+ * (`dbos_transact`, every release from 2.3.0 to 2.30.0), and no name at all (DBOS for Python 1.0–2.2, a
+ * pooler that does not pass the client's name on). While one such session is open, "executor X has no
+ * session" proves nothing about X: it may be that session's process.
+ */
+export const UNATTRIBUTED_SESSION_NAMES: readonly string[] = ['dbos_transact', ''];
+
+export interface UnattributedSessions {
+  /** The stored application_name ('' for none). */
+  name: string;
+  sessions: number;
+  /** Roles and client addresses they come from, for the operator to find the process (at most 5 each). */
+  users: string[];
+  clients: string[];
+}
+
+/** Client sessions in this database (other than this one) whose name attributes them to no executor. */
+export async function unattributedSessions(db: Db): Promise<UnattributedSessions[]> {
+  const res = await db.query<{ name: string; n: number; users: string[]; clients: string[] }>(
+    `SELECT a.application_name AS name, count(*)::int AS n,
+            (array_agg(DISTINCT a.usename::text))[1:5] AS users,
+            (array_agg(DISTINCT COALESCE(host(a.client_addr), 'local')))[1:5] AS clients
+       FROM pg_stat_activity a
+      WHERE a.datname = current_database() AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()
+        AND a.application_name = ANY($1::text[])
+      GROUP BY a.application_name
+      ORDER BY a.application_name DESC`,
+    [UNATTRIBUTED_SESSION_NAMES],
+    'reaper.unattributedSessions',
+  );
+  return res.rows.map((r) => ({ name: r.name, sessions: r.n, users: r.users, clients: r.clients }));
 }
 
 /** Of the given executors, those with at least one session in this database. */
@@ -160,4 +194,33 @@ export async function cancelIfStillQuiet(
     'reaper.cancelStuck',
   );
   return (res.rows[0]?.n ?? 0) > 0;
+}
+
+/**
+ * What the sessions say about which versions run: of `versions`, those with a session named
+ * `dbos_transact_<executorID>_<version>` (not the executor `except`'s own: a lost host's sessions outlive
+ * it), and whether a session that names nobody is open, which makes any answer incomplete.
+ */
+export async function sessionVersions(
+  db: Db,
+  versions: string[],
+  except: string,
+): Promise<{ versions: Set<string>; unattributed: boolean }> {
+  const res = await db.query<{ v: string | null; unattributed: boolean }>(
+    `SELECT v.v, EXISTS (SELECT 1 FROM pg_stat_activity a
+                          WHERE a.datname = current_database() AND a.backend_type = 'client backend'
+                            AND a.pid <> pg_backend_pid() AND a.application_name = ANY($3::text[])) AS unattributed
+       FROM (SELECT NULL::text AS v UNION ALL SELECT x FROM unnest($1::text[]) AS x) v
+      WHERE v.v IS NULL OR EXISTS (
+        SELECT 1 FROM pg_stat_activity a
+         WHERE a.datname = current_database() AND starts_with(a.application_name, 'dbos_transact_')
+           AND NOT starts_with(a.application_name, $2)
+           AND right(a.application_name, length(v.v) + 1) = '_' || v.v)`,
+    [versions, sessionPrefix(except), UNATTRIBUTED_SESSION_NAMES],
+    'reaper.sessionVersions',
+  );
+  return {
+    versions: new Set(res.rows.flatMap((r) => (r.v === null ? [] : [r.v]))),
+    unattributed: res.rows[0]?.unattributed === true,
+  };
 }

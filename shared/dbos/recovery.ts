@@ -3,6 +3,7 @@ import { ident } from '../../packages/executor/src/contract/identifier.js';
 import { livenessHeldSql } from '../../packages/executor/src/contract/livenessKey.js';
 import { REQUEUED_MAX_QUEUES, REQUEUED_NUDGE_TARGETS, requeuedChannel } from '../../packages/executor/src/contract/requeued.js';
 import { quietSince } from './activity.js';
+import { UNATTRIBUTED_SESSION_NAMES } from './reaper.js';
 import { appScope, NOW_MS } from '../../packages/executor/src/dbos/sql.js';
 import type { CreatedRange } from '../../packages/executor/src/dbos/pendingByVersion.js';
 
@@ -158,8 +159,13 @@ function batchStatement(db: Db, scope: BatchScope, opts: BatchOptions): { text: 
   const evidence: string[] = [];
   if (guard.quietSinceMs !== undefined) evidence.push(`AND (${quietSince(db, 'w', param(guard.quietSinceMs, 'bigint'))})`);
   if (guard.noSessionsPrefix !== undefined) {
+    // No session of the executor, and none that could be anyone's: an unattributed session appearing since
+    // the judgement (a DBOS for Python process starting) makes the death unknown again.
     evidence.push(`AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
-                   WHERE a.datname = current_database() AND starts_with(a.application_name, ${param(guard.noSessionsPrefix, 'text')}))`);
+                   WHERE a.datname = current_database()
+                     AND (starts_with(a.application_name, ${param(guard.noSessionsPrefix, 'text')})
+                          OR (a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()
+                              AND a.application_name = ANY(${param(UNATTRIBUTED_SESSION_NAMES, 'text[]')}))))`);
   }
   if (guard.livenessFree) evidence.push(`AND NOT ${livenessHeldSql(db.afterlifeSchema, '$3::text', '$1::text')}`);
   const premise = (t: string) => scopePremise(scope, t);

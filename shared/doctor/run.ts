@@ -8,6 +8,7 @@ import { poolerCheck } from './pooler.js';
 import { redisCheck } from './redis.js';
 import { settingsCheck } from './settings.js';
 import { type Check, type CheckResult, docOf, type DoctorDeps } from './types.js';
+import { unattributedCheck } from './unattributed.js';
 import { versionsCheck } from './versions.js';
 
 /** The chain, in the order an operator fixes it: the plane, the kits it watches, grants, sessions, Redis, tuning. */
@@ -18,6 +19,7 @@ export const CHECKS: Check[] = [
   grantsCheck,
   livenessCheck,
   poolerCheck,
+  unattributedCheck,
   idleTransactionsCheck,
   redisCheck,
   indexCheck,

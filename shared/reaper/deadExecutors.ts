@@ -1,23 +1,27 @@
 import { findExecutors, type ExecutorRow } from '../../packages/executor/src/db/queries/executors.js';
 import { type Absence, executorsSeenBeating } from '../db/queries/observations.js';
-import { canSeeOtherSessions, executorsWithSessions, lastActivityByExecutor, pendingOwners } from '../dbos/reaper.js';
+import { executorsWithSessions, lastActivityByExecutor, pendingOwners } from '../dbos/reaper.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import { type Beat, judgeKit, type RuleSettings, streakIsDeath } from './deathRule.js';
 import { type Acting, actOnDeaths, type Death } from './declareDead.js';
 import { type Beats, type LockEvidence, readBeats } from './evidence.js';
+import { type Census, unattributedCensus } from './unattributed.js';
 import { type FleetTick, forgetDeclared, keepView, readLocksWatched, watchedObservations, watchFleet } from './fleetView.js';
 import { lockedRowsFreed } from './lockedRows.js';
 import { observations, type Observations } from './observe.js';
 import type { DeadPassResult, ReaperDeps, ReaperState, TickContext } from './types.js';
+import type { SignOfLife } from '../db/queries/recoveries.js';
 import { LogThrottle } from '../../packages/executor/src/executor/throttle.js';
 
 /**
  * Dead executors. One with the kit is judged by its two witnesses, the liveness lock and the heartbeat
- * (shared/reaper/deathRule.ts); one without the kit is dead only when it has no session in
- * pg_stat_activity (on two or more ticks, and only if this role can see other roles' sessions) and its
- * PENDING workflows have been quiet for UNKNOWN_EXECUTOR_GRACE_MS. A false death runs step bodies twice
- * (docs/design.md#invariant-3-death-only-on-strong-evidence), so every doubt resolves to "alive". A death is re-checked just before acting and
- * again inside the recovery (the heartbeat at every batch boundary, the lock in every batch statement).
+ * (shared/reaper/deathRule.ts); one without the kit is dead only when no session names it in
+ * pg_stat_activity (on two or more ticks, only if this role can see other roles' sessions, and only while
+ * no session that names nobody is open: unattributed.ts) and its PENDING workflows have been quiet for
+ * UNKNOWN_EXECUTOR_GRACE_MS. A false death runs step bodies twice
+ * (docs/design.md#invariant-3-death-only-on-strong-evidence), so every doubt resolves to "alive". A death is
+ * re-checked just before acting and again inside the recovery (the heartbeat at every batch boundary, the lock
+ * or the sessions in every batch statement).
  */
 
 const resetReports = new LogThrottle(10_000);
@@ -72,6 +76,8 @@ export async function deadExecutorsPass(
   const { versions, live } = await ownersAndVersions(deps, [...fleet.view.live.values()]);
   const candidates = [...versions.keys()];
   const result = emptyResult(candidates.length);
+  // Sessions that name no executor are looked for even before such an executor owns work (unattributed.ts).
+  const census = await unattributedCensus(deps, state, { now: false, log: deps.logger.child({ pass: 'dead', tick: ctx.tick }) });
   if (candidates.length === 0) {
     keepView(state, fleet);
     return result;
@@ -96,7 +102,7 @@ export async function deadExecutorsPass(
   };
   const w = await readWitnesses(p, fleet); // 1. the witnesses
   await judgeKits(p, w); // 2. executors with the kit: the death rule
-  await judgeWithoutKit(p, w); // 3. executors that never heart-beat: sessions and the activity clock
+  await judgeWithoutKit(p, w, census); // 3. executors that never heart-beat: sessions and the activity clock
   result.alive = p.alive.size;
   result.liveOwners = [...p.alive];
   await actOnDeaths(p, p.dead, { intervalMs: w.settings.intervalMs, ttlMs: deps.config.heartbeatTtlMs }); // 4. act
@@ -137,6 +143,7 @@ function emptyResult(candidates: number): DeadPassResult {
     heartbeat: 'checked',
     liveness: 'checked',
     sessions: 'not-needed',
+    unknown: 0,
     liveOwners: [],
   };
 }
@@ -288,41 +295,59 @@ async function judgeBlind(p: Pass, w: Witnesses, blind: string[]): Promise<void>
   }
 }
 
-/** Executors that never heart-beat (no kit, or a kit without Redis): a held lock, sessions and the activity clock. */
-async function judgeWithoutKit(p: Pass, w: Witnesses): Promise<void> {
+/**
+ * Executors that never heart-beat (no kit, or a kit without Redis): a held lock, sessions and the activity
+ * clock. Session evidence counts only where sessions name the executor: when this role cannot see other
+ * sessions, when the operator said not to trust them, or while a session that names nobody is open (DBOS for
+ * Python's `dbos_transact`), the rest are unknown — counted, said, never declared.
+ */
+async function judgeWithoutKit(p: Pass, w: Witnesses, census: Census | undefined): Promise<void> {
   const { deps, result, log } = p;
-  for (const id of p.candidates) if (!w.kit.has(id) && w.locks.held.has(id)) p.alive.add(id);
-  await p.seen.present(
-    p.candidates.filter((id) => !w.kit.has(id) && w.locks.held.has(id)),
-    'liveness',
-  );
+  const held = p.candidates.filter((id) => !w.kit.has(id) && w.locks.held.has(id));
+  for (const id of held) p.alive.add(id);
+  await p.seen.present(held, 'liveness');
   const noKit = p.candidates.filter((id) => !w.kit.has(id) && !w.locks.held.has(id));
   if (noKit.length === 0) return;
+  const unknown = (why: string, event: string) => {
+    result.sessions = 'unknown';
+    result.unknown = noKit.length;
+    log.warn(`executors without the kit are not judged: ${why}`, { executors: noKit.length, event });
+  };
   if (deps.config.reaper.sessionEvidence === 'none') {
     // Behind a pooler the executors' sessions do not carry DBOS's application_name, so "no session"
     // would read as absent for a live executor: the operator said not to trust it.
+    unknown('REAPER_SESSION_EVIDENCE=none', 'sessions_unknown');
+    return;
+  }
+  const seen = census ?? (await unattributedCensus(deps, p.state, { now: true, log }));
+  if (seen === undefined || 'invisible' in seen) {
+    unknown("this database role cannot see other roles' sessions (needs pg_read_all_stats)", 'sessions_unknown');
+  } else if (seen.sessions.length > 0) {
+    // A session naming the executor is still life; the others are unknown (the census logged the fix).
+    const withSessions = await executorsWithSessions(deps.db, noKit);
+    for (const id of withSessions) p.alive.add(id);
+    await p.seen.present([...withSessions], 'sessions');
     result.sessions = 'unknown';
-    log.warn('REAPER_SESSION_EVIDENCE=none: executors without the kit are not judged', {
-      executors: noKit.length,
-      event: 'sessions_unknown',
-    });
-  } else if (!(await canSeeOtherSessions(deps.db))) {
-    result.sessions = 'unknown';
-    log.warn("this database role cannot see other roles' sessions (needs pg_read_all_stats): executors without the kit are not judged", {
-      executors: noKit.length,
-      event: 'sessions_unknown',
-    });
+    result.unknown = noKit.length - withSessions.size;
   } else {
     result.sessions = 'visible';
     await judgeSessions(p, noKit);
   }
 }
 
-/** No session on two ticks and PENDING rows quiet for UNKNOWN_EXECUTOR_GRACE_MS: dead. */
+/**
+ * No session on two ticks and PENDING rows quiet for UNKNOWN_EXECUTOR_GRACE_MS: dead. The death's timeline
+ * starts at the later of the last tick that saw one of its sessions (remembered for this invocation) and its
+ * last checkpoint: the last signs of life the plane actually has.
+ */
 async function judgeSessions(p: Pass, noKit: string[]): Promise<void> {
   const { deps } = p;
   const withSessions = await executorsWithSessions(deps.db, noKit);
-  for (const id of withSessions) p.alive.add(id);
+  const seenAt = (p.state.sessionsSeenAt ??= new Map());
+  for (const id of withSessions) {
+    p.alive.add(id);
+    seenAt.set(id, deps.clock());
+  }
   await p.seen.present([...withSessions], 'sessions');
   const absences = await p.seen.absent(
     noKit.filter((id) => !withSessions.has(id)),
@@ -330,7 +355,8 @@ async function judgeSessions(p: Pass, noKit: string[]): Promise<void> {
     p.continuityMs,
   );
   p.result.absent += absences.length;
-  const quietCutoff = deps.clock() - deps.config.reaper.unknownExecutorGraceMs;
+  const now = deps.clock();
+  const quietCutoff = now - deps.config.reaper.unknownExecutorGraceMs;
   const judged = absences.filter((a) => a.absentTicks >= 2 && p.actionable(a));
   const last = await lastActivityByExecutor(
     deps.db,
@@ -339,8 +365,14 @@ async function judgeSessions(p: Pass, noKit: string[]): Promise<void> {
   );
   for (const a of judged) {
     const at = last.get(a.executorId);
-    if (at !== undefined && at < quietCutoff)
-      p.dead.push({ executorId: a.executorId, evidence: 'sessions', absence: a, cutoffMs: quietCutoff });
+    if (at === undefined || at >= quietCutoff) continue;
+    const session = seenAt.get(a.executorId);
+    seenAt.delete(a.executorId);
+    const signOfLife: SignOfLife =
+      session !== undefined && session > at
+        ? { at: new Date(session).toISOString(), source: 'session' }
+        : { at: new Date(Math.min(at, now)).toISOString(), source: 'checkpoint' };
+    p.dead.push({ executorId: a.executorId, evidence: 'sessions', absence: a, cutoffMs: quietCutoff, signOfLife });
   }
 }
 

@@ -2,6 +2,7 @@ import { type Absence, recordDeclaredDead } from '../db/queries/observations.js'
 import { observations } from './observe.js';
 import { sessionPrefix } from '../dbos/reaper.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
+import type { SignOfLife } from '../db/queries/recoveries.js';
 import { BudgetExhaustedError, RowsLockedError } from '../../packages/executor/src/errors.js';
 import { deathNotice, type DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
 import { publishDeathNotice } from '../../packages/executor/src/events/publisher.js';
@@ -37,6 +38,8 @@ export interface Death {
   incarnation?: string;
   /** Declared on the liveness lock alone because Redis could not judge (deadExecutors.REDIS_BLIND_FALLBACK_MS). */
   blind?: true;
+  /** The last session or checkpoint the reaper saw of an executor without the kit: its timeline's start. */
+  signOfLife?: SignOfLife;
 }
 
 /** What acting needs from the pass. */
@@ -128,7 +131,7 @@ function noticeOf(deps: ReaperDeps, d: Death, applicationVersions: string[]): De
     applicationVersions,
     reason: 'heartbeat-lapsed',
     detectedBy: deps.detectedBy,
-    ...(d.evidence !== 'sessions' ? { evidence: d.evidence } : {}),
+    evidence: d.evidence,
     ...(d.staleBeatAt ? { staleBeatAt: d.staleBeatAt } : {}),
     ...(d.incarnation ? { incarnation: d.incarnation } : {}),
   });
@@ -152,6 +155,7 @@ async function recoverInline(
       budget: inline,
       ...(ctx.signal ? { signal: ctx.signal } : {}),
       ...(guard ? { guard } : {}),
+      ...(d.signOfLife ? { signOfLife: d.signOfLife } : {}),
     });
   } catch (err) {
     if (err instanceof RowsLockedError) {

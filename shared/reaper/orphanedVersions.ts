@@ -1,4 +1,5 @@
 import { findOrphanedEnqueued, type OrphanedRow } from '../dbos/orphaned.js';
+import { unattributedSessions } from '../dbos/reaper.js';
 import { readLiveVersions } from '../../packages/executor/src/contract/heartbeat.js';
 import { shouldStop, type OrphanedPassResult, type PlannedAction, type ReaperDeps, type ReaperState, type TickContext } from './types.js';
 
@@ -9,8 +10,9 @@ import { shouldStop, type OrphanedPassResult, type PlannedAction, type ReaperDep
  * exact version matches, and a redelivered death notice no longer finds them (they are not PENDING). This
  * pass finds them again once untouched for ORPHANED_VERSION_GRACE_MS and applies the same policy.
  *
- * Liveness comes from the heartbeats; without them (Redis unreachable, unset, or an unreadable value whose
- * version is unknown) the pass is skipped, never run on missing evidence.
+ * Liveness comes from the heartbeats and the sessions; without them (Redis unreachable, unset, an unreadable
+ * value whose version is unknown, or a session that names no executor) the pass is skipped, never run on
+ * missing evidence.
  */
 
 /** Orphaned rows handled per run; the rest wait for the next run (the longest-waiting go first). */
@@ -164,7 +166,7 @@ function groupBy<T>(items: T[], key: (t: T) => string): Map<string, T[]> {
   return out;
 }
 
-/** Versions of executors whose heartbeat says `alive`; `skipped` when the heartbeats cannot say. */
+/** Versions of executors whose heartbeat says `alive`; `skipped` when the heartbeats or the sessions cannot say. */
 async function liveVersions(deps: ReaperDeps): Promise<Set<string> | { skipped: string }> {
   if (!deps.redis) return { skipped: 'REDIS_URL is not set' };
   try {
@@ -172,6 +174,10 @@ async function liveVersions(deps: ReaperDeps): Promise<Set<string> | { skipped: 
     // A key proves a live writer, but an unreadable value hides which version it runs.
     const [unknown] = live.unreadable;
     if (unknown !== undefined) return { skipped: `heartbeat of ${unknown} is unreadable: its version is unknown` };
+    // A process whose sessions name nobody (DBOS for Python's `dbos_transact`) may run any version.
+    const [anon] = await unattributedSessions(deps.db);
+    if (anon !== undefined)
+      return { skipped: `${anon.sessions} session(s) named ${JSON.stringify(anon.name)} name no executor: which versions run is unknown` };
     return live.versions;
   } catch (err) {
     return { skipped: `redis unreachable: ${err instanceof Error ? err.message : String(err)}` };

@@ -18,7 +18,7 @@ type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned' | 'retention' | 'timeline
 const PASSES: readonly Pass[] = ['dead', 'stuck', 'diverged', 'orphaned', 'retention', 'timelines'];
 
 const COUNTS: Record<Pass, string[]> = {
-  dead: ['candidates', 'alive', 'absent', 'published', 'recoveredInline', 'reenqueued', 'reappeared', 'activityResumed'],
+  dead: ['candidates', 'alive', 'absent', 'unknown', 'published', 'recoveredInline', 'reenqueued', 'reappeared', 'activityResumed'],
   stuck: ['examined', 'found', 'reported', 'cancelled', 'forked', 'raced'],
   diverged: ['found', 'handed', 'failed'],
   orphaned: ['found', 'reported', 'forked', 'failed', 'notForked'],

@@ -53,6 +53,10 @@ export function shouldStop(ctx: TickContext): boolean {
 export interface ReaperState {
   /** A dry run's absence streaks, kept here instead of executor_observations (observe.ts). */
   dryStreaks?: DryStreaks;
+  /** When the sessions that name no executor were last looked for (epoch ms): every 5 s (unattributed.ts). */
+  unattributedCheckedAt?: number;
+  /** When each executor without the kit last had a session this invocation saw (epoch ms): a death's timeline start. */
+  sessionsSeenAt?: Map<string, number>;
   /** When the unguarded-applications check last ran (epoch ms): every 10 s (unguarded.ts). */
   unguardedCheckedAt?: number;
   /** The diverged pass has looked at every workflow that ended before this (epoch ms). */
@@ -87,8 +91,13 @@ export interface DeadPassResult {
   heartbeat: 'checked' | { skipped: string };
   /** 'checked', or why free liveness locks were no evidence this tick (the heartbeat then decided alone). */
   liveness: 'checked' | { skipped: string };
-  /** Whether "no session in pg_stat_activity" could be trusted for executors without the kit. */
+  /**
+   * Whether "no session in pg_stat_activity" could be trusted for executors without the kit: `unknown` when
+   * this role cannot see other sessions, the operator said not to trust them, or a session names no executor.
+   */
   sessions: 'visible' | 'unknown' | 'not-needed';
+  /** Executors without the kit left unjudged because their state is unknown (never a death). */
+  unknown: number;
   /** Executors judged alive this tick (heartbeat, or sessions for those without the kit). */
   liveOwners: string[];
 }

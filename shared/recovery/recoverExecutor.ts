@@ -2,6 +2,8 @@ import type { Redis } from 'ioredis';
 import type { Db } from '../../packages/executor/src/db/pool.js';
 import { pendingByVersion, type PendingByVersion } from '../../packages/executor/src/dbos/pendingByVersion.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
+import type { SignOfLife } from '../db/queries/recoveries.js';
+import { sessionVersions } from '../dbos/reaper.js';
 import { BudgetExhaustedError, HeartbeatUnknownError, RowsLockedError } from '../../packages/executor/src/errors.js';
 import type { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
 import { readAllHeartbeats } from '../../packages/executor/src/contract/heartbeat.js';
@@ -66,6 +68,8 @@ export interface RecoveryOptions {
    * heartbeat must still be re-read. Undefined: the caller is the plane itself (the reaper), trusted.
    */
   livenessTracked?: boolean;
+  /** What the reaper last saw of an executor without the kit (a session, a checkpoint): its timeline's start. */
+  signOfLife?: SignOfLife;
   /** Called after every batch statement (the CLI's progress). */
   onBatch?: (b: { batchNo: number; reenqueued: number }) => void;
 }
@@ -148,7 +152,7 @@ async function run(
     const pending = (await pendingByVersion(deps.db, notice.applicationName, notice.executorId)).filter(
       (p) => !named || (p.applicationVersion !== null && named.has(p.applicationVersion)),
     );
-    const live = await liveVersions(deps, notice.applicationName, notice.executorId, log);
+    const live = await liveVersions(deps, notice.applicationName, notice.executorId, pending, log);
     for (const version of pending) {
       const contradicted = await recoverVersion(r, version, live);
       if (contradicted) return contradicted;
@@ -265,20 +269,35 @@ async function reportOrphaned(r: Run): Promise<void> {
 }
 
 /**
- * Versions run by live (not draining) executors, from their heartbeats; undefined when Redis can't say. The
- * executor being recovered does not count: a SIGKILLed kit's last beat stays readable until its TTL (15 s),
- * long after the liveness lock showed it dead, and would make its own version look served.
+ * Versions run by live executors: kits' heartbeats saying `alive`, and executors without the kit whose
+ * sessions name their version (`dbos_transact_<executorID>_<version>`). Undefined — unknown, so nothing is
+ * reported or forked as orphaned — when Redis can't say, or when a session that names nobody is open (DBOS
+ * for Python's `dbos_transact`): such a process may run any version. The executor being recovered does not
+ * count: a SIGKILLed kit's last beat stays readable until its TTL (15 s), long after the liveness lock
+ * showed it dead, and would make its own version look served.
  */
-async function liveVersions(deps: RecoveryDeps, app: string, dead: string, log: Logger): Promise<Set<string> | undefined> {
+async function liveVersions(
+  deps: RecoveryDeps,
+  app: string,
+  dead: string,
+  pending: PendingByVersion[],
+  log: Logger,
+): Promise<Set<string> | undefined> {
   if (!deps.redis) return undefined;
   try {
     const versions = new Set<string>();
     for (const [executorId, v] of await readAllHeartbeats(deps.redis, app, deps.keyPrefix)) {
       if (executorId !== dead && v?.state === 'alive') versions.add(v.applicationVersion);
     }
+    const unserved = pending.flatMap((p) =>
+      p.applicationVersion !== null && !versions.has(p.applicationVersion) ? [p.applicationVersion] : [],
+    );
+    const sessions = await sessionVersions(deps.db, unserved, dead);
+    if (sessions.unattributed) return undefined;
+    for (const v of sessions.versions) versions.add(v);
     return versions;
   } catch (err) {
-    log.warn('could not read heartbeats: live versions unknown', { err });
+    log.warn('could not read heartbeats or sessions: live versions unknown', { err });
     return undefined;
   }
 }

@@ -103,7 +103,7 @@ export async function beginRun(
       lockMode: lock.lockMode,
       incarnation: notice.incarnation,
     },
-    deps.recordTimeline === false ? undefined : timelineStart(notice),
+    deps.recordTimeline === false ? undefined : timelineStart(notice, opts.signOfLife),
   );
   r.recoveryId = started.id;
   r.duplicate = started.duplicate;

@@ -1,4 +1,4 @@
-import type { TimelineStart } from '../db/queries/recoveries.js';
+import type { SignOfLife, TimelineStart } from '../db/queries/recoveries.js';
 import type { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
 
 /**
@@ -10,14 +10,15 @@ import type { DeathNotice } from '../../packages/executor/src/contract/deathNoti
  * behind a proxy keeps its session — and the lock — until the server's lease ends it
  * (AFTERLIFE_LIVENESS_LEASE_MS, 8 s by default), long after its last beat. So a liveness death declared
  * more than LOST_HOST_AFTER_MS after the last beat, or once the beat's key has expired (the lock outlived
- * the key's TTL), is `lost-host`, and earlier is `crash`. Deaths judged on the heartbeat or sessions alone
- * cannot tell the two apart (the key expires on its TTL either way) and read `crash`. Notices the executor
- * sent say their own cause.
+ * the key's TTL), is `lost-host`, and earlier is `crash`. Deaths judged on the heartbeat alone cannot tell
+ * the two apart (the key expires on its TTL either way) and read `crash`. An executor without the kit whose
+ * sessions ended `vanished`: the plane cannot tell a crash from a SIGTERM or a lost host there. Notices the
+ * executor sent say their own cause.
  */
 export const LOST_HOST_AFTER_MS = 4_000;
 
-export function timelineStart(notice: DeathNotice): TimelineStart {
-  return { cause: causeOf(notice), lastSignOfLifeAt: lastSignOfLife(notice), declaredAt: notice.detectedAt };
+export function timelineStart(notice: DeathNotice, seen?: SignOfLife): TimelineStart {
+  return { cause: causeOf(notice), lastSignOfLife: lastSignOfLife(notice, seen), declaredAt: notice.detectedAt };
 }
 
 export function causeOf(notice: DeathNotice): TimelineStart['cause'] {
@@ -29,6 +30,7 @@ export function causeOf(notice: DeathNotice): TimelineStart['cause'] {
     case 'manual':
       return 'manual';
     case 'heartbeat-lapsed': {
+      if (notice.evidence === 'sessions') return 'vanished';
       if (notice.evidence !== 'liveness') return 'crash';
       if (notice.staleBeatAt === undefined) return 'lost-host';
       const silentMs = Date.parse(notice.detectedAt) - Date.parse(notice.staleBeatAt);
@@ -39,10 +41,12 @@ export function causeOf(notice: DeathNotice): TimelineStart['cause'] {
 
 /**
  * A notice the executor sent itself (SIGTERM, drained) was its last sign of life. Otherwise the last beat
- * the declaration saw, or none: the statement then takes the reaper's last sighting of the key, or the
- * declaration itself.
+ * the declaration saw, or what the reaper saw of an executor without the kit (its last session, its last
+ * checkpoint), or none: the statement then takes the reaper's last sighting of the key, or the declaration
+ * itself, and records which.
  */
-function lastSignOfLife(notice: DeathNotice): string | undefined {
-  if (notice.reason === 'sigterm' || notice.reason === 'drained') return notice.detectedAt;
-  return notice.staleBeatAt;
+function lastSignOfLife(notice: DeathNotice, seen: SignOfLife | undefined): SignOfLife | undefined {
+  if (notice.reason === 'sigterm' || notice.reason === 'drained') return { at: notice.detectedAt, source: 'notice' };
+  if (notice.staleBeatAt !== undefined) return { at: notice.staleBeatAt, source: 'heartbeat' };
+  return seen;
 }

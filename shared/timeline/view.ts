@@ -2,8 +2,9 @@ import type { TimelineRow } from '../db/queries/timelineFigures.js';
 
 /**
  * A timeline as the operator sees it (`afterlife timeline --json`, the `recovery_timeline` event): the
- * stages as ISO strings, and the gaps the SLO is about in ms. "Death" is the last sign of life the
- * evidence gave (the last beat, or the executor's own notice), else the declaration.
+ * stages as ISO strings, and the gaps the SLO is about in ms. "Death" is the last sign of life the plane
+ * had (the executor's own notice, its last beat, its last session or checkpoint), else the declaration, and
+ * the view says which.
  */
 export interface TimelineView {
   timelineId: number;
@@ -13,6 +14,8 @@ export interface TimelineView {
   /** The death's recoveries (audit numbers), first and last. */
   recoveryIds: { first: number; last: number };
   lastSignOfLifeAt: string | null;
+  /** What the start is: the executor's notice, its last beat, session or checkpoint, or only the declaration. */
+  lastSignOfLifeSource: TimelineRow['lastSignOfLifeSource'];
   declaredAt: string;
   noticeAt: string | null;
   firstReenqueuedAt: string | null;
@@ -31,9 +34,12 @@ export interface TimelineView {
 }
 
 export function timelineView(t: TimelineRow): TimelineView {
-  const death = (t.lastSignOfLifeAt ?? t.declaredAt).getTime();
+  // Never after the declaration, so no gap is negative whatever the executors' clocks say.
+  const death = Math.min((t.lastSignOfLifeAt ?? t.declaredAt).getTime(), t.declaredAt.getTime());
   const iso = (d: Date | null) => (d ? d.toISOString() : null);
-  const gap = (d: Date | null) => (d ? d.getTime() - death : null);
+  // Stages are stamped by different clocks (the executor's, the reaper's, the database's): a few ms of skew
+  // must not make a stage precede the death it follows, nor reach the SLO's distribution as a negative.
+  const gap = (d: Date | null) => (d ? Math.max(0, d.getTime() - death) : null);
   return {
     timelineId: t.id,
     executorId: t.executorId,
@@ -41,6 +47,7 @@ export function timelineView(t: TimelineRow): TimelineView {
     cause: t.cause,
     recoveryIds: { first: t.firstRecoveryId, last: t.lastRecoveryId },
     lastSignOfLifeAt: iso(t.lastSignOfLifeAt),
+    lastSignOfLifeSource: t.lastSignOfLifeSource ?? (t.lastSignOfLifeAt ? null : 'declaration'),
     declaredAt: t.declaredAt.toISOString(),
     noticeAt: iso(t.noticeAt),
     firstReenqueuedAt: iso(t.firstReenqueuedAt),

@@ -12,17 +12,24 @@ import { literal } from '../retentionSql.js';
  * (a late redelivery) opens none.
  */
 export interface TimelineStart {
-  cause: 'crash' | 'lost-host' | 'sigterm' | 'drain' | 'manual';
-  /** The last beat the declaration saw; NULL: the reaper's last sighting of the key, else the declaration. */
-  lastSignOfLifeAt: string | undefined;
+  cause: 'crash' | 'lost-host' | 'sigterm' | 'drain' | 'manual' | 'vanished';
+  /** The last sign of life the death's evidence gave; absent: the reaper's last sighting of the key, else the declaration. */
+  lastSignOfLife: SignOfLife | undefined;
   declaredAt: string;
+}
+
+/** Where a timeline's start comes from: which sign of life the plane actually had. */
+export type SignOfLifeSource = 'notice' | 'heartbeat' | 'session' | 'checkpoint' | 'declaration';
+export interface SignOfLife {
+  at: string;
+  source: SignOfLifeSource;
 }
 
 /**
  * A cause the executor (or an operator) stated replaces one the reaper inferred: a SIGTERMed kit's notice
  * and the reaper's reading of its freed lock race, and whichever recovery starts first opens the timeline.
  */
-const SAID = `EXCLUDED.cause IN ('sigterm', 'drain', 'manual') AND t.cause IN ('crash', 'lost-host')`;
+const SAID = `EXCLUDED.cause IN ('sigterm', 'drain', 'manual') AND t.cause IN ('crash', 'lost-host', 'vanished')`;
 
 /**
  * The recovery audit: one row per death, finished with its outcome and counts. A notice that repeats a
@@ -95,22 +102,26 @@ function timelineCte(
 ): string {
   const [app, executor, incarnation] = [literal(r.applicationName), literal(r.executorId), `${literal(r.incarnation)}::text`];
   const declared = `${literal(t.declaredAt)}::timestamptz`;
+  const given = `${literal(t.lastSignOfLife?.at)}::timestamptz`;
+  // The start is never after the declaration (an executor's clock may run ahead of the reaper's).
   return `tl AS (
-       INSERT INTO ${a}.timelines AS t (application_name, executor_id, incarnation, cause, last_sign_of_life_at, declared_at,
-                                        notice_at, first_recovery_id, last_recovery_id)
+       INSERT INTO ${a}.timelines AS t (application_name, executor_id, incarnation, cause, last_sign_of_life_at, last_sign_of_life_source,
+                                        declared_at, notice_at, first_recovery_id, last_recovery_id)
        SELECT ${app}, ${executor}, COALESCE(${incarnation}, ''), ${literal(t.cause)},
-              COALESCE(${literal(t.lastSignOfLifeAt)}::timestamptz,
-                       (SELECT o.last_beat_seen_at FROM ${a}.executor_observations o WHERE o.application_name = ${app} AND o.executor_id = ${executor}),
-                       ${declared}),
+              LEAST(COALESCE(${given}, seen.at, ${declared}), ${declared}),
+              CASE WHEN ${given} IS NOT NULL THEN ${literal(t.lastSignOfLife?.source)} WHEN seen.at IS NOT NULL THEN 'heartbeat' ELSE 'declaration' END,
               ${declared}, CASE WHEN ${literal(r.messageId)}::text IS NOT NULL THEN f.started_at END, f.id, f.id
          FROM fresh f
+         LEFT JOIN LATERAL (SELECT o.last_beat_seen_at AS at FROM ${a}.executor_observations o
+                             WHERE o.application_name = ${app} AND o.executor_id = ${executor}) seen ON true
         WHERE ${incarnation} IS NULL OR NOT EXISTS (
           SELECT 1 FROM ${a}.timelines c WHERE c.application_name = ${app} AND c.executor_id = ${executor} AND c.incarnation = ${incarnation} AND c.closed_at IS NOT NULL)
        ON CONFLICT (application_name, executor_id, incarnation) WHERE closed_at IS NULL
        DO UPDATE SET last_recovery_id = EXCLUDED.last_recovery_id, notice_at = COALESCE(t.notice_at, EXCLUDED.notice_at),
                      declared_at = LEAST(t.declared_at, EXCLUDED.declared_at),
                      cause = CASE WHEN ${SAID} THEN EXCLUDED.cause ELSE t.cause END,
-                     last_sign_of_life_at = CASE WHEN ${SAID} THEN EXCLUDED.last_sign_of_life_at ELSE t.last_sign_of_life_at END
+                     last_sign_of_life_at = CASE WHEN ${SAID} THEN EXCLUDED.last_sign_of_life_at ELSE t.last_sign_of_life_at END,
+                     last_sign_of_life_source = CASE WHEN ${SAID} THEN EXCLUDED.last_sign_of_life_source ELSE t.last_sign_of_life_source END
        RETURNING 1)`;
 }
 

@@ -1,5 +1,6 @@
 import type { Db } from '../../../packages/executor/src/db/pool.js';
 import { ident } from '../../../packages/executor/src/contract/identifier.js';
+import type { SignOfLifeSource, TimelineStart } from './recoveries.js';
 
 /**
  * A death's timeline as its row holds it, with the figures of its moved work read from DBOS's own records
@@ -11,9 +12,11 @@ import { ident } from '../../../packages/executor/src/contract/identifier.js';
  * - re-enqueued: every batch's rows; first/last re-enqueued at the first and last batch;
  * - tracked: the moved workflows whose start is looked up, the first TRACK_LIMIT in batch order (a death
  *   that moved 100,000 rows is not read in full every second; the first batches hold the first to start);
- * - a tracked workflow started elsewhere at its first step recorded after it was moved (DBOS's
- *   `operation_outputs.started_at_epoch_ms`; only the new owner records steps after the move, as the
- *   move cleared the old owner's `owner_xid`), or — with no step left to run — when it ended;
+ * - a tracked workflow started elsewhere at its first step that started after it was moved (DBOS's
+ *   `operation_outputs.started_at_epoch_ms`; only the new owner starts steps after the move, as the move
+ *   cleared the old owner's `owner_xid`), or — with no step left to run — when it ended. A step that started
+ *   before the move and completed after it (a `DBOS.sleep` begun on the dead executor, whose wake-up the new
+ *   owner records) is the dead executor's, not a start elsewhere;
  * - first step elsewhere: the earliest of those steps; all started: the last start, once every tracked
  *   workflow has one.
  */
@@ -23,10 +26,12 @@ export interface TimelineRow {
   id: number;
   executorId: string;
   incarnation: string | null;
-  cause: 'crash' | 'lost-host' | 'sigterm' | 'drain' | 'manual';
+  cause: TimelineStart['cause'];
   firstRecoveryId: number;
   lastRecoveryId: number;
   lastSignOfLifeAt: Date | null;
+  /** Which sign of life the timeline starts at; null on timelines recorded before the plane said. */
+  lastSignOfLifeSource: SignOfLifeSource | null;
   declaredAt: Date;
   noticeAt: Date | null;
   firstReenqueuedAt: Date | null;
@@ -75,7 +80,7 @@ export function figuresCte(db: Db, o: { where: string; limit: string; track: str
      starts AS (
        SELECT m.tid,
               (SELECT min(x.started_at_epoch_ms) FROM ${s}.operation_outputs x
-                WHERE x.workflow_uuid = m.wf AND COALESCE(x.completed_at_epoch_ms, x.started_at_epoch_ms) >= ${ms('m.at')}) AS step_ms,
+                WHERE x.workflow_uuid = m.wf AND x.started_at_epoch_ms >= ${ms('m.at')}) AS step_ms,
               (SELECT ws.updated_at FROM ${s}.workflow_status ws
                 WHERE ws.workflow_uuid = m.wf AND ws.status NOT IN ('PENDING', 'ENQUEUED') AND ws.updated_at >= ${ms('m.at')}) AS ended_ms
          FROM moved m),
@@ -95,7 +100,7 @@ export function figuresCte(db: Db, o: { where: string; limit: string; track: str
 
 /** The columns a statement returns for timelineRow: the timeline `t` with its figures `f` (closed: `t`'s own). */
 export const TIMELINE_COLUMNS = `t.id::text, t.executor_id, t.incarnation, t.cause, t.first_recovery_id::text, t.last_recovery_id::text,
-       t.last_sign_of_life_at, t.declared_at, t.notice_at, t.closed_at, t.closed_because, f.recoveries,
+       t.last_sign_of_life_at, t.last_sign_of_life_source, t.declared_at, t.notice_at, t.closed_at, t.closed_because, f.recoveries,
        CASE WHEN t.closed_at IS NULL THEN f.first_at ELSE t.first_reenqueued_at END AS first_reenqueued_at,
        CASE WHEN t.closed_at IS NULL THEN f.last_at ELSE t.last_reenqueued_at END AS last_reenqueued_at,
        CASE WHEN t.closed_at IS NULL THEN f.first_step_at ELSE t.first_step_elsewhere_at END AS first_step_elsewhere_at,
@@ -111,6 +116,7 @@ export interface RawTimeline {
   first_recovery_id: string;
   last_recovery_id: string;
   last_sign_of_life_at: Date | null;
+  last_sign_of_life_source: SignOfLifeSource | null;
   declared_at: Date;
   notice_at: Date | null;
   closed_at: Date | null;
@@ -134,6 +140,7 @@ export function timelineRow(r: RawTimeline): TimelineRow {
     firstRecoveryId: Number(r.first_recovery_id),
     lastRecoveryId: Number(r.last_recovery_id),
     lastSignOfLifeAt: r.last_sign_of_life_at,
+    lastSignOfLifeSource: r.last_sign_of_life_source,
     declaredAt: r.declared_at,
     noticeAt: r.notice_at,
     firstReenqueuedAt: r.first_reenqueued_at,

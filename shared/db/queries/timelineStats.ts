@@ -33,7 +33,7 @@ export async function timelineStats(db: Db, applicationName: string, since: Date
     slow_recovery: string | null;
   }>(
     `WITH w AS (
-       SELECT t.*, (EXTRACT(EPOCH FROM t.first_step_elsewhere_at - COALESCE(t.last_sign_of_life_at, t.declared_at)) * 1000)::float8 AS ms
+       SELECT t.*, GREATEST(0, (EXTRACT(EPOCH FROM t.first_step_elsewhere_at - LEAST(COALESCE(t.last_sign_of_life_at, t.declared_at), t.declared_at)) * 1000)::float8) AS ms
          FROM ${ident(db.afterlifeSchema)}.timelines t WHERE t.application_name = $1 AND t.declared_at >= $2),
      slow AS (SELECT * FROM w WHERE ms IS NOT NULL ORDER BY ms DESC, id LIMIT 1)
      SELECT (SELECT count(*)::int FROM w) AS deaths, (SELECT count(*)::int FROM w WHERE closed_at IS NULL) AS open,

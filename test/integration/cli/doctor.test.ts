@@ -98,6 +98,7 @@ describe('afterlife doctor', () => {
       'grants',
       'liveness',
       'pooler',
+      'unattributed',
       'idle-transactions',
       'redis',
       'index',
@@ -108,6 +109,21 @@ describe('afterlife doctor', () => {
     expect(check('versions')?.details).toEqual([`executor doc-1: kit ${KIT_VERSION}, @dbos-inc/dbos-sdk 5.3.0`]);
     expect(check('liveness')?.details).toEqual([`executor doc-1: idle_session_timeout ${DEFAULT_LIVENESS_LEASE_MS} ms`]);
     expect(code).toBe(0);
+  });
+
+  it('a session DBOS for Python names plain dbos_transact: unattributed WARN naming both fixes, exit 0', async () => {
+    const python = new pg.Client({ connectionString: tdb.url, application_name: 'dbos_transact' });
+    await python.connect();
+    try {
+      const { code, check } = await doctor();
+      expect(check('unattributed')?.status).toBe('WARN');
+      expect(check('unattributed')?.details.join('\n')).toMatch(/1 session\(s\) named "dbos_transact" .*DBOS for Python/);
+      expect(check('unattributed')?.fix).toMatch(/attach_executor\(\).*dbos_transact_\{executor_id\}_\{application_version\}/);
+      expect(code).toBe(0);
+    } finally {
+      await python.end();
+    }
+    expect((await doctor()).check('unattributed')?.status).toBe('PASS');
   });
 
   it('a kit on a DBOS outside the range, and no lease in force on its liveness session: versions and liveness FAIL naming it', async () => {

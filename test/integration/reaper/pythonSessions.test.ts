@@ -7,23 +7,43 @@ import { testReaperDeps } from '../../helpers/reaper.js';
 import { testRuntime } from '../../helpers/runtime.js';
 
 /**
- * Issue 30: DBOS's Python SDK names its system-database sessions `dbos_transact_<executorId>` with no suffix
- * (TypeScript's carry `_<version>`). An executor without the kit whose only sessions are named so is alive,
- * however long its PENDING rows have been quiet; so is one whose ID is a prefix of a live executor's
- * (`exec-1` beside `exec-10`: the doubt resolves to "a session exists"). The reaper runs as the reaper's role
- * of infra/grants.sql (with pg_read_all_stats); an executor with no session at all is the control, declared.
+ * DBOS for Python (2.3.0–2.30.0) names every system-database session plain `dbos_transact`, with no
+ * executor ID: while one is open, "executor X has no session" proves nothing, so executors without the kit
+ * are unknown — never declared, however long their PENDING rows have been quiet — and the reaper says so
+ * (`sessions_unattributed`, naming the fix). An empty name is the same. Sessions the app names per executor
+ * (`dbos_transact_<id>_<version>`) are judged as TypeScript's: the executor with one is alive, and an
+ * executor with none is declared once nothing unattributed is open. The reaper runs as the reaper's role of
+ * infra/grants.sql (with pg_read_all_stats).
  */
-describe('reaper: sessions as DBOS Python names them', () => {
+describe('reaper: sessions as DBOS for Python names them', () => {
   const app = uniqueName('app-pysess');
   let tdb: TestDatabase;
   let roles: PlaneRoles | undefined;
   let rt: ReturnType<typeof testRuntime> | undefined;
-  const sessions: pg.Client[] = [];
-  const rows: Record<'py-exec' | 'exec-1' | 'exec-gone', string[]> = {
-    'py-exec': ['py-1', 'py-2'],
-    'exec-1': ['pre-1'],
+  const rows: Record<'py-a' | 'py-named' | 'exec-gone', string[]> = {
+    'py-a': ['py-1', 'py-2'],
+    'py-named': ['named-1'],
     'exec-gone': ['gone-1'],
   };
+
+  async function session(name: string): Promise<pg.Client> {
+    const c = new pg.Client({ connectionString: tdb.url, application_name: name });
+    await c.connect();
+    return c;
+  }
+
+  async function ticks(n: number): Promise<{ declared: string[]; sessions: string[]; unknown: number[] }> {
+    if (!rt) throw new Error('no runtime');
+    const out = { declared: [] as string[], sessions: [] as string[], unknown: [] as number[] };
+    for (let i = 0; i < n; i++) {
+      const s = await runReaper(testReaperDeps(rt), { maxTicks: 1 });
+      if (s.outcome !== 'completed') throw new Error(`reaper skipped: ${s.reason}`);
+      out.sessions.push(String(s.sessions));
+      out.unknown.push(s.passes.dead.unknown ?? -1);
+      out.declared.push(...s.declaredDead);
+    }
+    return out;
+  }
 
   beforeAll(async () => {
     tdb = await createTestDatabase();
@@ -45,38 +65,54 @@ describe('reaper: sessions as DBOS Python names them', () => {
         );
       }
     }
-    // DBOS Python's pool for py-exec, and a live exec-10 (exec-1 has no session of its own).
-    for (const name of ['dbos_transact_py-exec', 'dbos_transact_exec-10']) {
-      const c = new pg.Client({ connectionString: tdb.url, application_name: name });
-      await c.connect();
-      sessions.push(c);
-    }
   });
   afterAll(async () => {
-    await Promise.all(sessions.map((c) => c.end().catch(() => undefined)));
     await rt?.close();
     await tdb?.drop();
     await roles?.drop();
   });
 
-  it('never judges a session named dbos_transact_<id> absent, nor an ID that prefixes a live one; an executor with no session is declared', async () => {
-    if (!rt) throw new Error('no runtime');
-    const declared: string[] = [];
-    const seen: string[] = [];
-    for (let i = 0; i < 3; i++) {
-      const s = await runReaper(testReaperDeps(rt), { maxTicks: 1 });
-      if (s.outcome !== 'completed') throw new Error(`reaper skipped: ${s.reason}`);
-      seen.push(String(s.sessions));
-      declared.push(...s.declaredDead);
+  it.each(['dbos_transact', ''])(
+    'while a session named %j is open, no executor without the kit is declared, and the reaper names the fix',
+    async (name) => {
+      if (!rt) throw new Error('no runtime');
+      const python = await session(name);
+      const named = await session('dbos_transact_py-named_v1');
+      try {
+        rt.logger.lines.length = 0;
+        const t = await ticks(3);
+        expect(t.declared).toEqual([]);
+        expect(t.sessions).toEqual(['unknown', 'unknown', 'unknown']);
+        // py-a and exec-gone are unknown; py-named has its own session and is alive.
+        expect(t.unknown).toEqual([2, 2, 2]);
+        const warned = rt.logger.lines.filter((l) => l.event === 'sessions_unattributed');
+        expect(warned.length).toBeGreaterThanOrEqual(1);
+        expect(String(warned[0]?.fix)).toMatch(/attach_executor\(\)/);
+        expect(String(warned[0]?.fix)).toMatch(/dbos_transact_\{executor_id\}_\{application_version\}/);
+        const still = await workflowRows(tdb.sql, Object.values(rows).flat());
+        expect(still.every((r) => r.status === 'PENDING')).toBe(true);
+      } finally {
+        await python.end();
+        await named.end();
+      }
+    },
+  );
+
+  it('sessions named per executor are judged: the named executor is alive, one with no session is declared, a quiet one too', async () => {
+    const named = await session('dbos_transact_py-named_v1');
+    try {
+      // No unattributed session now: py-a (its sessions were the plain-named ones, now closed) and exec-gone have none.
+      const t = await ticks(3);
+      expect(t.sessions).toEqual(['visible', 'visible', 'visible']);
+      expect([...new Set(t.declared)].sort()).toEqual(['exec-gone', 'py-a']);
+      expect((await workflowRows(tdb.sql, rows['py-named']))[0]?.status).toBe('PENDING');
+      expect((await workflowRows(tdb.sql, [...rows['py-a'], ...rows['exec-gone']])).map((r) => r.status)).toEqual([
+        'ENQUEUED',
+        'ENQUEUED',
+        'ENQUEUED',
+      ]);
+    } finally {
+      await named.end();
     }
-    expect(declared).toEqual(['exec-gone']);
-    expect(seen).toEqual(['visible', 'visible', 'visible']);
-    const still = await workflowRows(tdb.sql, [...rows['py-exec'], ...rows['exec-1']]);
-    expect(still.map((r) => [r.workflow_uuid, r.status, r.executor_id])).toEqual([
-      ['pre-1', 'PENDING', 'exec-1'],
-      ['py-1', 'PENDING', 'py-exec'],
-      ['py-2', 'PENDING', 'py-exec'],
-    ]);
-    expect((await workflowRows(tdb.sql, rows['exec-gone']))[0]?.status).toBe('ENQUEUED');
   });
 });

@@ -100,7 +100,8 @@ export async function registerAlive(
  * reason. With `incarnation`, only that incarnation's row moves: a declaration about a process that is gone
  * never lands on the newer process that reused its ID. A move to `dead` is announced on the fence channel in
  * the same statement (delivered at commit): a hint to the executor, if still running, to ask its fence
- * question at once.
+ * question at once. A row this inserts was registered by no kit: it says the executor writes no heartbeats, so
+ * a declaration never makes an executor without the kit one judged by a key it never writes.
  */
 export async function setState(
   db: Db,
@@ -116,8 +117,8 @@ export async function setState(
 ): Promise<void> {
   await db.query(
     `WITH up AS (
-       INSERT INTO ${table(db)} AS x (application_name, executor_id, application_version, state, reason, detected_by, incarnation)
-       VALUES ($1, $2, $3, $4, $5, $6, $8)
+       INSERT INTO ${table(db)} AS x (application_name, executor_id, application_version, state, reason, detected_by, incarnation, heartbeats)
+       VALUES ($1, $2, $3, $4, $5, $6, $8, false)
        ON CONFLICT (application_name, executor_id) DO UPDATE
           SET state = EXCLUDED.state,
               state_changed_at = CASE WHEN x.state = EXCLUDED.state THEN x.state_changed_at ELSE now() END,
