@@ -165,10 +165,17 @@ async function run(
 
 /** A notice repeating a death already audited, with nothing PENDING: the earlier row stands, nothing is written. */
 function duplicate(r: Run): RecoverySummary {
-  r.log.info('death already recorded and nothing PENDING: duplicate notice, no new audit row', {
-    recoveryId: r.recoveryId,
-    event: 'recovery_duplicate',
-  });
+  if (r.unknownIncarnation)
+    r.log.info('notice about an incarnation the registry does not hold, and nothing PENDING: no death to audit, no audit row', {
+      incarnation: r.notice.incarnation,
+      event: 'recovery_duplicate',
+      why: 'unknown_incarnation',
+    });
+  else
+    r.log.info('death already recorded and nothing PENDING: duplicate notice, no new audit row', {
+      recoveryId: r.recoveryId,
+      event: 'recovery_duplicate',
+    });
   return {
     outcome: 'nothing-to-do',
     executorId: r.notice.executorId,
