@@ -1,7 +1,12 @@
 import type { Db } from '../../packages/executor/src/db/pool.js';
 import { ident } from '../../packages/executor/src/contract/identifier.js';
 import { livenessHeldSql } from '../../packages/executor/src/contract/livenessKey.js';
-import { REQUEUED_MAX_QUEUES, REQUEUED_NUDGE_TARGETS, requeuedChannel, requeuedPayload } from '../../packages/executor/src/contract/requeued.js';
+import {
+  REQUEUED_MAX_QUEUES,
+  REQUEUED_NUDGE_TARGETS,
+  requeuedChannel,
+  requeuedPayload,
+} from '../../packages/executor/src/contract/requeued.js';
 import { quietSince } from './activity.js';
 import { appScope, NOW_MS } from '../../packages/executor/src/dbos/sql.js';
 import type { CreatedRange } from '../../packages/executor/src/dbos/pendingByVersion.js';
@@ -120,14 +125,9 @@ export async function reenqueueBatch(db: Db, scope: BatchScope, opts: BatchOptio
     nudge_to: string[] | null;
     nudge_queues: string[] | null;
     nudge_queue_count: number | null;
-  }>(
-    text,
-    values,
-    'recover.batch',
-    {
-      prepared: true,
-    },
-  );
+  }>(text, values, 'recover.batch', {
+    prepared: true,
+  });
   const row = res.rows[0];
   const hintFailed = row?.nudge_to?.length
     ? await askToClaim(db, scope, row.nudge_to, row.nudge_queues ?? [], row.nudge_queue_count ?? 0)

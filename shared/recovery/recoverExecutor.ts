@@ -254,7 +254,7 @@ async function reportLeftAlone(r: Run): Promise<void> {
   try {
     left = await leftAloneRows(r.deps.db, notice.applicationName, notice.executorId);
   } catch (err) {
-    log.debug('could not read the dead executor\'s rows in other statuses', { err });
+    log.debug("could not read the dead executor's rows in other statuses", { err });
     return;
   }
   if (left === undefined) {

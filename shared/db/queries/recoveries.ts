@@ -94,7 +94,9 @@ export async function startRecovery(
     'recoveries.start',
   )) as unknown;
   // A multi-statement message resolves to one result per statement; the INSERT's is the last.
-  const results = (Array.isArray(out) ? out : [out]) as Array<pg.QueryResult<{ id: string; duplicate: boolean; unknown_incarnation: boolean }>>;
+  const results = (Array.isArray(out) ? out : [out]) as Array<
+    pg.QueryResult<{ id: string; duplicate: boolean; unknown_incarnation: boolean }>
+  >;
   const row = results.at(-1)?.rows[0];
   return { id: Number(row?.id), duplicate: row?.duplicate === true, unknownIncarnation: row?.unknown_incarnation === true };
 }

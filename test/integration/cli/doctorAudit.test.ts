@@ -122,24 +122,32 @@ describe('afterlife doctor: fresh stacks, large fleets, hostile names', () => {
     expect(ok.details.at(-1)).toMatch(/… and \d+ more/);
   });
 
-  it('1,000 registry rows: a kit with no lease in force on its liveness session is named wherever it sorts', { timeout: 120_000 }, async () => {
-    const many = uniqueName('doclease');
-    await fleet(many, 999);
-    const { session, took } = await holdLiveness(owner, tdb.url, { applicationName: many, executorId: 'zzz-unleased', incarnation: 'inc-z' });
-    try {
-      expect(took[0]?.ok).toBe(true);
-      await tdb.sql.query(
-        `UPDATE afterlife.executors SET kit_facts = jsonb_build_object('incarnation', 'inc-z', 'kitVersion', $2::text, 'dbosVersion', '5.3.0', 'livenessLeaseMs', 0)
+  it(
+    '1,000 registry rows: a kit with no lease in force on its liveness session is named wherever it sorts',
+    { timeout: 120_000 },
+    async () => {
+      const many = uniqueName('doclease');
+      await fleet(many, 999);
+      const { session, took } = await holdLiveness(owner, tdb.url, {
+        applicationName: many,
+        executorId: 'zzz-unleased',
+        incarnation: 'inc-z',
+      });
+      try {
+        expect(took[0]?.ok).toBe(true);
+        await tdb.sql.query(
+          `UPDATE afterlife.executors SET kit_facts = jsonb_build_object('incarnation', 'inc-z', 'kitVersion', $2::text, 'dbosVersion', '5.3.0', 'livenessLeaseMs', 0)
           WHERE application_name = $1 AND executor_id = 'zzz-unleased'`,
-        [many, KIT_VERSION],
-      );
-      const r = await livenessCheck.run(deps(many));
-      expect(r.status, r.summary).toBe('FAIL');
-      expect(r.details.join('\n')).toMatch(/executor zzz-unleased: no lease in force/);
-    } finally {
-      await session.end();
-    }
-  });
+          [many, KIT_VERSION],
+        );
+        const r = await livenessCheck.run(deps(many));
+        expect(r.status, r.summary).toBe('FAIL');
+        expect(r.details.join('\n')).toMatch(/executor zzz-unleased: no lease in force/);
+      } finally {
+        await session.end();
+      }
+    },
+  );
 
   it('line breaks in an executor ID, an application name or a refusal detail cannot forge a line of doctor’s text', async () => {
     const forged = (what: string) => `${what}\nPASS  forged  all is well\r\n10 passed, 0 warned, 0 failed\n`;

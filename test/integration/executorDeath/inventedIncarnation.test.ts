@@ -42,9 +42,10 @@ describe('executorDeath: notices naming incarnations the registry never knew', (
   };
   const audit = async () =>
     (
-      await fx.tdb.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM afterlife.recoveries WHERE application_name = $1 AND executor_id = 'gone'`, [
-        fx.app,
-      ])
+      await fx.tdb.sql.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM afterlife.recoveries WHERE application_name = $1 AND executor_id = 'gone'`,
+        [fx.app],
+      )
     ).rows[0]?.n ?? 0;
 
   it('300 notices with made-up incarnations about one dead executor write no audit row', { timeout: 120_000 }, async () => {

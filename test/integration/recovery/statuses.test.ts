@@ -33,7 +33,13 @@ describe('recovery: statuses afterlife does not act on, and other applicationsâ€
   };
   const snapshot = async () =>
     (
-      await fx.tdb.sql.query<{ workflow_uuid: string; status: string | null; executor_id: string; updated_at: string; queue_name: string | null }>(
+      await fx.tdb.sql.query<{
+        workflow_uuid: string;
+        status: string | null;
+        executor_id: string;
+        updated_at: string;
+        queue_name: string | null;
+      }>(
         `SELECT workflow_uuid, status, executor_id, updated_at::text, queue_name FROM dbos.workflow_status WHERE executor_id = 'dead-owner' ORDER BY 1`,
       )
     ).rows;

@@ -59,7 +59,12 @@ export function requeuedPayload(n: {
   const names = n.queues.slice(0, REQUEUED_MAX_QUEUES);
   const total = Math.max(n.queueCount ?? 0, n.queues.length);
   for (let count = names.length; count >= 0; count--) {
-    const notice: RequeuedNotice = { applicationName: n.applicationName, applicationVersion: n.applicationVersion, queues: names.slice(0, count), to };
+    const notice: RequeuedNotice = {
+      applicationName: n.applicationName,
+      applicationVersion: n.applicationVersion,
+      queues: names.slice(0, count),
+      to,
+    };
     if (total > count) notice.more = total - count;
     const payload = JSON.stringify(notice);
     if (Buffer.byteLength(payload, 'utf8') <= REQUEUED_PAYLOAD_MAX_BYTES) return payload;
