@@ -1,4 +1,5 @@
 import { runDoctor } from '../../shared/doctor/run.js';
+import { inline } from '../format.js';
 import type { CliContext } from '../context.js';
 import type { DoctorOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
@@ -28,13 +29,18 @@ export async function doctor(ctx: CliContext, o: { rolePrefix: string }): Promis
   return { json: out, text: render(out), exitCode: out.counts.fail ? 1 : 0 };
 }
 
+/**
+ * Every value is inline()d: summaries, details and fixes carry names anyone who can register a kit or write a
+ * refusal chose (executor IDs, application names, refusal details), and a line break in one must not start a
+ * line of its own (a forged `PASS` line or summary). `--json` carries them as they are.
+ */
 function render(out: DoctorOutput): string {
   const width = Math.max(...out.checks.map((c) => c.id.length));
-  const lines = [`afterlife doctor: application "${out.applicationName}"`, ''];
+  const lines = [`afterlife doctor: application "${inline(out.applicationName)}"`, ''];
   for (const c of out.checks) {
-    lines.push(`${c.status.padEnd(4)}  ${c.id.padEnd(width)}  ${c.summary}`);
-    for (const d of c.details) lines.push(`${' '.repeat(width + 8)}- ${d}`);
-    if (c.fix) lines.push(`${' '.repeat(width + 8)}fix: ${c.fix}`, `${' '.repeat(width + 8)}see: ${c.doc}`);
+    lines.push(`${c.status.padEnd(4)}  ${c.id.padEnd(width)}  ${inline(c.summary)}`);
+    for (const d of c.details) lines.push(`${' '.repeat(width + 8)}- ${inline(d)}`);
+    if (c.fix) lines.push(`${' '.repeat(width + 8)}fix: ${inline(c.fix)}`, `${' '.repeat(width + 8)}see: ${c.doc}`);
   }
   const { pass, warn, fail } = out.counts;
   lines.push('', `${pass} passed, ${warn} warned, ${fail} failed`);

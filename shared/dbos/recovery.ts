@@ -1,7 +1,12 @@
 import type { Db } from '../../packages/executor/src/db/pool.js';
 import { ident } from '../../packages/executor/src/contract/identifier.js';
 import { livenessHeldSql } from '../../packages/executor/src/contract/livenessKey.js';
-import { REQUEUED_MAX_QUEUES, REQUEUED_NUDGE_TARGETS, requeuedChannel } from '../../packages/executor/src/contract/requeued.js';
+import {
+  REQUEUED_MAX_QUEUES,
+  REQUEUED_NUDGE_TARGETS,
+  requeuedChannel,
+  requeuedPayload,
+} from '../../packages/executor/src/contract/requeued.js';
 import { quietSince } from './activity.js';
 import { UNATTRIBUTED_SESSION_NAMES } from './reaper.js';
 import { appScope, NOW_MS } from '../../packages/executor/src/dbos/sql.js';
@@ -13,8 +18,10 @@ import type { CreatedRange } from '../../packages/executor/src/dbos/pendingByVer
  * UPDATE re-checks the full premise, so a row a live executor claimed in the meantime (its executor_id
  * changed) or one another recovery already moved (no longer PENDING) is left alone. The same statement
  * records the moved IDs in afterlife's audit, so the audit commits if and only if the re-enqueue does, and
- * asks a few live executors of the version to claim the rows now (a NOTIFY, delivered only on commit;
- * packages/executor/src/contract/requeued.ts says why and what they do with it).
+ * picks a few live executors of the version to ask to claim the rows now. The asking (a NOTIFY;
+ * packages/executor/src/contract/requeued.ts says why and what they do with it) is a statement of its own
+ * after the batch committed: a hint must never fail the move, and a NOTIFY inside it could (a payload of
+ * 8,000 bytes or more, a full notification queue, both raised at the statement or at its commit).
  */
 export interface BatchScope {
   applicationName: string;
@@ -47,6 +54,8 @@ export interface BatchResult {
   /** Rows the candidate scan found; more than `moved` when the UPDATE's re-check left some alone. */
   candidates: number;
   next: BatchCursor | undefined;
+  /** Why the claim-now hint for the moved rows could not be sent (the rows moved all the same). */
+  hintFailed?: string;
 }
 
 /*
@@ -109,22 +118,52 @@ export interface BatchOptions {
 
 export async function reenqueueBatch(db: Db, scope: BatchScope, opts: BatchOptions): Promise<BatchResult> {
   const { text, values } = batchStatement(db, scope, opts);
-  const res = await db.query<{ ids: string[] | null; moved: number | null; candidates: number | null; last: [string, string] | null }>(
-    text,
-    values,
-    'recover.batch',
-    {
-      prepared: true,
-    },
-  );
+  const res = await db.query<{
+    ids: string[] | null;
+    moved: number | null;
+    candidates: number | null;
+    last: [string, string] | null;
+    nudge_to: string[] | null;
+    nudge_queues: string[] | null;
+    nudge_queue_count: number | null;
+  }>(text, values, 'recover.batch', {
+    prepared: true,
+  });
   const row = res.rows[0];
+  const hintFailed = row?.nudge_to?.length
+    ? await askToClaim(db, scope, row.nudge_to, row.nudge_queues ?? [], row.nudge_queue_count ?? 0)
+    : undefined;
   const moved = row?.moved ?? 0;
   const ids = opts.returnIds ? (row?.ids ?? []) : undefined;
   const candidates = row?.candidates ?? 0;
   // A short batch, or one that reached the count, read the range to its end: no statement is run to find that out.
   const more = candidates >= opts.limit && (opts.unscanned === undefined || candidates < opts.unscanned);
   const next = row?.last && more ? { createdAt: row.last[0], workflowId: row.last[1] } : undefined;
-  return { moved, ids, candidates, next };
+  return { moved, ids, candidates, next, ...(hintFailed ? { hintFailed } : {}) };
+}
+
+/**
+ * Asks the chosen executors to claim the moved rows now, best-effort: the payload is bounded below
+ * Postgres's limit (requeuedPayload), and any error (a full notification queue, a lost connection) is
+ * returned for the caller to report, never thrown: the rows are ENQUEUED already and DBOS's next poll
+ * claims them anyway.
+ */
+async function askToClaim(db: Db, scope: BatchScope, to: string[], queues: string[], queueCount: number): Promise<string | undefined> {
+  const payload = requeuedPayload({
+    applicationName: scope.applicationName,
+    applicationVersion: scope.applicationVersion,
+    to,
+    queues,
+    queueCount,
+  });
+  if (payload === undefined) return 'the application name, version and executor IDs alone exceed the notification payload bound';
+  try {
+    await db.query('SELECT pg_notify($1::text, $2::text)', [requeuedChannel(db.afterlifeSchema), payload], 'recover.askToClaim');
+    return undefined;
+  } catch (err) {
+    const e = err as { code?: unknown; message?: unknown };
+    return `${typeof e.code === 'string' ? `${e.code} ` : ''}${typeof e.message === 'string' ? e.message : String(err)}`;
+  }
 }
 
 /** The batch's parameters and the clauses that depend on them (lock wait, held rows, the guard's evidence). */
@@ -173,7 +212,6 @@ function batchStatement(db: Db, scope: BatchScope, opts: BatchOptions): { text: 
   const audit = `${ident(db.afterlifeSchema)}.recovery_batches`;
   const nudge = {
     executors: `${ident(db.afterlifeSchema)}.executors`,
-    channel: param(requeuedChannel(db.afterlifeSchema), 'text'),
     targets: param(REQUEUED_NUDGE_TARGETS, 'int'),
     maxQueues: param(REQUEUED_MAX_QUEUES, 'int'),
   };
@@ -188,7 +226,7 @@ function batchSql(t: {
   waitBound: string;
   skipHeld: string;
   evidence: string[];
-  nudge: { executors: string; channel: string; targets: string; maxQueues: string };
+  nudge: { executors: string; targets: string; maxQueues: string };
   returnIds: boolean;
 }): string {
   return `WITH candidates AS (
@@ -229,16 +267,14 @@ function batchSql(t: {
                      ORDER BY random() LIMIT ${t.nudge.targets}) AS ids
         WHERE EXISTS (SELECT 1 FROM moved)
      ),
-     nudged AS (
-       SELECT pg_notify(${t.nudge.channel}, json_build_object(
-                'applicationName', $3::text, 'applicationVersion', $2::text, 'to', targets.ids,
-                'queues', (SELECT (array_agg(DISTINCT queue_name ORDER BY queue_name))[1:${t.nudge.maxQueues}] FROM moved))::text)
-         FROM targets WHERE cardinality(targets.ids) > 0
-     )
+     queues AS (SELECT array_agg(DISTINCT queue_name ORDER BY queue_name) AS names FROM moved
+                 WHERE EXISTS (SELECT 1 FROM targets WHERE cardinality(targets.ids) > 0))
      SELECT ${t.returnIds ? '(SELECT array_agg(workflow_uuid) FROM moved)' : 'NULL::text[]'} AS ids, (SELECT count(*)::int FROM moved) AS moved,
             (SELECT count(*)::int FROM candidates) AS candidates,
-            -- Referenced, or the NOTIFY would never be evaluated (only data-modifying CTEs run unreferenced).
-            (SELECT count(*)::int FROM nudged) AS nudged,
+            -- Whom to ask and about which queues; askToClaim asks once this statement committed.
+            (SELECT NULLIF(ids, '{}') FROM targets) AS nudge_to,
+            (SELECT names[1:${t.nudge.maxQueues}] FROM queues) AS nudge_queues,
+            (SELECT cardinality(names) FROM queues) AS nudge_queue_count,
             -- Transaction-local, so it governs this statement's own commit only; see the note above reenqueueBatch.
             set_config('synchronous_commit', 'off', true) AS commit_mode,
             (SELECT ARRAY[created_at::text, workflow_uuid] FROM candidates ORDER BY created_at DESC, workflow_uuid DESC LIMIT 1) AS last`;

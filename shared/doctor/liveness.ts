@@ -2,7 +2,7 @@ import { MAX_LIVENESS_LEASE_MS, MIN_LIVENESS_LEASE_MS } from '../../packages/exe
 import { recordedKits, type RecordedKit } from '../db/doctor/kitFacts.js';
 import { livenessSessions, type LivenessSession } from '../db/doctor/livenessSessions.js';
 import { livenessSessionName } from '../../packages/executor/src/executor/liveness.js';
-import { fail, pass, warn, type Check } from './types.js';
+import { capped, fail, pass, warn, type Check } from './types.js';
 
 /**
  * The lease in force on each live kit's liveness session, as the server reports it: the lock held by the
@@ -24,7 +24,7 @@ export const livenessCheck: Check = {
       return fail(
         `${problems.length} of ${sessions.length} liveness session(s) do not hold a lease the server keeps`,
         "connect the kit's liveness session to Postgres directly or through a session-mode pooler (AFTERLIFE_LIVENESS_DATABASE_URL), and see the kit's liveness_lease and liveness_lock_busy lines",
-        problems,
+        capped(problems),
       );
     const longest = Math.max(0, ...sessions.map((s) => s.silentMs ?? 0));
     if (unseen)
@@ -36,9 +36,11 @@ export const livenessCheck: Check = {
     const unrecorded = leases.filter((k) => k.livenessLeaseMs === undefined).length;
     return pass(
       `${sessions.length} liveness session(s) hold their locks, longest silence ${longest} ms; the lease the server reports in force on them: ${inForce.length ? inForce.map((ms) => `${ms} ms`).join(', ') : 'not recorded'}${unrecorded ? ` (${unrecorded} kit(s) recorded none)` : ''}`,
-      leases.map(
-        (k) =>
-          `executor ${k.executorId}: idle_session_timeout ${k.livenessLeaseMs === undefined ? 'not recorded' : `${k.livenessLeaseMs} ms`}`,
+      capped(
+        leases.map(
+          (k) =>
+            `executor ${k.executorId}: idle_session_timeout ${k.livenessLeaseMs === undefined ? 'not recorded' : `${k.livenessLeaseMs} ms`}`,
+        ),
       ),
     );
   },

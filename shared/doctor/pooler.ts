@@ -1,7 +1,7 @@
 import { recentKitRefusals } from '../db/doctor/kitRefusals.js';
 import { livenessSessions } from '../db/doctor/livenessSessions.js';
 import { expectedSessionName } from './liveness.js';
-import { fail, pass, type Check } from './types.js';
+import { capped, fail, pass, type Check } from './types.js';
 
 /**
  * A pooler in transaction mode between a kit and Postgres: the kit's lock lands on a pooled server session
@@ -33,7 +33,7 @@ export const poolerCheck: Check = {
       return fail(
         `${details.length} sign(s) that kits' liveness sessions go through a pooler in transaction mode: their locks outlive them`,
         'give the kit a direct connection (or a session-mode pooler) for its liveness session: AFTERLIFE_LIVENESS_DATABASE_URL (docs/liveness.md#poolers-and-proxies)',
-        details,
+        capped(details),
       );
     return pass(`${sessions.length} liveness session(s), each its own server session`);
   },

@@ -4,15 +4,17 @@ import { sentinelKey } from '../reaper/evidence.js';
 import { fail, pass, warn, type Check } from './types.js';
 
 /**
- * Redis reachable, and not reset since the plane last saw it: Redis's own identity (run_id) against the one
- * the plane recorded (redis_witness, issue 30), its uptime against the plane's last tick, and the reaper's
- * sentinel key (no TTL, rewritten every tick). Another run_id, a Redis up for less time than since that tick,
- * or the sentinel gone means it restarted or its keys were flushed, and every heartbeat absence proves nothing until the
- * next tick (shared/reaper/evidence.ts).
+ * Redis reachable, and not reset since the plane last read it: Redis's own identity (run_id) against the one
+ * the plane recorded at that reading (redis_witness, issue 30), its uptime against the time since that reading,
+ * and the reaper's sentinel key (SET NX at the same reading, no TTL). Another run_id, a Redis up for less
+ * time than since that reading, or the sentinel gone means it restarted or its keys were flushed, and every
+ * heartbeat absence proves nothing until the plane reads it again (shared/reaper/evidence.ts). A plane reads
+ * Redis only when it has executors to judge: with no reading yet (a fresh stack, no kits) there is nothing to
+ * compare with, and a sentinel never written is no flush.
  */
 export const redisCheck: Check = {
   id: 'redis',
-  title: 'Redis reachable and not reset since the plane last saw it',
+  title: 'Redis reachable and not reset since the plane last read it',
   async run({ redis, config, db }) {
     if (!config.redis)
       return warn(
@@ -28,19 +30,21 @@ export const redisCheck: Check = {
     const app = config.applicationName;
     const plane = (await guardedApplications(db)).find((g) => g.applicationName === app);
     if (!plane || plane.sinceTickMs === null) return pass('Redis answers (no plane tick yet to compare with)');
+    const witness = await readRedisWitness(db, app);
+    if (!witness) return pass('Redis answers (the plane has not read it yet: no executor to judge, nothing to compare with)');
     const [sentinel, info] = await Promise.all([redis.get(sentinelKey(app, config.redis.keyPrefix)), redis.info('server')]);
     const uptimeS = Number(/^uptime_in_seconds:(\d+)/m.exec(info)?.[1] ?? NaN);
     const runId = /^run_id:(\w+)/m.exec(info)?.[1];
-    const witness = await readRedisWitness(db, app);
-    const since = `the plane's last tick ${Math.round(plane.sinceTickMs / 1000)} s ago`;
+    const sinceMs = witness.sinceMs;
+    const since = `the plane last read it ${Math.round(sinceMs / 1000)} s ago`;
     const fix =
-      "if it was a flush, find who flushed (the keys are afterlife's evidence); if a restart or failover, expect it in Memorystore's maintenance log. The plane's next tick starts counting absences afresh";
-    if (witness && runId && witness.runId !== runId)
+      "if it was a flush, find who flushed (the keys are afterlife's evidence); if a restart or failover, expect it in Memorystore's maintenance log. The plane's next reading starts counting absences afresh";
+    if (runId && witness.runId !== runId)
       return fail(
-        `Redis is another server (run_id ${runId}) than the one the plane last saw (${witness.runId}): it lost every heartbeat and lock`,
+        `Redis is another server (run_id ${runId}) than the one the plane last read (${witness.runId}): it lost every heartbeat and lock`,
         fix,
       );
-    if (Number.isFinite(uptimeS) && uptimeS * 1000 < plane.sinceTickMs)
+    if (Number.isFinite(uptimeS) && uptimeS * 1000 < sinceMs)
       return fail(`Redis restarted ${uptimeS} s ago, after ${since}: it lost every heartbeat and lock`, fix);
     if (sentinel === null) return fail(`the plane's sentinel key is gone from Redis since ${since}: its keys were flushed`, fix);
     return pass(`Redis answers and kept its keys since ${since} (up ${uptimeS} s)`);

@@ -44,3 +44,11 @@ export const docOf = (id: string): string => `${PAGE}#check-${id}`;
 export const pass = (summary: string, details: string[] = []) => ({ status: 'PASS' as const, summary, details });
 export const warn = (summary: string, fix: string, details: string[] = []) => ({ status: 'WARN' as const, summary, details, fix });
 export const fail = (summary: string, fix: string, details: string[] = []) => ({ status: 'FAIL' as const, summary, details, fix });
+
+/** Detail lines printed per check; past it, one line says how many more (the count in the summary is of all). */
+export const MAX_DETAILS = 50;
+
+/** At most MAX_DETAILS lines, the last saying how many were left out. */
+export function capped(lines: string[], max = MAX_DETAILS): string[] {
+  return lines.length <= max ? lines : [...lines.slice(0, max - 1), `… and ${lines.length - (max - 1)} more`];
+}

@@ -1,7 +1,7 @@
 import { dbosSupported, KIT_VERSION, kitCompatible, SUPPORTED_DBOS } from '../../packages/executor/src/version.js';
 import { recordedKits, type RecordedKit } from '../db/doctor/kitFacts.js';
 import { NEWEST_TESTED_DBOS_MIGRATION, readDbosSchemaVersion, TESTED_DBOS_VERSIONS } from '../dbos/schemaGuard.js';
-import { fail, pass, warn, type Check, type CheckResult } from './types.js';
+import { capped, fail, pass, warn, type Check, type CheckResult } from './types.js';
 
 type Verdict = Omit<CheckResult, 'id' | 'title' | 'doc'>;
 
@@ -39,14 +39,14 @@ function kitsVerdict(kits: RecordedKit[], schema: string): Verdict {
     return fail(
       `${badDbos.length + badKit.length} live kit(s) outside the supported versions (DBOS ${RANGE}; kit ${KIT_VERSION.replace(/\.\d+$/, '.x')}, this plane's)`,
       `run @dbos-inc/dbos-sdk ${RANGE} in the app, and the afterlife-executor release that matches this plane (${KIT_VERSION})`,
-      [...badDbos, ...badKit.filter((k) => !badDbos.includes(k))].map(describe),
+      capped([...badDbos, ...badKit.filter((k) => !badDbos.includes(k))].map(describe)),
     );
   const silent = kits.filter((k) => k.kitVersion === undefined || k.dbosVersion === undefined);
   if (silent.length)
     return warn(
       `${schema}; ${silent.length} of ${kits.length} live kit(s) recorded no version (or DBOS's could not be read)`,
       'upgrade the kits to one that records its versions at registration, and run `afterlife-plane migrate` (migration 0016)',
-      silent.map(describe),
+      capped(silent.map(describe)),
     );
   // Within the range, yet a DBOS whose queue runner the kit could not reach: recoveries never ask it to claim
   // now (docs/recovery.md, step 3), so the work it would take waits for its next queue poll.
@@ -55,10 +55,10 @@ function kitsVerdict(kits: RecordedKit[], schema: string): Verdict {
     return warn(
       `${schema}; ${unasked.length} of ${kits.length} live kit(s) cannot be asked to claim recovered work at once (their DBOS's queue runner is not where the kit looks): recovered work waits up to a queue poll longer there`,
       `run a tested @dbos-inc/dbos-sdk (${TESTED_DBOS_VERSIONS}) in the app, or upgrade afterlife-executor`,
-      unasked.map(describe),
+      capped(unasked.map(describe)),
     );
   return pass(
     kits.length ? `${schema}; ${kits.length} live kit(s), each kit ${KIT_VERSION.replace(/\.\d+$/, '.x')} on DBOS ${RANGE}` : schema,
-    kits.map(describe),
+    capped(kits.map(describe)),
   );
 }

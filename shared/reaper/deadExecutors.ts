@@ -190,11 +190,18 @@ async function readWitnesses(p: Pass, fleet: FleetTick): Promise<Witnesses> {
     const why =
       beats.change === 'restarted'
         ? 'redis restarted or failed over (its run_id changed)'
-        : "redis was flushed (the reaper's sentinel is gone; or a client with the Redis URL deleted it)";
-    result.heartbeat = { skipped: `redis lost its keys since the last tick (${why}): absence counts from the next tick` };
+        : beats.change === 'young'
+          ? `this plane first sees a redis that started ${Math.round(beats.uptimeMs / 1000)} s ago, after the kits it serves: a restart before this plane looked`
+          : "redis was flushed (the reaper's sentinel is gone; or a client with the Redis URL deleted it)";
+    result.heartbeat = {
+      skipped: `redis ${beats.change === 'young' ? 'may have lost its keys' : 'lost its keys since the last tick'} (${why}): absence counts from the next tick`,
+    };
     // Once per 10 s per app: a client deleting the sentinel makes every tick a "loss" (bounded by the fallback below).
     if (resetReports.pass(p.app).log)
-      log.warn(`redis lost its keys (${why}): heartbeat absences restart`, { event: 'redis_reset', change: beats.change });
+      log.warn(`redis ${beats.change === 'young' ? 'may have lost' : 'lost'} its keys (${why}): heartbeat absences restart`, {
+        event: 'redis_reset',
+        change: beats.change,
+      });
   }
   if (!locks.freeIsEvidence && withLock.length) result.liveness = { skipped: locks.reason ?? 'unavailable' };
   const beatOf = (id: string): Beat | undefined => ('skipped' in beats ? undefined : beats.beats.get(id));

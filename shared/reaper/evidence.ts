@@ -14,13 +14,24 @@ export interface Beats {
   beats: Map<string, Beat>;
   /** How long Redis has kept its keys: from its identity as kept in Postgres (shared/db/queries/redisWitness.ts). */
   keptKeysMs: number;
+  /** How long Redis says it has been up (INFO server). */
+  uptimeMs: number;
   /** Redis lost its keys since the last tick: restarted or failed over (another run_id), or flushed. */
   lostKeys: boolean;
-  /** Of a loss: what said so (for the WARNING); `first` is the first sighting of this Redis, nothing to warn about. */
-  change?: 'first' | 'restarted' | 'flushed';
+  /**
+   * Of a loss: what said so (for the WARNING); `first` is the first sighting of this Redis, nothing to warn
+   * about; `young` a first sighting of a Redis that started after the kits it serves (a restart before this
+   * plane first looked: their keys may be gone, though no run_id was seen to change).
+   */
+  change?: 'first' | 'young' | 'restarted' | 'flushed';
 }
 
-/** The reaper's sentinel key: SET NX, no TTL. Only its absence is read (a flush); its value is anyone's to write. */
+/**
+ * The reaper's sentinel key: SET NX, no TTL, at every reading of the heartbeats (readBeats, in the same
+ * round trip as the Redis identity it keeps in redis_witness). So it means "no flush since the plane last
+ * read this Redis" (redis_witness.seen_at), not since its last tick: a plane with no candidate reads no
+ * heartbeats and writes neither. Only its absence is read (a flush); its value is anyone's to write.
+ */
 export function sentinelKey(applicationName: string, prefix = 'afterlife'): string {
   return `${prefix}:${applicationName}:reaper:sentinel`;
 }
@@ -73,10 +84,10 @@ export async function readBeats(deps: ReaperDeps, ids: string[], o: { kitsStarte
   const keysPredateRedis = o.kitsStartedAt === undefined || o.kitsStartedAt < redisStartedAt;
   const change =
     witness.change === 'first' && identity.uptimeMs < restartWindowMs(deps.config.heartbeatTtlMs) && keysPredateRedis
-      ? 'restarted'
+      ? 'young'
       : witness.change;
-  const lost = change === 'restarted' || change === 'flushed';
-  return { beats, keptKeysMs: witness.keptKeysMs, lostKeys: lost, ...(change === 'none' ? {} : { change }) };
+  const lost = change === 'young' || change === 'restarted' || change === 'flushed';
+  return { beats, keptKeysMs: witness.keptKeysMs, uptimeMs: identity.uptimeMs, lostKeys: lost, ...(change === 'none' ? {} : { change }) };
 }
 
 /** A Redis up for less than this when first seen was restarted: its keys were lost. */

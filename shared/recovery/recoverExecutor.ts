@@ -1,3 +1,4 @@
+import { LEFT_ALONE_LIMIT, LEFT_ALONE_PROBE_MS, type LeftAlone, leftAloneRows, whyLeftAlone } from '../dbos/statuses.js';
 import type { Redis } from 'ioredis';
 import type { Db } from '../../packages/executor/src/db/pool.js';
 import { pendingByVersion, type PendingByVersion } from '../../packages/executor/src/dbos/pendingByVersion.js';
@@ -169,10 +170,17 @@ async function run(
 
 /** A notice repeating a death already audited, with nothing PENDING: the earlier row stands, nothing is written. */
 function duplicate(r: Run): RecoverySummary {
-  r.log.info('death already recorded and nothing PENDING: duplicate notice, no new audit row', {
-    recoveryId: r.recoveryId,
-    event: 'recovery_duplicate',
-  });
+  if (r.unknownIncarnation)
+    r.log.info('notice about an incarnation the registry does not hold, and nothing PENDING: no death to audit, no audit row', {
+      incarnation: r.notice.incarnation,
+      event: 'recovery_duplicate',
+      why: 'unknown_incarnation',
+    });
+  else
+    r.log.info('death already recorded and nothing PENDING: duplicate notice, no new audit row', {
+      recoveryId: r.recoveryId,
+      event: 'recovery_duplicate',
+    });
   return {
     outcome: 'nothing-to-do',
     executorId: r.notice.executorId,
@@ -212,6 +220,7 @@ async function conclude(r: Run, pending: PendingByVersion[], live: Set<string> |
   const lockedError = r.locked.length > 0 ? new RowsLockedError(notice.executorId, r.locked, r.reenqueued) : undefined;
   await finish(r, lockedError ? 'partial' : 'completed', versionsWithoutExecutor, lockedError?.message);
   await reportOrphaned(r);
+  await reportLeftAlone(r);
   if (lockedError) {
     log.warn('recovery left workflows another transaction holds (a host lost inside a transaction?); retried once the lock is gone', {
       event: 'recovery_rows_locked',
@@ -238,6 +247,33 @@ async function conclude(r: Run, pending: PendingByVersion[], live: Set<string> |
 }
 
 /** One WARNING per version nothing live runs, then the orphaned-version hook (recoveryDeps decides who has one). */
+/**
+ * The dead executor's rows in statuses afterlife never acts on (SUSPENDED, or one it does not know): left
+ * where they are, and said so once per recovery, with why. A probe that could not finish in its bound is
+ * not a finding; it only costs a DEBUG line.
+ */
+async function reportLeftAlone(r: Run): Promise<void> {
+  const { notice, log } = r;
+  let left: LeftAlone[] | undefined;
+  try {
+    left = await leftAloneRows(r.deps.db, notice.applicationName, notice.executorId);
+  } catch (err) {
+    log.debug("could not read the dead executor's rows in other statuses", { err });
+    return;
+  }
+  if (left === undefined) {
+    log.debug('rows in statuses afterlife leaves alone: not read within the bound', { boundMs: LEFT_ALONE_PROBE_MS });
+    return;
+  }
+  if (!left.length) return;
+  log.warn('the dead executor owns workflows in statuses afterlife never acts on: left alone', {
+    event: 'recovery_left_alone',
+    statuses: Object.fromEntries(left.map((x) => [x.status, x.count])),
+    why: Object.fromEntries(left.map((x) => [x.status, whyLeftAlone(x.status)])),
+    atLeast: left.reduce((n, x) => n + x.count, 0) >= LEFT_ALONE_LIMIT,
+  });
+}
+
 async function reportOrphaned(r: Run): Promise<void> {
   const o = r.deps.orphanedVersions;
   for (const [applicationVersion, workflowIds] of r.orphanedIds) {

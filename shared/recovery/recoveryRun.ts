@@ -33,6 +33,8 @@ export interface Run {
   recoveryId: number;
   /** The death was already recorded and nothing is PENDING: `recoveryId` is that row's, and nothing is written. */
   duplicate: boolean;
+  /** The notice named an incarnation the registry does not hold, with nothing PENDING: no death to audit. */
+  unknownIncarnation: boolean;
   markedDead: boolean;
   versions: Record<string, number>;
   /** IDs re-enqueued onto versions no live executor runs, for the orphaned-version report and hook. */
@@ -82,6 +84,7 @@ export async function beginRun(
     ...partial,
     recoveryId: 0,
     duplicate: false,
+    unknownIncarnation: false,
     markedDead: false,
     versions: {},
     orphanedIds: new Map(),
@@ -107,6 +110,7 @@ export async function beginRun(
   );
   r.recoveryId = started.id;
   r.duplicate = started.duplicate;
+  r.unknownIncarnation = started.unknownIncarnation;
   return r;
 }
 

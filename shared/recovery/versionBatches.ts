@@ -17,6 +17,8 @@ interface Cursor {
   unscanned: number | undefined;
   shortfall: boolean;
   swept: boolean;
+  /** A claim-now hint failed in this version: reported once, not per batch. */
+  hintReported: boolean;
 }
 
 /** Recovers one version's rows; a summary when the heartbeat came back mid-way (a false alarm), else undefined. */
@@ -27,13 +29,22 @@ export async function recoverVersion(
 ): Promise<RecoverySummary | undefined> {
   const label = applicationVersion ?? NULL_VERSION;
   const noExecutor = live !== undefined && !(applicationVersion !== null && live.has(applicationVersion));
-  const c: Cursor = { after: undefined, unscanned: count, shortfall: false, swept: false };
+  const c: Cursor = { after: undefined, unscanned: count, shortfall: false, swept: false, hintReported: false };
   for (;;) {
     const alarm = await beforeBatch(r, applicationVersion);
     if (alarm) return alarm;
     const batch = await oneBatch(r, applicationVersion, created, c, noExecutor);
     if (c.unscanned !== undefined) c.unscanned -= batch.candidates;
     await tally(r, label, applicationVersion, batch);
+    if (batch.hintFailed && !c.hintReported) {
+      c.hintReported = true;
+      r.log.warn('re-enqueued work moved, but survivors could not be asked to claim it now: it waits for their next queue poll', {
+        applicationVersion: label,
+        err: batch.hintFailed,
+        event: 'requeued_hint_failed',
+        fix: 'shorten queue names or the application name if they are the cause; otherwise check the notification queue (pg_notification_queue_usage())',
+      });
+    }
     c.shortfall ||= batch.moved < batch.candidates;
     if (!batch.next) {
       // A row updated while its batch ran (still PENDING, still this executor's) has a new tuple ID,

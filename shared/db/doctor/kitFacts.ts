@@ -1,7 +1,11 @@
 import type { Db } from '../../../packages/executor/src/db/pool.js';
 import { ident } from '../../../packages/executor/src/contract/identifier.js';
 
-/** What a live kit of the application recorded about itself (migration 0016), for this incarnation only. */
+/**
+ * What a live kit of the application recorded about itself (migration 0016), for this incarnation only. Every
+ * live kit, never a sample: a check that says "each" must have read each (a row is ~100 bytes; 10,000 kits
+ * are a megabyte once per doctor run). The checks bound what they print, not what they read.
+ */
 export interface RecordedKit {
   executorId: string;
   /** undefined: nothing recorded for this incarnation (a kit from before the column, or its write failed). */
@@ -19,8 +23,7 @@ export async function recordedKits(db: Db, applicationName: string): Promise<Rec
     `SELECT executor_id, liveness, CASE WHEN kit_facts->>'incarnation' = incarnation THEN kit_facts END AS facts
        FROM ${ident(db.afterlifeSchema)}.executors
       WHERE application_name = $1 AND state IN ('alive', 'draining')
-      ORDER BY executor_id
-      LIMIT 200`,
+      ORDER BY executor_id`,
     [applicationName],
     'doctor.recordedKits',
   );

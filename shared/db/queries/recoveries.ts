@@ -36,7 +36,10 @@ const SAID = `EXCLUDED.cause IN ('sigterm', 'drain', 'manual') AND t.cause IN ('
  * death already recorded — the registry says this incarnation is dead, a row about it was written since
  * the incarnation started, and nothing of the executor is PENDING — writes no row and gets that row's ID
  * (`duplicate`): 1,000 notices about one known dead executor wrote 1,000 rows (issue 30). Rows to move
- * make it a new attempt, audited on its own. One statement under a per-executor transaction lock, so
+ * make it a new attempt, audited on its own. A notice naming an incarnation that is not the registry's
+ * (one it never knew, or one a newer process replaced), with nothing of the executor PENDING, is no new death
+ * either: it writes no row and says so (`unknownIncarnation`), or anyone who can publish a notice could grow
+ * the audit by a row per invented incarnation. One statement under a per-executor transaction lock, so
  * concurrent duplicates (degraded mode has no Redis lock) still write one row.
  */
 export async function startRecovery(
@@ -52,28 +55,38 @@ export async function startRecovery(
     incarnation?: string | undefined;
   },
   timeline?: TimelineStart,
-): Promise<{ id: number; duplicate: boolean }> {
+): Promise<{ id: number; duplicate: boolean; unknownIncarnation: boolean }> {
   const a = ident(db.afterlifeSchema);
   const [app, executor, incarnation] = [literal(r.applicationName), literal(r.executorId), `${literal(r.incarnation)}::text`];
   // One message, one round trip (a burst of notices waits on the pool): the lock, then the statement in the
   // same implicit transaction, whose snapshot is taken after the lock, so it sees a concurrent duplicate's row.
   const out = (await db.query(
     `SELECT pg_advisory_xact_lock(hashtext('afterlife.recoveries'), hashtext(${app} || ':' || ${executor}));
-     WITH recorded AS (
+     WITH pending AS (
+       SELECT EXISTS (SELECT 1 FROM ${ident(db.dbosSchema)}.workflow_status w
+                       WHERE w.executor_id = ${executor} AND w.status = 'PENDING' AND ${appScope('w.application_name', app)}) AS some_pending
+     ),
+     recorded AS (
        SELECT x.id FROM ${a}.recoveries x
          JOIN ${a}.executors e ON e.application_name = x.application_name AND e.executor_id = x.executor_id
         WHERE x.application_name = ${app} AND x.executor_id = ${executor} AND e.state = 'dead'
           AND (${incarnation} IS NULL OR e.incarnation = ${incarnation}) AND (x.incarnation IS NULL OR x.incarnation = e.incarnation)
           AND (e.started_at IS NULL OR x.started_at >= e.started_at)
-          AND NOT EXISTS (SELECT 1 FROM ${ident(db.dbosSchema)}.workflow_status w
-                           WHERE w.executor_id = ${executor} AND w.status = 'PENDING' AND ${appScope('w.application_name', app)})
+          AND NOT (SELECT some_pending FROM pending)
         ORDER BY x.started_at DESC LIMIT 1
+     ),
+     -- Not the registry's incarnation (or no registry row at all), and nothing to move: no death to audit.
+     unknown AS (
+       SELECT COALESCE((SELECT max(x.id) FROM ${a}.recoveries x WHERE x.application_name = ${app} AND x.executor_id = ${executor}), 0) AS id
+        WHERE ${incarnation} IS NOT NULL AND NOT (SELECT some_pending FROM pending)
+          AND ${incarnation} IS DISTINCT FROM (SELECT e.incarnation FROM ${a}.executors e
+                                                WHERE e.application_name = ${app} AND e.executor_id = ${executor})
      ),
      fresh AS (
        INSERT INTO ${a}.recoveries (application_name, executor_id, reason, detected_by, message_id, recovered_by, lock_mode, incarnation)
        SELECT ${app}, ${executor}, ${literal(r.reason)}, ${literal(r.detectedBy)}, ${literal(r.messageId)}, ${literal(r.recoveredBy)},
               ${literal(r.lockMode)}, ${incarnation}
-        WHERE NOT EXISTS (SELECT 1 FROM recorded)
+        WHERE NOT EXISTS (SELECT 1 FROM recorded) AND NOT EXISTS (SELECT 1 FROM unknown)
        RETURNING id, started_at
      )${
        timeline
@@ -81,14 +94,18 @@ export async function startRecovery(
      ${timelineCte(a, r, timeline)}`
          : ''
      }
-     SELECT id::text, false AS duplicate FROM fresh UNION ALL SELECT id::text, true FROM recorded`,
+     SELECT id::text, false AS duplicate, false AS unknown_incarnation FROM fresh
+     UNION ALL SELECT id::text, true, false FROM recorded
+     UNION ALL SELECT id::text, true, true FROM unknown`,
     undefined,
     'recoveries.start',
   )) as unknown;
   // A multi-statement message resolves to one result per statement; the INSERT's is the last.
-  const results = (Array.isArray(out) ? out : [out]) as Array<pg.QueryResult<{ id: string; duplicate: boolean }>>;
+  const results = (Array.isArray(out) ? out : [out]) as Array<
+    pg.QueryResult<{ id: string; duplicate: boolean; unknown_incarnation: boolean }>
+  >;
   const row = results.at(-1)?.rows[0];
-  return { id: Number(row?.id), duplicate: row?.duplicate === true };
+  return { id: Number(row?.id), duplicate: row?.duplicate === true, unknownIncarnation: row?.unknown_incarnation === true };
 }
 
 /**

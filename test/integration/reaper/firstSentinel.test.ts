@@ -10,7 +10,7 @@ import { type PrivateRedis, startPrivateRedis } from '../../helpers/redisServer.
  * lost its keys (flush or restart)" at the first candidate: the reaper's sentinel was missing because no
  * reaper had ever set it for this app. A sentinel this process never saw, in a Redis up for longer than a
  * restart would explain, is the first one: no warning, no redis_reset. A restarted Redis (up for seconds)
- * still warns.
+ * still warns, saying what it saw (a first sighting of a young Redis), not that its run_id changed.
  */
 describe('reaper: the first sentinel in a long-running Redis is not a flush', () => {
   // The shared Redis has been up since the machine's services started (well over a minute).
@@ -64,6 +64,11 @@ describe('reaper: a Redis seconds old when the reaper first sees it', () => {
     await fx.tdb.sql.query(`DELETE FROM afterlife.redis_witness`);
     const summary = await runReaper(testReaperDeps(fx.rt), { maxTicks: 2 });
     if (summary.outcome !== 'completed') throw new Error('skipped');
-    expect(fx.rt.logger.lines.filter((l) => l.event === 'redis_reset')).toHaveLength(1);
+    const resets = fx.rt.logger.lines.filter((l) => l.event === 'redis_reset');
+    expect(resets).toHaveLength(1);
+    // A first sighting: no run_id was seen to change, and the line does not say one did.
+    expect(resets[0]).toMatchObject({ change: 'young' });
+    expect(resets[0]?.message).not.toMatch(/run_id/);
+    expect(resets[0]?.message).toMatch(/first sees a redis that started \d+ s ago/);
   });
 });

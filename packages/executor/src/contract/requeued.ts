@@ -1,9 +1,9 @@
-import { array, type Infer, nullish, object, string } from './parse.js';
+import { array, type Infer, integer, nullish, object, optional, string } from './parse.js';
 
 /**
  * "Claim it now": what a recovery says, on commit, to a few live executors of the dead one's application and
- * version once it has re-enqueued their work (shared/dbos/recovery.ts sends it from the statement that moves
- * the rows, so it is heard only if the move committed). Without it the work waits for the survivors' next
+ * version once it has re-enqueued their work (shared/dbos/recovery.ts sends it after the batch that moved
+ * the rows committed, in a statement of its own, so a notice that cannot be sent never fails the move). Without it the work waits for the survivors' next
  * queue poll — DBOS polls every `polling_interval_sec`, 1 s by default, which was most of a recovery's time
  * after the death was declared (bench/README.md, issue 31). It is a hint: a kit that hears it asks DBOS to
  * poll the named queues once, through DBOS's own claim (SKIP LOCKED, re-checked status), exactly as its next
@@ -31,5 +31,43 @@ export const RequeuedNotice = object({
   queues: array(string({ min: 1 }), { max: REQUEUED_MAX_QUEUES }),
   /** The executors asked; everyone else ignores the notice. */
   to: array(string({ min: 1 }), { max: REQUEUED_NUDGE_TARGETS }),
+  /** Queues with re-enqueued work that `queues` leaves out (the payload's bound): they wait for their scheduled poll. */
+  more: optional(integer({ min: 1 })),
 });
 export type RequeuedNotice = Infer<typeof RequeuedNotice>;
+
+/**
+ * Postgres refuses a NOTIFY payload of 8,000 bytes or more (`payload string too long`); the notice stays a
+ * margin below it, counted in UTF-8 bytes as the server counts them.
+ */
+export const REQUEUED_PAYLOAD_MAX_BYTES = 7_900;
+
+/**
+ * The notice's payload, never over REQUEUED_PAYLOAD_MAX_BYTES: as many of the queue names (in order) as fit,
+ * the rest of `queueCount` (the distinct queues with moved work; default: the names given) counted in `more`.
+ * Undefined when not even the notice without queues fits (names that long cannot be asked about; the work
+ * waits for its scheduled poll).
+ */
+export function requeuedPayload(n: {
+  applicationName: string;
+  applicationVersion: string | null;
+  to: string[];
+  queues: string[];
+  queueCount?: number;
+}): string | undefined {
+  const to = n.to.slice(0, REQUEUED_NUDGE_TARGETS);
+  const names = n.queues.slice(0, REQUEUED_MAX_QUEUES);
+  const total = Math.max(n.queueCount ?? 0, n.queues.length);
+  for (let count = names.length; count >= 0; count--) {
+    const notice: RequeuedNotice = {
+      applicationName: n.applicationName,
+      applicationVersion: n.applicationVersion,
+      queues: names.slice(0, count),
+      to,
+    };
+    if (total > count) notice.more = total - count;
+    const payload = JSON.stringify(notice);
+    if (Buffer.byteLength(payload, 'utf8') <= REQUEUED_PAYLOAD_MAX_BYTES) return payload;
+  }
+  return undefined;
+}
