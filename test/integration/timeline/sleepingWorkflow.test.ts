@@ -43,7 +43,10 @@ describe('timeline: a workflow parked in DBOS.sleep at the death', () => {
       [t0, Date.now() - 1_500, Date.now() + 1_000],
     );
     const notice = deathNotice({ executorId: 'gone', applicationName: app, reason: 'manual', detectedBy: 'test' });
-    const summary = await recoverExecutor({ db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, recoveredBy: 'test' }, notice);
+    const summary = await recoverExecutor(
+      { db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, recoveredBy: 'test', batchSize: 100, lockTtlMs: 5_000 },
+      notice,
+    );
     expect(summary.outcome).toBe('completed');
     // The new owner replays the recorded sleep, wakes, and starts the next step.
     const movedAt = Date.now();
