@@ -23,6 +23,7 @@ locals {
     reaper_failed                    = "a reaper invocation failed"
     redis_reset                      = "Redis was flushed or restarted; heartbeat absence streaks restarted"
     sessions_unknown                 = "afterlife's role cannot see other roles' sessions (grant pg_read_all_stats)"
+    sessions_unattributed            = "sessions that name no executor (DBOS for Python's dbos_transact) are open: executors without the kit are not judged"
     fork                             = "a diverged workflow was forked"
     rewind                           = "a diverged workflow was rewound under its own ID (repair in place)"
     repair_fork_fallback             = "a repair forked instead of rewinding (REPAIR_MODE=fork, DBOS 5.2, data-source checkpoints past the cut)"
