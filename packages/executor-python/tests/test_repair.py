@@ -11,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -24,7 +25,8 @@ from afterlife_executor.repair import (
     get_result_with_repair,
 )
 
-PG = os.environ.get("AFTERLIFE_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+# The TypeScript harness's variable (test/helpers/services.ts): the admin database of the test server.
+ADMIN_URL = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 MIGRATIONS = Path(__file__).resolve().parents[3] / "shared" / "db" / "migrations"
 APP = "pyextras-repair"
 VERSION = "pyx-v1"
@@ -58,20 +60,18 @@ class App:
             return cur.fetchall() if cur.description else []
 
 
-@pytest.fixture(scope="module")
-def app() -> Iterator[App]:
-    from dbos import DBOS
+def database_url(name: str) -> str:
+    u = urlsplit(ADMIN_URL)
+    return urlunsplit(u._replace(scheme="postgresql", path=f"/{name}"))
 
-    name = f"afterlife_pyextras_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    url = f"{PG}/{name}"
-    a = App(url)
+
+def _launch(a: App) -> None:
+    from dbos import DBOS
 
     DBOS(
         config={
             "name": APP,
-            "system_database_url": url,
+            "system_database_url": a.url,
             "application_version": VERSION,
             "run_admin_server": False,
             "log_level": "WARNING",
@@ -120,15 +120,26 @@ def app() -> Iterator[App]:
     a.agent, a.failing, a.parent = agent, failing, parent
     DBOS.launch()
     # afterlife's own tables in the same database, as the plane's migrator applies them.
-    with psycopg.connect(url, autocommit=True) as c:
+    with psycopg.connect(a.url, autocommit=True) as c:
         c.execute('CREATE SCHEMA IF NOT EXISTS "afterlife"')
         for f in sorted(MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.sql")):
             c.execute(f.read_text().replace(":SCHEMA:", '"afterlife"'))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def app() -> Iterator[App]:
+    from dbos import DBOS
+
+    name = f"afterlife_pyextras_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    a = App(database_url(name))
     try:
+        _launch(a)
         yield a
     finally:
         DBOS.destroy(destroy_registry=True)
-        with psycopg.connect(f"{PG}/postgres", autocommit=True) as c:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
