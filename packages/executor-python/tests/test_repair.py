@@ -405,3 +405,14 @@ def test_divergence_of_reads_both_sdks_and_nothing_else() -> None:
     assert divergence_of(ValueError("boom")) is None
     assert divergence_of(Portable("code without the facts", 26)) is None
     assert divergence_of(None) is None
+
+
+def test_an_older_dbos_is_refused_naming_the_upgrade() -> None:
+    from afterlife_executor.repair import _check_dbos_version, _installed_dbos_version
+
+    assert _installed_dbos_version() == "2.30.0"
+    for ok in ("2.23.0", "2.30.0", "2.31.1rc1", "3.0.0"):
+        _check_dbos_version(ok)
+    for old in ("2.22.9", "2.16.0", "1.14.0", "garbage"):
+        with pytest.raises(RuntimeError, match=r"pip install 'dbos>=2.23'"):
+            _check_dbos_version(old)

@@ -182,6 +182,28 @@ class _ForkPlan:
 # --- the DBOS side: the launched DBOS or a DBOSClient, through their public API --------------------------
 
 
+# What repair reads and calls first appeared in these DBOS Python releases (read from dbos-transact-py's
+# tags): fork_workflow onto a queue with replacement children and was_forked_from in 2.16, completed_at in 2.23.
+MIN_DBOS_VERSION = (2, 23)
+
+
+def _check_dbos_version(version: str) -> None:
+    """Refuses a DBOS Python older than MIN_DBOS_VERSION, naming the upgrade."""
+    m = re.match(r"^(\d+)\.(\d+)", version)
+    if m is None or (int(m.group(1)), int(m.group(2))) < MIN_DBOS_VERSION:
+        need = ".".join(str(p) for p in MIN_DBOS_VERSION)
+        raise RuntimeError(
+            f"get_result_with_repair needs DBOS Python {need} or later (fork onto the original's queue, "
+            f"was_forked_from, completed_at); this process has dbos {version}: upgrade with pip install 'dbos>={need}'"
+        )
+
+
+def _installed_dbos_version() -> str:
+    from importlib.metadata import version
+
+    return version("dbos")
+
+
 class _Status(Protocol):
     status: str
     error: Optional[Exception]
@@ -458,7 +480,8 @@ def _plan_divergence_fork(
         diverged_workflow_id=d.workflow_id,
         detail=d.message,
         completed_at=status.completed_at,
-        application_name=status.application_name,
+        # DBOS Python records the owning application from 2.30 on.
+        application_name=getattr(status, "application_name", None),
     )
     if explicit_child is not None:
         # Not DBOS's default child name, so that a later divergence of this child is again seen as app-named.
@@ -685,6 +708,7 @@ def get_result_with_repair(
         application_name=application_name,
     )
     ledger_schema = afterlife_schema or os.environ.get("AFTERLIFE_SCHEMA") or "afterlife"
+    _check_dbos_version(_installed_dbos_version())
     _refuse_inside_workflow()
     dbos = _Dbos(client)
     ledger = _Ledger(dbos, ledger_schema)
