@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -56,7 +56,7 @@ class App:
 
     def sql(self, query: str, *params: Any) -> List[Any]:
         with psycopg.connect(self.url, autocommit=True) as c:
-            cur = c.execute(query, params)
+            cur = c.execute(cast(Any, query), params)
             return cur.fetchall() if cur.description else []
 
 
@@ -123,7 +123,7 @@ def _launch(a: App) -> None:
     with psycopg.connect(a.url, autocommit=True) as c:
         c.execute('CREATE SCHEMA IF NOT EXISTS "afterlife"')
         for f in sorted(MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.sql")):
-            c.execute(f.read_text().replace(":SCHEMA:", '"afterlife"'))  # type: ignore[arg-type]
+            c.execute(cast(Any, f.read_text().replace(":SCHEMA:", '"afterlife"')))
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +132,7 @@ def app() -> Iterator[App]:
 
     name = f"afterlife_pyextras_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(ADMIN_URL, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
+        c.execute(cast(Any, f'CREATE DATABASE "{name}"'))
     a = App(database_url(name))
     try:
         _launch(a)
@@ -140,7 +140,7 @@ def app() -> Iterator[App]:
     finally:
         DBOS.destroy(destroy_registry=True)
         with psycopg.connect(ADMIN_URL, autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            c.execute(cast(Any, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def diverge(app: App, start: Callable[[], str]) -> str:
@@ -184,10 +184,10 @@ def _agents_under(app: App, wid: str) -> List[str]:
     return [wid, *_workflows_under(app, wid)]
 
 
-def _steps_of_any(app: App, wid: str) -> List[Dict[str, Any]]:
+def _steps_of_any(app: App, wid: str) -> List[Any]:
     from dbos import DBOS
 
-    out: List[Dict[str, Any]] = []
+    out: List[Any] = []
     for w in _agents_under(app, wid):
         out.extend(DBOS.list_workflow_steps(w))
     return out
@@ -367,7 +367,13 @@ def test_works_through_a_dbos_client(app: App) -> None:
 def test_refuses_bad_input_and_calls_from_inside_a_workflow(app: App) -> None:
     from dbos import DBOS
 
-    for kwargs in ({"repair": "rewind"}, {"max_forks": 0}, {"poll_sec": 0}, {"repair_timeout_sec": float("nan")}):
+    invalid: List[Dict[str, Any]] = [
+        {"repair": "rewind"},
+        {"max_forks": 0},
+        {"poll_sec": 0},
+        {"repair_timeout_sec": float("nan")},
+    ]
+    for kwargs in invalid:
         with pytest.raises(ValueError):
             get_result_with_repair("x", **kwargs)
     with pytest.raises(ValueError):

@@ -22,12 +22,12 @@ import threading
 import time
 from collections import deque
 from typing import (
-    AsyncIterator,
+    AsyncGenerator,
     Awaitable,
     Callable,
     Deque,
     Dict,
-    Iterator,
+    Generator,
     Literal,
     Optional,
     TypeVar,
@@ -215,7 +215,7 @@ class CallLimiter:
         self._release(key)
 
     @contextlib.contextmanager
-    def slot(self, key: str) -> Iterator[None]:
+    def slot(self, key: str) -> Generator[None, None, None]:
         """``with limiter.slot("model-a"): call()``; the slot is returned on success and on error alike."""
         self.acquire(key)
         try:
@@ -255,7 +255,7 @@ class CallLimiter:
             raise CallBudgetExhaustedError(key, time.monotonic() - started, scope)
 
     @contextlib.asynccontextmanager
-    async def slot_async(self, key: str) -> AsyncIterator[None]:
+    async def slot_async(self, key: str) -> AsyncGenerator[None, None]:
         """``async with limiter.slot_async("model-a"): await call()``."""
         await self.acquire_async(key)
         try:

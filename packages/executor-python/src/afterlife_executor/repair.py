@@ -33,7 +33,7 @@ import re
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Literal, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, List, Literal, Optional, Protocol, Tuple, cast
 
 __all__ = [
     "DEFAULT_MAX_FORKS",
@@ -95,17 +95,17 @@ def divergence_of(error: object) -> Optional[Divergence]:
         code = getattr(error, "code", None)
     if isinstance(code, str) and code.isdigit():
         code = int(code)
-    inputs = getattr(error, "inputs", None)
-    wid: Optional[str] = None
-    step: Optional[int] = None
-    expected: Optional[str] = None
-    if code in UNEXPECTED_STEP_CODES and isinstance(inputs, tuple) and len(inputs) == 4:
+    inputs: object = getattr(error, "inputs", None)
+    wid: object = None
+    step: object = None
+    expected: object = None
+    if code in UNEXPECTED_STEP_CODES and isinstance(inputs, tuple):
         # DBOSUnexpectedStepError(workflow_id, step_id, expected_name, recorded_name)
-        wid, step, expected = inputs[0], inputs[1], inputs[2]
-    elif m is not None:
+        fields = cast(Tuple[object, ...], inputs)
+        if len(fields) == 4:
+            wid, step, expected = fields[0], fields[1], fields[2]
+    if wid is None and m is not None:
         wid, step, expected = m.group(1), int(m.group(2)), m.group(4)
-    elif code not in UNEXPECTED_STEP_CODES:
-        return None
     if not isinstance(wid, str) or not wid:
         return None
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
@@ -288,8 +288,8 @@ class _Dbos:
             return getattr(self.client._sys_db, "app_name", None)
         from dbos._dbos import _get_dbos_instance
 
-        config = getattr(_get_dbos_instance(), "_config", None) or {}
-        name = config.get("name") if isinstance(config, dict) else None
+        config: object = getattr(_get_dbos_instance(), "_config", None)
+        name = cast(Dict[str, object], config).get("name") if isinstance(config, dict) else None
         return name if isinstance(name, str) and name else None
 
 
