@@ -72,6 +72,8 @@ def _launch(a: App) -> None:
         config={
             "name": APP,
             "system_database_url": a.url,
+            # @DBOS.transaction needs an application database (see the limiter's test below).
+            "application_database_url": a.url + "_app",
             "application_version": VERSION,
             "run_admin_server": False,
             "log_level": "WARNING",
@@ -133,6 +135,7 @@ def app() -> Iterator[App]:
     name = f"afterlife_pyextras_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(ADMIN_URL, autocommit=True) as c:
         c.execute(cast(Any, f'CREATE DATABASE "{name}"'))
+        c.execute(cast(Any, f'CREATE DATABASE "{name}_app"'))
     a = App(database_url(name))
     try:
         _launch(a)
@@ -141,6 +144,7 @@ def app() -> Iterator[App]:
         DBOS.destroy(destroy_registry=True)
         with psycopg.connect(ADMIN_URL, autocommit=True) as c:
             c.execute(cast(Any, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            c.execute(cast(Any, f'DROP DATABASE IF EXISTS "{name}_app" WITH (FORCE)'))
 
 
 def diverge(app: App, start: Callable[[], str]) -> str:
@@ -390,6 +394,62 @@ def test_refuses_bad_input_and_calls_from_inside_a_workflow(app: App) -> None:
         return "not refused"
 
     assert "outside workflows" in inside()
+
+
+def test_the_async_variant_returns_the_repaired_result_without_blocking_the_loop(app: App) -> None:
+    import asyncio
+
+    from afterlife_executor.repair import get_result_with_repair_async
+
+    wid = diverge(app, _start_agent(app, "t8"))
+    app.hold.set()
+
+    async def go() -> Any:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        t = asyncio.create_task(ticker())
+        try:
+            return await asyncio.wait_for(get_result_with_repair_async(wid, poll_sec=0.2), BOUND_SEC)
+        finally:
+            t.cancel()
+            assert ticks > 5, "the event loop was blocked"
+
+    assert asyncio.run(go()) == "answer(browse(plan(t8)))"
+
+
+def test_the_limiter_refuses_to_wait_inside_a_real_dbos_transaction(app: App) -> None:
+    from dbos import DBOS
+
+    from afterlife_executor.limiter import CallLimiterMisuseError, limit_calls
+
+    lim = limit_calls(per_key=1, global_limit=1, acquire_timeout_sec=1)
+
+    @DBOS.transaction()
+    def in_transaction() -> str:
+        try:
+            lim.run("k", lambda: None)
+        except CallLimiterMisuseError as e:
+            return str(e)
+        return "not refused"
+
+    @DBOS.step()
+    def in_step() -> str:
+        return lim.run("k", lambda: "ran")
+
+    @DBOS.workflow()
+    def both() -> List[str]:
+        return [in_transaction(), in_step()]
+
+    refused, ran = both()
+    assert "@DBOS.step" in refused
+    assert ran == "ran"
+    assert lim.active() == 0
 
 
 def test_divergence_of_reads_both_sdks_and_nothing_else() -> None:
