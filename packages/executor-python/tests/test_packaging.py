@@ -125,10 +125,13 @@ def test_the_installed_wheel_imports_and_is_typed(wheel: Path, tmp_path: Path) -
     probe = (
         "import afterlife_executor, afterlife_executor.repair as r, afterlife_executor.limiter as l;"
         "print(afterlife_executor.__file__);"
-        "print(r.get_result_with_repair.__name__, l.limit_calls.__name__)"
+        "print(r.get_result_with_repair.__name__, l.limit_calls.__name__);"
+        "print(afterlife_executor.__version__)"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert out.returncode == 0, out.stderr
-    first, second = out.stdout.splitlines()[:2]
+    first, second, version = out.stdout.splitlines()[:3]
     assert first.startswith(str(target)), first
     assert second == "get_result_with_repair limit_calls"
+    # The version the package reports (the plane compares kit versions) is the one the wheel was built as.
+    assert wheel.name.split("-")[1] == version, (wheel.name, version)

@@ -25,8 +25,12 @@ from afterlife_executor.repair import (
     get_result_with_repair,
 )
 
-# The TypeScript harness's variable (test/helpers/services.ts): the admin database of the test server.
-ADMIN_URL = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+# The admin database of the test server: the Python suite's variable, else the TypeScript harness's.
+ADMIN_URL = (
+    os.environ.get("AFTERLIFE_TEST_DATABASE_URL")
+    or os.environ.get("TEST_DATABASE_URL")
+    or "postgresql://postgres@127.0.0.1:5432/postgres"
+)
 MIGRATIONS = Path(__file__).resolve().parents[3] / "shared" / "db" / "migrations"
 APP = "pyextras-repair"
 VERSION = "pyx-v1"
