@@ -228,12 +228,13 @@ describe('the kit package, installed as a user installs it', () => {
       work,
     );
     expect(attw.code, `attw found problems in the packed kit:\n${attw.stdout}${attw.stderr}`).toBe(0);
-    // Only the kit: no tests, no infra, no benches, no plane.
+    // Only the kit: no tests, no infra, no benches, no plane; and its licence.
     expect(
       info.files.every((f) =>
-        /^(dist\/(esm|commonjs)\/(.+\.(js|d\.ts)|package\.json)|package\.json|repair\/package\.json|README\.md)$/.test(f.path),
+        /^(dist\/(esm|commonjs)\/(.+\.(js|d\.ts)|package\.json)|package\.json|repair\/package\.json|README\.md|LICENSE)$/.test(f.path),
       ),
     ).toBe(true);
+    expect(info.files.map((f) => f.path)).toContain('LICENSE');
     // The apps install side by side (one npm cache): the scenarios below are what takes time.
     const made = await Promise.all([
       ...(['cjs', 'esm'] as const).flatMap((kind) =>
