@@ -34,10 +34,10 @@ export async function handleDrainRequest(
         written = await rt.lifecycle.track(requestDrain(deps, body, 'drain-function'));
       } catch (err) {
         if (classify(err) !== 'retry' || err instanceof InvalidInputError) throw err;
-        // Turned away before a connection (budget, shutdown): certainly nothing written. Otherwise the
-        // INSERT may have committed before the connection failed; a repeat is harmless (the kit acts on
-        // the earliest request of its target).
-        const certain = err instanceof AfterlifeError && (err.code === 'db_busy' || err.code === 'shutting_down');
+        // Turned away before a connection (the budget): certainly nothing written. Otherwise the INSERT
+        // may have committed before the connection failed; a repeat is harmless (the kit acts on the
+        // earliest request of its target).
+        const certain = err instanceof AfterlifeError && err.code === 'db_busy';
         log.warn('drain request not confirmed; retry later', { reason: errorMessage(err), written: certain ? false : 'unknown' });
         return {
           status: 503,

@@ -45,11 +45,6 @@ export function decodeDeathEvent(body: unknown, log: Logger): Decoded {
   }
 }
 
-export async function handleDeathEvent(rt: Runtime, body: unknown, meta: DeliveryMeta = {}): Promise<DeathOutcome> {
-  const decoded = decodeDeathEvent(body, deathLog(rt, meta));
-  return decoded.ok ? handleDecodedDeath(rt, decoded.message, meta) : decoded.outcome;
-}
-
 export function deathLog(
   rt: { logger: Logger; config: { project: string | undefined } } | undefined,
   meta: DeliveryMeta,

@@ -1,7 +1,7 @@
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { handleDeathEvent } from '../../functions/executorDeath/handle.js';
+import { handleDeathEvent } from '../helpers/executorDeath.js';
 import { useRuntime } from '../../functions/runtime.js';
 import { MAX_BODY_BYTES, MAX_INFLATED_BYTES } from '../../functions/transport.js';
 import '../../functions/index.js';

@@ -1,5 +1,7 @@
 import '../../functions/index.js';
+import { decodeDeathEvent, deathLog, type DeathOutcome, type DeliveryMeta, handleDecodedDeath } from '../../functions/executorDeath/handle.js';
 import { useRuntime } from '../../functions/runtime.js';
+import type { Runtime } from '../../shared/runtime.js';
 import { appFixture, type AppFixture, type AppFixtureOptions, need } from './appFixture.js';
 import { serve } from './cloudEvents.js';
 
@@ -39,4 +41,10 @@ export function executorDeathFixture(prefix: string, o: ExecutorDeathFixtureOpti
     },
   });
   return Object.defineProperty(base, 'server', { get: () => need(server, 'served executorDeath') }) as ExecutorDeathFixture;
+}
+
+/** One delivery's body decoded and handled, as the served function composes the two (no HTTP in between). */
+export async function handleDeathEvent(rt: Runtime, body: unknown, meta: DeliveryMeta = {}): Promise<DeathOutcome> {
+  const decoded = decodeDeathEvent(body, deathLog(rt, meta));
+  return decoded.ok ? handleDecodedDeath(rt, decoded.message, meta) : decoded.outcome;
 }

@@ -41,8 +41,6 @@ const AFTERLIFE: Record<string, string[]> = {
   '.': [],
   './executor': KIT,
   './repair': REPAIR,
-  // The earlier name of ./repair, kept so apps that import it keep working.
-  './fork': REPAIR,
   './package.json': [],
 };
 

@@ -89,44 +89,6 @@ export class HeartbeatUnknownError extends AfterlifeError {
   }
 }
 
-export class ShuttingDownError extends AfterlifeError {
-  constructor() {
-    super('instance is shutting down; retry elsewhere', 'shutting_down', 'retry');
-  }
-}
-
-/** Postgres SQLSTATE classes and node errors that a retry can cure. */
-const TRANSIENT_SQLSTATE = [
-  /^08/, // connection exception
-  /^40001$/, // serialization failure
-  /^40P01$/, // deadlock
-  /^53/, // insufficient resources (too many connections)
-  /^55P03$/, // lock not available
-  /^57P0[1-3]$/, // admin shutdown, crash shutdown, cannot connect now
-  /^57014$/, // query cancelled (statement timeout)
-];
-const TRANSIENT_NODE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH']);
-const TRANSIENT_MESSAGES = [
-  /Connection terminated/i,
-  /timeout exceeded when trying to connect/i,
-  /Client has encountered a connection error/i,
-  /Connection is closed/i,
-  /connection lost/i,
-];
-
-export function isTransient(err: unknown): boolean {
-  if (err instanceof AfterlifeError) return err.disposition === 'retry';
-  if (!(err instanceof Error)) return false;
-  const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string') {
-    if (TRANSIENT_SQLSTATE.some((re) => re.test(code))) return true;
-    if (TRANSIENT_NODE.has(code)) return true;
-  }
-  if (TRANSIENT_MESSAGES.some((re) => re.test(err.message))) return true;
-  if (err.cause !== undefined && err.cause !== err) return isTransient(err.cause);
-  return false;
-}
-
 /**
  * Only errors we raised on purpose as permanent are acked. Anything unexpected is retried: losing a death
  * notice to a bug costs a stranded fleet, while a redelivery costs nothing (handlers are idempotent) and

@@ -5,7 +5,7 @@ import { DBOSClient } from '@dbos-inc/dbos-sdk';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handleDrainRequest } from '../../../functions/drain/handle.js';
-import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
+import { handleDeathEvent } from '../../helpers/executorDeath.js';
 import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { unlimitedBudget } from '../../../shared/lifecycle/deadline.js';
 import { runRetentionPass } from '../../../shared/retention/pass.js';

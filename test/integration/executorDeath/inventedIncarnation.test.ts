@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
+import { handleDeathEvent } from '../../helpers/executorDeath.js';
 import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { registerAlive } from '../../../packages/executor/src/db/queries/executors.js';
 import { pendingIds } from '../../helpers/agents.js';

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
+import { handleDeathEvent } from '../../helpers/executorDeath.js';
 import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { registerAlive } from '../../../packages/executor/src/db/queries/executors.js';
 import { REQUEUED_PAYLOAD_MAX_BYTES, RequeuedNotice, requeuedChannel } from '../../../packages/executor/src/contract/requeued.js';

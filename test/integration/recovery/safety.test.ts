@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
+import { handleDeathEvent } from '../../helpers/executorDeath.js';
 import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { BudgetExhaustedError, RowsLockedError } from '../../../packages/executor/src/errors.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
+import { handleDeathEvent } from '../../helpers/executorDeath.js';
 import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { beat, makeOrphans, waitAllSuccess } from '../../helpers/agents.js';
 import { pubsubCloudEvent } from '../../helpers/cloudEvents.js';

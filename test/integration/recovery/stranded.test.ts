@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { StatusOutput } from '../../../cli/schemas.js';
-import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
+import { handleDeathEvent } from '../../helpers/executorDeath.js';
 import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { heartbeatKey, readHeartbeat, writeHeartbeat } from '../../../packages/executor/src/contract/heartbeat.js';
 import { beat, makeOrphans } from '../../helpers/agents.js';

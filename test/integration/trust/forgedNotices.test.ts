@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { handleDeathEvent } from '../../../functions/executorDeath/handle.js';
+import { handleDeathEvent } from '../../helpers/executorDeath.js';
 import { deathNotice, type DeathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { createRedis } from '../../../packages/executor/src/lock/redis.js';
 import { beat, makeOrphans, pendingIds } from '../../helpers/agents.js';
