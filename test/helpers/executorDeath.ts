@@ -1,5 +1,11 @@
 import '../../functions/index.js';
-import { decodeDeathEvent, deathLog, type DeathOutcome, type DeliveryMeta, handleDecodedDeath } from '../../functions/executorDeath/handle.js';
+import {
+  decodeDeathEvent,
+  deathLog,
+  type DeathOutcome,
+  type DeliveryMeta,
+  handleDecodedDeath,
+} from '../../functions/executorDeath/handle.js';
 import { useRuntime } from '../../functions/runtime.js';
 import type { Runtime } from '../../shared/runtime.js';
 import { appFixture, type AppFixture, type AppFixtureOptions, need } from './appFixture.js';
