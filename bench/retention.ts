@@ -39,6 +39,7 @@ import { runRetentionPass } from '../shared/retention/pass.js';
 import { noFaults } from '../packages/executor/src/testing/faults.js';
 import { startPrivatePostgres, type PrivatePostgres } from '../test/helpers/postgresServer.js';
 import { admin, afterlifeDb, createDbosDatabase, dropDatabase } from './lib.js';
+import { errorMessage } from '../packages/executor/src/errors.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, dflt: string) => (args.includes(name) ? (args[args.indexOf(name) + 1] ?? dflt) : dflt);
@@ -228,7 +229,7 @@ async function retentionPhase(url: string, sql: pg.Pool): Promise<Phase & { batc
       break;
     } catch (err) {
       if (++interrupted > 5) throw err;
-      log(`  pass interrupted (${err instanceof Error ? err.message : String(err)}); running it again`);
+      log(`  pass interrupted (${errorMessage(err)}); running it again`);
     }
   }
   const to = Date.now();

@@ -5,7 +5,7 @@
  * (schemas in cli/schemas.ts). Exit codes: 0 ok, 1 failure, 2 usage or configuration error.
  */
 import { parseArgs } from 'node:util';
-import { AfterlifeError, ConfigError } from '../packages/executor/src/errors.js';
+import { AfterlifeError, ConfigError, errorMessage } from '../packages/executor/src/errors.js';
 import { type CliContext, createContext } from './context.js';
 import { inline, printable } from './format.js';
 import { migrate } from './commands/migrate.js';
@@ -103,7 +103,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
   try {
     parsed = parseCommand(command, rest);
   } catch (err) {
-    return fail(wantsJson, new UsageError(err instanceof Error ? err.message : String(err)), 2);
+    return fail(wantsJson, new UsageError(errorMessage(err)), 2);
   }
   const { values, positionals } = parsed;
   if (values.help) {
@@ -120,7 +120,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
         filter: { executor: str(values.executor), workflow: str(values.workflow) },
       });
     } catch (err) {
-      return fail(json, new UsageError(err instanceof Error ? err.message : String(err)), 2);
+      return fail(json, new UsageError(errorMessage(err)), 2);
     }
   }
   if (command === 'status' && values.watch === true) {
@@ -260,7 +260,7 @@ function statusWith(since: string | undefined): (ctx: CliContext) => Promise<Com
 }
 
 function fail(json: boolean, err: unknown, exitCode: 1 | 2): number {
-  const message = err instanceof Error ? err.message : String(err);
+  const message = errorMessage(err);
   const code = err instanceof UsageError ? 'usage' : err instanceof AfterlifeError ? err.code : 'failed';
   const issues = err instanceof ConfigError ? err.issues : undefined;
   if (json) {

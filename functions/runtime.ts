@@ -10,6 +10,7 @@ import {
   RuntimeUnavailableError,
   startFailureCode,
 } from '../shared/runtime.js';
+import { errorMessage } from '../packages/executor/src/errors.js';
 
 /**
  * The per-instance runtime shared by every registered function, and its SIGTERM handling. In production
@@ -82,7 +83,7 @@ export function useRuntime(rt: Runtime | (() => Promise<Runtime>), o: { logger?:
 export function unavailableBody(err: unknown): { error: string; code: string } {
   if (err instanceof RuntimeUnavailableError) return { error: maskSecrets(err.message), code: err.code };
   return {
-    error: maskSecrets(`afterlife could not start: ${err instanceof Error ? err.message : String(err)}`),
+    error: maskSecrets(`afterlife could not start: ${errorMessage(err)}`),
     code: startFailureCode(err),
   };
 }

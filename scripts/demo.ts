@@ -24,6 +24,7 @@ import { makeLogger } from '../packages/executor/src/log.js';
 import { type AgentExecutor, startAgentExecutor } from './stack/executor.js';
 import { dbosSystemUrl } from './stack/dbosUrl.js';
 import { type Stack, startStack } from './stack/index.js';
+import { errorMessage } from '../packages/executor/src/errors.js';
 
 const env = { ...process.env };
 const num = (key: string, def: number) => {
@@ -392,7 +393,7 @@ let ok = false;
 try {
   ok = await main();
 } catch (err) {
-  if (!interrupted) say(`demo failed: ${err instanceof Error ? err.message : String(err)}`);
+  if (!interrupted) say(`demo failed: ${errorMessage(err)}`);
 }
 await cleanup();
 process.exit(interrupted ? 130 : ok ? 0 : 1);

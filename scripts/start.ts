@@ -14,6 +14,7 @@ import { logFormat, render, wantsColour } from '../cli/logLines.js';
 import { formatLogLine, makeLogger } from '../packages/executor/src/log.js';
 import { type Stack, startStack } from './stack/index.js';
 import { appEnv, cliCommand, shownPostgres, shownRedis, summary } from './stack/summary.js';
+import { errorMessage } from '../packages/executor/src/errors.js';
 
 const { values } = parseArgs({
   options: {
@@ -27,7 +28,7 @@ let format: ReturnType<typeof logFormat>;
 try {
   format = logFormat({ json: values.json, env: process.env, isTTY: process.stdout.isTTY });
 } catch (err) {
-  process.stderr.write(`npm start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.stderr.write(`npm start: ${errorMessage(err)}\n`);
   process.exit(2);
 }
 const colour = format === 'pretty' && wantsColour(process.stdout);
@@ -130,7 +131,7 @@ try {
   stack = await starting;
 } catch (err) {
   if (stopping) await new Promise(() => {}); // the signal handler reports and exits
-  tell('failed', `npm start failed: ${err instanceof Error ? err.message : String(err)}`, 'ERROR');
+  tell('failed', `npm start failed: ${errorMessage(err)}`, 'ERROR');
   process.exit(1);
 }
 if (stopping) await new Promise(() => {}); // a signal arrived as the start finished: its handler stops and exits

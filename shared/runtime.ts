@@ -5,7 +5,7 @@ import { createDb, createPool, type Db } from '../packages/executor/src/db/pool.
 import { checkDbosSchema } from './dbos/schema.js';
 import { checkOwnGrants } from './doctor/ownGrants.js';
 import { guardDbosSchemaVersion } from './dbos/schemaGuard.js';
-import { AfterlifeError } from '../packages/executor/src/errors.js';
+import { AfterlifeError, errorMessage } from '../packages/executor/src/errors.js';
 import { createPubSubPublisher, type Publisher } from '../packages/executor/src/events/publisher.js';
 import { Lifecycle } from '../packages/executor/src/lifecycle/shutdown.js';
 import { RedisLock } from './lock/lock.js';
@@ -139,17 +139,13 @@ export class RuntimeUnavailableError extends AfterlifeError {
     readonly underlying: unknown,
     readonly retryInMs: number,
   ) {
-    super(`afterlife could not start: ${describeStartFailure(underlying)}`, startFailureCode(underlying), 'retry', { cause: underlying });
+    super(`afterlife could not start: ${errorMessage(underlying)}`, startFailureCode(underlying), 'retry', { cause: underlying });
   }
 }
 
 export function startFailureCode(err: unknown): string {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && /^[A-Za-z0-9_]{1,40}$/.test(code) ? code : 'runtime_unavailable';
-}
-
-function describeStartFailure(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 export interface LazyRuntimeOptions {

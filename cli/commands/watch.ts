@@ -1,5 +1,6 @@
 import { printable } from '../format.js';
 import type { CommandResult } from './types.js';
+import { errorMessage } from '../../packages/executor/src/errors.js';
 
 /**
  * `afterlife status --watch`: the status again every interval until Ctrl-C. On a terminal the table is
@@ -26,8 +27,8 @@ export async function watch(
         text = o.json ? `${JSON.stringify(r.json)}\n` : printable(r.text);
       } catch (err) {
         text = o.json
-          ? `${JSON.stringify({ error: { code: 'refresh_failed', message: err instanceof Error ? err.message : String(err) } })}\n`
-          : `refresh failed: ${err instanceof Error ? err.message : String(err)}\n`;
+          ? `${JSON.stringify({ error: { code: 'refresh_failed', message: errorMessage(err) } })}\n`
+          : `refresh failed: ${errorMessage(err)}\n`;
       }
       const tty = !o.json && out.isTTY === true;
       out.write(

@@ -1,4 +1,4 @@
-import { AfterlifeError, classify, InvalidInputError } from '../../packages/executor/src/errors.js';
+import { AfterlifeError, classify, InvalidInputError, errorMessage } from '../../packages/executor/src/errors.js';
 import { type DrainDeps, DrainPostBody, DrainQuery, drainProgress, parse, requestDrain } from '../../shared/drain/index.js';
 import { httpTraceFields } from '../../packages/executor/src/log.js';
 import type { Runtime } from '../../shared/runtime.js';
@@ -85,10 +85,6 @@ export async function handleDrainRequest(
     log.error('drain request failed', { err, event: 'drain_failed' });
     return { status: 500, body: { error: 'internal error', code: 'internal' } };
   }
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 function codeOf(err: unknown): string {

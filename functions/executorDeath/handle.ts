@@ -1,5 +1,5 @@
 import { Admission } from '../../shared/db/admission.js';
-import { classify } from '../../packages/executor/src/errors.js';
+import { classify, errorMessage } from '../../packages/executor/src/errors.js';
 import { InvalidInputError } from '../../packages/executor/src/errors.js';
 import { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
 import { type DecodedMessage, decodePubSubJson } from '../../shared/events/pubsub.js';
@@ -73,7 +73,7 @@ export async function handleDecodedDeath(
   try {
     admitted = await admission(rt).enter(budget);
   } catch (err) {
-    const reason = err instanceof Error ? err.message : String(err);
+    const reason = errorMessage(err);
     log.warn('death notice nacked for redelivery', { event: 'recovery_retry', reason, code: 'db_busy' });
     return { ack: false, kind: 'retry', reason, code: 'db_busy' };
   }
@@ -121,7 +121,7 @@ export async function handleDecodedDeath(
   } catch (err) {
     const disposition = classify(err);
     const code = (err as { code?: unknown }).code;
-    const reason = err instanceof Error ? err.message : String(err);
+    const reason = errorMessage(err);
     if (disposition === 'permanent') {
       log.error('death notice failed permanently; acked', { event: 'poison_message', reason, err });
       return { ack: true, kind: 'poison', reason, issues: [] };

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { pgText } from '../../packages/executor/src/text.js';
 import { contractSchema } from '../../shared/contractSchema.js';
-import { classify } from '../../packages/executor/src/errors.js';
+import { classify, errorMessage } from '../../packages/executor/src/errors.js';
 import { runReaper, type ReaperDeps, type ReaperSummary } from '../../shared/reaper/index.js';
 import { httpTraceFields, maskSecrets } from '../../packages/executor/src/log.js';
 import type { Runtime } from '../../shared/runtime.js';
@@ -46,7 +46,7 @@ export async function handleReaperRequest(
     const summary = await rt.lifecycle.track(runReaper(d, { ...request, startedAt: started, signal: rt.lifecycle.signal, standby: true }));
     return { status: 200, body: summary };
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorMessage(err);
     log.error('reaper invocation failed', { err, event: 'reaper_failed' });
     const retry = classify(err) === 'retry';
     const code = (err as { code?: unknown } | null)?.code;

@@ -10,6 +10,7 @@ import { settingsCheck } from './settings.js';
 import { type Check, type CheckResult, docOf, type DoctorDeps } from './types.js';
 import { unattributedCheck } from './unattributed.js';
 import { versionsCheck } from './versions.js';
+import { errorMessage } from '../../packages/executor/src/errors.js';
 
 /** The chain, in the order an operator fixes it: the plane, the kits it watches, grants, sessions, Redis, tuning. */
 export const CHECKS: Check[] = [
@@ -34,7 +35,7 @@ export async function runDoctor(deps: DoctorDeps, checks: Check[] = CHECKS): Pro
     try {
       out.push({ ...head, ...(await c.run(deps)) });
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
+      const message = errorMessage(err);
       out.push({
         ...head,
         status: 'FAIL',

@@ -1,4 +1,4 @@
-import { AfterlifeError } from '../../packages/executor/src/errors.js';
+import { AfterlifeError, errorMessage } from '../../packages/executor/src/errors.js';
 
 /** Someone else holds the lock: the work is in hand elsewhere; retry later (nack). */
 export class LockContendedError extends AfterlifeError {
@@ -13,12 +13,7 @@ export class LockUnavailableError extends AfterlifeError {
     readonly resource: string,
     cause: unknown,
   ) {
-    super(
-      `redis unavailable for lock ${resource}: ${cause instanceof Error ? cause.message : String(cause)}`,
-      'lock_unavailable',
-      'retry',
-      { cause },
-    );
+    super(`redis unavailable for lock ${resource}: ${errorMessage(cause)}`, 'lock_unavailable', 'retry', { cause });
   }
 }
 

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { LockContendedError, LockLostError, LockUnavailableError } from './errors.js';
 import { waitReady } from '../../packages/executor/src/lock/redis.js';
 import { EXTEND, RELEASE } from './scripts.js';
+import { errorMessage } from '../../packages/executor/src/errors.js';
 
 /**
  * A single-instance Redis lock in redlock's `using(resource, ttl, fn(signal))` shape.
@@ -54,7 +55,7 @@ export class RedisLock {
         else lose('token no longer matches (expired or taken over)');
       } catch (err) {
         // Redis is flaky, not necessarily lost: keep going while the last proof still stands.
-        if (Date.now() >= provenUntil) lose(`could not extend: ${err instanceof Error ? err.message : String(err)}`);
+        if (Date.now() >= provenUntil) lose(`could not extend: ${errorMessage(err)}`);
       }
     };
     const timer = setInterval(() => void extend(), period);

@@ -5,6 +5,7 @@ import { observeRedis, type RedisWitness } from '../db/queries/redisWitness.js';
 import { readLiveness } from '../../packages/executor/src/db/queries/liveness.js';
 import type { Beat } from './deathRule.js';
 import type { ReaperDeps } from './types.js';
+import { errorMessage } from '../../packages/executor/src/errors.js';
 
 /**
  * The two witnesses, read once a tick for every candidate: heartbeats from Redis (one round trip) and
@@ -60,7 +61,7 @@ export async function readBeats(deps: ReaperDeps, ids: string[], o: { kitsStarte
     const failed = replies.find(([err]) => err);
     if (failed) throw failed[0] ?? new Error('failed');
   } catch (err) {
-    return { skipped: `redis unreachable: ${err instanceof Error ? err.message : String(err)}` };
+    return { skipped: `redis unreachable: ${errorMessage(err)}` };
   }
   const [[, created], [, info], [, read]] = replies as [[null, unknown], [null, string], [null, Array<string | number | null>]];
   const identity = redisIdentity(info);
@@ -70,7 +71,7 @@ export async function readBeats(deps: ReaperDeps, ids: string[], o: { kitsStarte
     witness = await observeRedis(deps.db, deps.config.applicationName, { ...identity, flushed: created === 'OK' });
   } catch (err) {
     return {
-      skipped: `redis's identity cannot be kept in Postgres (rerun infra/grants.sql?): ${err instanceof Error ? err.message : String(err)}`,
+      skipped: `redis's identity cannot be kept in Postgres (rerun infra/grants.sql?): ${errorMessage(err)}`,
     };
   }
   const beats = new Map<string, Beat>();

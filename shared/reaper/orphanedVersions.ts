@@ -2,6 +2,7 @@ import { findOrphanedEnqueued, type OrphanedRow } from '../dbos/orphaned.js';
 import { unattributedSessions } from '../dbos/reaper.js';
 import { readLiveVersions } from '../../packages/executor/src/contract/heartbeat.js';
 import { shouldStop, type OrphanedPassResult, type PlannedAction, type ReaperDeps, type ReaperState, type TickContext } from './types.js';
+import { errorMessage } from '../../packages/executor/src/errors.js';
 
 /**
  * Orphaned versions (docs/design.md#invariant-2-recovery-re-enqueues-it-never-executes): ENQUEUED rows pinned to a version no live executor runs.
@@ -180,6 +181,6 @@ async function liveVersions(deps: ReaperDeps): Promise<Set<string> | { skipped: 
       return { skipped: `${anon.sessions} session(s) named ${JSON.stringify(anon.name)} name no executor: which versions run is unknown` };
     return live.versions;
   } catch (err) {
-    return { skipped: `redis unreachable: ${err instanceof Error ? err.message : String(err)}` };
+    return { skipped: `redis unreachable: ${errorMessage(err)}` };
   }
 }

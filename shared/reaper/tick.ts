@@ -8,6 +8,7 @@ import { stuckPass } from './stuck.js';
 import { unguardedPass } from './unguarded.js';
 import { timelinePass } from './timelines.js';
 import type { ReaperDeps, ReaperState, TickContext, TickResult } from './types.js';
+import { errorMessage } from '../../packages/executor/src/errors.js';
 
 /**
  * The stuck pass examines each live executor's workflows once every STUCK_AFTER_MS / 60 (a minute for the
@@ -45,7 +46,7 @@ export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Bu
       return { ...out, durationMs: round(performance.now() - t0) };
     } catch (err) {
       deps.logger.error('reaper pass failed; the next tick retries', { tick: ctx.tick, err });
-      return { error: err instanceof Error ? err.message : String(err), durationMs: round(performance.now() - t0) };
+      return { error: errorMessage(err), durationMs: round(performance.now() - t0) };
     }
   };
   const dead = await timed(() => deadExecutorsPass(deps, ctx, budget, state));

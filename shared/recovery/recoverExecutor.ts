@@ -5,7 +5,7 @@ import { pendingByVersion, type PendingByVersion } from '../../packages/executor
 import type { RecoveryGuard } from '../dbos/recovery.js';
 import type { SignOfLife } from '../db/queries/recoveries.js';
 import { sessionVersions } from '../dbos/reaper.js';
-import { BudgetExhaustedError, HeartbeatUnknownError, RowsLockedError } from '../../packages/executor/src/errors.js';
+import { BudgetExhaustedError, HeartbeatUnknownError, RowsLockedError, errorMessage } from '../../packages/executor/src/errors.js';
 import type { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
 import { readAllHeartbeats } from '../../packages/executor/src/contract/heartbeat.js';
 import type { Budget } from '../lifecycle/deadline.js';
@@ -162,7 +162,7 @@ async function run(
   } catch (err) {
     if (!(err instanceof BudgetExhaustedError) && !(err instanceof RowsLockedError)) {
       if (r.reenqueued > 0) await markDead(r).catch(() => undefined);
-      await finish(r, 'failed', [], err instanceof Error ? err.message : String(err)).catch(() => undefined);
+      await finish(r, 'failed', [], errorMessage(err)).catch(() => undefined);
     }
     throw err;
   }

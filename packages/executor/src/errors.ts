@@ -89,6 +89,11 @@ export class HeartbeatUnknownError extends AfterlifeError {
   }
 }
 
+/** An error's message for a log line or a reason, whatever was thrown. */
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
 /**
  * Only errors we raised on purpose as permanent are acked. Anything unexpected is retried: losing a death
  * notice to a bug costs a stranded fleet, while a redelivery costs nothing (handlers are idempotent) and

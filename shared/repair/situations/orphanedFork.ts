@@ -6,6 +6,7 @@ import { forkOnce, type ForkPlan } from '../../../packages/executor/src/repair/p
 import { deadLetter, ledger, underRootLock } from '../primitives/ledger.js';
 import { type ForkClient, forkId, lineageOf, queueOf } from '../../../packages/executor/src/repair/primitives/lineage.js';
 import type { OrphanInfo, OrphanOutcome } from './orphanOutcome.js';
+import { errorMessage } from '../../../packages/executor/src/errors.js';
 
 /**
  * Orphaned-version rows repaired by forks (REPAIR_MODE=fork, or the rows a rewind could not take; the
@@ -155,7 +156,7 @@ async function forkOrphan(
       err,
       event: 'orphaned_version_fork_failed',
     });
-    return { workflowId: id, outcome: 'failed', why: err instanceof Error ? err.message : String(err) };
+    return { workflowId: id, outcome: 'failed', why: errorMessage(err) };
   });
   return result === 'busy' ? { workflowId: id, outcome: 'busy' } : result;
 }

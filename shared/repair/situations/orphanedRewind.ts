@@ -13,6 +13,7 @@ import {
 } from '../../../packages/executor/src/repair/primitives/lineage.js';
 import { dataSourceRewindCheck, DEFAULT_REWIND_CLAIM_MS } from '../primitives/rewind.js';
 import type { OrphanInfo, OrphanOutcome } from './orphanOutcome.js';
+import { errorMessage } from '../../../packages/executor/src/errors.js';
 
 /**
  * Orphaned-version rows repaired in place (REPAIR_MODE=rewind, the default; the choice is
@@ -43,7 +44,7 @@ export async function rewindOrphans(
         err,
         event: 'orphaned_version_fork_failed',
       });
-      return { workflowId: id, outcome: 'failed', why: err instanceof Error ? err.message : String(err) };
+      return { workflowId: id, outcome: 'failed', why: errorMessage(err) };
     });
     if (r === 'fallback') fallback.push(id);
     else outcomes.push(r);

@@ -4,7 +4,7 @@ import pg from 'pg';
 import { registerAlive, setState, type ExecutorState } from '../db/queries/executors.js';
 import { createDb, type Db } from '../db/pool.js';
 import { findTable } from '../db/queries/schemaCheck.js';
-import { AfterlifeError, ConfigError } from '../errors.js';
+import { AfterlifeError, ConfigError, errorMessage } from '../errors.js';
 import type { Publisher } from '../events/publish.js';
 import { type HeartbeatValue, KEY_PREFIX_RE } from '../contract/heartbeat.js';
 import type { Fence, FenceVerdict } from '../contract/fenceCheck.js';
@@ -301,9 +301,7 @@ class Kit implements ExecutorKit, KitCore {
     try {
       found = await withTimeout(findTable(this.pool, table), 5_000);
     } catch (err) {
-      throw new ConfigError([
-        `databaseUrl: cannot query ${maskUrl(this.options.databaseUrl)}: ${err instanceof Error ? err.message : String(err)}`,
-      ]);
+      throw new ConfigError([`databaseUrl: cannot query ${maskUrl(this.options.databaseUrl)}: ${errorMessage(err)}`]);
     }
     if (!found) {
       throw new ConfigError([

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { object, optional, string } from '../contract/parse.js';
-import { AfterlifeError } from '../errors.js';
+import { AfterlifeError, errorMessage } from '../errors.js';
 
 /**
  * A unique, stable executor ID on Cloud Run, so nobody writes one by hand: `<K_REVISION>-<12 hex>`, the
@@ -79,7 +79,7 @@ async function readInstanceId(host: string, timeoutMs: number, attempts: number)
         break; // a malformed answer will not improve
       }
     } catch (err) {
-      last = `${url}: ${err instanceof Error ? err.message : String(err)}`;
+      last = `${url}: ${errorMessage(err)}`;
     }
     if (attempt < attempts) await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
   }

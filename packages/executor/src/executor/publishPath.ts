@@ -1,4 +1,4 @@
-import { ConfigError } from '../errors.js';
+import { ConfigError, errorMessage } from '../errors.js';
 import { PUBSUB_REST_ENDPOINT, type Publisher, RestPublisher } from '../events/publish.js';
 import type { Logger } from '../log.js';
 import { matching, readVariables, shared } from './envReader.js';
@@ -55,7 +55,7 @@ export async function createKitPublisher(o: PublishPathOptions = {}): Promise<{ 
     project ??
     (await metadata.projectId().catch((err: unknown) => {
       throw new ConfigError([
-        `death notices: no project ID and no metadata server (${err instanceof Error ? err.message : String(err)}). ` +
+        `death notices: no project ID and no metadata server (${errorMessage(err)}). ` +
           'Set GOOGLE_CLOUD_PROJECT (and run on Google Cloud, or install @google-cloud/pubsub for other credentials), ' +
           'PUBSUB_EMULATOR_HOST locally, or AFTERLIFE_PUBLISH=none',
       ]);

@@ -1,3 +1,4 @@
+import { errorMessage } from '../errors.js';
 /**
  * Ordered, idempotent shutdown for afterlife's own functions. On shutdown the abort signal fires (long
  * loops stop at their next batch boundary), tracked work is awaited so it can release its lock and write
@@ -114,7 +115,7 @@ export function installSignalHandlers(lifecycle: Lifecycle, graceMs = 8_000, log
       void lifecycle
         .shutdown({
           drainMs,
-          onError: (name, err) => log(`shutdown step ${name} failed: ${err instanceof Error ? err.message : String(err)}`),
+          onError: (name, err) => log(`shutdown step ${name} failed: ${errorMessage(err)}`),
         })
         .finally(() => {
           clearTimeout(timer);
