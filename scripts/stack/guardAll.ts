@@ -32,8 +32,10 @@ import { startScheduler, type Scheduler } from './scheduler.js';
  * the fix, once per application.
  */
 const POLL_MS = 250;
-/** How often the guarded applications are checked for kits still alive (a cheap registry read). */
+/** How often the guarded applications are checked for kits still alive, and DBOS sessions for a kit (cheap reads). */
 const IDLE_CHECK_MS = 5_000;
+/** A DBOS process connected this long with no kit registered is reported. */
+const KITLESS_GRACE_MS = 15_000;
 /** The set guarding an application: three functions-framework processes of about 95 MB each. */
 const SET_MB = 280;
 /** A set that failed to start is tried again after this long (the error is logged each time). */
@@ -75,6 +77,11 @@ export interface GuardAllOptions {
   onFunctionLine?: (target: Target, line: string, applicationName: string) => void;
   /** Once per newly guarded application, when its functions listen. */
   onGuarded?: (g: GuardedApplication) => void;
+  /**
+   * A DBOS session (`dbos_transact_…`) this old with no alive kit of its executor is reported (default
+   * KITLESS_GRACE_MS): a kit attaches a moment after DBOS.launch(), so only a lasting one is a finding.
+   */
+  kitlessGraceMs?: number;
   /** Once per application whose set was stopped for want of live kits. */
   onUnguarded?: (applicationName: string) => void;
   logger: Logger;
@@ -89,6 +96,8 @@ interface GuardState {
   failedAt: Map<string, number>;
   /** Applications already warned about, with why: each is said once, not every poll. */
   warned: Map<string, 'refused' | 'bound'>;
+  /** DBOS sessions already reported as running without a kit. */
+  kitless: Set<string>;
   idleCheckedAt: number;
   stopped: boolean;
 }
@@ -103,6 +112,7 @@ export function guardAll(o: GuardAllOptions): GuardAll {
     stopping: new Map(),
     failedAt: new Map(),
     warned: new Map(),
+    kitless: new Set(),
     idleCheckedAt: 0,
     stopped: false,
   };
@@ -114,6 +124,7 @@ export function guardAll(o: GuardAllOptions): GuardAll {
     if (Date.now() - st.idleCheckedAt >= IDLE_CHECK_MS) {
       st.idleCheckedAt = Date.now();
       await stopIdle(o, st, db);
+      await reportKitless(o, st, db);
     }
   };
 
@@ -232,6 +243,42 @@ async function stopIdle(o: GuardAllOptions, st: GuardState, db: Db): Promise<voi
       })
       .finally(() => st.stopping.delete(name));
     st.stopping.set(name, run);
+  }
+}
+
+/**
+ * A DBOS process connected to this database with no alive kit of its executor runs unguarded, and nothing
+ * else says so: a launch that failed (an app whose starter logs the error and runs on) never reaches
+ * attachExecutor. The failure seen in practice is DBOS refusing a second application that registers a version
+ * string another application in the database already owns (DBOS 5.3's application_versions), which two of
+ * DBOS's own demo apps ("0.1.0" each) hit; the WARNING names that fix beside the plain one. Read from
+ * pg_stat_activity: a role that cannot see other sessions sees none, and nothing is reported.
+ */
+async function reportKitless(o: GuardAllOptions, st: GuardState, db: Db): Promise<void> {
+  const s = ident(db.afterlifeSchema);
+  const res = await db.query<{ session: string }>(
+    `SELECT DISTINCT a.application_name AS session
+       FROM pg_stat_activity a
+      WHERE a.datname = current_database()
+        AND a.application_name LIKE 'dbos\\_transact\\_%'
+        AND a.backend_start < now() - make_interval(secs => $1::double precision / 1000)
+        AND NOT EXISTS (SELECT 1 FROM ${s}.executors x
+                         WHERE x.state IN ('alive', 'draining')
+                           AND starts_with(a.application_name, left('dbos_transact_' || x.executor_id, 63)))
+      ORDER BY 1
+      LIMIT 20`,
+    [o.kitlessGraceMs ?? KITLESS_GRACE_MS],
+    'executors.stack_kitless',
+  );
+  for (const { session } of res.rows) {
+    if (st.kitless.has(session) || st.stopped) continue;
+    st.kitless.add(session);
+    o.logger.warn(
+      `a DBOS process is connected with no afterlife kit registered (session ${JSON.stringify(session)}): its deaths are not recovered. ` +
+        `Attach the kit after DBOS.launch(); if its launch failed with "Application version '…' is already registered by application '…'", ` +
+        `two applications share this database with one version string, which DBOS refuses: give each its own (DBOS__APPVERSION, or applicationVersion in DBOS.setConfig)`,
+      { event: 'stack_kitless_dbos', session },
+    );
   }
 }
 
