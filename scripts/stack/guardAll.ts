@@ -1,9 +1,9 @@
 import pg from 'pg';
-import { ident } from '../../packages/executor/src/contract/identifier.js';
 import { createDb, type Db } from '../../packages/executor/src/db/pool.js';
 import { ConfigError } from '../../packages/executor/src/errors.js';
 import type { Logger } from '../../packages/executor/src/log.js';
 import { loadConfig } from '../../shared/config/index.js';
+import { idleApplications, kitlessDbosSessions } from '../../shared/db/queries/localGuard.js';
 import type { UnguardedApplication } from '../../shared/db/queries/unguarded.js';
 import { findUnguarded } from '../../shared/reaper/unguarded.js';
 import { registeredTargets, serveFunction, type ServedFunction, type Target } from './functions.js';
@@ -255,22 +255,7 @@ async function stopIdle(o: GuardAllOptions, st: GuardState, db: Db): Promise<voi
  * pg_stat_activity: a role that cannot see other sessions sees none, and nothing is reported.
  */
 async function reportKitless(o: GuardAllOptions, st: GuardState, db: Db): Promise<void> {
-  const s = ident(db.afterlifeSchema);
-  const res = await db.query<{ session: string }>(
-    `SELECT DISTINCT a.application_name AS session
-       FROM pg_stat_activity a
-      WHERE a.datname = current_database()
-        AND a.application_name LIKE 'dbos\\_transact\\_%'
-        AND a.backend_start < now() - make_interval(secs => $1::double precision / 1000)
-        AND NOT EXISTS (SELECT 1 FROM ${s}.executors x
-                         WHERE x.state IN ('alive', 'draining')
-                           AND starts_with(a.application_name, left('dbos_transact_' || x.executor_id, 63)))
-      ORDER BY 1
-      LIMIT 20`,
-    [o.kitlessGraceMs ?? KITLESS_GRACE_MS],
-    'executors.stack_kitless',
-  );
-  for (const { session } of res.rows) {
+  for (const session of await kitlessDbosSessions(db, o.kitlessGraceMs ?? KITLESS_GRACE_MS)) {
     if (st.kitless.has(session) || st.stopped) continue;
     st.kitless.add(session);
     o.logger.warn(
@@ -300,25 +285,6 @@ function nameRefusal(fnEnv: Record<string, string>, applicationName: string): st
     if (err instanceof ConfigError) return err.issues.join('; ');
     return err instanceof Error ? err.message : String(err);
   }
-}
-
-/**
- * Of `names`, those with no alive or draining kit whose last registry change is `idleMs` old or older, and
- * those with no registry row at all any more: nothing left there for their plane to declare dead.
- */
-async function idleApplications(db: Db, names: string[], idleMs: number): Promise<string[]> {
-  const s = ident(db.afterlifeSchema);
-  const res = await db.query<{ name: string }>(
-    `SELECT n.name
-       FROM unnest($1::text[]) AS n(name)
-      WHERE NOT EXISTS (SELECT 1 FROM ${s}.executors x
-                         WHERE x.application_name = n.name
-                           AND (x.state IN ('alive', 'draining')
-                                OR x.state_changed_at > now() - make_interval(secs => $2::double precision / 1000)))`,
-    [names, idleMs],
-    'executors.stack_idle',
-  );
-  return res.rows.map((r) => r.name);
 }
 
 /** One application's functions (every target the build registers, started side by side) and its scheduler. */

@@ -134,7 +134,16 @@ async function startEmbedded(o: StartPostgresOptions): Promise<{ url: string; da
   return { url: `postgres://postgres:postgres@127.0.0.1:${port}/afterlife`, dataDir, stop };
 }
 
-const POSTGRES_FLAGS = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off', '-c', 'max_connections=200'];
+const POSTGRES_FLAGS = [
+  '-c',
+  'listen_addresses=127.0.0.1',
+  '-c',
+  'unix_socket_directories=',
+  '-c',
+  'fsync=off',
+  '-c',
+  'max_connections=200',
+];
 
 /**
  * The server on an initialised data directory, detached (its own process group), as the `postgres` OS user
