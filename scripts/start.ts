@@ -171,5 +171,5 @@ if (format === 'json') {
     })}\n`,
   );
 } else {
-  process.stdout.write(summary(s, Date.now() - started, startedByNpm));
+  process.stdout.write(printable(summary(s, Date.now() - started, startedByNpm)));
 }

@@ -98,6 +98,11 @@ interface GuardState {
   warned: Map<string, 'refused' | 'bound'>;
   /** DBOS sessions already reported as running without a kit. */
   kitless: Set<string>;
+  /**
+   * Applications whose sets were stopped for want of kits. Their reaper's lease ticked moments ago, so the
+   * unguarded query would not list a kit returning within GUARD_TICK_WITHIN_MS: these are looked at directly.
+   */
+  released: Set<string>;
   idleCheckedAt: number;
   stopped: boolean;
 }
@@ -113,6 +118,7 @@ export function guardAll(o: GuardAllOptions): GuardAll {
     failedAt: new Map(),
     warned: new Map(),
     kitless: new Set(),
+    released: new Set(),
     idleCheckedAt: 0,
     stopped: false,
   };
@@ -120,6 +126,13 @@ export function guardAll(o: GuardAllOptions): GuardAll {
   const look = async () => {
     for (const app of await findUnguarded(db, undefined)) {
       if (admitted(o, st, app)) startSet(o, st, app.applicationName, app.executorIds);
+    }
+    if (st.released.size > 0) {
+      const names = [...st.released];
+      const idle = new Set(await idleApplications(db, names, 0));
+      for (const name of names.filter((n) => !idle.has(n))) {
+        if (admitted(o, st, { applicationName: name, kits: 0, executorIds: [] })) startSet(o, st, name, []);
+      }
     }
     if (Date.now() - st.idleCheckedAt >= IDLE_CHECK_MS) {
       st.idleCheckedAt = Date.now();
@@ -208,6 +221,7 @@ function startSet(o: GuardAllOptions, st: GuardState, applicationName: string, e
       }
       if (scheduler) st.schedulers.set(applicationName, scheduler);
       st.sets.set(applicationName, g);
+      st.released.delete(applicationName);
       st.warned.delete(applicationName);
       o.onGuarded?.(g);
     })
@@ -239,6 +253,7 @@ async function stopIdle(o: GuardAllOptions, st: GuardState, db: Db): Promise<voi
           `stopped guarding application ${JSON.stringify(name)}: no alive or draining kit for ${Math.round(o.idleStopMs / 1000)} s (LOCAL_GUARD_IDLE_MS); it is guarded again when a kit registers`,
           { event: 'stack_unguarding', application: name },
         );
+        st.released.add(name);
         o.onUnguarded?.(name);
       })
       .finally(() => st.stopping.delete(name));

@@ -127,7 +127,20 @@ describe('npm start guards registry names within bounds, and stops what it start
     });
     expect(lines.some((l) => l.includes('stack_unguarding') && l.includes(GOOD))).toBe(true);
     await waitFor('the application over the bound guarded once a place is free', async () => names().includes(OVER), { timeoutMs: 40_000 });
-    const overPids = (g.guarded().find((a) => a.applicationName === OVER)?.functions ?? []).map((f) => f.proc.child.pid ?? 0);
+
+    // A kit of the stopped application returns while its reaper's last tick is still recent (the unguarded
+    // query would not list it for two minutes): guarded again at once, once the bound has room.
+    await db.sql.query(
+      `UPDATE afterlife.executors SET state = 'dead', state_changed_at = now() - interval '2 minutes' WHERE application_name = $1`,
+      [OVER],
+    );
+    await waitFor('the second idle set stopped', async () => !names().includes(OVER), { timeoutMs: 30_000, intervalMs: 100 });
+    await db.sql.query(
+      `UPDATE afterlife.executors SET state = 'alive', state_changed_at = now(), last_seen_at = now() WHERE application_name = $1`,
+      [GOOD],
+    );
+    await waitFor('the returning application guarded again', async () => names().includes(GOOD), { timeoutMs: 40_000 });
+    const overPids = (g.guarded().find((a) => a.applicationName === GOOD)?.functions ?? []).map((f) => f.proc.child.pid ?? 0);
 
     // Nothing it started outlives it.
     await g.stop();
