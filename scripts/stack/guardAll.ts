@@ -78,7 +78,7 @@ export interface GuardAllOptions {
   /** Once per newly guarded application, when its functions listen. */
   onGuarded?: (g: GuardedApplication) => void;
   /**
-   * A DBOS session (`dbos_transact_…`) this old with no alive kit of its executor is reported (default
+   * A DBOS session (`dbos_transact_…`) this old with no kit of its executor registered is reported (default
    * KITLESS_GRACE_MS): a kit attaches a moment after DBOS.launch(), so only a lasting one is a finding.
    */
   kitlessGraceMs?: number;
