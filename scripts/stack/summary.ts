@@ -5,7 +5,7 @@ import { maskSecrets } from '../../packages/executor/src/log.js';
 import { ROOT } from './functions.js';
 import { dbosSystemUrl } from './dbosUrl.js';
 import type { GuardedApplication } from './guardAll.js';
-import type { Stack } from './index.js';
+import { guardBounds, type Stack } from './index.js';
 
 /** What `npm start` prints: the summary, and the URLs in it and in its `--json` line. */
 /**
@@ -25,7 +25,7 @@ export function summary(st: Stack, ms: number, sinceNpmStart = false): string {
   const rows: Array<[string, string]> = [
     [
       'applications',
-      `${st.applicationName}${st.applicationNameDefaulted ? ' (the local default)' : ''}, and every application whose kits register in this database, as each appears (printed: "guarding application …")`,
+      `${st.applicationName}${st.applicationNameDefaulted ? ' (the local default)' : ''}, and each application whose kits register in this database, as each appears (printed: "guarding application …"; up to ${guardBounds(process.env).maxApplications} at once, LOCAL_MAX_APPLICATIONS)`,
     ],
     [
       'postgres',
