@@ -23,6 +23,15 @@ export function printable(text: string): string {
   return text.replace(UNSAFE_IN_TEXT, escape);
 }
 
+/**
+ * `value` as one word for a POSIX shell, single-quoted (a quote inside is closed, escaped and reopened), so a
+ * printed command copied into a terminal runs what it says: `status --app 'shop$(id)'` names an application,
+ * it does not run `id`. Every command printed for a person quotes its arguments with this.
+ */
+export function shellQuote(value: string): string {
+  return `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
 export function table(headers: string[], rows: string[][]): string {
   rows = rows.map((r) => r.map(inline));
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));

@@ -4,6 +4,8 @@
  * `severity` and `event`, for scripts (`--json`, LOG_FORMAT=json). Used by `npm start`, `npm run demo` and
  * `afterlife logs`. No dependency: pino-pretty prints every field of a line, and a reaper line has thirty.
  */
+import { inline } from './format.js';
+
 export type LogFormat = 'pretty' | 'json';
 
 /** LOG_FORMAT: `json`, `pretty`, or `auto` (the default: pretty on a terminal, JSON otherwise). */
@@ -108,24 +110,26 @@ function clock(e: Entry): string {
   return d.toISOString().slice(11, 23);
 }
 
+// Every piece of a pretty line passes inline(): the values come from anyone who can name an application,
+// register an executor or publish a notice, and JSON.stringify leaves C1 controls, U+2028 and bidi overrides raw.
 function value(v: unknown): string {
-  if (typeof v === 'string') return /[\s"=]/.test(v) ? JSON.stringify(v) : v;
+  if (typeof v === 'string') return inline(/[\s"=]/.test(v) ? JSON.stringify(v) : v);
   if (Array.isArray(v)) return v.length <= 3 ? v.map(value).join(',') : `${v.slice(0, 3).map(value).join(',')},…(${v.length})`;
-  return JSON.stringify(v);
+  return inline(JSON.stringify(v) ?? String(v));
 }
 
 /** `12:00:01.250 reaper     NOTE  executor declared dead event=executor_dead executorId=exec-A …` */
 export function pretty(e: Entry, o: { colour: boolean; source?: string }): string {
   const paint = (code: string, s: string) => (o.colour ? `\u001b[${code}m${s}\u001b[0m` : s);
   const severity = typeof e.severity === 'string' ? e.severity : 'INFO';
-  const [label, colour] = SEVERITY_STYLE[severity] ?? [severity.slice(0, 5).padEnd(5), '0'];
-  const who = String(e.function ?? o.source ?? e.fn ?? e.component ?? '');
+  const [label, colour] = SEVERITY_STYLE[severity] ?? [inline(severity.slice(0, 5)).padEnd(5), '0'];
+  const who = inline(String(e.function ?? o.source ?? e.fn ?? e.component ?? ''));
   const fields: string[] = [];
-  if (typeof e.event === 'string' && e.event !== 'log' && e.event !== 'output') fields.push(`${paint('2', 'event=')}${e.event}`);
+  if (typeof e.event === 'string' && e.event !== 'log' && e.event !== 'output') fields.push(`${paint('2', 'event=')}${inline(e.event)}`);
   for (const k of SHOWN) if (e[k] !== undefined && e[k] !== null) fields.push(`${paint('2', `${k}=`)}${value(e[k])}`);
   const err = e.err as { message?: unknown } | undefined;
-  if (err && typeof err.message === 'string') fields.push(`${paint('2', 'err=')}${paint('31', JSON.stringify(err.message))}`);
-  const message = String(e.message ?? e.msg ?? '');
+  if (err && typeof err.message === 'string') fields.push(`${paint('2', 'err=')}${paint('31', inline(JSON.stringify(err.message)))}`);
+  const message = inline(String(e.message ?? e.msg ?? ''));
   return [paint('2', clock(e)), paint('1', who.padEnd(13).slice(0, 13)), paint(colour, label), message, ...fields].join(' ');
 }
 

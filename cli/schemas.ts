@@ -171,12 +171,18 @@ export const StatusOutput = z.strictObject({
     totalTimedOut: z.number().int().nonnegative(),
   }),
   /**
-   * Applications with live kits in this database that no plane guards (no reaper tick lately), other than
-   * this one: their deaths are not recovered. Absent in output from before issue 27.
+   * Applications with live kits in this database that no plane guards (no reaper tick lately), this one
+   * included when nothing ticks for it either: their deaths are not recovered. Absent in output from before
+   * issue 27.
    */
   unguarded: z
     .array(z.strictObject({ applicationName: z.string(), kits: z.number().int().positive(), executorIds: z.array(z.string()) }))
     .optional(),
+  /**
+   * When this application has no executors: the other applications in this database that have some (the
+   * most first, at most five), so an empty table says where to look (`--app`).
+   */
+  elsewhere: z.array(z.strictObject({ applicationName: z.string(), executors: z.number().int().positive() })).optional(),
 });
 export type StatusOutput = z.infer<typeof StatusOutput>;
 

@@ -10,10 +10,11 @@
  *   npm start -- --executor E --workflow W   only the lines about that executor and/or workflow
  */
 import { parseArgs } from 'node:util';
+import { printable } from '../cli/format.js';
 import { logFormat, render, wantsColour } from '../cli/logLines.js';
 import { formatLogLine, makeLogger } from '../packages/executor/src/log.js';
 import { type Stack, startStack } from './stack/index.js';
-import { appEnv, cliCommand, shownPostgres, shownRedis, summary } from './stack/summary.js';
+import { appEnv, cliCommand, guardingText, shownPostgres, shownRedis, summary } from './stack/summary.js';
 import { errorMessage } from '../packages/executor/src/errors.js';
 
 const { values } = parseArgs({
@@ -40,7 +41,8 @@ const show = (source: string, line: string) => {
 };
 /** The stack's own words on stderr: plain text for a person, a JSON line (event stack_<what>) with --json / LOG_FORMAT=json. */
 const tell = (what: string, text: string, severity: 'INFO' | 'WARNING' | 'ERROR' = 'INFO') => {
-  if (format === 'pretty') process.stderr.write(`${text}\n`);
+  // printable(): the last guard before the terminal (the parts that carry names are escaped where they are made).
+  if (format === 'pretty') process.stderr.write(`${printable(text)}\n`);
   else process.stderr.write(`${JSON.stringify({ severity, event: `stack_${what}`, function: 'stack', message: text.trim() })}\n`);
 };
 if (format === 'json') {
@@ -104,12 +106,8 @@ const starting = startStack({
   // A function of an application guarded after the first is labelled with it: reaper[shop-orders].
   onFunctionLine: values.quiet ? undefined : (target, line, app) => show(app ? `${target}[${app}]` : target, line),
   onGuarded: (g) => {
-    const urls = g.functions.map((f) => `${f.target} ${f.url}`).join(', ');
     if (format === 'pretty') {
-      tell(
-        'guarding',
-        `guarding application ${g.applicationName} (its kits: ${g.executorIds.join(', ')}), ready in ${(g.startedInMs / 1000).toFixed(1)} s: ${urls}\n  its status: ${cliCommand()} status --app ${g.applicationName}`,
-      );
+      tell('guarding', guardingText(g));
     } else {
       process.stdout.write(
         `${JSON.stringify({
@@ -174,5 +172,5 @@ if (format === 'json') {
     })}\n`,
   );
 } else {
-  process.stdout.write(summary(s, Date.now() - started, startedByNpm));
+  process.stdout.write(printable(summary(s, Date.now() - started, startedByNpm)));
 }

@@ -10,6 +10,7 @@ import { countByStatus, pendingSummaryByExecutor } from '../../shared/dbos/statu
 import { heartbeatKey, readAllHeartbeats, readHeartbeat, type HeartbeatValue } from '../../packages/executor/src/contract/heartbeat.js';
 import { shownState } from '../../shared/drain/index.js';
 import { findUnguarded } from '../../shared/reaper/unguarded.js';
+import { applicationsWithExecutors } from '../../shared/db/queries/otherApplications.js';
 import type { CliContext } from '../context.js';
 import { duration } from '../format.js';
 import type { StatusOutput } from '../schemas.js';
@@ -66,7 +67,9 @@ export async function status(ctx: CliContext, o: { since?: Date } = {}): Promise
     recoveryTimes: await recoveryTimes(ctx, o.since ?? new Date(now - DEFAULT_SINCE_MS)),
     recentRecoveries: recoveries.map((r) => ({ ...r, startedAt: r.startedAt.toISOString() })),
     retention: retentionOf(ctx, retention),
-    unguarded: await findUnguarded(db, app),
+    // This application too: a status read where no plane ticks is the case doctor FAILs, and it says so here.
+    unguarded: await findUnguarded(db, undefined),
+    ...(executors.length === 0 ? { elsewhere: await applicationsWithExecutors(db, app, 5) } : {}),
   };
   return { json: out, text: render(out), exitCode: 0 };
 }

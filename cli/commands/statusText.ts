@@ -1,4 +1,4 @@
-import { ago, duration, inline, table } from '../format.js';
+import { ago, duration, inline, shellQuote, table } from '../format.js';
 import type { StatusOutput } from '../schemas.js';
 import { renderRecoveryTimes } from './recoveryTimes.js';
 
@@ -28,17 +28,26 @@ export function render(s: StatusOutput): string {
 function unguarded(s: StatusOutput): string[] {
   const apps = s.unguarded ?? [];
   if (apps.length === 0) return [];
+  const ids = (a: (typeof apps)[number]) => `${a.executorIds.map(inline).join(', ')}${a.kits > a.executorIds.length ? ', …' : ''}`;
   return [
-    ...apps.map(
-      (a) =>
-        `UNGUARDED: ${a.kits} live kit(s) under application ${inline(a.applicationName)} (${a.executorIds.map(inline).join(', ')}${a.kits > a.executorIds.length ? ', …' : ''}) and no plane ticking for it: their deaths are not recovered. Guard it (a plane with DBOS_APPLICATION_NAME=${inline(a.applicationName)}; \`afterlife-plane status --app ${inline(a.applicationName)}\` shows it) or give the app the name ${inline(s.applicationName)}.`,
+    ...apps.map((a) =>
+      a.applicationName === s.applicationName
+        ? `UNGUARDED: ${a.kits} live kit(s) under this application, ${inline(a.applicationName)} (${ids(a)}), and no plane ticking for it: their deaths are not recovered. Run a plane with DBOS_APPLICATION_NAME=${inline(shellQuote(a.applicationName))} (\`afterlife-plane doctor --app ${inline(shellQuote(a.applicationName))}\` checks the one deployed).`
+        : `UNGUARDED: ${a.kits} live kit(s) under application ${inline(a.applicationName)} (${ids(a)}) and no plane ticking for it: their deaths are not recovered. Guard it (a plane with DBOS_APPLICATION_NAME=${inline(shellQuote(a.applicationName))}; \`afterlife-plane status --app ${inline(shellQuote(a.applicationName))}\` shows it) or give the app the name ${inline(s.applicationName)}.`,
     ),
     '',
   ];
 }
 
 function executors(s: StatusOutput): string[] {
-  if (s.executors.length === 0) return ['no executors known (no heartbeats, no registry rows, no PENDING workflows)'];
+  if (s.executors.length === 0) {
+    const none = `no executors known under application ${inline(s.applicationName)} (no heartbeats, no registry rows, no PENDING workflows)`;
+    const other = s.elsewhere ?? [];
+    if (other.length === 0) return [none];
+    return [
+      `${none}; this database has executors under ${other.map((o) => `${inline(JSON.stringify(o.applicationName))} (${o.executors})`).join(', ')}: afterlife-plane status --app ${inline(shellQuote(other[0]?.applicationName ?? ''))}`,
+    ];
+  }
   return [
     table(
       ['EXECUTOR', 'STATE', 'LOCK', 'VERSION', 'HEARTBEAT', 'IN-FLIGHT', 'PENDING', 'STUCK', 'OLDEST ACTIVITY'],

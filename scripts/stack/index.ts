@@ -2,7 +2,7 @@ import type { PubSub } from '@google-cloud/pubsub';
 import { consoleLogger, type Logger } from '../../packages/executor/src/log.js';
 import { startDeathRouter } from './deathRouter.js';
 import { registeredTargets, serveFunction, type ServedFunction, type Target } from './functions.js';
-import { type GuardAll, guardAll, type GuardedApplication } from './guardAll.js';
+import { type GuardAll, guardAll, type GuardAllOptions, type GuardedApplication } from './guardAll.js';
 import { startMemoryBridge, type MemoryBridge } from './memoryBridge.js';
 import { startPostgres, type StackPostgres } from './postgres.js';
 import { DEFAULT_EMULATOR_BIN, emulatorBinary, startEmulator, type StackEmulator } from './pubsub.js';
@@ -29,6 +29,8 @@ export interface StackOptions {
   onFunctionLine?: (target: Target, line: string, applicationName?: string) => void;
   /** Once per application guarded after the first, when its functions listen. */
   onGuarded?: (g: GuardedApplication) => void;
+  /** Once per application whose set was stopped because it had no live kit for LOCAL_GUARD_IDLE_MS. */
+  onUnguarded?: (applicationName: string) => void;
   /** How often the local scheduler calls the reaper (Cloud Scheduler's floor is a minute). */
   scheduleMs?: number;
   /** Skip the emulator even when installed (the in-process bridge instead); also `LOCAL_PUBSUB=bridge`. */
@@ -74,7 +76,6 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
 
   try {
     const names = stackNames(env);
-
     checkpoint();
     if (env.DATABASE_URL) progress('postgres: DATABASE_URL, migrating');
     const postgres = await startPostgres({
@@ -103,6 +104,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
 
     const scheduleMs = o.scheduleMs ?? Number(env.LOCAL_SCHEDULE_MS || 10_000);
     const guard = guardAll({
+      ...guardBounds(env),
       databaseUrl: postgres.url,
       dbosSchema: names.dbosSchema,
       afterlifeSchema: names.afterlifeSchema,
@@ -110,8 +112,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
       fnEnv,
       scheduleMs,
       schedulerTimeoutMs: schedulerTimeoutMs(env),
-      ...(o.onFunctionLine ? { onFunctionLine: o.onFunctionLine } : {}),
-      ...(o.onGuarded ? { onGuarded: o.onGuarded } : {}),
+      ...guardCallbacks(o),
       logger,
     });
     stoppers.push('guard', guard.stop);
@@ -151,6 +152,14 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
     await stoppers.stop();
     throw err;
   }
+}
+
+function guardCallbacks(o: StackOptions): Pick<GuardAllOptions, 'onFunctionLine' | 'onGuarded' | 'onUnguarded'> {
+  return {
+    ...(o.onFunctionLine ? { onFunctionLine: o.onFunctionLine } : {}),
+    ...(o.onGuarded ? { onGuarded: o.onGuarded } : {}),
+    ...(o.onUnguarded ? { onUnguarded: o.onUnguarded } : {}),
+  };
 }
 
 interface Stoppers {
@@ -318,6 +327,27 @@ async function deliverDeathNotices(
     return async (topic, json, attributes, orderingKey) => memory.publish(topic, json, attributes, orderingKey);
   }
   throw new Error('unreachable: no Pub/Sub');
+}
+
+/** Default LOCAL_MAX_APPLICATIONS: the first application and three more, about 1.1 GB of function processes. */
+export const DEFAULT_MAX_APPLICATIONS = 4;
+/** Default LOCAL_GUARD_IDLE_MS: an application's set outlives its last kit by five minutes (a restart keeps it). */
+export const DEFAULT_GUARD_IDLE_MS = 300_000;
+
+/** How many applications the stack guards at most, and how long a set outlives its last live kit. */
+export function guardBounds(env: Record<string, string | undefined>): { maxApplications: number; idleStopMs: number } {
+  const read = (name: string, def: number, min: number, max: number) => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return def;
+    if (!/^(0|[1-9][0-9]{0,9})$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      throw new Error(`${name} must be a plain decimal integer from ${min} to ${max} (got ${JSON.stringify(raw)})`);
+    }
+    return Number(raw);
+  };
+  return {
+    maxApplications: read('LOCAL_MAX_APPLICATIONS', DEFAULT_MAX_APPLICATIONS, 1, 50),
+    idleStopMs: read('LOCAL_GUARD_IDLE_MS', DEFAULT_GUARD_IDLE_MS, 0, 86_400_000),
+  };
 }
 
 /** As Terraform's attempt_deadline: the whole invocation (it ticks until its budget ends) plus slack. */

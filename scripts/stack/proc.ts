@@ -21,13 +21,24 @@ export function spawnManaged(
   name: string,
   command: string,
   args: string[],
-  opts: { env?: NodeJS.ProcessEnv; onLine?: (line: string) => void; cwd?: string } = {},
+  opts: {
+    env?: NodeJS.ProcessEnv;
+    onLine?: (line: string) => void;
+    cwd?: string;
+    /** Run as this OS user and group (embedded Postgres as root runs as `postgres`). */
+    uid?: number;
+    gid?: number;
+    /** What stop() sends first: SIGTERM unless the program means something else by it (Postgres: SIGINT, fast shutdown). */
+    stopSignal?: NodeJS.Signals;
+  } = {},
 ): Managed {
   const child = spawn(command, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
     env: opts.env ?? process.env,
     ...(opts.cwd ? { cwd: opts.cwd } : {}),
+    ...(opts.uid !== undefined ? { uid: opts.uid } : {}),
+    ...(opts.gid !== undefined ? { gid: opts.gid } : {}),
   });
   const lines: string[] = [];
   const watchers = new Set<(line: string) => void>();
@@ -72,7 +83,7 @@ export function spawnManaged(
       }),
     stop: async (graceMs = 5_000) => {
       if (!running() || child.pid === undefined) return;
-      signalGroup(child.pid, 'SIGTERM');
+      signalGroup(child.pid, opts.stopSignal ?? 'SIGTERM');
       const timer = setTimeout(() => signalGroup(child.pid ?? 0, 'SIGKILL'), graceMs);
       await exited;
       clearTimeout(timer);

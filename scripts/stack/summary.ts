@@ -1,9 +1,11 @@
 import { realpathSync } from 'node:fs';
 import { join as joinPath } from 'node:path';
+import { inline, shellQuote } from '../../cli/format.js';
 import { maskSecrets } from '../../packages/executor/src/log.js';
 import { ROOT } from './functions.js';
 import { dbosSystemUrl } from './dbosUrl.js';
-import type { Stack } from './index.js';
+import type { GuardedApplication } from './guardAll.js';
+import { guardBounds, type Stack } from './index.js';
 
 /** What `npm start` prints: the summary, and the URLs in it and in its `--json` line. */
 /**
@@ -23,7 +25,7 @@ export function summary(st: Stack, ms: number, sinceNpmStart = false): string {
   const rows: Array<[string, string]> = [
     [
       'applications',
-      `${st.applicationName}${st.applicationNameDefaulted ? ' (the local default)' : ''}, and every application whose kits register in this database, as each appears (printed: "guarding application …")`,
+      `${st.applicationName}${st.applicationNameDefaulted ? ' (the local default)' : ''}, and each application whose kits register in this database, as each appears (printed: "guarding application …"; up to ${guardBounds(process.env).maxApplications} at once, LOCAL_MAX_APPLICATIONS)`,
     ],
     [
       'postgres',
@@ -63,13 +65,26 @@ export function summary(st: Stack, ms: number, sinceNpmStart = false): string {
     `  ${exportLine(appEnv(st))}`,
     '  DBOS__VMID=worker-1 <start your app>    # a second process: DBOS__VMID=worker-2',
     '',
-    'The CLI, from any directory:',
+    `The CLI, from any directory (it reads application ${inline(st.applicationName)}${st.applicationNameDefaulted ? ', the stack’s default, which has no executors unless your app is named so' : ''}; your app's is printed as "its status:" once it is guarded):`,
     `  ${exportLine(cliEnv(st))}`,
-    `  ${cliCommand()} status            # another application: ${cliCommand()} status --app <its DBOS name>`,
+    `  ${cliCommand()} status            # another application: ${cliCommand()} status --app '<its DBOS name>'`,
     '',
     'Ctrl-C stops everything this started.',
     '',
   ].join('\n');
+}
+
+/**
+ * What `npm start` prints when it starts guarding another application. The name and the kits' IDs come from
+ * registry rows (anyone with the kit's grants writes them): escaped for the terminal, and the command quoted
+ * for the shell it will be pasted into.
+ */
+export function guardingText(g: GuardedApplication): string {
+  const urls = g.functions.map((f) => `${f.target} ${f.url}`).join(', ');
+  return (
+    `guarding application ${inline(g.applicationName)} (its kits: ${g.executorIds.map(inline).join(', ')}), ready in ${(g.startedInMs / 1000).toFixed(1)} s: ${urls}\n` +
+    `  its status: ${cliCommand()} status --app ${inline(shellQuote(g.applicationName))}`
+  );
 }
 
 /**
@@ -132,9 +147,4 @@ export function exportLine(vars: Record<string, string>): string {
 
 function defined(vars: Record<string, string | undefined>): Record<string, string> {
   return Object.fromEntries(Object.entries(vars).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ''));
-}
-
-/** Single-quoted for a POSIX shell: a quote inside is closed, escaped and reopened. */
-function shellQuote(v: string): string {
-  return `'${v.replace(/'/g, `'\\''`)}'`;
 }

@@ -1,7 +1,7 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { summary } from '../../scripts/stack/summary.js';
+import { guardingText, summary } from '../../scripts/stack/summary.js';
 import type { Stack } from '../../scripts/stack/index.js';
 import { loadConfig } from '../../shared/config/index.js';
 import { executorOptionsFromEnv } from '../../packages/executor/src/executor/env.js';
@@ -81,5 +81,48 @@ describe('npm start summary', () => {
     expect(appLine + cliLine).not.toContain('DBOS_SYSTEM_SCHEMA');
     // The CLI's command works from any directory: a linked bin or this checkout's absolute path.
     expect(text).toMatch(/^ {2}(afterlife-plane|node '\/[^']+\/dist\/cli\/index\.js') status/m);
+  });
+});
+
+describe('npm start names an application for a person', () => {
+  it('the guarding line escapes the name and kit IDs, and quotes the status command for the shell', () => {
+    const text = guardingText({
+      applicationName: "shop$(id);x'\u001b]0;t\u0007\nPASS",
+      executorIds: ['k\u001b[2K1'],
+      functions: [],
+      startedInMs: 1_000,
+    });
+    expect(text).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    expect(text.split('\n')).toHaveLength(2);
+    expect(text).toContain('k\\x1b[2K1');
+    // What a POSIX shell makes of the printed command's argument: the name, byte for byte (as escaped).
+    const arg = /status --app (.*)$/.exec(text)?.[1] ?? '';
+    expect(arg).toBe(`'shop$(id);x'\\''\\x1b]0;t\\x07\\nPASS'`);
+    expect(guardingText({ applicationName: 'shop$(id)', executorIds: [], functions: [], startedInMs: 0 })).toMatch(
+      /status --app 'shop\$\(id\)'$/,
+    );
+  });
+
+  it('the CLI line says which application it reads, and that the default has no executors of its own', () => {
+    const st = {
+      applicationName: 'demo',
+      applicationNameDefaulted: true,
+      postgres: {
+        kind: 'embedded',
+        url: 'postgres://postgres:postgres@127.0.0.1:5/afterlife',
+        dataDir: join(tmpdir(), 'afterlife-stack-z'),
+      },
+      redis: { kind: 'local', url: 'redis://127.0.0.1:6' },
+      pubsub: { kind: 'bridge', url: 'http://127.0.0.1:1', reason: 'test' },
+      project: 'p',
+      deathTopic: 'executor-deaths',
+      deadLetterTopic: 'd',
+      functions: [],
+      scheduler: undefined,
+      env: {},
+    } as unknown as Stack;
+    expect(summary(st, 1)).toMatch(
+      /The CLI, from any directory \(it reads application demo, the stack’s default, which has no executors unless your app is named so; your app's is printed as "its status:"/,
+    );
   });
 });
