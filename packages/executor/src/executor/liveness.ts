@@ -6,7 +6,14 @@ import { askFence, type BackendIdentity, backendIdentity, inheritedIdleSessionTi
 import { effectiveLease, MIN_LIVENESS_LEASE_MS } from '../contract/lease.js';
 import { livenessLeaseMs } from '../contract/settings.js';
 import type { Logger } from '../log.js';
-import { describeMove, NotOneSessionError, proveOneSession, sameBackend } from './sessionProbe.js';
+import {
+  describeMove,
+  inconclusiveRefusal,
+  NotOneSessionError,
+  ProbeInconclusiveError,
+  proveOneSession,
+  sameBackend,
+} from './sessionProbe.js';
 import { KitTrouble } from './throttle.js';
 
 /**
@@ -27,7 +34,8 @@ import { KitTrouble } from './throttle.js';
  * already open and held for the lease, so hearing them costs the fleet no connection.
  *
  * Every session is first proven to be one server session (sessionProbe.ts): behind a pooler in transaction
- * mode the lock would outlive the process, so the kit refuses it before taking anything, and compares its
+ * mode the lock would outlive the process, so the kit refuses it before taking anything (a probe that cannot
+ * tell is a refusal too), and compares its
  * backend every `IDENTITY_EVERY` checks afterwards (a move later ends the liveness protocol for good, with
  * an ERROR naming the fix; `onNotASession`).
  *
@@ -170,6 +178,9 @@ export class LivenessLock {
       this.trouble.ok('liveness');
     } catch (err) {
       if (err instanceof NotOneSessionError) this.refuse(client, err);
+      // At attach a pooler not ruled out is a refusal; later the lock waits for a probe that rules it out.
+      else if (err instanceof ProbeInconclusiveError && this.timer === undefined)
+        this.refuse(client, inconclusiveRefusal(err, this.o.databaseUrl));
       else this.lost(client, err);
     }
   }
