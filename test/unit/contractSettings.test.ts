@@ -103,11 +103,11 @@ describe('the contract’s settings, through the kit and the plane', () => {
     expect(alone).toMatch(/HEARTBEAT_TTL_MS: 15000 ms must be at least two beats/);
     expect(refusal(() => loadConfig({ ...PLANE_BASE, HEARTBEAT_INTERVAL_MS: '60000' }), 'HEARTBEAT_TTL_MS')).toBe(alone);
     for (const ok of [
-      {},
+      {} as Record<string, string>,
       { HEARTBEAT_TTL_MS: '120000', HEARTBEAT_INTERVAL_MS: '60000' },
       { HEARTBEAT_TTL_MS: '500', HEARTBEAT_INTERVAL_MS: '250' },
       { HEARTBEAT_TTL_MS: '3000' },
-    ]) {
+    ] as Record<string, string>[]) {
       expect(kitRefusal(ok), JSON.stringify(ok)).toBeUndefined();
       expect(refusal(() => loadConfig({ ...PLANE_BASE, ...ok }), 'HEARTBEAT_TTL_MS'), JSON.stringify(ok)).toBeUndefined();
     }

@@ -238,7 +238,9 @@ class Kit implements ExecutorKit, KitCore {
         // The lock is taken only once this incarnation is in the registry (fencing compares with it).
         register: () => this.register(),
         onFenced: (verdict, fence) => this.fence(verdict, fence),
-        ...(this.early ? { onRequeued: (n: RequeuedNotice) => this.claimNow(n) } : {}),
+        ...(this.early
+          ? { onRequeued: (n: RequeuedNotice) => this.claimNow(n), requeuedWanted: () => this.early?.canPoll() ?? false }
+          : {}),
         onNotASession: (err) =>
           this.log.error('liveness lock given up: its connection is not one Postgres session (a transaction-mode pooler)', {
             err,

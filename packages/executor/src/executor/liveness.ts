@@ -76,6 +76,8 @@ export interface LivenessOptions {
   register?: () => Promise<void>;
   /** A recovery named this executor to claim what it re-enqueued now: the queues (contract/requeued.ts). */
   onRequeued?: (notice: RequeuedNotice) => void;
+  /** Whether a notice could buy a poll now (the kit's poll budget); when not, notices are dropped unparsed. */
+  requeuedWanted?: () => boolean;
   /** Called once when the executor learns it was declared dead, superseded, or its workflows were moved. */
   onFenced: (verdict: FenceVerdict, fence?: Fence) => void;
   /**
@@ -106,6 +108,7 @@ export class LivenessLock {
   private refused: NotOneSessionError | undefined;
   private readonly channel: string;
   private readonly requeued: string;
+  private readonly quotedId: string;
   private readonly gone = new WeakSet<pg.Client>();
   private readonly trouble: KitTrouble;
   /** The lease asked of the server (the configured one, or a shorter one inherited from the URL or role). */
@@ -114,6 +117,7 @@ export class LivenessLock {
   constructor(private readonly o: LivenessOptions) {
     this.channel = fenceChannel(o.afterlifeSchema);
     this.requeued = requeuedChannel(o.afterlifeSchema);
+    this.quotedId = JSON.stringify(o.executorId);
     this.leaseMs = livenessLeaseMs(o.leaseMs);
     this.registered = o.register === undefined;
     this.trouble = o.trouble ?? new KitTrouble(o.logger, o.afterlifeSchema);
@@ -310,8 +314,14 @@ export class LivenessLock {
     }
   }
 
-  /** A notice naming this executor of this application, while the lock is held (a fenced process claims nothing). */
+  /**
+   * A notice naming this executor of this application, while the lock is held (a fenced process claims nothing).
+   * Anyone who can connect may send these at any rate: before any parsing, a notice is dropped unless the kit
+   * holds its lock, has a poll left in its budget (pollNow.ts) and the payload carries this executor's ID as
+   * a JSON string (a genuine one, built by Postgres's json_build_object, always does).
+   */
   private requeuedHere(payload: string, act: (notice: RequeuedNotice) => void): void {
+    if (!this.heldNow || !payload.includes(this.quotedId) || this.o.requeuedWanted?.() === false) return;
     let raw: unknown;
     try {
       raw = JSON.parse(payload);
