@@ -109,7 +109,10 @@ describe('the contract’s settings, through the kit and the plane', () => {
       { HEARTBEAT_TTL_MS: '3000' },
     ] as Record<string, string>[]) {
       expect(kitRefusal(ok), JSON.stringify(ok)).toBeUndefined();
-      expect(refusal(() => loadConfig({ ...PLANE_BASE, ...ok }), 'HEARTBEAT_TTL_MS'), JSON.stringify(ok)).toBeUndefined();
+      expect(
+        refusal(() => loadConfig({ ...PLANE_BASE, ...ok }), 'HEARTBEAT_TTL_MS'),
+        JSON.stringify(ok),
+      ).toBeUndefined();
     }
   });
 

@@ -95,24 +95,28 @@ describe('executor kit: a busy transaction-mode pooler on the liveness route', (
     120_000,
   );
 
-  withPgBouncer('the documented setup behind it (liveness off, DBOS URL pooled) attaches and beats', async () => {
-    const kit = await attachExecutor({
-      env,
-      applicationName: `${app}-off`,
-      databaseUrl: bouncer?.via(tdb.url) ?? '',
-      liveness: false,
-      handleSignals: false,
-      logger: memoryLogger(),
-      fatal: false,
-    });
-    try {
-      await waitFor('registered', async () => {
-        const r = await tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE application_name = $1`, [`${app}-off`]);
-        return (r.rowCount ?? 0) > 0;
+  withPgBouncer(
+    'the documented setup behind it (liveness off, DBOS URL pooled) attaches and beats',
+    async () => {
+      const kit = await attachExecutor({
+        env,
+        applicationName: `${app}-off`,
+        databaseUrl: bouncer?.via(tdb.url) ?? '',
+        liveness: false,
+        handleSignals: false,
+        logger: memoryLogger(),
+        fatal: false,
       });
-      expect(kit.livenessHeld).toBe(false);
-    } finally {
-      await kit.close();
-    }
-  }, 30_000);
+      try {
+        await waitFor('registered', async () => {
+          const r = await tdb.sql.query(`SELECT 1 FROM afterlife.executors WHERE application_name = $1`, [`${app}-off`]);
+          return (r.rowCount ?? 0) > 0;
+        });
+        expect(kit.livenessHeld).toBe(false);
+      } finally {
+        await kit.close();
+      }
+    },
+    30_000,
+  );
 });

@@ -37,7 +37,12 @@ describe('executor kit: a stream of forged requeued notices costs a bounded amou
     DBOS.setConfig({ name: app, systemDatabaseUrl: tdb.url, executorID: executorId, runMigrations: false, logLevel: 'warn' });
     await DBOS.launch();
     for (const name of names) await DBOS.registerQueue(name, { minPollingIntervalMs: 60_000 });
-    kit = await attachExecutor({ env: { REDIS_URL: TEST_REDIS_URL, AFTERLIFE_PUBLISH: 'none' }, handleSignals: false, logger, fatal: false });
+    kit = await attachExecutor({
+      env: { REDIS_URL: TEST_REDIS_URL, AFTERLIFE_PUBLISH: 'none' },
+      handleSignals: false,
+      logger,
+      fatal: false,
+    });
     await waitFor('liveness lock held', async () => kit?.livenessHeld === true);
     await tdb.sql.query(`DROP ROLE IF EXISTS ${role}`);
     await tdb.sql.query(`CREATE ROLE ${role} LOGIN`);
@@ -103,28 +108,24 @@ describe('executor kit: a stream of forged requeued notices costs a bounded amou
     };
   };
 
-  it(
-    `100 notices a second naming the kit and all ${QUEUES} queues: at most ${BURST} polls at once, then ${PER_S} a second`,
-    async () => {
-      expect([EARLY_POLL_BURST, EARLY_POLLS_PER_S]).toEqual([BURST, PER_S]);
-      const quiet = await window(0);
-      // The budget is full after the quiet window: the stream may spend the whole burst, then the refill.
-      const flood = await window(RATE_PER_S);
-      console.log(
-        `forged requeued notices: quiet ${JSON.stringify(quiet)}; flood ${JSON.stringify(flood)} ` +
-          `(polls/s ${(flood.polls / flood.elapsedS).toFixed(1)})`,
-      );
-      expect(quiet.code).toBe(0);
-      expect(flood.code).toBe(0);
-      expect(flood.sent).toBeGreaterThanOrEqual((RATE_PER_S * WINDOW_MS) / 1_000 - 5);
-      expect(quiet.polls).toBe(0);
-      expect(flood.polls).toBeGreaterThan(0);
-      expect(flood.polls).toBeLessThanOrEqual(BURST + Math.ceil(PER_S * flood.elapsedS));
-      // A second stream right after: the burst is spent, only the refill is left.
-      const again = await window(RATE_PER_S);
-      console.log(`forged requeued notices, a second stream: ${JSON.stringify(again)}`);
-      expect(again.polls).toBeLessThanOrEqual(Math.ceil(PER_S * again.elapsedS) + 1);
-    },
-    60_000,
-  );
+  it(`100 notices a second naming the kit and all ${QUEUES} queues: at most ${BURST} polls at once, then ${PER_S} a second`, async () => {
+    expect([EARLY_POLL_BURST, EARLY_POLLS_PER_S]).toEqual([BURST, PER_S]);
+    const quiet = await window(0);
+    // The budget is full after the quiet window: the stream may spend the whole burst, then the refill.
+    const flood = await window(RATE_PER_S);
+    console.log(
+      `forged requeued notices: quiet ${JSON.stringify(quiet)}; flood ${JSON.stringify(flood)} ` +
+        `(polls/s ${(flood.polls / flood.elapsedS).toFixed(1)})`,
+    );
+    expect(quiet.code).toBe(0);
+    expect(flood.code).toBe(0);
+    expect(flood.sent).toBeGreaterThanOrEqual((RATE_PER_S * WINDOW_MS) / 1_000 - 5);
+    expect(quiet.polls).toBe(0);
+    expect(flood.polls).toBeGreaterThan(0);
+    expect(flood.polls).toBeLessThanOrEqual(BURST + Math.ceil(PER_S * flood.elapsedS));
+    // A second stream right after: the burst is spent, only the refill is left.
+    const again = await window(RATE_PER_S);
+    console.log(`forged requeued notices, a second stream: ${JSON.stringify(again)}`);
+    expect(again.polls).toBeLessThanOrEqual(Math.ceil(PER_S * again.elapsedS) + 1);
+  }, 60_000);
 });
