@@ -95,6 +95,37 @@ describe('executor kit: a busy transaction-mode pooler on the liveness route', (
     120_000,
   );
 
+  it('a probe that gets no connection (a role allowed one) has not ruled a pooler out: refused at attach, naming why', async () => {
+    const role = `one_conn_${process.pid}`;
+    await tdb.sql.query(`DROP ROLE IF EXISTS ${role}`);
+    await tdb.sql.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 1`);
+    const u = new URL(tdb.url);
+    u.username = role;
+    u.password = '';
+    const application = `${app}-one`;
+    try {
+      const err = await attachExecutor({
+        env,
+        applicationName: application,
+        livenessDatabaseUrl: u.toString(),
+        handleSignals: false,
+        logger: memoryLogger(),
+        fatal: false,
+      }).then(
+        async (kit) => {
+          await kit.close();
+          return undefined;
+        },
+        (e: unknown) => e as Error,
+      );
+      expect(err?.name).toBe('NotOneSessionError');
+      expect(err?.message).toMatch(/a pooler could not be ruled out \(the probe connection failed/);
+      expect(await locksOn(application)).toBe(0);
+    } finally {
+      await tdb.sql.query(`DROP ROLE IF EXISTS ${role}`);
+    }
+  });
+
   withPgBouncer(
     'the documented setup behind it (liveness off, DBOS URL pooled) attaches and beats',
     async () => {
