@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { packKit } from '../helpers/packKit.js';
 
 /**
  * Every TypeScript or JavaScript sample in README.md, docs/ and the kit's README compiles against the packed
@@ -82,10 +83,7 @@ describe('code samples in README.md, docs/ and the kit’s README, against the p
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), 'afterlife-doc-samples-'));
-    const packed = JSON.parse(await npm(['pack', '--json', '--pack-destination', work], join(ROOT, 'packages/executor'))) as {
-      filename: string;
-    }[];
-    const tarball = join(work, packed[0]?.filename ?? '');
+    const tarball = join(work, (await packKit(work)).filename);
     const app = join(work, 'app');
     mkdirSync(app);
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'doc-samples', version: '0.0.0', private: true, type: 'module' }));
