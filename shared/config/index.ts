@@ -3,7 +3,13 @@ import { ConfigError } from '../../packages/executor/src/errors.js';
 import type { PoolTarget } from '../../packages/executor/src/db/target.js';
 import { ALLOW_BELOW_FLOOR, FLOORS, floorProblems, MAX_AGE_MS, MAX_TIMER_MS, relationProblems } from './bounds.js';
 import { redisTlsProblem } from '../../packages/executor/src/contract/redisTls.js';
-import { parseSetting, SETTINGS, type SettingName, type SettingValue } from '../../packages/executor/src/contract/settings.js';
+import {
+  parseSetting,
+  SETTINGS,
+  type SettingName,
+  type SettingValue,
+  settingRelationProblems,
+} from '../../packages/executor/src/contract/settings.js';
 
 /**
  * One `loadConfig(env)` for every function, the CLI and the local stack. Env is a parameter so tests
@@ -351,7 +357,11 @@ function parseEnv(env: Record<string, string | undefined>): Parsed {
   const tls = redisTlsProblem(picked.REDIS_URL, picked.REDIS_CA_CERT);
   const problems = [
     ...(parsed.success
-      ? [...relationProblems(parsed.data), ...floorProblems(parsed.data, allowedBelowFloor(parsed.data)).problems]
+      ? [
+          ...relationProblems(parsed.data),
+          ...settingRelationProblems(parsed.data),
+          ...floorProblems(parsed.data, allowedBelowFloor(parsed.data)).problems,
+        ]
       : describe(parsed.error.issues, picked)),
     ...databaseTargetProblems(picked),
     ...(tls ? [tls] : []),

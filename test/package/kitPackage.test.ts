@@ -11,6 +11,7 @@ import { useRuntime } from '../../functions/runtime.js';
 import '../../functions/index.js';
 import { StatusOutput } from '../../cli/schemas.js';
 import { parseJson, runCli } from '../helpers/cli.js';
+import { packKit } from '../helpers/packKit.js';
 import { serve } from '../helpers/cloudEvents.js';
 import { uniqueName, waitFor } from '../helpers/db.js';
 import { FAST_REAPER_ENV } from '../helpers/reaper.js';
@@ -214,12 +215,8 @@ describe('the kit package, installed as a user installs it', () => {
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), 'afterlife-kit-pkg-'));
-    const packed = JSON.parse(await npm(['pack', '--json', '--pack-destination', work], KIT_DIR)) as {
-      filename: string;
-      files: { path: string }[];
-    }[];
-    const info = packed[0];
-    if (!info) throw new Error('npm pack printed nothing');
+    // One pack at a time: the prepack rebuilds packages/executor/dist in place (test/helpers/packKit.ts).
+    const info = await packKit(work);
     tarball = join(work, info.filename);
     // A dual package whose types resolve under every condition (issue 28): attw's exit code says so.
     const attw = await run(

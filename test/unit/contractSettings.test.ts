@@ -5,6 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
 import { ConfigError } from '../../packages/executor/src/errors.js';
 import { executorOptionsFromEnv, KIT_ENV_KEYS } from '../../packages/executor/src/executor/env.js';
+import type { DbosApp } from '../../packages/executor/src/executor/dbosInternals.js';
+import { resolveKitOptions } from '../../packages/executor/src/executor/resolve.js';
 import { MAX_TIMER_MS, SETTING_NAMES, SETTINGS, type SettingName } from '../../packages/executor/src/contract/settings.js';
 
 /**
@@ -74,6 +76,44 @@ describe('the contract’s settings, through the kit and the plane', () => {
     expect(refusal(() => executorOptionsFromEnv({ HEARTBEAT_TTL_MS: '1e3' }), 'HEARTBEAT_TTL_MS')).toBe(
       'HEARTBEAT_TTL_MS: must be a plain decimal integer',
     );
+  });
+
+  /** The kit's whole resolution (env, then options), as attachExecutor runs it, for a launched app. */
+  const app: DbosApp = {
+    executorId: 'e',
+    applicationVersion: 'v',
+    applicationName: 'app',
+    config: { systemDatabaseUrl: 'postgres://h/db', systemDatabaseSchemaName: undefined, ownPool: false },
+    runningCount: () => 0,
+    runningIds: () => new Set(),
+    shutdown: async () => undefined,
+  };
+  const kitRefusal = (env: Record<string, string>, options: { heartbeatTtlMs?: number; heartbeatIntervalMs?: number } = {}) =>
+    refusal(() => resolveKitOptions(app, options, { ...KIT_BASE, ...env }), 'HEARTBEAT_TTL_MS');
+
+  it('a TTL shorter than two beats: refused by the kit (env or options) and the plane with the one message', () => {
+    const audit = { HEARTBEAT_TTL_MS: '500', HEARTBEAT_INTERVAL_MS: '60000' };
+    const kit = kitRefusal(audit);
+    expect(kit).toMatch(/^HEARTBEAT_TTL_MS: 500 ms must be at least two beats \(2 × HEARTBEAT_INTERVAL_MS = 120000 ms\)/);
+    expect(refusal(() => loadConfig({ ...PLANE_BASE, ...audit }), 'HEARTBEAT_TTL_MS')).toBe(kit);
+    expect(kitRefusal({}, { heartbeatTtlMs: 500, heartbeatIntervalMs: 60_000 })).toBe(kit);
+    expect(kitRefusal({ HEARTBEAT_INTERVAL_MS: '60000' }, { heartbeatTtlMs: 500 })).toBe(kit);
+    // The interval alone at its bound, with the default TTL: the pair is what is judged, on both sides.
+    const alone = kitRefusal({ HEARTBEAT_INTERVAL_MS: '60000' });
+    expect(alone).toMatch(/HEARTBEAT_TTL_MS: 15000 ms must be at least two beats/);
+    expect(refusal(() => loadConfig({ ...PLANE_BASE, HEARTBEAT_INTERVAL_MS: '60000' }), 'HEARTBEAT_TTL_MS')).toBe(alone);
+    for (const ok of [
+      {} as Record<string, string>,
+      { HEARTBEAT_TTL_MS: '120000', HEARTBEAT_INTERVAL_MS: '60000' },
+      { HEARTBEAT_TTL_MS: '500', HEARTBEAT_INTERVAL_MS: '250' },
+      { HEARTBEAT_TTL_MS: '3000' },
+    ] as Record<string, string>[]) {
+      expect(kitRefusal(ok), JSON.stringify(ok)).toBeUndefined();
+      expect(
+        refusal(() => loadConfig({ ...PLANE_BASE, ...ok }), 'HEARTBEAT_TTL_MS'),
+        JSON.stringify(ok),
+      ).toBeUndefined();
+    }
   });
 
   it('no second definition: outside the contract, a setting’s name is given a schema only through it', () => {

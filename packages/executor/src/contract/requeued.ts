@@ -8,7 +8,9 @@ import { array, type Infer, integer, nullish, object, optional, string } from '.
  * after the death was declared (bench/README.md, issue 31). It is a hint: a kit that hears it asks DBOS to
  * poll the named queues once, through DBOS's own claim (SKIP LOCKED, re-checked status), exactly as its next
  * scheduled poll would; nothing is claimed that the poll would not have claimed a moment later, and a lost,
- * forged or repeated notice costs at most one early poll (the kit spaces them, executor/pollNow.ts).
+ * forged or repeated notice costs at most one early poll per named queue, and a stream of any rate at most
+ * the kit's poll budget (a burst of 20, then 2 polls a second over all its queues; executor/pollNow.ts,
+ * docs/threat-model.md); a notice that does not name the kit is dropped before it is parsed.
  */
 export function requeuedChannel(afterlifeSchema: string): string {
   return `${afterlifeSchema}_requeued`.slice(0, 63);

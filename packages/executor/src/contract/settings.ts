@@ -156,3 +156,27 @@ export function livenessLeaseMs(value: unknown, name = 'livenessLeaseMs'): numbe
   if (problem) throw new ConfigError([`${name}: ${problem}`]);
   return Number(value);
 }
+
+/** The shared settings whose values must agree with one another, as one side resolved them (defaults applied). */
+export interface RelatedSettings {
+  HEARTBEAT_TTL_MS: number;
+  HEARTBEAT_INTERVAL_MS: number;
+}
+
+/**
+ * Relations between shared settings, judged here for both sides (the kit at attach, the plane's config):
+ * each value inside its own bounds is not enough. The reaper counts a beat fresh for two intervals
+ * (heartbeatBounds.ts), so the key must outlive that: a TTL shorter than two beats lets a live kit's key
+ * expire between its beats, and a kit running without the liveness lock is then declared dead while it works.
+ */
+export function settingRelationProblems(v: RelatedSettings): string[] {
+  const problems: string[] = [];
+  const needs = 2 * v.HEARTBEAT_INTERVAL_MS;
+  if (v.HEARTBEAT_TTL_MS < needs) {
+    problems.push(
+      `HEARTBEAT_TTL_MS: ${v.HEARTBEAT_TTL_MS} ms must be at least two beats (2 × HEARTBEAT_INTERVAL_MS = ${needs} ms): ` +
+        `a shorter TTL lets a live kit's heartbeat expire between its beats; raise HEARTBEAT_TTL_MS or lower HEARTBEAT_INTERVAL_MS, alike on both sides`,
+    );
+  }
+  return problems;
+}

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import pg from 'pg';
-import { registerAlive, setState, type ExecutorState } from '../db/queries/executors.js';
+import { registerAlive, sessionPresent, setState, type ExecutorState } from '../db/queries/executors.js';
 import { createDb, type Db } from '../db/pool.js';
 import { findTable } from '../db/queries/schemaCheck.js';
 import { AfterlifeError, ConfigError, errorMessage } from '../errors.js';
@@ -92,6 +92,8 @@ export interface ExecutorKit {
 
 /** The exit code of a fatal failed attach (EX_CONFIG): the platform restarts the instance, and says why. */
 export const ATTACH_FAILED_EXIT_CODE = 78;
+/** How long a superseded predecessor's session may take to end before it is reported as a live process. */
+const SUPERSEDED_SETTLE_MS = 1_000;
 
 /**
  * Attaches the kit to the launched DBOS app. With no options it reads what DBOS already knows (system
@@ -238,7 +240,9 @@ class Kit implements ExecutorKit, KitCore {
         // The lock is taken only once this incarnation is in the registry (fencing compares with it).
         register: () => this.register(),
         onFenced: (verdict, fence) => this.fence(verdict, fence),
-        ...(this.early ? { onRequeued: (n: RequeuedNotice) => this.claimNow(n) } : {}),
+        ...(this.early
+          ? { onRequeued: (n: RequeuedNotice) => this.claimNow(n), requeuedWanted: () => this.early?.canPoll() ?? false }
+          : {}),
         onNotASession: (err) =>
           this.log.error('liveness lock given up: its connection is not one Postgres session (a transaction-mode pooler)', {
             err,
@@ -377,7 +381,7 @@ class Kit implements ExecutorKit, KitCore {
 
   /** This incarnation into the registry; a newer incarnation already there is left alone (the fence says so). */
   private async register(): Promise<void> {
-    const { ours, superseded } = await registerAlive(this.db, {
+    const { ours, superseded, supersededSession } = await registerAlive(this.db, {
       applicationName: this.applicationName,
       executorId: this.executorId,
       applicationVersion: this.applicationVersion,
@@ -390,19 +394,47 @@ class Kit implements ExecutorKit, KitCore {
       this.log.warn('the registry names a later-started process with this executor ID: this one is superseded', {
         event: 'executor_superseded',
       });
-    if (superseded) this.sweepSuperseded(superseded);
+    if (superseded) {
+      void this.tellSuperseded(superseded, supersededSession);
+      this.sweepSuperseded(superseded);
+    }
+  }
+
+  /**
+   * Says what taking the ID over meant. The registry said the previous incarnation was alive, but a process
+   * restarted a moment after a SIGKILL finds its predecessor undeclared, its session still being torn down:
+   * that one is no live process. So the previous liveness session is watched for a moment: gone within
+   * SUPERSEDED_SETTLE_MS is a NOTICE; still there after it, a WARNING (a second live process with this ID).
+   */
+  private async tellSuperseded(superseded: string, session: { pid: number; backendStart: string } | null): Promise<void> {
+    const t0 = Date.now();
+    let present: boolean | undefined = session === null ? undefined : true;
+    try {
+      while (session !== null && present === true && Date.now() - t0 < SUPERSEDED_SETTLE_MS && !this.closed) {
+        await new Promise((r) => setTimeout(r, 50));
+        present = await sessionPresent(this.db, session);
+      }
+    } catch {
+      present = undefined;
+    }
+    if (present === false) {
+      this.log.notice(
+        `took this executor ID over from its previous process, whose liveness session ended ${Date.now() - t0} ms after this one registered (it had stopped, or stopped on seeing this one, before the plane declared it); its leftover PENDING work, if any, is re-enqueued`,
+        { superseded, event: 'executor_superseded_other' },
+      );
+      return;
+    }
+    this.log.warn(
+      present === true
+        ? `another process with this executor ID is still live ${SUPERSEDED_SETTLE_MS} ms after this one registered (a duplicated executor ID, or an overlapping restart): it is superseded and its kit exits; its leftover PENDING work is re-enqueued once its lease is gone`
+        : 'the registry said another process with this executor ID was alive, and its session cannot be seen from here: it is superseded and its kit exits if it is still running; its leftover PENDING work is re-enqueued once its lease is gone',
+      { superseded, event: 'executor_superseded_other' },
+    );
   }
 
   /** This process took the ID from a live one: what that one claimed after our launch must not be stranded here. */
   private sweepSuperseded(superseded: string): void {
     if (this.sweep || this.closed) return;
-    this.log.warn(
-      'another process with this executor ID was live: it is superseded and its kit exits; its leftover PENDING work is re-enqueued once its lease is gone',
-      {
-        superseded,
-        event: 'executor_superseded_other',
-      },
-    );
     const liveness = this.liveness;
     if (!liveness) {
       this.log.warn(

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { deleteHeartbeat, type HeartbeatValue, writeHeartbeat } from '../contract/heartbeat.js';
+import { SETTINGS } from '../contract/settings.js';
 import { withTimeout } from '../lifecycle/shutdown.js';
 import type { Logger } from '../log.js';
 
@@ -11,8 +12,8 @@ import type { Logger } from '../log.js';
  * attach. A miss is never fatal, but a heartbeat that could not be written for a whole TTL is logged loudly
  * (event `heartbeat_lost`) — without the liveness lock the reaper would now declare this executor dead.
  */
-export const DEFAULT_HEARTBEAT_TTL_MS = 15_000;
-export const DEFAULT_HEARTBEAT_INTERVAL_MS = 250;
+export const DEFAULT_HEARTBEAT_TTL_MS: number = SETTINGS.HEARTBEAT_TTL_MS.default;
+export const DEFAULT_HEARTBEAT_INTERVAL_MS: number = SETTINGS.HEARTBEAT_INTERVAL_MS.default;
 
 export class Heartbeat {
   private timer: NodeJS.Timeout | undefined;

@@ -6,7 +6,14 @@ import { askFence, type BackendIdentity, backendIdentity, inheritedIdleSessionTi
 import { effectiveLease, MIN_LIVENESS_LEASE_MS } from '../contract/lease.js';
 import { livenessLeaseMs } from '../contract/settings.js';
 import type { Logger } from '../log.js';
-import { describeMove, NotOneSessionError, proveOneSession, sameBackend } from './sessionProbe.js';
+import {
+  describeMove,
+  inconclusiveRefusal,
+  NotOneSessionError,
+  ProbeInconclusiveError,
+  proveOneSession,
+  sameBackend,
+} from './sessionProbe.js';
 import { KitTrouble } from './throttle.js';
 
 /**
@@ -27,7 +34,8 @@ import { KitTrouble } from './throttle.js';
  * already open and held for the lease, so hearing them costs the fleet no connection.
  *
  * Every session is first proven to be one server session (sessionProbe.ts): behind a pooler in transaction
- * mode the lock would outlive the process, so the kit refuses it before taking anything, and compares its
+ * mode the lock would outlive the process, so the kit refuses it before taking anything (a probe that cannot
+ * tell is a refusal too), and compares its
  * backend every `IDENTITY_EVERY` checks afterwards (a move later ends the liveness protocol for good, with
  * an ERROR naming the fix; `onNotASession`).
  *
@@ -68,6 +76,8 @@ export interface LivenessOptions {
   register?: () => Promise<void>;
   /** A recovery named this executor to claim what it re-enqueued now: the queues (contract/requeued.ts). */
   onRequeued?: (notice: RequeuedNotice) => void;
+  /** Whether a notice could buy a poll now (the kit's poll budget); when not, notices are dropped unparsed. */
+  requeuedWanted?: () => boolean;
   /** Called once when the executor learns it was declared dead, superseded, or its workflows were moved. */
   onFenced: (verdict: FenceVerdict, fence?: Fence) => void;
   /**
@@ -98,6 +108,7 @@ export class LivenessLock {
   private refused: NotOneSessionError | undefined;
   private readonly channel: string;
   private readonly requeued: string;
+  private readonly quotedId: string;
   private readonly gone = new WeakSet<pg.Client>();
   private readonly trouble: KitTrouble;
   /** The lease asked of the server (the configured one, or a shorter one inherited from the URL or role). */
@@ -106,6 +117,7 @@ export class LivenessLock {
   constructor(private readonly o: LivenessOptions) {
     this.channel = fenceChannel(o.afterlifeSchema);
     this.requeued = requeuedChannel(o.afterlifeSchema);
+    this.quotedId = JSON.stringify(o.executorId);
     this.leaseMs = livenessLeaseMs(o.leaseMs);
     this.registered = o.register === undefined;
     this.trouble = o.trouble ?? new KitTrouble(o.logger, o.afterlifeSchema);
@@ -170,6 +182,9 @@ export class LivenessLock {
       this.trouble.ok('liveness');
     } catch (err) {
       if (err instanceof NotOneSessionError) this.refuse(client, err);
+      // At attach a pooler not ruled out is a refusal; later the lock waits for a probe that rules it out.
+      else if (err instanceof ProbeInconclusiveError && this.timer === undefined)
+        this.refuse(client, inconclusiveRefusal(err, this.o.databaseUrl));
       else this.lost(client, err);
     }
   }
@@ -299,8 +314,14 @@ export class LivenessLock {
     }
   }
 
-  /** A notice naming this executor of this application, while the lock is held (a fenced process claims nothing). */
+  /**
+   * A notice naming this executor of this application, while the lock is held (a fenced process claims nothing).
+   * Anyone who can connect may send these at any rate: before any parsing, a notice is dropped unless the kit
+   * holds its lock, has a poll left in its budget (pollNow.ts) and the payload carries this executor's ID as
+   * a JSON string (a genuine one, built by Postgres's json_build_object, always does).
+   */
   private requeuedHere(payload: string, act: (notice: RequeuedNotice) => void): void {
+    if (!this.heldNow || !payload.includes(this.quotedId) || this.o.requeuedWanted?.() === false) return;
     let raw: unknown;
     try {
       raw = JSON.parse(payload);

@@ -18,6 +18,8 @@ import { launchedDbosModule } from './dbosInternals.js';
 export interface QueuePoller {
   /** Starts a poll of each named queue this process dispatches and may poll early; returns the names polled. */
   poll(queues: readonly string[]): string[];
+  /** Whether the kit's poll budget has a poll left now (EARLY_POLL_BURST, EARLY_POLLS_PER_S). */
+  canPoll(): boolean;
 }
 
 /**
@@ -25,6 +27,41 @@ export interface QueuePoller {
  * can connect sending NOTIFY) becomes a few polls, which DBOS would have run within its interval anyway.
  */
 export const MIN_EARLY_POLL_GAP_MS = 250;
+
+/**
+ * And at most this many early polls per kit, over all its queues: a bucket of EARLY_POLL_BURST (one full
+ * notice's worth of queues) refilled at EARLY_POLLS_PER_S. Anyone who can connect may send notices at any
+ * rate, naming every queue the app has, so the per-queue gap alone would let a stream buy four polls a second
+ * per queue; with the bucket a stream of any rate costs a kit at most EARLY_POLL_BURST polls at once and
+ * EARLY_POLLS_PER_S a second after that, each one DBOS claim transaction (docs/threat-model.md). A genuine
+ * notice that finds the bucket empty loses nothing: its work is claimed at DBOS's next poll.
+ */
+export const EARLY_POLL_BURST = 20;
+export const EARLY_POLLS_PER_S = 2;
+
+/** A token bucket on the given clock: `take()` spends one token if there is one. */
+export function pollBudget(clock: () => number, burst = EARLY_POLL_BURST, perS = EARLY_POLLS_PER_S) {
+  let tokens = burst;
+  let at = clock();
+  const refill = () => {
+    const now = clock();
+    tokens = Math.min(burst, tokens + ((now - at) * perS) / 1_000);
+    at = now;
+  };
+  return {
+    take(): boolean {
+      refill();
+      if (tokens < 1) return false;
+      tokens -= 1;
+      return true;
+    },
+    /** Whether a poll could be bought now, without buying it (a notice is not even parsed otherwise). */
+    any(): boolean {
+      refill();
+      return tokens >= 1;
+    },
+  };
+}
 
 interface QueueLike {
   name?: unknown;
@@ -57,7 +94,9 @@ export function queuePoller(log: Logger, clock: () => number = Date.now): QueueP
   const states = runner.states as Map<string, { queue?: QueueLike }>;
   const pollQueue = runner.pollQueue as (exec: unknown, queue: QueueLike) => Promise<unknown>;
   const last = new Map<string, number>();
+  const budget = pollBudget(clock);
   return {
+    canPoll: () => budget.any(),
     poll(queues) {
       const polled: string[] = [];
       if (runner.isRunning !== true) return polled;
@@ -66,6 +105,7 @@ export function queuePoller(log: Logger, clock: () => number = Date.now): QueueP
         const queue = states.get(name)?.queue;
         if (!queue || !pollsEarly(queue)) continue;
         if (now - (last.get(name) ?? -Infinity) < MIN_EARLY_POLL_GAP_MS) continue;
+        if (!budget.take()) break;
         last.set(name, now);
         polled.push(name);
         // pollQueue logs and swallows the database's errors itself; anything else is DBOS's to report.

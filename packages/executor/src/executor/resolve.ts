@@ -1,5 +1,5 @@
 import { ConfigError } from '../errors.js';
-import { checkSettingNumber } from '../contract/settings.js';
+import { checkSettingNumber, SETTINGS, settingRelationProblems } from '../contract/settings.js';
 import type { DbosApp } from './dbosInternals.js';
 import { executorOptionsFromEnv } from './env.js';
 import type { ExecutorKitOptions } from './options.js';
@@ -55,6 +55,10 @@ export function resolveKitOptions(
     const problem = value === undefined ? undefined : checkSettingNumber(name, value);
     if (problem) problems.push(`${key}: ${problem}`);
   }
+  // The pair as the kit will run with it (options over env over defaults), judged by the contract as the plane judges its own.
+  const ttl = explicit.heartbeatTtlMs ?? fromEnv.heartbeatTtlMs ?? SETTINGS.HEARTBEAT_TTL_MS.default;
+  const interval = explicit.heartbeatIntervalMs ?? fromEnv.heartbeatIntervalMs ?? SETTINGS.HEARTBEAT_INTERVAL_MS.default;
+  if (!problems.length) problems.push(...settingRelationProblems({ HEARTBEAT_TTL_MS: ttl, HEARTBEAT_INTERVAL_MS: interval }));
   if (problems.length) throw new ConfigError(problems);
   const schema = fromEnv.dbosSchema ?? dbos?.systemDatabaseSchemaName;
   return {

@@ -45,6 +45,8 @@ export interface Registration {
   ours: boolean;
   /** The incarnation this one took the row from while it was live (null: none, or not ours). */
   superseded: string | null;
+  /** That incarnation's liveness session as the registry last recorded it (null: none recorded). */
+  supersededSession: { pid: number; backendStart: string } | null;
 }
 
 export async function registerAlive(
@@ -59,7 +61,12 @@ export async function registerAlive(
     incarnation?: string;
   },
 ): Promise<Registration> {
-  const res = await db.query<{ ours: boolean; superseded: string | null }>(
+  const res = await db.query<{
+    ours: boolean;
+    superseded: string | null;
+    superseded_pid: number | null;
+    superseded_backend_start: string | null;
+  }>(
     `WITH up AS (
        INSERT INTO ${table(db)} AS x (application_name, executor_id, application_version, state, started_at, last_seen_at, heartbeats, liveness, incarnation)
        VALUES ($1, $2, $3, 'alive', $4, now(), $5, $6, $7)
@@ -85,14 +92,37 @@ export async function registerAlive(
               incarnation = EXCLUDED.incarnation
         WHERE CASE WHEN EXCLUDED.incarnation IS NULL OR x.incarnation IS NOT DISTINCT FROM EXCLUDED.incarnation THEN x.state <> 'dead'
                    ELSE x.started_at IS NULL OR x.started_at <= EXCLUDED.started_at END
-       RETURNING x.superseded_incarnation
+       RETURNING x.superseded_incarnation, x.superseded_pid, x.superseded_backend_start
      )
-     SELECT EXISTS (SELECT 1 FROM up) AS ours, (SELECT superseded_incarnation FROM up) AS superseded`,
+     SELECT EXISTS (SELECT 1 FROM up) AS ours, (SELECT superseded_incarnation FROM up) AS superseded,
+            (SELECT superseded_pid FROM up) AS superseded_pid, (SELECT superseded_backend_start::text FROM up) AS superseded_backend_start`,
     [e.applicationName, e.executorId, e.applicationVersion, e.startedAt, e.heartbeats, e.liveness ?? false, e.incarnation ?? null],
     'executors.registerAlive',
   );
   const row = res.rows[0];
-  return { ours: row?.ours === true, superseded: row?.ours === true ? (row.superseded ?? null) : null };
+  const ours = row?.ours === true;
+  const superseded = ours ? (row.superseded ?? null) : null;
+  const session =
+    superseded !== null && row?.superseded_pid != null && row.superseded_backend_start != null
+      ? { pid: row.superseded_pid, backendStart: row.superseded_backend_start }
+      : null;
+  return { ours, superseded, supersededSession: session };
+}
+
+/**
+ * Whether a server session (pid and backend start) is still there: false once it ended (or its pid went to
+ * another backend), undefined when this role may not see it (another role's backend start is hidden).
+ */
+export async function sessionPresent(db: Db, session: { pid: number; backendStart: string }): Promise<boolean | undefined> {
+  const r = await db.query<{ started: string | null }>(
+    `SELECT a.backend_start::text AS started FROM pg_stat_get_activity($1::int) a`,
+    [session.pid],
+    'executors.sessionPresent',
+  );
+  const row = r.rows[0];
+  if (!row) return false;
+  if (row.started === null) return undefined;
+  return row.started === session.backendStart;
 }
 
 /**

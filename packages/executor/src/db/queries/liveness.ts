@@ -126,15 +126,34 @@ export async function inheritedIdleSessionTimeoutMs(client: pg.ClientBase): Prom
 export interface BackendIdentity {
   pid: number;
   startedAt: string;
+  /** When the statement that asked started on that backend (pg_stat_activity's query_start). */
+  queryStart: string;
 }
 
 /** Which server session answers this statement (the kit compares answers to tell a session from a pool). */
 export async function backendIdentity(client: pg.ClientBase): Promise<BackendIdentity> {
-  const r = await client.query<{ pid: number; started: string | null }>(
-    `SELECT pg_backend_pid() AS pid, (SELECT backend_start FROM pg_stat_get_activity(pg_backend_pid()))::text AS started`,
+  const r = await client.query<{ pid: number; started: string | null; query_start: string | null }>(
+    `SELECT pg_backend_pid() AS pid, a.backend_start::text AS started, a.query_start::text AS query_start
+       FROM pg_stat_get_activity(pg_backend_pid()) a`,
   );
   const row = r.rows[0];
-  return { pid: row?.pid ?? 0, startedAt: row?.started ?? '' };
+  return { pid: row?.pid ?? 0, startedAt: row?.started ?? '', queryStart: row?.query_start ?? '' };
+}
+
+/**
+ * What another backend last did, as this session sees it: its start, its state and when its last statement
+ * started. Null fields when the backend is gone or belongs to a role this one may not watch.
+ */
+export async function lastStatementOf(
+  client: pg.ClientBase,
+  pid: number,
+): Promise<{ startedAt: string | null; state: string | null; queryStart: string | null }> {
+  const r = await client.query<{ started: string | null; state: string | null; query_start: string | null }>(
+    `SELECT a.backend_start::text AS started, a.state, a.query_start::text AS query_start FROM pg_stat_get_activity($1::int) a`,
+    [pid],
+  );
+  const row = r.rows[0];
+  return { startedAt: row?.started ?? null, state: row?.state ?? null, queryStart: row?.query_start ?? null };
 }
 
 /** Begins a transaction on a probe connection: a transaction-mode pooler must then pin one server to it. */
