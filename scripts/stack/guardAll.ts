@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { createDb, type Db } from '../../packages/executor/src/db/pool.js';
-import { ConfigError } from '../../packages/executor/src/errors.js';
+import { ConfigError, errorMessage } from '../../packages/executor/src/errors.js';
 import type { Logger } from '../../packages/executor/src/log.js';
 import { loadConfig } from '../../shared/config/index.js';
 import { idleApplications, kitlessDbosSessions } from '../../shared/db/queries/localGuard.js';
@@ -298,7 +298,7 @@ function nameRefusal(fnEnv: Record<string, string>, applicationName: string): st
     return undefined;
   } catch (err) {
     if (err instanceof ConfigError) return err.issues.join('; ');
-    return err instanceof Error ? err.message : String(err);
+    return errorMessage(err);
   }
 }
 

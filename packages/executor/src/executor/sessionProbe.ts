@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { ConfigError } from '../errors.js';
+import { ConfigError, errorMessage } from '../errors.js';
 import { type BackendIdentity, backendIdentity, beginProbe, lastStatementOf } from '../db/queries/liveness.js';
 import { maskUrl } from './maskUrl.js';
 
@@ -107,7 +107,7 @@ async function probeBeside(
     const other = await backendIdentity(probe);
     return { other, since: await lastStatementOf(probe, pid) };
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorMessage(err);
     // PgBouncer in statement mode refuses the probe's transaction outright: a pool, and the worst kind.
     if (/statement (pooling )?mode/i.test(message)) throw new NotOneSessionError(`the pooler refused a transaction (${message})`, url);
     throw new ProbeInconclusiveError(`the probe connection failed or got no backend within ${PROBE_TIMEOUT_MS} ms: ${message}`);
