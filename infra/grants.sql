@@ -1,5 +1,5 @@
 -- afterlife's database grants: one role per function, each with what its code uses. Run by the owner
--- of both schemas after `afterlife migrate` (the tables must exist), and again after a DBOS upgrade
+-- of both schemas after `afterlife-plane migrate` (the tables must exist), and again after a DBOS upgrade
 -- that adds tables. Rendered by Terraform (iam.tf, output database_grants_sql) and run as-is by
 -- test/integration/db/grants.test.ts. Schema names are validated identifiers; they are quoted anyway.
 DO $$ BEGIN CREATE ROLE "${executor_death_role}" NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
@@ -9,7 +9,7 @@ DO $$ BEGIN CREATE ROLE "${drain_role}" NOLOGIN; EXCEPTION WHEN duplicate_object
 -- DBOS's tables. drain only reads them (progress reports). executorDeath re-enqueues (UPDATE) and, for
 -- orphaned versions, forks, cancels and rewinds through DBOS's client; the reaper does the same for
 -- diverged and stuck workflows, and runs retention, which deletes completed workflows: DELETE on every
--- table for the reaper only. executorDeath deletes no workflow (issue 30: its role ran `afterlife retention`
+-- table for the reaper only. executorDeath deletes no workflow (issue 30: its role ran `afterlife-plane retention`
 -- and deleted 14): a rewind in place (DBOS 5.3's rewindWorkflow, system_database.js) deletes the history
 -- recorded from the cut on — steps, events and their history, stream close markers, messages, the output —
 -- hence DELETE on those tables for it and on no other (never workflow_status or workflow_input). Taken back
@@ -37,7 +37,7 @@ GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "${dbos_schema}" TO "${executor_d
 -- are set FOR ROLE every role that can create tables there: the schema's owner and every role with CREATE on
 -- it (the app's database user, which DBOS migrates with at launch, and a data source's user; on the local stack
 -- the superuser). Acting for a role needs membership in it: a role this runner cannot act for is named in a
--- WARNING (rerun this file as that role), and `afterlife doctor` lists every table a role still lacks.
+-- WARNING (rerun this file as that role), and `afterlife-plane doctor` lists every table a role still lacks.
 DO $$
 DECLARE r record;
 BEGIN

@@ -97,7 +97,7 @@ locals {
   EOT
 
   # Everything the functions need, with this deployment's names (infra/grants.sql): run by the schema
-  # owner after `afterlife migrate` (the tables must exist), or rerun after a DBOS upgrade adds tables.
+  # owner after `afterlife-plane migrate` (the tables must exist), or rerun after a DBOS upgrade adds tables.
   function_grants_sql = templatefile("${path.module}/grants.sql", {
     dbos_schema         = var.afterlife.dbos_system_schema
     afterlife_schema    = var.afterlife.afterlife_schema

@@ -13,7 +13,7 @@ locals {
   alert_doc_footer = <<-EOT
 
     Logs: `resource.type="cloud_run_revision" AND jsonPayload.event="<event>"` in Logs Explorer, or
-    `afterlife status` from a terminal with the functions' environment (docs/operations.md, "Operator CLI").
+    `afterlife-plane status` from a terminal with the functions' environment (docs/operations.md, "Operator CLI").
     Runbook: docs/operations.md, "Observability".
   EOT
 
@@ -43,7 +43,7 @@ locals {
 
         1. Read the `reason` of the `poison_message` lines: a publisher sending a wrong shape (an old kit,
            a hand-written `gcloud pubsub topics publish`) is the usual cause.
-        2. If a real executor's work was meant, recover it by hand: `afterlife recover <executorId> --dry-run`,
+        2. If a real executor's work was meant, recover it by hand: `afterlife-plane recover <executorId> --dry-run`,
            then without `--dry-run`. The reaper also finds dead executors on its own.
         ${local.alert_doc_footer~}
       EOT
@@ -67,7 +67,7 @@ locals {
         longer than ORPHANED_VERSION_GRACE_MS. DBOS only hands a workflow to an executor of its own
         version, so they **wait forever** unless someone acts.
 
-        1. `afterlife status`: which version, how many rows.
+        1. `afterlife-plane status`: which version, how many rows.
         2. Either start an executor of that version (a rollback, or keep the old revision serving), or
            let afterlife fork them onto the latest version: ORPHANED_VERSION_POLICY = "fork-to-latest"
            (`afterlife.orphaned_version_policy`), which the reaper then applies on its next pass.
@@ -93,10 +93,10 @@ locals {
         no step recorded, no status change. Its executor beats, so it is not dead; a step is hung (an
         LLM call with no timeout, a lock wait) or the process is wedged.
 
-        1. `afterlife status` lists stuck counts per executor and the oldest activity.
+        1. `afterlife-plane status` lists stuck counts per executor and the oldest activity.
         2. Look at that executor's logs for the workflow ID in the `stuck_workflow` line.
         3. With STUCK_POLICY = "report" (default) nothing is done for you: cancel and fork by hand
-           (`afterlife fork`) or set STUCK_POLICY = "cancel-and-fork".
+           (`afterlife-plane fork`) or set STUCK_POLICY = "cancel-and-fork".
         ${local.alert_doc_footer~}
       EOT
     }
@@ -121,11 +121,11 @@ locals {
         name, and the plane guards `DBOS_APPLICATION_NAME`.
 
         1. The `application`, `guarded` and `executorIds` of the `unguarded_application` line say which
-           name the kits use and which one this plane guards; `afterlife status` shows it too.
+           name the kits use and which one this plane guards; `afterlife-plane status` shows it too.
         2. Make them one name: set the plane's `afterlife.application_name` (DBOS_APPLICATION_NAME) to the
            kits' name, or the app's DBOS name (dbos-config.yaml `name`, DBOS.setConfig or
            DBOS_APPLICATION_NAME in the app) to the guarded one. Executors already dead under the other
-           name: `afterlife recover <executorId> --app <their application>`.
+           name: `afterlife-plane recover <executorId> --app <their application>`.
         ${local.alert_doc_footer~}
       EOT
     }
@@ -182,7 +182,7 @@ locals {
            for a long-running statement), a connection error (Cloud SQL down or unreachable), a lock error.
         2. Once the cause is fixed, redelivery finishes on its own. A notice already dead-lettered is
            replayed from `${google_pubsub_topic.executor_deaths_dead_letter.name}-hold`, or the executor is
-           recovered by hand: `afterlife recover <executorId>`.
+           recovered by hand: `afterlife-plane recover <executorId>`.
         ${local.alert_doc_footer~}
       EOT
     }
@@ -245,10 +245,10 @@ locals {
         - **A workflow dead-lettered** (`dead_letter`, and a message on `${google_pubsub_topic.workflow_dead_letters.name}`):
           it diverged (`DBOSUnexpectedStepError`) again after MAX_REPAIRS repairs. Its lineage is in
           `afterlife.dead_letters` and the fork ledger. Fix the code path that replays differently, then
-          `afterlife fork <workflowId>` by hand, or cancel it.
+          `afterlife-plane fork <workflowId>` by hand, or cancel it.
         - **A death notice dead-lettered** (`${google_pubsub_subscription.hold["executor_deaths_dead_letter"].name}`):
           executorDeath failed it ${var.executor_death_dead_letter.max_delivery_attempts} times (transient
-          errors only; poison is acked). Its `executorId` is an attribute: `afterlife recover <executorId>`
+          errors only; poison is acked). Its `executorId` is an attribute: `afterlife-plane recover <executorId>`
           once the cause (see the "recoveries retried" alert) is gone.
 
         Ack the held message (`gcloud pubsub subscriptions pull --auto-ack <hold subscription>`) when it is
@@ -282,7 +282,7 @@ locals {
            configuration), `reaper_skipped` on every run (another invocation holds the lease: a wedged
            instance; it expires after REAPER_LEASE_MS), or 403 in the request log (the scheduler account
            lost `roles/run.invoker`).
-        3. Meanwhile `afterlife reap` from a terminal runs the same passes once.
+        3. Meanwhile `afterlife-plane reap` from a terminal runs the same passes once.
 
         This policy never fires on a deployment whose reaper has not ticked once yet (no series to miss).
         ${local.alert_doc_footer}

@@ -21,7 +21,7 @@ output "db_users" {
 }
 
 output "database_grants_sql" {
-  description = "The Postgres grants the functions need, with this deployment's schema and user names: run it as the schema owner after `afterlife migrate` (docs/operations.md, \"Deploying to Google Cloud\", step 4)."
+  description = "The Postgres grants the functions need, with this deployment's schema and user names: run it as the schema owner after `afterlife-plane migrate` (docs/operations.md, \"Deploying to Google Cloud\", step 4)."
   value       = local.database_grants_sql
 }
 

@@ -135,8 +135,8 @@ resource "google_monitoring_alert_policy" "recovery_slo_burn" {
       death to its first step on another executor, fast enough to spend ${each.value.spends} of the
       ${var.recovery_slo.rolling_period_days}-day error budget in ${each.value.long}.
 
-      1. `afterlife status`: deaths of the last 24 h, p50/p95/max death → first step elsewhere, and the
-         slowest death; `afterlife timeline <executorId>` draws it: which stage took the time (declared
+      1. `afterlife-plane status`: deaths of the last 24 h, p50/p95/max death → first step elsewhere, and the
+         slowest death; `afterlife-plane timeline <executorId>` draws it: which stage took the time (declared
          late: detection, the reaper's ticks, AFTERLIFE_LIVENESS_LEASE_MS for lost hosts; notice late:
          Pub/Sub; first step late: no live executor of the version, a busy queue).
       2. Deaths by cause are on the dashboard's heatmap (label `cause`); SIGTERM deaths include the drain's

@@ -510,6 +510,9 @@ const SAMPLES: Record<string, string> = {
   // The lease must be at least two ticks (shared/config/bounds.ts): the defaults.
   REAPER_TICK_MS: '250',
   REAPER_LEASE_MS: '3000',
+  // The TTL must be at least two beats (packages/executor/src/contract/settings.ts): the defaults.
+  HEARTBEAT_INTERVAL_MS: '250',
+  HEARTBEAT_TTL_MS: '15000',
   // Empty: every floor holds (docs/configuration.md#floors).
   AFTERLIFE_ALLOW_BELOW_FLOOR: '',
 };

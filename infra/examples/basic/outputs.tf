@@ -9,7 +9,7 @@ output "db_users" {
 }
 
 output "database_grants_sql" {
-  description = "The Postgres grants to run as the schema owner after `afterlife migrate` (docs/operations.md, \"Deploying to Google Cloud\", step 4)."
+  description = "The Postgres grants to run as the schema owner after `afterlife-plane migrate` (docs/operations.md, \"Deploying to Google Cloud\", step 4)."
   value       = module.afterlife.database_grants_sql
 }
 
