@@ -52,14 +52,14 @@ describe('kit: the superseded sweep', () => {
 
   it('registration records a live incarnation it takes over, and no dead or drained one', async () => {
     await register('reg-live', 'a1');
-    expect(await register('reg-live', 'a2')).toEqual({ ours: true, superseded: 'a1' });
+    expect(await register('reg-live', 'a2')).toEqual({ ours: true, superseded: 'a1', supersededSession: null });
     // Registering again as the same incarnation keeps the record.
-    expect(await register('reg-live', 'a2')).toEqual({ ours: true, superseded: 'a1' });
+    expect(await register('reg-live', 'a2')).toEqual({ ours: true, superseded: 'a1', supersededSession: null });
     for (const state of ['dead', 'drained'] as const) {
       const id = `reg-${state}`;
       await register(id, 'b1');
       await setState(db, { applicationName: app, executorId: id, state, reason: 'sigterm', incarnation: 'b1' });
-      expect(await register(id, 'b2')).toEqual({ ours: true, superseded: null });
+      expect(await register(id, 'b2')).toEqual({ ours: true, superseded: null, supersededSession: null });
     }
   });
 
