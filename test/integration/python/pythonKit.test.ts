@@ -5,7 +5,7 @@ import { waitAllSuccess } from '../../helpers/agents.js';
 import { uniqueName, waitFor } from '../../helpers/db.js';
 import { startReaper, stepsStartedTwice } from '../../helpers/detection.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
-import { dbNow, firstStepAt, kitEnv, statuses } from '../../helpers/kit.js';
+import { dbNow, kitEnv, statuses } from '../../helpers/kit.js';
 import { type Plane, startPlane } from '../../helpers/plane.js';
 import { type PythonExecutor, pythonSkip, startPythonExecutor } from '../../helpers/pythonExecutor.js';
 import { testReaperDeps } from '../../helpers/reaper.js';
@@ -136,30 +136,34 @@ describe.skipIf(noPython)('the Python kit on DBOS for Python 2.30.0', () => {
     }
   }, 150_000);
 
-  it.skipIf(!emulatorHost)('SIGTERM: exits inside the grace and hands over at once; nothing ERROR or CANCELLED', async () => {
-    const victim = await py('py-term');
-    await py('py-term-survivor');
-    const ids = Array.from({ length: 4 }, (_, i) => `t-${i}`);
-    for (const id of ids) await victim.start(id, { steps: 4, stepMs: STEP_MS });
-    await stepStarted(plane, 'py-term', ids);
-    const wall0 = Date.now();
-    victim.kill('SIGTERM');
-    const exit = await victim.exited;
-    const exitMs = Date.now() - wall0;
-    expect(exit, victim.output.join('')).toEqual({ code: 0, signal: null });
-    expect(exitMs).toBeLessThanOrEqual(10_000);
-    const out = victim.output.join('');
-    const published = /"message": "death notice published".*"time": "([^"]+)"/.exec(out);
-    expect(published, out).not.toBeNull();
-    const noticeAt = Date.parse(published?.[1] ?? '');
-    const first = await firstStepElsewhere(plane, 'py-term', ids);
-    console.log(`[python SIGTERM] exit ${exitMs} ms after SIGTERM; first step elsewhere ${first - noticeAt} ms after the notice`);
-    expect(first - noticeAt).toBeLessThanOrEqual(1_000);
-    await waitAllSuccess(plane.tdb.sql, ids, 90_000);
-    expect(await statuses(plane.tdb.sql, ids)).toEqual({ SUCCESS: ids.length });
-    const audit = await plane.tdb.sql.query<{ reason: string }>(`SELECT reason FROM afterlife.recoveries WHERE executor_id = 'py-term'`);
-    expect(audit.rows.map((r) => r.reason)).toContain('sigterm');
-  }, 150_000);
+  it.skipIf(!emulatorHost)(
+    'SIGTERM: exits inside the grace and hands over at once; nothing ERROR or CANCELLED',
+    async () => {
+      const victim = await py('py-term');
+      await py('py-term-survivor');
+      const ids = Array.from({ length: 4 }, (_, i) => `t-${i}`);
+      for (const id of ids) await victim.start(id, { steps: 4, stepMs: STEP_MS });
+      await stepStarted(plane, 'py-term', ids);
+      const wall0 = Date.now();
+      victim.kill('SIGTERM');
+      const exit = await victim.exited;
+      const exitMs = Date.now() - wall0;
+      expect(exit, victim.output.join('')).toEqual({ code: 0, signal: null });
+      expect(exitMs).toBeLessThanOrEqual(10_000);
+      const out = victim.output.join('');
+      const published = /"message": "death notice published".*"time": "([^"]+)"/.exec(out);
+      expect(published, out).not.toBeNull();
+      const noticeAt = Date.parse(published?.[1] ?? '');
+      const first = await firstStepElsewhere(plane, 'py-term', ids);
+      console.log(`[python SIGTERM] exit ${exitMs} ms after SIGTERM; first step elsewhere ${first - noticeAt} ms after the notice`);
+      expect(first - noticeAt).toBeLessThanOrEqual(1_000);
+      await waitAllSuccess(plane.tdb.sql, ids, 90_000);
+      expect(await statuses(plane.tdb.sql, ids)).toEqual({ SUCCESS: ids.length });
+      const audit = await plane.tdb.sql.query<{ reason: string }>(`SELECT reason FROM afterlife.recoveries WHERE executor_id = 'py-term'`);
+      expect(audit.rows.map((r) => r.reason)).toContain('sigterm');
+    },
+    150_000,
+  );
 });
 
 describe.skipIf(noPython)('a Python app and a TypeScript app on one database', () => {
@@ -184,11 +188,24 @@ describe.skipIf(noPython)('a Python app and a TypeScript app on one database', (
     const pyReaper = startReaper(testReaperDeps(plane.rt));
     const tsReaper = startReaper(testReaperDeps(tsRt));
     try {
-      const pyVictim = await startPythonExecutor({ databaseUrl: plane.tdb.url, applicationName: pyApp, executorId: 'shared-1', env });
+      const pyVictim = await startPythonExecutor({
+        databaseUrl: plane.tdb.url,
+        applicationName: pyApp,
+        applicationVersion: 'py-v1',
+        executorId: 'shared-1',
+        env,
+      });
       started.push(pyVictim);
-      const pyLive = await startPythonExecutor({ databaseUrl: plane.tdb.url, applicationName: pyApp, executorId: 'py-2', env });
+      const pyLive = await startPythonExecutor({
+        databaseUrl: plane.tdb.url,
+        applicationName: pyApp,
+        applicationVersion: 'py-v1',
+        executorId: 'py-2',
+        env,
+      });
       started.push(pyLive);
-      // The same executor ID in both apps: the liveness key and the heartbeat are per application.
+      // The same executor ID in both apps: the liveness key and the heartbeat are per application (DBOS
+      // requires version names unique across the applications of one system database).
       const tsLive = await startExecutor({
         databaseUrl: plane.tdb.url,
         applicationName: tsApp,
@@ -214,7 +231,11 @@ describe.skipIf(noPython)('a Python app and a TypeScript app on one database', (
         await beating(a, id);
       await waitFor('both kits watched by their own plane', async () => {
         const py = pyVictim.output.join('');
-        return !/kit_unwatched/.test(py) && (await plane.tdb.sql.query(`SELECT 1 FROM afterlife.leases WHERE name = ANY($1)`, [[`reaper:${pyApp}`, `reaper:${tsApp}`]])).rowCount === 2;
+        return (
+          !/kit_unwatched/.test(py) &&
+          (await plane.tdb.sql.query(`SELECT 1 FROM afterlife.leases WHERE name = ANY($1)`, [[`reaper:${pyApp}`, `reaper:${tsApp}`]]))
+            .rowCount === 2
+        );
       });
       await pyLive.start('py-long', { steps: 1, stepMs: 8_000 });
       await tsLive.start('ts-long', { steps: 1, stepMs: 8_000 });
@@ -223,12 +244,11 @@ describe.skipIf(noPython)('a Python app and a TypeScript app on one database', (
       await stepStarted(plane, 'shared-1', ['py-k']);
       await stepStarted(plane, 'ts-2', ['ts-k']);
 
+      // Both deaths at once, each in its own application, an executor ID of the same name alive in the other.
       pyVictim.kill('SIGKILL');
-      await pyVictim.exited;
-      await waitAllSuccess(plane.tdb.sql, ['py-k'], 60_000);
       tsVictim.kill('SIGKILL');
-      await tsVictim.exited;
-      await waitAllSuccess(plane.tdb.sql, ['ts-k', 'py-long', 'ts-long'], 60_000);
+      await Promise.all([pyVictim.exited, tsVictim.exited]);
+      await waitAllSuccess(plane.tdb.sql, ['py-k', 'ts-k', 'py-long', 'ts-long'], 60_000);
 
       const rec = await plane.tdb.sql.query<{ application_name: string; executor_id: string }>(
         `SELECT application_name, executor_id FROM afterlife.recoveries ORDER BY 1, 2`,
