@@ -62,7 +62,8 @@ function find(): PythonToolchain | string {
 export function pythonSkip(what: string): boolean {
   const t = pythonToolchain();
   if (typeof t !== 'string') return false;
-  if (process.env.CI === 'true') throw new Error(`CI: the Python toolchain is required for ${what}: ${t}`);
+  if (process.env.CI === 'true' || process.env.AFTERLIFE_REQUIRE_PYTHON === '1')
+    throw new Error(`CI: the Python toolchain is required for ${what}: ${t}`);
   console.warn(`\n!!! SKIPPED: ${what}: no Python toolchain: ${t}\n!!! (CI fails here instead)\n`);
   return true;
 }
