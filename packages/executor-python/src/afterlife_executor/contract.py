@@ -348,7 +348,6 @@ HeartbeatValue = Parser(
 
 # ---------------------------------------------------------------------------------------------------- settings
 
-IntBounds = Tuple[int, int, int]  # min, max, default
 INT_SETTINGS: Dict[str, Tuple[int, int, int, str, Optional[str], Optional[str]]] = {
     # name: (min, max, default, unit, why below min, why above max)
     "HEARTBEAT_TTL_MS": (500, HEARTBEAT_BOUNDS["maxTtlMs"], 15_000, "ms", None,

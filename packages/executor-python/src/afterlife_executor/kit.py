@@ -122,6 +122,7 @@ class ExecutorKit:
         self._handing_over = False
         self._fenced = False
         self._fast_path = threading.Event()
+        self._second_signal: Optional[str] = None
         self._drain_started = False
         self.drained = threading.Event()
         self._lease_ms: Optional[int] = None
@@ -427,8 +428,10 @@ class ExecutorKit:
         Returns at once (a signal handler must); the drain runs on its own thread and ends the process. A
         second call skips the wait.
         """
+        # Nothing here writes to the log: a signal handler that writes to a stream the interrupted code was
+        # writing to raises a reentrant-call error. The drain thread says what happens.
         if self._terminating:
-            self.log.warn(f"second {sig}: fast path")
+            self._second_signal = sig
             self._fast_path.set()
             return
         self._terminating = True
@@ -451,9 +454,9 @@ class ExecutorKit:
         # Before anything can block: no new work is claimed from here on.
         if not was_drained:
             self.app.stop_intake()
-        self.log.notice(f"{sig}: draining", budgetMs=budget_ms, waitMs=wait_ms, event="executor_draining")
 
         def run() -> None:
+            self.log.notice(f"{sig}: draining", budgetMs=budget_ms, waitMs=wait_ms, event="executor_draining")
             # The beat keeps running (state draining) until close: a key that lapsed mid-drain would let the
             # reaper's heartbeat rule declare this working executor dead and run its steps a second time.
             announce = threading.Thread(target=lambda: (self.beat(), self.registry("draining", "sigterm", 2.0)),
@@ -461,6 +464,8 @@ class ExecutorKit:
             announce.start()
             if not was_drained:
                 idle = self.app.wait_idle(wait_ms / 1000.0, self._fast_path)
+                if self._second_signal:
+                    self.log.warn(f"second {self._second_signal}: fast path")
                 self.log.info("in-flight wait over", outcome="stopped" if idle else
                               ("fast" if self._fast_path.is_set() else "timeout"),
                               elapsedMs=int((time.monotonic() - received) * 1000))
