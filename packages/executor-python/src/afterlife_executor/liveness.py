@@ -36,6 +36,7 @@ RECONNECT_MIN_S = 0.1
 # Bounded: after a Postgres restart the lock must be back well within the reaper's settle time (10 s).
 RECONNECT_MAX_S = 5.0
 IDENTITY_EVERY = 5
+CLOSE_SLICE_S = 0.1
 KEEPALIVES = ("SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3; "
               "SET tcp_user_timeout = 10000; SET statement_timeout = 5000")
 
@@ -128,6 +129,12 @@ class LivenessLock:
             raise self.refused
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self._drop()
+
+    def _loop(self) -> None:
         backoff = RECONNECT_MIN_S
         next_check = time.monotonic()
         while not self._closed.is_set():
@@ -158,7 +165,8 @@ class LivenessLock:
                     continue
                 self._first_attempt.set()
             try:
-                wait = max(0.0, next_check - time.monotonic())
+                # Short slices: close() is noticed within one, and only this thread ever touches the connection.
+                wait = min(CLOSE_SLICE_S, max(0.0, next_check - time.monotonic()))
                 for n in self._conn.notifies(timeout=wait, stop_after=1):
                     self._notified(n.channel, n.payload)
                 if self._ask_now or time.monotonic() >= next_check:
@@ -281,17 +289,16 @@ class LivenessLock:
             except Exception:
                 pass
 
-    def close(self) -> None:
-        """Releases the lock by ending the session (a clean exit reads like any other: the lock is free)."""
+    def close(self, timeout_s: float = 0.5) -> None:
+        """Releases the lock by ending the session (a clean exit reads like any other: the lock is free).
+
+        The liveness thread closes its own connection (libpq's connection is not for two threads at once);
+        this waits for it, bounded: at process exit the socket closes anyway.
+        """
         self._closed.set()
-        conn = self._conn
         self.held = False
-        if conn is not None:
-            try:
-                # From another thread: closing the socket ends the session and wakes the waiting thread.
-                conn.pgconn.finish()
-            except Exception:
-                pass
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
 
 
 class _Fenced(Exception):
