@@ -98,7 +98,7 @@ describe.skipIf(noPython)('the Python kit on DBOS for Python 2.30.0', () => {
       const live = await py('py-live');
       await py('py-third');
       // A long step on a live instance, running through the whole test beside the death.
-      await live.start('long-1', { steps: 1, stepMs: 20_000 });
+      await live.start('long-1', { steps: 1, stepMs: 12_000 });
       const ids = ['k-1', 'k-2', 'k-3'];
       for (const id of ids) await victim.start(id, { steps: 3, stepMs: STEP_MS });
       await stepStarted(plane, 'py-victim', ids);

@@ -18,6 +18,7 @@ import { type PythonExecutor, pythonSkip, startPythonExecutor } from '../../help
  *   - watched-or-told: no plane guards its application, so it says so at WARNING naming the fix;
  *   - self-fencing: declared dead by someone else while alive, it exits 75 within about a second;
  *   - a planned drain request: intake stops, work finishes, the registry and the beat say `drained`;
+ *   - a second SIGTERM skips the in-flight wait and hands over at once;
  *   - the death notice on Cloud Run's path: project and access token from the metadata server (a FAKE one,
  *     the only thing faked), published over REST to the real emulator, recovered by the served executorDeath.
  */
@@ -123,6 +124,30 @@ describe.skipIf(noPython)("the Python kit's parts", () => {
     expect(beat.state).toBe('drained');
     // Drained with nothing left: it stays up, idle (exit only when work outlived the budget).
     expect(await Promise.race([e.exited.then(() => 'exited'), new Promise((r) => setTimeout(() => r('up'), 1_000))])).toBe('up');
+  }, 60_000);
+
+  it('a second SIGTERM skips the in-flight wait and hands over at once', async () => {
+    const e = await py('py-fast', kitEnv({ ttlMs: 15_000, topic, emulatorHost }));
+    await e.start('f-1', { steps: 3, stepMs: 3_000 });
+    await waitFor('the step runs', async () => {
+      const r = await plane.tdb.sql.query(`SELECT 1 FROM public.step_runs WHERE workflow_id = 'f-1'`);
+      return (r.rowCount ?? 0) > 0;
+    });
+    e.kill('SIGTERM');
+    await waitFor('the kit is draining', async () => /"event": "executor_draining"/.test(e.output.join('')), {
+      timeoutMs: 5_000,
+      intervalMs: 20,
+    });
+    const second = Date.now();
+    e.kill('SIGTERM');
+    const exit = await e.exited;
+    const ms = Date.now() - second;
+    expect(exit, e.output.join('')).toEqual({ code: 0, signal: null });
+    expect(e.output.join('')).toMatch(/second SIGTERM: fast path/);
+    console.log(`[python fast path] second SIGTERM → exit ${ms} ms`);
+    // The slow path would wait 6.5 s for the 3 s steps; the fast path leaves after the hand-over.
+    expect(ms).toBeLessThan(3_000);
+    if (emulatorHost) expect(e.output.join('')).toMatch(/"event": "death_notice_published"/);
   }, 60_000);
 
   it.skipIf(!emulatorHost)(
