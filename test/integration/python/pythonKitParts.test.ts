@@ -16,6 +16,7 @@ import { type PythonExecutor, pythonSkip, startPythonExecutor } from '../../help
  *   - what it records for doctor (kit facts: its version, DBOS's, the lease the server reports on its own
  *     liveness session, that recoveries may ask it to claim now) and its liveness session's name and lease;
  *   - watched-or-told: no plane guards its application, so it says so at WARNING naming the fix;
+ *   - DBOS's shared default executor ID `local` is refused (exit 78, naming the fix);
  *   - self-fencing: declared dead by someone else while alive, it exits 75 within about a second;
  *   - a planned drain request: intake stops, work finishes, the registry and the beat say `drained`;
  *   - a second SIGTERM skips the in-flight wait and hands over at once;
@@ -74,6 +75,12 @@ describe.skipIf(noPython)("the Python kit's parts", () => {
     await waitFor('the kit_unwatched warning', async () => /"event": "kit_unwatched"/.test(e.output.join('')), { timeoutMs: 25_000 });
     expect(e.output.join('')).toMatch(/"severity": "WARNING", "message": "no plane guards application/);
     expect(e.output.join('')).toMatch(/DBOS_APPLICATION_NAME=/);
+  }, 60_000);
+
+  it("refuses DBOS's shared default executor ID `local`: exits 78 naming the fix", async () => {
+    await expect(
+      startPythonExecutor({ databaseUrl: plane.tdb.url, applicationName: app, executorId: 'local', env: kitEnv({ ttlMs: 15_000 }) }),
+    ).rejects.toThrow(/exited before ready[\s\S]*shared default[\s\S]*DBOS__VMID[\s\S]*"exitCode": 78, "event": "kit_attach_failed"/);
   }, 60_000);
 
   it('declared dead by someone else while alive: exits 75 within about a second', async () => {
