@@ -47,7 +47,7 @@ export function heartbeatIndexKey(applicationName: string, prefix = 'afterlife')
   return `${prefix}:${applicationName}:hbidx`;
 }
 
-function indexMarkerKey(applicationName: string, prefix: string): string {
+export function indexMarkerKey(applicationName: string, prefix: string): string {
   return `${heartbeatIndexKey(applicationName, prefix)}:on`;
 }
 
@@ -65,8 +65,11 @@ export const MAX_INDEX_MEMBERS = 10_000;
 const PRUNE_LUA = `redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. (now + ${MAX_AHEAD_MS}), '+inf')`;
 
-/** KEYS: heartbeat key, index, marker. ARGV: value, TTL ms, executor ID. */
-const WRITE_LUA = `${NOW_MS_LUA}
+/**
+ * KEYS: heartbeat key, index, marker. ARGV: value, TTL ms, executor ID. Exported for the golden vectors
+ * (contract/vectors.json): every kit, in any language, writes a beat with exactly this script.
+ */
+export const WRITE_HEARTBEAT_LUA = `${NOW_MS_LUA}
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
 ${PRUNE_LUA}
@@ -137,7 +140,7 @@ export async function readHeartbeatKeys(redis: Redis, keys: string[]): Promise<B
 export async function writeHeartbeat(redis: Redis, value: HeartbeatValue, ttlMs: number, prefix = 'afterlife'): Promise<void> {
   const app = value.applicationName;
   await redis.eval(
-    WRITE_LUA,
+    WRITE_HEARTBEAT_LUA,
     3,
     heartbeatKey(app, value.executorId, prefix),
     heartbeatIndexKey(app, prefix),
