@@ -1,4 +1,4 @@
-import { dbosSupported, KIT_VERSION, kitCompatible, SUPPORTED_DBOS } from '../../packages/executor/src/version.js';
+import { dbosSupported, KIT_VERSION, kitCompatible, SUPPORTED_DBOS, SUPPORTED_DBOS_PYTHON } from '../../packages/executor/src/version.js';
 import { recordedKits, type RecordedKit } from '../db/doctor/kitFacts.js';
 import { NEWEST_TESTED_DBOS_MIGRATION, readDbosSchemaVersion, TESTED_DBOS_VERSIONS } from '../dbos/schemaGuard.js';
 import { capped, fail, pass, warn, type Check, type CheckResult } from './types.js';
@@ -29,16 +29,17 @@ export const versionsCheck: Check = {
 };
 
 const RANGE = `>=${SUPPORTED_DBOS.min} <${SUPPORTED_DBOS.below}`;
+const PY_RANGE = `dbos (Python) >=${SUPPORTED_DBOS_PYTHON.min} <${SUPPORTED_DBOS_PYTHON.below}`;
 
 function kitsVerdict(kits: RecordedKit[], schema: string): Verdict {
   const describe = (k: RecordedKit) =>
-    `executor ${k.executorId}: kit ${k.kitVersion ?? 'unrecorded'}, @dbos-inc/dbos-sdk ${k.dbosVersion ?? 'unrecorded'}`;
-  const badDbos = kits.filter((k) => k.dbosVersion !== undefined && !dbosSupported(k.dbosVersion));
+    `executor ${k.executorId}: kit ${k.kitVersion ?? 'unrecorded'}, ${k.dbosSdk === 'python' ? 'dbos (Python)' : '@dbos-inc/dbos-sdk'} ${k.dbosVersion ?? 'unrecorded'}`;
+  const badDbos = kits.filter((k) => k.dbosVersion !== undefined && !dbosSupported(k.dbosVersion, k.dbosSdk));
   const badKit = kits.filter((k) => k.kitVersion !== undefined && !kitCompatible(k.kitVersion));
   if (badDbos.length || badKit.length)
     return fail(
-      `${badDbos.length + badKit.length} live kit(s) outside the supported versions (DBOS ${RANGE}; kit ${KIT_VERSION.replace(/\.\d+$/, '.x')}, this plane's)`,
-      `run @dbos-inc/dbos-sdk ${RANGE} in the app, and the afterlife-executor release that matches this plane (${KIT_VERSION})`,
+      `${badDbos.length + badKit.length} live kit(s) outside the supported versions (DBOS ${RANGE}, ${PY_RANGE}; kit ${KIT_VERSION.replace(/\.\d+$/, '.x')}, this plane's)`,
+      `run @dbos-inc/dbos-sdk ${RANGE} (or ${PY_RANGE}) in the app, and the afterlife-executor release that matches this plane (${KIT_VERSION})`,
       capped([...badDbos, ...badKit.filter((k) => !badDbos.includes(k))].map(describe)),
     );
   const silent = kits.filter((k) => k.kitVersion === undefined || k.dbosVersion === undefined);
@@ -58,7 +59,9 @@ function kitsVerdict(kits: RecordedKit[], schema: string): Verdict {
       capped(unasked.map(describe)),
     );
   return pass(
-    kits.length ? `${schema}; ${kits.length} live kit(s), each kit ${KIT_VERSION.replace(/\.\d+$/, '.x')} on DBOS ${RANGE}` : schema,
+    kits.length
+      ? `${schema}; ${kits.length} live kit(s), each kit ${KIT_VERSION.replace(/\.\d+$/, '.x')} on DBOS ${RANGE} or ${PY_RANGE}`
+      : schema,
     capped(kits.map(describe)),
   );
 }

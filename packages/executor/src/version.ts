@@ -9,6 +9,16 @@ export const KIT_VERSION = '0.1.0';
 /** `@dbos-inc/dbos-sdk` versions the kit and the plane support: at least `min`, below `below`. */
 export const SUPPORTED_DBOS = { min: '5.2.11', below: '5.4.0' } as const;
 
+/**
+ * DBOS Transact for Python versions the Python kit (packages/executor-python) supports, as its
+ * pyproject.toml declares them: from 2.3.0 (the first that names its sessions, the system schema of
+ * TypeScript 5.3.0's shared migrations) below 3. Tested with 2.30.0.
+ */
+export const SUPPORTED_DBOS_PYTHON = { min: '2.3.0', below: '3.0.0' } as const;
+
+/** Which DBOS SDK a kit recorded it runs on (`dbosSdk` in its facts; the TypeScript kit records none). */
+export type DbosSdk = 'typescript' | 'python';
+
 /** Plain `major.minor.patch` (a pre-release tag is ignored); undefined when `v` is not one. */
 export function parseVersion(v: string): [number, number, number] | undefined {
   const m = /^(\d+)\.(\d+)\.(\d+)(?:[-+].*)?$/.exec(v.trim());
@@ -19,11 +29,12 @@ function compare(a: [number, number, number], b: [number, number, number]): numb
   return a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
 }
 
-/** Whether DBOS version `v` is in the supported range (false for anything unparsable). */
-export function dbosSupported(v: string): boolean {
+/** Whether DBOS version `v` of that SDK is in the supported range (false for anything unparsable). */
+export function dbosSupported(v: string, sdk: DbosSdk = 'typescript'): boolean {
+  const range = sdk === 'python' ? SUPPORTED_DBOS_PYTHON : SUPPORTED_DBOS;
   const p = parseVersion(v);
-  const min = parseVersion(SUPPORTED_DBOS.min);
-  const below = parseVersion(SUPPORTED_DBOS.below);
+  const min = parseVersion(range.min);
+  const below = parseVersion(range.below);
   return p !== undefined && min !== undefined && below !== undefined && compare(p, min) >= 0 && compare(p, below) < 0;
 }
 

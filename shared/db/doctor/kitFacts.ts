@@ -1,5 +1,6 @@
 import type { Db } from '../../../packages/executor/src/db/pool.js';
 import { ident } from '../../../packages/executor/src/contract/identifier.js';
+import type { DbosSdk } from '../../../packages/executor/src/version.js';
 
 /**
  * What a live kit of the application recorded about itself (migration 0016), for this incarnation only. Every
@@ -11,6 +12,8 @@ export interface RecordedKit {
   /** undefined: nothing recorded for this incarnation (a kit from before the column, or its write failed). */
   kitVersion: string | undefined;
   dbosVersion: string | undefined;
+  /** The SDK the kit runs on: the Python kit records `python`; the TypeScript kit records none. */
+  dbosSdk: DbosSdk;
   livenessLeaseMs: number | undefined;
   /** Whether recoveries can ask it to claim their work now; undefined from kits before the fact. */
   pollsOnRequest: boolean | undefined;
@@ -33,6 +36,7 @@ export async function recordedKits(db: Db, applicationName: string): Promise<Rec
     liveness: r.liveness,
     kitVersion: text(r.facts?.kitVersion),
     dbosVersion: text(r.facts?.dbosVersion),
+    dbosSdk: r.facts?.dbosSdk === 'python' ? 'python' : 'typescript',
     livenessLeaseMs: typeof r.facts?.livenessLeaseMs === 'number' ? r.facts.livenessLeaseMs : undefined,
     pollsOnRequest: typeof r.facts?.pollsOnRequest === 'boolean' ? r.facts.pollsOnRequest : undefined,
   }));
