@@ -65,7 +65,8 @@ export async function canSeeOtherSessions(db: Db): Promise<boolean> {
  * pooler that does not pass the client's name on). While one such session is open, "executor X has no
  * session" proves nothing about X: it may be that session's process.
  */
-export const UNATTRIBUTED_SESSION_NAMES: readonly string[] = ['dbos_transact', ''];
+export const DBOS_PYTHON_SESSION_NAME = 'dbos_transact';
+export const UNATTRIBUTED_SESSION_NAMES: readonly string[] = [DBOS_PYTHON_SESSION_NAME, ''];
 
 export interface UnattributedSessions {
   /** The stored application_name ('' for none). */

@@ -5,7 +5,7 @@ import type { Budget } from '../lifecycle/deadline.js';
 import { type Beat, judgeKit, type RuleSettings, streakIsDeath } from './deathRule.js';
 import { type Acting, actOnDeaths, type Death } from './declareDead.js';
 import { type Beats, type LockEvidence, readBeats } from './evidence.js';
-import { type Census, unattributedCensus } from './unattributed.js';
+import { type Census, reportUnattributed, unattributedCensus } from './unattributed.js';
 import { type FleetTick, forgetDeclared, keepView, readLocksWatched, watchedObservations, watchFleet } from './fleetView.js';
 import { lockedRowsFreed } from './lockedRows.js';
 import { observations, type Observations } from './observe.js';
@@ -77,7 +77,9 @@ export async function deadExecutorsPass(
   const candidates = [...versions.keys()];
   const result = emptyResult(candidates.length);
   // Sessions that name no executor are looked for even before such an executor owns work (unattributed.ts).
-  const census = await unattributedCensus(deps, state, { now: false, log: deps.logger.child({ pass: 'dead', tick: ctx.tick }) });
+  const census = await unattributedCensus(deps, state, { now: false });
+  if (census && 'sessions' in census)
+    reportUnattributed(deps, census.sessions, { blocking: false, log: deps.logger.child({ pass: 'dead', tick: ctx.tick }) });
   if (candidates.length === 0) {
     keepView(state, fleet);
     return result;
@@ -326,11 +328,12 @@ async function judgeWithoutKit(p: Pass, w: Witnesses, census: Census | undefined
     unknown('REAPER_SESSION_EVIDENCE=none', 'sessions_unknown');
     return;
   }
-  const seen = census ?? (await unattributedCensus(deps, p.state, { now: true, log }));
+  const seen = census ?? (await unattributedCensus(deps, p.state, { now: true }));
   if (seen === undefined || 'invisible' in seen) {
     unknown("this database role cannot see other roles' sessions (needs pg_read_all_stats)", 'sessions_unknown');
   } else if (seen.sessions.length > 0) {
-    // A session naming the executor is still life; the others are unknown (the census logged the fix).
+    // A session naming the executor is still life; the others are unknown, and the WARNING names the fix.
+    reportUnattributed(deps, seen.sessions, { blocking: true, log });
     const withSessions = await executorsWithSessions(deps.db, noKit);
     for (const id of withSessions) p.alive.add(id);
     await p.seen.present([...withSessions], 'sessions');

@@ -62,6 +62,13 @@ export async function orphanedVersionsPass(
     return live;
   }
   const rows = await findOrphanedEnqueued(db, app, { liveVersions: [...live], graceMs, limit: ORPHANED_BATCH });
+  // A process whose sessions name nobody (DBOS for Python's `dbos_transact`) may run any of these versions.
+  const anon = rows.length > 0 ? (await unattributedSessions(db))[0] : undefined;
+  if (anon !== undefined) {
+    const skipped = `${anon.sessions} session(s) named ${JSON.stringify(anon.name)} name no executor: which versions run is unknown`;
+    log.warn('live versions unknown: orphaned versions not judged this tick', { reason: skipped, candidates: rows.length });
+    return { skipped };
+  }
   const byVersion = groupBy(rows, (r) => r.applicationVersion);
   const result: OrphanedPassResult = {
     found: rows.length,
@@ -175,10 +182,6 @@ async function liveVersions(deps: ReaperDeps): Promise<Set<string> | { skipped: 
     // A key proves a live writer, but an unreadable value hides which version it runs.
     const [unknown] = live.unreadable;
     if (unknown !== undefined) return { skipped: `heartbeat of ${unknown} is unreadable: its version is unknown` };
-    // A process whose sessions name nobody (DBOS for Python's `dbos_transact`) may run any version.
-    const [anon] = await unattributedSessions(deps.db);
-    if (anon !== undefined)
-      return { skipped: `${anon.sessions} session(s) named ${JSON.stringify(anon.name)} name no executor: which versions run is unknown` };
     return live.versions;
   } catch (err) {
     return { skipped: `redis unreachable: ${errorMessage(err)}` };

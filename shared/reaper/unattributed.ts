@@ -1,4 +1,4 @@
-import { canSeeOtherSessions, unattributedSessions, type UnattributedSessions } from '../dbos/reaper.js';
+import { canSeeOtherSessions, DBOS_PYTHON_SESSION_NAME, unattributedSessions, type UnattributedSessions } from '../dbos/reaper.js';
 import { LogThrottle } from '../../packages/executor/src/executor/throttle.js';
 import type { ReaperDeps, ReaperState } from './types.js';
 
@@ -22,27 +22,35 @@ export type Census = { sessions: UnattributedSessions[] } | { invisible: true };
 
 /**
  * The sessions that name nobody, read now when `now` is set (an executor without the kit is being judged this
- * tick), else at most every CENSUS_EVERY_MS; undefined when not due or not needed. Logs the WARNING.
+ * tick), else at most every CENSUS_EVERY_MS; undefined when not due or not needed.
  */
-export async function unattributedCensus(
-  deps: ReaperDeps,
-  state: ReaperState,
-  o: { now: boolean; log: ReaperDeps['logger'] },
-): Promise<Census | undefined> {
+export async function unattributedCensus(deps: ReaperDeps, state: ReaperState, o: { now: boolean }): Promise<Census | undefined> {
   if (deps.config.reaper.sessionEvidence === 'none') return undefined;
   const at = deps.clock();
   if (!o.now && state.unattributedCheckedAt !== undefined && at - state.unattributedCheckedAt < CENSUS_EVERY_MS) return undefined;
   state.unattributedCheckedAt = at;
   if (!(await canSeeOtherSessions(deps.db))) return { invisible: true };
-  const sessions = await unattributedSessions(deps.db);
-  if (sessions.length > 0 && reports.pass(`${deps.config.applicationName}\0${sessions.map((s) => s.name).join('\0')}`).log)
-    o.log.warn(
-      'sessions that name no executor are open in this database: executors without the kit cannot be judged, and are never declared dead',
-      {
-        event: 'sessions_unattributed',
-        sessions: sessions.map((s) => ({ applicationName: s.name, count: s.sessions, users: s.users, clients: s.clients })),
-        fix: UNATTRIBUTED_FIX,
-      },
-    );
-  return { sessions };
+  return { sessions: await unattributedSessions(deps.db) };
+}
+
+/**
+ * The WARNING: always for DBOS for Python's own `dbos_transact` (such a process is there whether or not it
+ * owns work yet); for sessions with no name (any tool may open one) only when they stop an executor without
+ * the kit from being judged (`blocking`).
+ */
+export function reportUnattributed(
+  deps: ReaperDeps,
+  sessions: UnattributedSessions[],
+  o: { blocking: boolean; log: ReaperDeps['logger'] },
+): void {
+  const worth = o.blocking ? sessions : sessions.filter((s) => s.name === DBOS_PYTHON_SESSION_NAME);
+  if (worth.length === 0 || !reports.pass(`${deps.config.applicationName}\0${worth.map((s) => s.name).join('\0')}`).log) return;
+  o.log.warn(
+    'sessions that name no executor are open in this database: executors without the kit cannot be judged, and are never declared dead',
+    {
+      event: 'sessions_unattributed',
+      sessions: worth.map((s) => ({ applicationName: s.name, count: s.sessions, users: s.users, clients: s.clients })),
+      fix: UNATTRIBUTED_FIX,
+    },
+  );
 }

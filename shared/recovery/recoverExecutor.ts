@@ -328,6 +328,7 @@ async function liveVersions(
     const unserved = pending.flatMap((p) =>
       p.applicationVersion !== null && !versions.has(p.applicationVersion) ? [p.applicationVersion] : [],
     );
+    if (unserved.length === 0) return versions;
     const sessions = await sessionVersions(deps.db, unserved, dead);
     if (sessions.unattributed) return undefined;
     for (const v of sessions.versions) versions.add(v);
