@@ -1,7 +1,7 @@
 /** Plain-text tables and durations for terminal output. */
 
 // C0 and C1 controls, DEL, line/paragraph separators and bidi overrides/isolates: what a terminal acts on
-// instead of printing. IDs come from anyone who can write an executor_id or publish a notice (issue 23).
+// instead of printing. IDs come from anyone who can write an executor_id or publish a notice.
 
 const UNSAFE_IN_LINE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
 

@@ -172,8 +172,8 @@ export const StatusOutput = z.strictObject({
   }),
   /**
    * Applications with live kits in this database that no plane guards (no reaper tick lately), this one
-   * included when nothing ticks for it either: their deaths are not recovered. Absent in output from before
-   * issue 27.
+   * included when nothing ticks for it either: their deaths are not recovered. Absent in output of older
+   * planes.
    */
   unguarded: z
     .array(z.strictObject({ applicationName: z.string(), kits: z.number().int().positive(), executorIds: z.array(z.string()) }))

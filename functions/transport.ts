@@ -90,7 +90,7 @@ const tooLarge = (what: string, max: number) => new BodyRefusedError(`${what} la
 
 /**
  * functions-framework's body parsers inflate a compressed body up to 1024 MB before any handler runs (a
- * 0.6 MB gzip of zeros is 600 MiB in memory: issue 23). Before they read a byte: a declared length past
+ * 0.6 MB gzip of zeros is 600 MiB in memory). Before they read a byte: a declared length past
  * MAX_BODY_BYTES is a 413, and an identity body without a declared length a 411 (nothing to bound it by).
  * A compressed body is counted twice as the parser pipes it through its decompressor — the bytes read and
  * the bytes inflated, each stopped at MAX_INFLATED_BYTES with a 413 (the decompressor is destroyed, so

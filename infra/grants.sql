@@ -9,7 +9,7 @@ DO $$ BEGIN CREATE ROLE "${drain_role}" NOLOGIN; EXCEPTION WHEN duplicate_object
 -- DBOS's tables. drain only reads them (progress reports). executorDeath re-enqueues (UPDATE) and, for
 -- orphaned versions, forks, cancels and rewinds through DBOS's client; the reaper does the same for
 -- diverged and stuck workflows, and runs retention, which deletes completed workflows: DELETE on every
--- table for the reaper only. executorDeath deletes no workflow (issue 30: its role ran `afterlife-plane retention`
+-- table for the reaper only. executorDeath deletes no workflow (its role ran `afterlife-plane retention`
 -- and deleted 14): a rewind in place (DBOS 5.3's rewindWorkflow, system_database.js) deletes the history
 -- recorded from the cut on — steps, events and their history, stream close markers, messages, the output —
 -- hence DELETE on those tables for it and on no other (never workflow_status or workflow_input). Taken back
@@ -58,7 +58,7 @@ BEGIN
   END LOOP;
 END $$;
 
--- afterlife's own tables, per table (issue 23; docs/threat-model.md): drain writes only drain requests;
+-- afterlife's own tables, per table (docs/threat-model.md): drain writes only drain requests;
 -- only executorDeath and the reaper write the registry and the audit, only the reaper its lease, the
 -- observations and the stuck-workflow records; nobody but the owner writes migrations. Every grant of an
 -- earlier version of this file is taken back first, so re-running it narrows an existing deployment.
@@ -68,13 +68,13 @@ REVOKE ALL ON ALL TABLES IN SCHEMA "${afterlife_schema}" FROM "${executor_death_
 ALTER DEFAULT PRIVILEGES IN SCHEMA "${afterlife_schema}" REVOKE ALL ON TABLES FROM "${executor_death_role}", "${reaper_role}", "${drain_role}";
 GRANT SELECT ON ALL TABLES IN SCHEMA "${afterlife_schema}" TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "${afterlife_schema}" TO "${executor_death_role}", "${reaper_role}", "${drain_role}";
--- drain names the target, the budget and itself; the date is the insert's own now() (issue 30: a request
+-- drain names the target, the budget and itself; the date is the insert's own now() (a request
 -- dated `infinity` drained every later executor of its version), and migration 0015 bounds the rest.
 GRANT INSERT (application_name, executor_id, application_version, budget_ms, requested_by) ON "${afterlife_schema}".drain_requests TO "${drain_role}";
 GRANT INSERT, UPDATE ON "${afterlife_schema}".executors, "${afterlife_schema}".recoveries, "${afterlife_schema}".recovery_batches,
   "${afterlife_schema}".forks, "${afterlife_schema}".dead_letters, "${afterlife_schema}".rewinds TO "${executor_death_role}";
 GRANT DELETE ON "${afterlife_schema}".forks TO "${executor_death_role}";
--- Recovery timelines (issue 29): a recovery opens or joins one, and deletes the one it opened when the death
+-- Recovery timelines: a recovery opens or joins one, and deletes the one it opened when the death
 -- turns out a false alarm; both functions recover.
 GRANT INSERT, UPDATE, DELETE ON "${afterlife_schema}".timelines TO "${executor_death_role}", "${reaper_role}";
 GRANT INSERT, UPDATE, DELETE ON "${afterlife_schema}".executors, "${afterlife_schema}".recoveries, "${afterlife_schema}".recovery_batches,
@@ -84,7 +84,7 @@ GRANT INSERT, UPDATE, DELETE ON "${afterlife_schema}".executors, "${afterlife_sc
 GRANT DELETE ON "${afterlife_schema}".drain_requests TO "${reaper_role}";
 -- Retention's round and last pass (docs/retention.md): the reaper runs the pass.
 GRANT INSERT, UPDATE ON "${afterlife_schema}".retention_state TO "${reaper_role}";
--- Redis's identity as the reaper last saw it (issue 30): whether Redis lost its keys; only the reaper judges.
+-- Redis's identity as the reaper last saw it: whether Redis lost its keys; only the reaper judges.
 GRANT INSERT, UPDATE ON "${afterlife_schema}".redis_witness TO "${reaper_role}";
 -- Tables a later migration adds: readable by all three; who writes them is decided here, per table.
 ALTER DEFAULT PRIVILEGES IN SCHEMA "${afterlife_schema}" GRANT SELECT ON TABLES TO "${executor_death_role}", "${reaper_role}", "${drain_role}";

@@ -67,7 +67,7 @@ function render(r: RetentionOutput): string {
       lines.push(
         `would delete: ${r.wouldDelete.slice(0, 50).map(inline).join(', ')}${r.wouldDelete.length > 50 ? `, … (${r.wouldDelete.length} listed in --json)` : ''}`,
       );
-    // Workflow IDs are the app's strings: a newline in one must not forge a line of this output (issue 30).
+    // Workflow IDs are the app's strings: a newline in one must not forge a line of this output.
     if (r.timedOutWorkflows.length) lines.push(`would cancel: ${r.timedOutWorkflows.map(inline).join(', ')}`);
   } else {
     lines.push(

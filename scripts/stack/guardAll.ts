@@ -11,7 +11,7 @@ import { startScheduler, type Scheduler } from './scheduler.js';
 
 /**
  * `npm start` guards every application whose kits register in its database, whatever DBOS calls it, so a
- * developer sets no application name anywhere (issue 27). A deployed plane guards one application (every
+ * developer sets no application name anywhere. A deployed plane guards one application (every
  * statement it runs is scoped by that name: its lease, its observations, its Redis keys, DBOS's rows with a
  * NULL name), and the local stack keeps that unit rather than threading a wildcard through the plane: for
  * each application it runs that application's own executorDeath, reaper and drain, exactly as Terraform

@@ -262,7 +262,7 @@ export const CONFIG_KEYS: readonly string[] = KEYS;
 export const DEPRECATED_CONFIG_NAMES: Readonly<Record<string, keyof Parsed>> = { MAX_FORKS: 'MAX_REPAIRS' };
 
 /**
- * Other names of a variable, read as it (issue 27): DBOS's own name for the application name (DBOS reads
+ * Other names of a variable, read as it: DBOS's own name for the application name (DBOS reads
  * `DBOS_APP_NAME` in DBOS Cloud, and apps set `DBOSConfig.name` from it), so one setting names the app for
  * DBOS, its kit and the plane that guards it. Two different values are an error naming both.
  */

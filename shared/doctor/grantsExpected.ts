@@ -23,7 +23,7 @@ export interface RoleNeeds {
 }
 
 export const ROLE_NEEDS: Record<FunctionRole, RoleNeeds> = {
-  // executorDeath deletes no workflow (issue 30): DELETE only where a rewind in place removes history.
+  // executorDeath deletes no workflow: DELETE only where a rewind in place removes history.
   executor_death: {
     dbosTables: ['SELECT', I, U],
     dbosWrites: pairs(

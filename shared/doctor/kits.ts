@@ -6,7 +6,7 @@ import { fail, pass, warn, type Check } from './types.js';
 /**
  * Kits registered and watched: every application kits registered under in this database must be one a
  * ticking plane guards. A kit under a name no plane guards (DBOS's configured name differs from the plane's
- * DBOS_APPLICATION_NAME) dies unrecovered and nothing else says why (issue 27).
+ * DBOS_APPLICATION_NAME) dies unrecovered and nothing else says why.
  */
 export const kitsCheck: Check = {
   id: 'kits',

@@ -8,7 +8,7 @@ import { missingGrants } from './missingGrants.js';
  * A function checks its own database role at start (shared/runtime.ts): every table of DBOS's schema,
  * including ones DBOS or the app's data source created after infra/grants.sql ran, and afterlife's. What is
  * missing is one WARNING naming the grants and the fix, at start, instead of a repair refused much later
- * with `permission denied` (issue 27: a stuck workflow left CANCELLED because dbos.transaction_completion was
+ * with `permission denied` (a stuck workflow left CANCELLED because dbos.transaction_completion was
  * unreadable). Never fatal: the function still serves what its grants allow.
  */
 const SHOWN = 12;

@@ -6,7 +6,7 @@ import { capped, fail, pass, type Check } from './types.js';
 /**
  * A pooler in transaction mode between a kit and Postgres: the kit's lock lands on a pooled server session
  * that other clients then use, so it outlives the kit (a SIGKILLed executor stays undeclared while the pool
- * is busy, issue 27). The server shows it: the backend holding the lock carries another client's
+ * is busy). The server shows it: the backend holding the lock carries another client's
  * application_name (PgBouncer sets each client's on the server session it hands out), or holds several kits'
  * liveness locks at once.
  */

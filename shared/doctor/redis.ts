@@ -5,7 +5,7 @@ import { fail, pass, warn, type Check } from './types.js';
 
 /**
  * Redis reachable, and not reset since the plane last read it: Redis's own identity (run_id) against the one
- * the plane recorded at that reading (redis_witness, issue 30), its uptime against the time since that reading,
+ * the plane recorded at that reading (redis_witness), its uptime against the time since that reading,
  * and the reaper's sentinel key (SET NX at the same reading, no TTL). Another run_id, a Redis up for less
  * time than since that reading, or the sentinel gone means it restarted or its keys were flushed, and every
  * heartbeat absence proves nothing until the plane reads it again (shared/reaper/evidence.ts). A plane reads

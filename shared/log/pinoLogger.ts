@@ -12,7 +12,7 @@ import { type ConsoleLoggerOptions, type Fields, type Logger, maskSecrets, plain
 /**
  * The recovery plane's console logger: pino (docs/logging.md, "Why pino") writing the same Cloud Logging
  * lines as the kit's hand-written consoleLogger (packages/executor/src/log.ts), which must carry no pino into
- * an app (issue 28). Same fields in the same order, the same insertId sequence, the same masking;
+ * an app. Same fields in the same order, the same insertId sequence, the same masking;
  * test/unit/cloudLogging.test.ts compares the two line for line, and both with Google's own configuration.
  */
 

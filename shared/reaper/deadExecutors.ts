@@ -28,7 +28,7 @@ const resetReports = new LogThrottle(10_000);
 
 /**
  * How long a kit's liveness lock may stay free while Redis cannot judge its heartbeat (unreachable, or its
- * keys lost so lately that an absence is no evidence yet) before the lock alone decides (issue 30). The
+ * keys lost so lately that an absence is no evidence yet) before the lock alone decides. The
  * lease (8 s by default) already ends a frozen or lost process's session; a kit that lost only its session
  * takes its lock back within a second. So a lock free this long is a dead process, whatever Redis says;
  * declared with a WARNING naming why Redis could not judge. Bound: this plus two ticks after the lock freed.
@@ -276,7 +276,7 @@ async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
 /**
  * Kits whose lock is free while Redis cannot judge their heartbeat (unreachable, or its keys lost too lately
  * for an absence to count): the lock alone decides once it has been free REDIS_BLIND_FALLBACK_MS, with a
- * WARNING naming why Redis could not judge (issue 30). Never "never": a client that deletes the reaper's
+ * WARNING naming why Redis could not judge. Never "never": a client that deletes the reaper's
  * sentinel every tick, or a Redis that stays down, delays a death by this bound, not for ever.
  */
 async function judgeBlind(p: Pass, w: Witnesses, blind: string[]): Promise<void> {

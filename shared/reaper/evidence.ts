@@ -41,7 +41,7 @@ export function sentinelKey(applicationName: string, prefix = 'afterlife'): stri
  * One round trip: the sentinel (SET NX: created means the keys were flushed), Redis's identity (INFO
  * server: run_id and uptime, which no client can write), and every candidate's key within the bounds a kit
  * writes (shared contract: at most maxValueBytes read per key). Then Redis's identity is kept in Postgres,
- * which decides how long Redis has kept its keys (issue 30).
+ * which decides how long Redis has kept its keys.
  */
 export async function readBeats(deps: ReaperDeps, ids: string[], o: { kitsStartedAt?: number } = {}): Promise<Beats | { skipped: string }> {
   if (!deps.redis) return { skipped: 'REDIS_URL is not set' };
@@ -80,7 +80,7 @@ export async function readBeats(deps: ReaperDeps, ids: string[], o: { kitsStarte
   // say); one up for longer than a restart explains is just the first the reaper sees (nothing to say).
   // Unless every candidate's kit started after this Redis did (`kitsStartedAt`, the registry's): then each
   // key they ever wrote is in this Redis and nothing was lost — a fresh `npm start`, Redis and kits both
-  // new (issue 27 saw the false WARNING there). Unknown start times keep the cautious reading.
+  // new. Unknown start times keep the cautious reading.
   const redisStartedAt = now - identity.uptimeMs;
   const keysPredateRedis = o.kitsStartedAt === undefined || o.kitsStartedAt < redisStartedAt;
   const change =

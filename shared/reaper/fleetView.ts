@@ -7,7 +7,7 @@ import type { ReaperDeps, ReaperState } from './types.js';
 
 /**
  * What one invocation remembers of the fleet between ticks, so a tick reads what changed rather than every
- * executor (issue 31: at 100 executors a tick read ~5 pages and wrote a row lock per executor, four times
+ * executor (at 100 executors a tick read ~5 pages and wrote a row lock per executor, four times
  * a second, and the liveness join's cost grew with the fleet).
  *
  * - **Registry**: the live rows, then each tick only rows written since (migration 0017's stamp, fleetWatch
@@ -30,7 +30,7 @@ import type { ReaperDeps, ReaperState } from './types.js';
  *   (another reaper may have ticked since) is dropped, and the next tick is full.
  *
  * The first tick of an invocation (and any tick after a failed pass, or a view older than the lease) is a
- * full tick: every live row, every lock, every heartbeat, every present — the reading before issue 31.
+ * full tick: every live row, every lock, every heartbeat, every present.
  */
 export interface FleetView {
   /** When this view was last brought up to date (reaper clock, epoch ms). */
@@ -47,7 +47,7 @@ export interface FleetView {
   slicedAt?: number;
 }
 
-/** Every remembered holder is also read the old way at least this often (a slice of them each second). */
+/** Every remembered holder is also read in full (readLocks) at least this often (a slice of them each second). */
 export const FULL_CHECK_EVERY_MS = 10_000;
 const SLICE_EVERY_MS = 1_000;
 

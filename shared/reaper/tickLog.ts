@@ -5,8 +5,8 @@ import type { TickResult } from './types.js';
  * What the reaper says about its ticks: a tick that did something (declared, recovered, repaired,
  * reported, or failed) gets its own `reaper_tick` line at the level it deserves; every tick, eventful or
  * quiet, is counted into one `reaper_ticks` line a minute (and one at the end of the invocation) with the
- * counts and the slowest tick. Four quiet ticks a second used to print four lines a second (~260 MB a day
- * in Cloud Logging); now an idle reaper prints one summary a minute, and the "reaper is not ticking"
+ * counts and the slowest tick. A line per quiet tick would be four a second (~260 MB a day in Cloud
+ * Logging); an idle reaper prints one summary a minute, and the "reaper is not ticking"
  * alert counts those summaries (infra/monitoring.tf).
  */
 

@@ -4,7 +4,7 @@ import { type UnguardedApplication, unguardedApplications } from '../db/queries/
 import type { ReaperDeps, ReaperState } from './types.js';
 
 /**
- * Kits registered in this database under an application no plane guards (issue 27): their deaths are
+ * Kits registered in this database under an application no plane guards: their deaths are
  * never recovered, silently, unless someone says so. The reaper says so (`unguarded_application`, a
  * WARNING with a log-based metric and an alert), `afterlife status` shows it, and the kit warns on its side.
  * "Guarded" is a reaper lease of that application that recorded a tick lately, so two planes sharing a

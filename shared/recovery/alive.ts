@@ -24,9 +24,9 @@ import { waitReady } from '../../packages/executor/src/lock/redis.js';
  *   writes (packages/executor/src/contract/heartbeatBounds.ts) saying `alive`, and only while it is **fresh** (younger than two of
  *   its writer's intervals, the reaper's own staleness bound) when the kit's lock is what proves life: a
  *   SIGKILLed kit's last beat lives out its TTL (15 s) but stops being evidence half a second after the
- *   kill (issue 30). For a kit that holds no lock (`livenessTracked` false) the heartbeat is the only
+ *   kill. For a kit that holds no lock (`livenessTracked` false) the heartbeat is the only
  *   witness, so a present key still counts until it expires. The notice is itself the sender's evidence,
- *   and a key anyone with the Redis URL can write must not hold a recovery off for ever (issue 23): the
+ *   and a key anyone with the Redis URL can write must not hold a recovery off for ever: the
  *   caller redelivers such a notice rather than dropping it.
  * - `'refuse'` (an operator's terminal): only evidence of death goes ahead, Redis read and no key there or
  *   one saying `drained`. Redis unreadable (Memorystore is VPC-only, so a laptop often cannot see it), a

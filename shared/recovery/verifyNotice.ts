@@ -5,7 +5,7 @@ import { type AliveDeps, isAlive } from './alive.js';
 /**
  * A death notice is a claim: anyone who may publish on `executor-deaths` (every executor's service account)
  * can name any executor with any reason and any evidence fields. Before it moves anything, the plane checks
- * it against its own records and its own reading of the evidence (issue 23):
+ * it against its own records and its own reading of the evidence:
  *
  * - an executor with no registry row and no PENDING workflow is unknown: a lookup, acked, nothing written;
  * - otherwise evidence of life refuses it, by the rule `afterlife recover` shares (alive.ts), with a
@@ -45,7 +45,7 @@ export async function verifyNotice(deps: AliveDeps, notice: DeathNotice): Promis
   }
   if (life.alive === true && life.witness === 'heartbeat') {
     // Doubt, not proof: a beat goes stale (or its key expires) once the process is gone, so the notice is
-    // redelivered and judged again then, never dropped (issue 30).
+    // redelivered and judged again then, never dropped.
     const why = life.fresh
       ? `its beat is fresh (${life.ageMs ?? '?'} ms old)`
       : 'its heartbeat key is still there and its kit holds no liveness lock (the key is the only witness until it expires)';

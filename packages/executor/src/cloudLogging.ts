@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
  * a `stack_trace` plus `serviceContext` (what Error Reporting groups on), the labels, a monotonic
  * `logging.googleapis.com/insertId` so lines of one millisecond keep their order, and `message` last.
  *
- * Written by hand (issue 28): the kit runs inside the user's app and may add only a few packages to it, so it
+ * Written by hand: the kit runs inside the user's app and may add only a few packages to it, so it
  * carries no pino. The recovery plane logs through pino with the same layout (shared/log/pinoLogger.ts);
  * test/unit/cloudLogging.test.ts holds the two, and Google's own configuration, to the same lines.
  */

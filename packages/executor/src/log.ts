@@ -5,7 +5,7 @@ import { cloudLine, type CloudLoggingOptions, fieldsJson, serializeError, type S
  * The Logger every module takes through its deps: Cloud Logging's JSON lines on stdout (cloudLogging.ts) in
  * production, an in-memory sink in tests (`memoryLogger`). Callers log `(message, fields)`; the fields a
  * log-based metric counts on (`event`) are ordinary fields. The kit's `consoleLogger` is written by hand
- * (no pino in an app's tree, issue 28); the plane's functions log the same lines through pino
+ * (no pino in an app's tree); the plane's functions log the same lines through pino
  * (shared/log/pinoLogger.ts).
  */
 export type { Severity } from './cloudLogging.js';

@@ -1,6 +1,6 @@
 /**
  * The kit's own version and the DBOS versions it supports, as the kit records them at registration and the
- * plane's doctor checks them (issue 27). Kept equal to packages/executor/package.json's `version` and its
+ * plane's doctor checks them. Kept equal to packages/executor/package.json's `version` and its
  * `@dbos-inc/dbos-sdk` peer range by test/unit/kitVersion.test.ts: a constant, because the kit is built
  * into several layouts (the root build, the package's own) where a relative path to package.json differs.
  */

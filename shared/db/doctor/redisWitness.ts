@@ -2,7 +2,7 @@ import type { Db } from '../../../packages/executor/src/db/pool.js';
 import { ident } from '../../../packages/executor/src/contract/identifier.js';
 
 /**
- * Redis's identity as the plane last read it (migration 0014, issue 30): its run_id, when that reading was and
+ * Redis's identity as the plane last read it (migration 0014): its run_id, when that reading was and
  * how long ago on the server's clock (doctor's own clock may be skewed from it).
  */
 export async function readRedisWitness(

@@ -1,4 +1,4 @@
--- Recovery timelines (issue 29): one row per death, opened by the statement that starts its first recovery
+-- Recovery timelines: one row per death, opened by the statement that starts its first recovery
 -- (shared/db/queries/recoveries.ts, so recording it costs the recovery no round trip) and closed once by
 -- the reaper when every moved workflow has started elsewhere, or a bound passes (shared/timeline).
 -- Append-only.

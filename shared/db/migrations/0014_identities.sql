@@ -1,4 +1,4 @@
--- Identities that cannot be borrowed (issue 30).
+-- Identities that cannot be borrowed.
 --
 -- The liveness holder: a backend pid is reused once its session ends, so the kit's session is recorded by
 -- pid, role and start time together (the statement that takes the lock writes all three). A lock held by

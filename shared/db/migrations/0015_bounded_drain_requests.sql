@@ -1,4 +1,4 @@
--- Drain requests say only what the drain function writes (issue 30). The drain role could insert a request
+-- Drain requests say only what the drain function writes. The drain role could insert a request
 -- dated `infinity`: every later executor of that version drained at start, and the 90-day prune never
 -- removed the row. infra/grants.sql now lets that role name only the columns the function writes (the date
 -- is always the insert's now()); this bounds the rest: a finite date, the function's budget range (1 s to

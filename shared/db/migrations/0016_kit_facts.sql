@@ -1,4 +1,4 @@
--- What each kit says about itself at registration (issue 27), for `afterlife-plane doctor`: its own version,
+-- What each kit says about itself at registration, for `afterlife-plane doctor`: its own version,
 -- the version of DBOS the app launched, and the lease the server has in force on its liveness session
 -- (idle_session_timeout as that session reports it, read back after the kit set it). One JSON value with the
 -- incarnation it describes, so a later process under the same executor ID never inherits an earlier one's.
@@ -6,7 +6,7 @@
 ALTER TABLE :SCHEMA:.executors ADD COLUMN kit_facts jsonb;
 
 -- A kit that refused to attach because its liveness connection is not one Postgres session (a transaction-
--- or statement-mode pooler, issue 27): it exits without registering, so this row is how doctor's pooler
+-- or statement-mode pooler): it exits without registering, so this row is how doctor's pooler
 -- check can name it. Written by the kit through its ordinary pool (one statement, which a pooler passes);
 -- bounded: the kit's insert drops its application's rows older than 7 days.
 CREATE TABLE :SCHEMA:.kit_refusals (

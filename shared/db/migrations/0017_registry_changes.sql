@@ -1,4 +1,4 @@
--- Which registry rows changed, without reading them all (issue 31). The reaper ticks four times a second and
+-- Which registry rows changed, without reading them all. The reaper ticks four times a second and
 -- read every live executor's row each tick: at a thousand executors, a thousand rows a tick for rows that
 -- change a few times in a process's life (its registration, its lock's holder, its state). Every write now
 -- stamps the row with the writing transaction's ID (pg_current_xact_id: any role may call it, so the kits'

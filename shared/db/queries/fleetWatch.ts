@@ -4,7 +4,7 @@ import { ident } from '../../../packages/executor/src/contract/identifier.js';
 import { BACKENDS_SQL, LIVENESS_KEY_SQL } from '../../../packages/executor/src/contract/livenessKey.js';
 
 /**
- * The reaper's cheap per-tick reads of a fleet it already knows (issue 31): the registry rows written since
+ * The reaper's cheap per-tick reads of a fleet it already knows: the registry rows written since
  * its last read, and whether the liveness locks it last saw held by their kits' sessions still are. Both
  * return what changed, not the fleet, so a quiet tick costs the same at ten executors or a thousand.
  * shared/reaper/fleetView.ts says how the reaper uses them and why no death can hide from them.

@@ -35,7 +35,7 @@ const SAID = `EXCLUDED.cause IN ('sigterm', 'drain', 'manual') AND t.cause IN ('
  * The recovery audit: one row per death, finished with its outcome and counts. A notice that repeats a
  * death already recorded — the registry says this incarnation is dead, a row about it was written since
  * the incarnation started, and nothing of the executor is PENDING — writes no row and gets that row's ID
- * (`duplicate`): 1,000 notices about one known dead executor wrote 1,000 rows (issue 30). Rows to move
+ * (`duplicate`): 1,000 notices about one known dead executor wrote 1,000 rows. Rows to move
  * make it a new attempt, audited on its own. A notice naming an incarnation that is not the registry's
  * (one it never knew, or one a newer process replaced), with nothing of the executor PENDING, is no new death
  * either: it writes no row and says so (`unknownIncarnation`), or anyone who can publish a notice could grow

@@ -3,7 +3,7 @@ import { ident } from '../../../packages/executor/src/contract/identifier.js';
 
 /**
  * Redis's identity as the reaper sees it each tick (INFO server: run_id, uptime), kept in Postgres
- * (migration 0014, issue 30): whether Redis lost its keys is decided from what only the server can say,
+ * (migration 0014): whether Redis lost its keys is decided from what only the server can say,
  * never from a key any client with the Redis URL can write. One statement a tick:
  *
  * - first sighting: Redis has kept its keys since it started (now − uptime);

@@ -58,7 +58,7 @@ export function held(s: string, a: string): string {
           SELECT 1 FROM up JOIN ${s}.workflow_status r ON r.workflow_uuid = up.id
            WHERE (up.parent IS NULL AND ${unsettled(s, a, 'r')})
               -- The walk stopped at its bound with an ancestor still above: the root is unknown, so kept
-              -- (issue 30: completed descendants more than 50 levels below a running root were deleted).
+              -- (completed descendants more than 50 levels below a running root were deleted).
               OR (up.depth >= ${ANCESTOR_WALK} AND up.parent IS NOT NULL)))
     OR (ws.was_forked_from AND EXISTS (
           WITH RECURSIVE down(id, depth) AS (

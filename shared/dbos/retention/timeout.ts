@@ -16,7 +16,7 @@ import { appScope, NOW_MS } from '../../../packages/executor/src/dbos/sql.js';
  * version (READ COMMITTED), so one that completed meanwhile keeps its outcome. Two differences from
  * DBOS's statement, both narrower: rows already terminal (CANCELLED, MAX_RECOVERY_ATTEMPTS_EXCEEDED as
  * well as SUCCESS, ERROR) are left alone, so their completed_at is not rewritten; and the roots and their
- * descendants are this app's (DBOS's client cancels whatever IDs it is given; issue 30: another application's
+ * descendants are this app's (DBOS's client cancels whatever IDs it is given; another application's
  * minute-old child of a timed-out root was cancelled with it).
  */
 export interface TimedOut {

@@ -238,7 +238,7 @@ def fence_check_sql(afterlife_schema: str) -> str:
            FROM {s}.recoveries r JOIN {s}.recovery_batches b ON b.recovery_id = r.id
           WHERE r.application_name = $1 AND r.executor_id = $2 AND r.started_at >= $3 AND cardinality(b.workflow_ids) > 0
             -- A recovery about another incarnation of the ID (an earlier process, superseded or dead) moved
-            -- that one's work, not this process's: it fences nobody here (issue 30).
+            -- that one's work, not this process's: it fences nobody here.
             AND ($4::text IS NULL OR r.incarnation IS NULL OR r.incarnation = $4)
           GROUP BY r.id ORDER BY r.started_at LIMIT 1
        ) m ON true"""

@@ -1,6 +1,6 @@
 /**
  * What "a plane guards application X in this database" means, to the kit (`kit.watched`) and the plane alike
- * (issue 27): the reaper of each plane keeps a lease row named `reaper:<X>` in afterlife's `leases` table and
+ *: the reaper of each plane keeps a lease row named `reaper:<X>` in afterlife's `leases` table and
  * records there the last tick it completed (`last_tick_at`, database clock). A row stays after its plane
  * stops; only its age says whether anyone still guards X.
  */

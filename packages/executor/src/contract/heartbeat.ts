@@ -10,7 +10,7 @@ import { type Infer, integer, object, oneOf, optional, string } from './parse.js
  * by when their key expires (Redis's clock), written in the same script as the key, and a marker
  * `afterlife:{app}:hbidx:on` (no TTL) saying the app's kits maintain it. Readers that want every heartbeat
  * of an app read the index instead of SCANning a keyspace the app may share (a SCAN cost 136 ms with 100k
- * unrelated keys, 409 ms with 300k: issue 13). The key stays the evidence: a member whose key is gone
+ * unrelated keys, 409 ms with 300k). The key stays the evidence: a member whose key is gone
  * reads as absent, and members past their expiry are pruned on every write and read.
  */
 export const HeartbeatValue = object({
@@ -56,7 +56,7 @@ const NOW_MS_LUA = `local t = redis.call('TIME'); local now = tonumber(t[1]) * 1
 
 /**
  * A member may expire at most this far ahead (a kit's largest TTL): one scored further out was not written
- * by a kit (anyone with the Redis URL can ZADD), and is pruned with the expired ones (issue 23).
+ * by a kit (anyone with the Redis URL can ZADD), and is pruned with the expired ones.
  */
 const MAX_AHEAD_MS = HEARTBEAT_BOUNDS.maxTtlMs;
 /** More live members than any fleet has: the index is flooded, and its reading is no evidence. */
@@ -78,7 +78,7 @@ return 1`;
 
 /**
  * One key's value only when it is a string of at most `maxValueBytes` (STRLEN first, so an oversized value
- * never leaves Redis): the value, or -1 for one too long or of another type, or false when absent. Issue 30:
+ * never leaves Redis): the value, or -1 for one too long or of another type, or false when absent:
  * anyone with the Redis URL can write 16 KB (or 512 MB) into a key a reader GETs.
  */
 const BOUNDED_GET_LUA = `local function boundedGet(k)
@@ -191,7 +191,7 @@ export async function readHeartbeat(redis: Redis, key: string): Promise<Heartbea
 
 /**
  * All heartbeats of an app, by executor ID: the index's members and their keys in one script, bounded in
- * bytes (HEARTBEAT_BOUNDS.maxValueBytes a value, maxReadBytes in all; issue 30). Before any
+ * bytes (HEARTBEAT_BOUNDS.maxValueBytes a value, maxReadBytes in all). Before any
  * kit of the app has written the index (kits older than the index), it falls back to SCAN, never KEYS:
  * Memorystore is shared. A fleet mixing old and new kits is read through the index once a new kit beat,
  * so upgrade the kits before relying on it (README).

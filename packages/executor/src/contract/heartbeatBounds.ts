@@ -1,7 +1,7 @@
 import type { HeartbeatReading, HeartbeatValue } from './heartbeat.js';
 
 /**
- * What a well-behaved kit writes, as limits (issue 23). Anyone holding the shared Redis URL can write a
+ * What a well-behaved kit writes, as limits. Anyone holding the shared Redis URL can write a
  * heartbeat key, so a reading counts as evidence only inside these bounds; anything else is "no evidence"
  * (as if the key were absent), never "alive forever": a value with no TTL, an unreadable value, a TTL or
  * interval no kit sets, a beat from the future.
@@ -15,7 +15,7 @@ export const HEARTBEAT_BOUNDS = {
   maxClockSkewMs: 60_000,
   /**
    * The largest value a reader takes from one heartbeat key (a kit's is about 300 bytes): a longer one is
-   * not read at all — Redis answers its length, not its bytes — and is no evidence (issue 30).
+   * not read at all — Redis answers its length, not its bytes — and is no evidence.
    */
   maxValueBytes: 4_096,
   /** What one read of a whole app's heartbeats may bring back (values and IDs): more is a flooded index, no evidence. */

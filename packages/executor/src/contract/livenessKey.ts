@@ -14,9 +14,9 @@ import { ident } from './identifier.js';
  * Holder: anyone who can connect can take any advisory lock, so the lock counts as held only by the session
  * the kit registered in `executors.liveness_pid` (written by that session in the statement that takes the
  * lock), and only while that pid is still that session: a pid is reused once its backend ends, so the
- * backend's role and start time must match what the kit recorded too (sameHolderSql, issue 30). Held by any other backend — a squatter, a stale session of an earlier incarnation — it is reported
- * (`squatted`) and read as free: a stranger can no longer make a dead executor look alive. Kits from before
- * incarnations (registry `incarnation` NULL) still hold the two-int4 `hashtext` lock and are read as before.
+ * backend's role and start time must match what the kit recorded too (sameHolderSql). Held by any other backend — a squatter, a stale session of an earlier incarnation — it is reported
+ * (`squatted`) and read as free: a stranger cannot make a dead executor look alive. Kits that record no
+ * incarnation (registry `incarnation` NULL) hold the two-int4 `hashtext` lock, and are read by it.
  */
 export const LIVENESS_KEY_SQL = {
   /** bigint expression over an application name and an executor ID (SQL expressions). */
@@ -34,7 +34,7 @@ export const LEGACY_LIVENESS_KEY_SQL = {
  * Every backend's pid, role and start (pg_stat_activity's pid, usesysid, backend_start, with the same
  * visibility: the start is NULL for another role's session unless the reader has pg_read_all_stats) through
  * the per-backend accessors, which build three values a backend instead of pg_stat_activity's whole row:
- * 0.26 ms against 1.8 ms over 1,000 backends (PostgreSQL 15, this project's micro-measurement, issue 31).
+ * 0.26 ms against 1.8 ms over 1,000 backends (PostgreSQL 15, this project's micro-measurement).
  */
 export const BACKENDS_SQL = `SELECT pg_stat_get_backend_pid(b) AS pid, pg_stat_get_backend_userid(b) AS usesysid,
         pg_stat_get_backend_start(b) AS backend_start FROM pg_stat_get_backend_idset() b`;

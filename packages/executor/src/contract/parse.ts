@@ -1,5 +1,5 @@
 /**
- * The contract's validation, hand-written (issue 28): zod is 8.4 MB installed, more than the rest of the kit's
+ * The contract's validation, hand-written: zod is 8.4 MB installed, more than the rest of the kit's
  * dependencies together, and the kit only needs to check a few small JSON shapes (the death notice, the
  * heartbeat value, the fence answer). These parsers behave as the zod schemas they replace did: unknown
  * fields are dropped, a missing or wrong field is refused with an issue naming its path, and `safeParse`

@@ -7,7 +7,7 @@ import { PEM_CERTIFICATE_RE } from './redisTls.js';
 /**
  * The settings both the kit (in the app) and the plane (the functions, the CLI) read, parsed here and only
  * here: one parser, one set of bounds, one message per refusal. A value one side accepted and the other
- * refused (or read differently) is how a live executor ran with a beat the reaper judged stale (issue 28):
+ * refused (or read differently) is how a live executor ran with a beat the reaper judged stale:
  * a heartbeat TTL past what the reaper counts as a kit's, an interval past what it reads as fresh. The
  * plane's zod schema and the kit's env reader both call `parseSetting`; test/unit/contractSettings.test.ts
  * walks every entry through both and checks the refusals are the same text.

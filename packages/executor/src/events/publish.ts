@@ -3,7 +3,7 @@ import { array, object, string } from '../contract/parse.js';
 
 /**
  * Publishing without the Pub/Sub client library: the kit's path. `@google-cloud/pubsub` adds ~134 packages and
- * ~66 MB to an app (measured, issue 24) to send one small message at shutdown; Pub/Sub's REST `publish` is one
+ * ~66 MB to an app (measured) to send one small message at shutdown; Pub/Sub's REST `publish` is one
  * POST. The recovery plane keeps the client (publisher.ts); both meet in the `Publisher` interface.
  */
 export interface Publisher {

@@ -5,7 +5,7 @@ import { KIT_VERSION } from '../version.js';
 import { launchedDbosVersion } from './dbosVersion.js';
 
 /**
- * Records what the plane's doctor checks about this kit on its registry row (issue 27): the kit's version,
+ * Records what the plane's doctor checks about this kit on its registry row: the kit's version,
  * the DBOS the app launched, and the lease the server has in force on the liveness session — once attached,
  * and again whenever the liveness session reconnects (a new session may inherit another lease). Never in
  * the way: a failed write is one line, and a schema from before migration 0016 one WARNING naming the fix.

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 
 /**
  * `require` as this module sees it, for reading DBOS's CommonJS module cache and resolving the SDK from the
- * kit's own directory (dbosInternals.ts). The kit is a dual package (issue 28): this file is the ES module
+ * kit's own directory (dbosInternals.ts). The kit is a dual package: this file is the ES module
  * build's; `ownRequire-cjs.cts` replaces it in the CommonJS build (tshy's dialect switch), where
  * `import.meta` is a syntax error and `require` is already there.
  */

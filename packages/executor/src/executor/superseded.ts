@@ -4,7 +4,7 @@ import type { Logger } from '../log.js';
 import type { KitTrouble } from './throttle.js';
 
 /**
- * The superseded sweep (issue 30). When this process registered, the registry said another process with
+ * The superseded sweep. When this process registered, the registry said another process with
  * this executor ID was live (a duplicated env, an overlapping restart): this one superseded it, and its kit
  * exits. DBOS's launch recovery here re-enqueued that process's PENDING work, but the other process, live
  * until its kit saw the registry, may have claimed some of it back (DBOS polls every second, and the kit

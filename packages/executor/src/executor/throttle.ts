@@ -2,7 +2,7 @@ import type { Logger } from '../log.js';
 
 /**
  * At most one log line per key per window: a kit that cannot reach its database or finds afterlife's
- * schema missing must say so clearly without flooding the app's log (issue 19: 446 lines in 28 s). The
+ * schema missing must say so clearly without flooding the app's log (446 lines in 28 s). The
  * first occurrence is logged at once; later ones in the window are counted and the count rides on the next
  * line that is let through.
  */

@@ -5,7 +5,7 @@ import type { Logger } from '../log.js';
 import type { KitTrouble } from './throttle.js';
 
 /**
- * Whether a plane guards this kit's application in its database (issue 27): a kit registered under a name
+ * Whether a plane guards this kit's application in its database: a kit registered under a name
  * no plane guards has its deaths left unrecovered, and before this nothing said so on either side. The
  * kit reads the reapers' lease rows (contract/guard.ts) every `WATCH_CHECK_EVERY_MS` on its own small pool
  * (one statement; no connection is held between checks) and, while no plane guards its application, logs

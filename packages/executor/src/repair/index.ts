@@ -1,5 +1,5 @@
 /**
- * `afterlife-executor/repair` (issue 28: in the kit's dual package, so CommonJS and ESM apps install and import
+ * `afterlife-executor/repair` (in the kit's dual package, so CommonJS and ESM apps install and import
  * it; the root package's `afterlife-plane/repair` exports it too): what app code
  * needs to live with afterlife's repairs of diverged workflows. `getResultWithRepair(client, id)` awaits a
  * result through a rewind or a fork, `readStreamWithRepair` reads a stream on through a rewind, and

@@ -37,7 +37,7 @@ const table = (db: Db) => `${ident(db.afterlifeSchema)}.executors`;
  * Taking the row from an incarnation the registry still says is alive or draining records it as superseded
  * (migration 0014's columns: its incarnation and liveness holder, and when): that process was live a moment
  * ago, and whatever PENDING work it claimed after this process's DBOS launch recovery is left under the
- * shared ID when it stops (issue 30; the kit's superseded sweep, executor/superseded.ts, moves it). A
+ * shared ID when it stops (the kit's superseded sweep, executor/superseded.ts, moves it). A
  * takeover of a dead or drained incarnation clears the record: nothing of that one is live to claim more.
  */
 export interface Registration {

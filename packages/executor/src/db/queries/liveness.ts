@@ -26,7 +26,7 @@ export async function readLiveness(db: Db, applicationName: string, executorIds:
   // took ~70 ms for 200 executors, the joins ~9 ms against ~4.5 ms for "any holder" without the check
   // (test/integration/executor/liveness.test.ts prints it). The backends are joined too, by pid (a hash
   // join), not asked per lock: an EXISTS over the materialized list scanned every backend for every lock,
-  // O(locks × backends), which at 1,000 executors was most of an invocation's first tick (issue 31).
+  // O(locks × backends), which at 1,000 executors was most of an invocation's first tick.
   const k = LIVENESS_KEY_SQL.key('$1::text', 'id');
   const res = await db.query<{ held: string[] | null; squatted: string[] | null; up_ms: string }>(
     `WITH l AS MATERIALIZED (
@@ -83,7 +83,7 @@ export function fenceCheckQuery(
            FROM ${s}.recoveries r JOIN ${s}.recovery_batches b ON b.recovery_id = r.id
           WHERE r.application_name = $1 AND r.executor_id = $2 AND r.started_at >= $3 AND cardinality(b.workflow_ids) > 0
             -- A recovery about another incarnation of the ID (an earlier process, superseded or dead) moved
-            -- that one's work, not this process's: it fences nobody here (issue 30).
+            -- that one's work, not this process's: it fences nobody here.
             AND ($4::text IS NULL OR r.incarnation IS NULL OR r.incarnation = $4)
           GROUP BY r.id ORDER BY r.started_at LIMIT 1
        ) m ON true`,
