@@ -2,7 +2,7 @@
  * afterlife's JSON log lines made for a person: one line per event (time, function, level, message, the
  * few fields that matter), coloured where the terminal supports it; or the raw JSON lines, each carrying
  * `severity` and `event`, for scripts (`--json`, LOG_FORMAT=json). Used by `npm start`, `npm run demo` and
- * `afterlife logs`. No dependency: pino-pretty prints every field of a line, and a reaper line has thirty.
+ * `afterlife-plane logs`. No dependency: pino-pretty prints every field of a line, and a reaper line has thirty.
  */
 import { inline } from './format.js';
 

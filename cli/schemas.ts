@@ -69,7 +69,7 @@ export const TimelineFields = z.strictObject({
   closedBecause: z.enum(['all-started', 'nothing-moved', 'bound']).nullable(),
 });
 
-/** `afterlife timeline <executorId | recovery number>`. */
+/** `afterlife-plane timeline <executorId | recovery number>`. */
 export const TimelineOutput = z.strictObject({
   command: z.literal('timeline'),
   applicationName: z.string(),
@@ -186,7 +186,7 @@ export const StatusOutput = z.strictObject({
 });
 export type StatusOutput = z.infer<typeof StatusOutput>;
 
-/** `afterlife retention [--dry-run]`: one pass with the configured policy. */
+/** `afterlife-plane retention [--dry-run]`: one pass with the configured policy. */
 export const RetentionOutput = z.strictObject({
   command: z.literal('retention'),
   applicationName: z.string(),
@@ -328,7 +328,7 @@ export const ReapOutput = z.strictObject({
 });
 export type ReapOutput = z.infer<typeof ReapOutput>;
 
-/** `afterlife doctor`: every check of the chain (shared/doctor), in order; exit 1 on any FAIL. */
+/** `afterlife-plane doctor`: every check of the chain (shared/doctor), in order; exit 1 on any FAIL. */
 export const DoctorOutput = z.strictObject({
   command: z.literal('doctor'),
   applicationName: z.string(),

@@ -10,7 +10,7 @@
  * exec-C finishes everything. A timeline is printed until every workflow is SUCCESS.
  *
  * Where a part is missing from the build (no reaper target, an app without the kit), the demo publishes
- * the death notice itself, as `afterlife recover` would, and says so in the timeline.
+ * the death notice itself, as `afterlife-plane recover` would, and says so in the timeline.
  *
  *   DEMO_WORKFLOWS (20)  DEMO_STEPS (5)  DEMO_STEP_MS (4000)  DEMO_TIMEOUT_S (240)
  *   HEARTBEAT_TTL_MS (3000 here)  plus everything `npm start` reads

@@ -5,7 +5,7 @@ import type { DoctorOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
 
 /**
- * `afterlife doctor`: the whole chain of a deployment checked from outside, read-only — a plane ticking for
+ * `afterlife-plane doctor`: the whole chain of a deployment checked from outside, read-only — a plane ticking for
  * the application, the kits it watches, DBOS's version, the functions' grants, the liveness sessions and a
  * pooler in front of them, the app role's idle-transaction limit, Redis, the recommended index, and the
  * settings the plane and the kits disagree on. Each PASS/WARN/FAIL with its fix and doc section (the checks
@@ -36,7 +36,7 @@ export async function doctor(ctx: CliContext, o: { rolePrefix: string }): Promis
  */
 function render(out: DoctorOutput): string {
   const width = Math.max(...out.checks.map((c) => c.id.length));
-  const lines = [`afterlife doctor: application "${inline(out.applicationName)}"`, ''];
+  const lines = [`afterlife-plane doctor: application "${inline(out.applicationName)}"`, ''];
   for (const c of out.checks) {
     lines.push(`${c.status.padEnd(4)}  ${c.id.padEnd(width)}  ${inline(c.summary)}`);
     for (const d of c.details) lines.push(`${' '.repeat(width + 8)}- ${inline(d)}`);

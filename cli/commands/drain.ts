@@ -6,7 +6,7 @@ import type { DrainOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
 
 /**
- * `afterlife drain --version V [--wait] [--timeout-s S]`: writes drain requests for every executor of V
+ * `afterlife-plane drain --version V [--wait] [--timeout-s S]`: writes drain requests for every executor of V
  * (the kit picks them up on its next beat, drains, and publishes a death notice for what is left) and
  * reports progress; with --wait it follows until every executor is drained or dead and nothing of V is
  * PENDING, printing progress on stderr. A wait that times out exits 1 with the last progress.

@@ -7,7 +7,7 @@ import type { ForkOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
 
 /**
- * `afterlife fork <workflowId> [--from-step N]`: the same bounded, deterministic fork the reaper makes of
+ * `afterlife-plane fork <workflowId> [--from-step N]`: the same bounded, deterministic fork the reaper makes of
  * a diverged workflow (ID `<root>-fork-<n>`, at most MAX_REPAIRS per lineage, then a dead letter), from the
  * first divergent step or from an earlier step N. A workflow that did not diverge is refused: afterlife
  * never forks an ordinary ERROR.

@@ -2,7 +2,7 @@ import { createInterface } from 'node:readline';
 import { type LogFilter, logFormat, render, wantsColour } from '../logLines.js';
 
 /**
- * `afterlife logs`: JSON log lines on stdin (`npm start -- --json | afterlife logs --executor exec-A`, a
+ * `afterlife-plane logs`: JSON log lines on stdin (`npm start -- --json | afterlife-plane logs --executor exec-A`, a
  * file saved from Logs Explorer as JSON lines) printed one readable line each, only those about the
  * executor and/or workflow asked for. Ends with its input.
  */

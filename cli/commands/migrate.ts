@@ -7,7 +7,7 @@ import type { MigrateOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
 
 /**
- * `afterlife migrate [--dbos]`: applies afterlife's own migrations (idempotent, under an advisory lock).
+ * `afterlife-plane migrate [--dbos]`: applies afterlife's own migrations (idempotent, under an advisory lock).
  * With --dbos it first creates or upgrades DBOS's system schema through DBOS itself — once, before any
  * executor launches, because concurrent DBOS launches race on a fresh database. With --indexes it then
  * builds the opt-in indexes on DBOS's tables (shared/db/migrations/optin/): CONCURRENTLY, so DBOS keeps

@@ -7,7 +7,7 @@ import type { ReapOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
 
 /**
- * `afterlife reap [--dry-run] [--ticks N]`: the reaper's own invocation (single-flight lease, then N
+ * `afterlife-plane reap [--dry-run] [--ticks N]`: the reaper's own invocation (single-flight lease, then N
  * ticks REAPER_TICK_MS apart: dead executors, stuck and diverged workflows), from a terminal. Death needs
  * evidence on two ticks, so the default is 2. --dry-run lists what it would do and changes nothing. When
  * the deployed reaper holds the lease, this is skipped (exit 0, said so).

@@ -11,7 +11,7 @@ import type { RecoverOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
 
 /**
- * `afterlife recover <executorId> [--dry-run] [--force]`: the same recovery executorDeath runs (lock or
+ * `afterlife-plane recover <executorId> [--dry-run] [--force]`: the same recovery executorDeath runs (lock or
  * degraded → mark dead → DBOS's recovery statement in batches → audit), from an operator's terminal.
  * Refuses an executor that holds its liveness lock or whose heartbeat is fresh unless --force: recovering
  * live work runs steps twice.

@@ -8,7 +8,7 @@ import type { RetentionOutput } from '../schemas.js';
 import type { CommandResult } from './types.js';
 
 /**
- * `afterlife retention [--dry-run] [--budget-s S]`: one retention pass with the configured policy
+ * `afterlife-plane retention [--dry-run] [--budget-s S]`: one retention pass with the configured policy
  * (RETENTION_MAX_COMPLETED, RETENTION_MAX_AGE_MS, WORKFLOW_GLOBAL_TIMEOUT_MS), run to the end or the
  * budget (default 15 min; a later run continues the round). The same pass the reaper runs a slice of
  * each second, safe beside it. --dry-run lists what would go and changes nothing.

@@ -20,7 +20,7 @@ import { DIVERGED_LIMIT, render } from './statusText.js';
 import type { CommandResult } from './types.js';
 
 /**
- * `afterlife status`: every executor afterlife knows of (heartbeats, the registry, and owners of PENDING
+ * `afterlife-plane status`: every executor afterlife knows of (heartbeats, the registry, and owners of PENDING
  * rows), with state, version, heartbeat age, PENDING count and oldest activity; stuck and diverged counts;
  * the latest recoveries. Read-only.
  */

@@ -3,7 +3,7 @@ import type { StatusOutput } from '../schemas.js';
 import { renderRecoveryTimes } from './recoveryTimes.js';
 
 /**
- * `afterlife status` as a person reads it: the executors' table, the workflow counts, stranded versions,
+ * `afterlife-plane status` as a person reads it: the executors' table, the workflow counts, stranded versions,
  * retention and the latest recoveries. Apart from status.ts, which gathers what this shows.
  */
 
@@ -11,7 +11,7 @@ import { renderRecoveryTimes } from './recoveryTimes.js';
 export const DIVERGED_LIMIT = 1_000;
 
 export function render(s: StatusOutput): string {
-  const lines = [`afterlife status — application ${s.applicationName} — ${s.generatedAt} — redis ${s.redis}`, ''];
+  const lines = [`afterlife-plane status — application ${s.applicationName} — ${s.generatedAt} — redis ${s.redis}`, ''];
   lines.push(
     ...unguarded(s),
     ...executors(s),

@@ -9,8 +9,8 @@ import { renderTimeline } from './timelineText.js';
 import type { CommandResult } from './types.js';
 
 /**
- * `afterlife timeline <executorId | recovery number>`: one death drawn as its stages and the gaps between
- * them. An all-digit argument is a recovery's audit number (`afterlife status` lists them), unless no
+ * `afterlife-plane timeline <executorId | recovery number>`: one death drawn as its stages and the gaps between
+ * them. An all-digit argument is a recovery's audit number (`afterlife-plane status` lists them), unless no
  * recovery has it and an executor of that name died. Read-only.
  */
 export async function timeline(ctx: CliContext, target: string): Promise<CommandResult<TimelineOutput>> {

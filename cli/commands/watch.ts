@@ -3,7 +3,7 @@ import type { CommandResult } from './types.js';
 import { errorMessage } from '../../packages/executor/src/errors.js';
 
 /**
- * `afterlife status --watch`: the status again every interval until Ctrl-C. On a terminal the table is
+ * `afterlife-plane status --watch`: the status again every interval until Ctrl-C. On a terminal the table is
  * redrawn in place (cursor home, clear below); elsewhere each refresh follows the last; with --json one
  * JSON document per line. A failed refresh is shown and the next one tried.
  */

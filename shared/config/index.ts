@@ -396,7 +396,7 @@ function databaseOf(e: Parsed): Config['database'] {
     : { kind: 'url', url: e.DATABASE_URL ?? '', ...pool };
 }
 
-/** For logs and `afterlife status`: the config with secrets and credentials in URLs masked. */
+/** For logs and `afterlife-plane status`: the config with secrets and credentials in URLs masked. */
 export function redactedConfig(config: Config): Record<string, unknown> {
   const maskUrl = (u: string) => {
     const url = new URL(u);

@@ -82,7 +82,7 @@ async function appliedCount(db: Db, schema: string, migrations: Migration[]): Pr
   }
 }
 
-/** The names of the migrations applied to `afterlifeSchema`, oldest first (`afterlife migrate` reports them). */
+/** The names of the migrations applied to `afterlifeSchema`, oldest first (`afterlife-plane migrate` reports them). */
 export async function appliedMigrationNames(db: Db, afterlifeSchema: string): Promise<string[]> {
   const current = await db.query<{ name: string }>(`SELECT name FROM ${ident(afterlifeSchema)}.migrations ORDER BY id`);
   return current.rows.map((r) => r.name);

@@ -2,7 +2,7 @@ import { DBOS } from '@dbos-inc/dbos-sdk';
 
 /**
  * Creates or upgrades DBOS's system schema through DBOS itself (`DBOS.migrate`), for the local stack and
- * `afterlife migrate --dbos`. Run it once before executors launch: DBOS has no advisory lock around its
+ * `afterlife-plane migrate --dbos`. Run it once before executors launch: DBOS has no advisory lock around its
  * migrations and concurrent launches on a fresh database fail. DBOS announces the migration with
  * console.log; that goes to stderr here, because stdout carries our own output (JSON with --json).
  */

@@ -47,7 +47,7 @@ export async function findOrphanedEnqueued(
 }
 
 /**
- * `afterlife status`'s view of the same rows, without the grace: ENQUEUED work pinned to a version no live
+ * `afterlife-plane status`'s view of the same rows, without the grace: ENQUEUED work pinned to a version no live
  * executor runs, per version, with the oldest row's age on the database clock (from which the orphaned-version
  * pass's grace is counted). Stranded now, orphaned once the grace has passed.
  */

@@ -4,7 +4,7 @@ import { activityClock } from './activity.js';
 import { appScope, NOW_MS } from '../../packages/executor/src/dbos/sql.js';
 
 /**
- * Read-only aggregates over DBOS's tables for `afterlife status`: PENDING work per executor with its
+ * Read-only aggregates over DBOS's tables for `afterlife-plane status`: PENDING work per executor with its
  * oldest activity and stuck count, and workflows by status. One statement each, no locks taken.
  */
 

@@ -3,7 +3,7 @@ import type { Config } from '../config/index.js';
 import type { Db } from '../../packages/executor/src/db/pool.js';
 
 /**
- * `afterlife doctor`'s vocabulary: every check reads the deployment (never writes) and answers PASS, WARN
+ * `afterlife-plane doctor`'s vocabulary: every check reads the deployment (never writes) and answers PASS, WARN
  * or FAIL with what it saw, the fix, and the docs/operations.md section that explains it. FAIL means deaths
  * would go unrecovered (or be recovered wrongly); WARN means a weaker guarantee or evidence doctor could not read.
  */

@@ -24,7 +24,7 @@ export function repairHooks(rt: Runtime): Pick<ReaperDeps, 'repairDiverged' | 'r
 
 /**
  * The reaper's dependencies from a runtime, in one place for both entry points (the reaper function and
- * `afterlife reap`), so the CLI does not import the function and both get the same hooks.
+ * `afterlife-plane reap`), so the CLI does not import the function and both get the same hooks.
  */
 export function reaperDeps(rt: Runtime, logger: Logger = rt.logger): ReaperDeps {
   return {

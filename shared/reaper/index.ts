@@ -21,7 +21,7 @@ export type { PassTotals } from './totals.js';
  */
 export interface ReaperOptions {
   dryRun?: boolean;
-  /** Stop after this many ticks (tests, `afterlife reap --once`). */
+  /** Stop after this many ticks (tests, `afterlife-plane reap --once`). */
   maxTicks?: number;
   /** When the invocation started; the budget counts from here. */
   startedAt?: number;

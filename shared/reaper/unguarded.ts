@@ -6,7 +6,7 @@ import type { ReaperDeps, ReaperState } from './types.js';
 /**
  * Kits registered in this database under an application no plane guards: their deaths are
  * never recovered, silently, unless someone says so. The reaper says so (`unguarded_application`, a
- * WARNING with a log-based metric and an alert), `afterlife status` shows it, and the kit warns on its side.
+ * WARNING with a log-based metric and an alert), `afterlife-plane status` shows it, and the kit warns on its side.
  * "Guarded" is a reaper lease of that application that recorded a tick lately, so two planes sharing a
  * database, each guarding its own application, report nothing about each other.
  */

@@ -8,7 +8,7 @@ import { waitReady } from '../../packages/executor/src/lock/redis.js';
 
 /**
  * "Is this named executor alive?", asked before a recovery someone requested by name: a death notice to
- * executorDeath (verifyNotice.ts) and an operator's `afterlife recover` (cli/commands/recover.ts). Both ask
+ * executorDeath (verifyNotice.ts) and an operator's `afterlife-plane recover` (cli/commands/recover.ts). Both ask
  * it here so the rule has one home; each words the refusal for its own audience. (The reaper does not ask:
  * it judges deaths itself, shared/reaper/deathRule.ts.) Two witnesses, in order:
  *

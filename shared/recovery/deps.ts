@@ -11,7 +11,7 @@ import type { RecoveryDeps } from './recoverExecutor.js';
 
 /**
  * A recovery's dependencies, assembled in one place for its three callers (executorDeath, the reaper's
- * inline recovery, `afterlife recover`), so the settings it reads and the hooks it gets cannot drift
+ * inline recovery, `afterlife-plane recover`), so the settings it reads and the hooks it gets cannot drift
  * apart between them. Which hooks each caller gets is decided here, in `hooks` below.
  */
 export interface RecoverySource {
@@ -55,7 +55,7 @@ export function recoveryDeps(src: RecoverySource, caller: RecoveryCaller): Recov
  * - the reaper's inline recovery is time-boxed inside a tick (INLINE_RECOVERY_BUDGET_MS) and the repair is
  *   not (a DBOS client, reads and a fork or rewind per row); the reaper's own orphaned-versions pass runs
  *   the same repair on the same rows once they have waited ORPHANED_VERSION_GRACE_MS;
- * - `afterlife recover` re-enqueues, which is what the operator asked for, without opening a DBOS client
+ * - `afterlife-plane recover` re-enqueues, which is what the operator asked for, without opening a DBOS client
  *   from a laptop; it warns about the stranded versions and the reaper's pass repairs them after the grace.
  * Either way every path ends with the same policy applied; only executorDeath applies it without the grace.
  */

@@ -8,7 +8,7 @@ import { type AliveDeps, isAlive } from './alive.js';
  * it against its own records and its own reading of the evidence:
  *
  * - an executor with no registry row and no PENDING workflow is unknown: a lookup, acked, nothing written;
- * - otherwise evidence of life refuses it, by the rule `afterlife recover` shares (alive.ts), with a
+ * - otherwise evidence of life refuses it, by the rule `afterlife-plane recover` shares (alive.ts), with a
  *   notice's benefit of the doubt: `force: true` skips it (the operator's override; the topic's publisher
  *   list bounds who can say it), a held liveness lock refuses (bar the executor's own leaving notice), a
  *   beat inside the bounds saying `alive` refuses all but `heartbeat-lapsed` (the recovery re-reads that) —

@@ -24,7 +24,7 @@ export function lazyDbosClient(config: Config, logger: Logger, lifecycle: Lifecy
       };
       // Always our pool, never one DBOS creates: DBOS sets idle_in_transaction_session_timeout on its own
       // pool's connections with a query queued from the pool's 'connect' event, ahead of the borrower's
-      // first query, which pg reports as a DeprecationWarning on the operator's terminal (`afterlife fork`).
+      // first query, which pg reports as a DeprecationWarning on the operator's terminal (`afterlife-plane fork`).
       // The same timeout as a startup option costs no query. Over the connector the URL is a placeholder.
       const { pool, close } = await createPool(
         { ...config, database: { ...config.database, poolMax: DBOS_CLIENT_POOL_SIZE } },

@@ -3,7 +3,7 @@ import type { Config } from '../config/index.js';
 /**
  * The policy in force, from RETENTION_MAX_COMPLETED, RETENTION_MAX_AGE_MS and WORKFLOW_GLOBAL_TIMEOUT_MS.
  * Off by default: deleting workflow history cannot be undone, and a team moving from Conductor (whose
- * default keeps 1M completed workflows) chooses its own numbers. `afterlife status` prints `describe()`.
+ * default keeps 1M completed workflows) chooses its own numbers. `afterlife-plane status` prints `describe()`.
  */
 export interface RetentionPolicy {
   maxCompleted: number | undefined;

@@ -1,7 +1,7 @@
 import type { TimelineRow } from '../db/queries/timelineFigures.js';
 
 /**
- * A timeline as the operator sees it (`afterlife timeline --json`, the `recovery_timeline` event): the
+ * A timeline as the operator sees it (`afterlife-plane timeline --json`, the `recovery_timeline` event): the
  * stages as ISO strings, and the gaps the SLO is about in ms. "Death" is the last sign of life the plane
  * had (the executor's own notice, its last beat, its last session or checkpoint), else the declaration, and
  * the view says which.

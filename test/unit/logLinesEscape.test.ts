@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { render } from '../../cli/logLines.js';
 
 /**
- * A log line rendered for a terminal (`npm start`, `npm run demo`, `afterlife logs`) carries names from
+ * A log line rendered for a terminal (`npm start`, `npm run demo`, `afterlife-plane logs`) carries names from
  * registry rows and notices: the reaper's unguarded_application WARNING quotes an application name anyone
  * with the kit's grants wrote. Nothing of it may act on the terminal; the JSON format keeps it as it is.
  */

@@ -25,7 +25,7 @@ export async function applicationsWithExecutors(
 
 /**
  * Applications other than `except` that know `target` as an executor ID (a timeline, a registry row) or,
- * when it is all digits, as a recovery's number: where `afterlife timeline <target>` would find it.
+ * when it is all digits, as a recovery's number: where `afterlife-plane timeline <target>` would find it.
  */
 export async function applicationsKnowing(db: Db, except: string, target: string, limit: number): Promise<string[]> {
   const s = ident(db.afterlifeSchema);

@@ -3,7 +3,7 @@ import { ident } from '../../../packages/executor/src/contract/identifier.js';
 import { figuresCte, type RawTimeline, TIMELINE_COLUMNS, type TimelineRow, timelineRow, TRACK_LIMIT } from './timelineFigures.js';
 
 /**
- * One death's timeline, for `afterlife timeline`: the newest of an executor's, or the one a recovery
+ * One death's timeline, for `afterlife-plane timeline`: the newest of an executor's, or the one a recovery
  * (its audit number) belongs to. An open timeline carries its figures as of now; a closed one, as closed.
  */
 export async function readTimeline(

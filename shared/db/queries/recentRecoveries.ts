@@ -2,7 +2,7 @@ import type { Db } from '../../../packages/executor/src/db/pool.js';
 import { ident } from '../../../packages/executor/src/contract/identifier.js';
 
 /**
- * The latest recovery audit rows of an application, newest first (for `afterlife status`). The ORDER BY
+ * The latest recovery audit rows of an application, newest first (for `afterlife-plane status`). The ORDER BY
  * names the table's bigint column: a bare `id` would be the text `id::text` of the select list.
  */
 export interface RecoveryAuditRow {

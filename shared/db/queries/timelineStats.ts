@@ -2,7 +2,7 @@ import type { Db } from '../../../packages/executor/src/db/pool.js';
 import { ident } from '../../../packages/executor/src/contract/identifier.js';
 
 /**
- * Deaths declared since `since` and how long their work waited (for `afterlife status`): death (the last
+ * Deaths declared since `since` and how long their work waited (for `afterlife-plane status`): death (the last
  * sign of life, else the declaration) → first step elsewhere, over the closed timelines that have one, as
  * p50 / p95 / max, and the slowest death.
  */

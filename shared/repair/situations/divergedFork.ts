@@ -10,7 +10,7 @@ import { type Planned, planDivergenceFork } from '../../../packages/executor/src
  * A diverged workflow repaired by a fork: the bounded, deterministic escape from replay divergence (the
  * fork ID is derived from the lineage root and the fork number, so a repeat hits DBOS's primary key and
  * counts as "already forked"). repairDiverged (diverged.ts) chooses it under REPAIR_MODE=fork or when a
- * rewind cannot do the job; `afterlife fork` asks for it by name.
+ * rewind cannot do the job; `afterlife-plane fork` asks for it by name.
  */
 export type AutoForkResult =
   | {
@@ -28,7 +28,7 @@ export type AutoForkResult =
 
 export interface ForkPointOptions {
   /**
-   * An operator's fork point (`afterlife fork --from-step N`) instead of the first divergent step. Only
+   * An operator's fork point (`afterlife-plane fork --from-step N`) instead of the first divergent step. Only
    * earlier steps are accepted: a fork that copies the divergent checkpoint diverges again.
    */
   fromStep?: number;

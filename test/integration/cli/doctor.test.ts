@@ -17,14 +17,14 @@ import { type PrivatePgBouncer, pgbouncerMissing, startPgBouncer } from '../../h
 import { type PrivateRedis, startPrivateRedis } from '../../helpers/redisServer.js';
 
 /**
- * `afterlife doctor` (issue 27) against one real stack: infra/grants.sql's roles (doctor and the plane run as
+ * `afterlife-plane doctor` (issue 27) against one real stack: infra/grants.sql's roles (doctor and the plane run as
  * the reaper's user, with pg_read_all_stats as docs/operations.md grants it), a private Redis, a real DBOS
  * executor with the kit, one reaper tick, the opt-in index. Healthy: every check PASS, exit 0. Then one thing
  * broken at a time, each reported with its fix and exit 1: kits under an application no plane guards, a
  * table DBOS's data source created after the grants ran (also the function's own WARNING at start), a
  * flushed Redis, and a real PgBouncer in transaction mode under a kit's liveness session.
  */
-describe('afterlife doctor', () => {
+describe('afterlife-plane doctor', () => {
   const app = uniqueName('doctor');
   let tdb: TestDatabase;
   let roles: GrantRoles;

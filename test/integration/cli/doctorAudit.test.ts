@@ -15,13 +15,13 @@ import { holdLiveness } from '../../helpers/liveness.js';
 import { type PrivateRedis, startPrivateRedis } from '../../helpers/redisServer.js';
 
 /**
- * `afterlife doctor` on what an audit found it misjudging, run as the reaper's user of infra/grants.sql:
+ * `afterlife-plane doctor` on what an audit found it misjudging, run as the reaper's user of infra/grants.sql:
  * a fresh stack (a plane ticking, a Redis it never had a reason to read, no kit yet) exits 0; with 1,000
  * registry rows a kit on an unsupported DBOS, or one with no lease in force, is named wherever its ID sorts;
  * and names carrying line breaks (an executor ID, an application name, a refusal's detail) cannot print a
  * line of their own in the text output.
  */
-describe('afterlife doctor: fresh stacks, large fleets, hostile names', () => {
+describe('afterlife-plane doctor: fresh stacks, large fleets, hostile names', () => {
   const app = uniqueName('docaudit');
   let tdb: TestDatabase;
   let roles: GrantRoles;

@@ -5,11 +5,11 @@ import { waitFor } from '../../helpers/db.js';
 import { statuses } from '../../helpers/kit.js';
 
 /**
- * `afterlife drain --version V --wait` against real services: a real DBOS executor with the kit holds
+ * `afterlife-plane drain --version V --wait` against real services: a real DBOS executor with the kit holds
  * work; the CLI writes the drain request, the kit picks it up on its next beat, finishes what it holds and
  * reports drained; --wait follows that on stderr and ends with done. Another version is untouched.
  */
-describe('afterlife drain', () => {
+describe('afterlife-plane drain', () => {
   const f = cliFixture('cli-drain');
 
   it('--wait follows the drain to done; --json validates against DrainOutput', async () => {

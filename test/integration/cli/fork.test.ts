@@ -7,12 +7,12 @@ import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 import { TEST_REDIS_URL } from '../../helpers/services.js';
 
 /**
- * `afterlife fork` against real services: a real DBOS executor runs workflows that really end in
+ * `afterlife-plane fork` against real services: a real DBOS executor runs workflows that really end in
  * DBOSUnexpectedStepError (code 26); the CLI forks one from its divergent step, then a fork of that fork,
  * then hits the lineage bound (dead letter). --from-step past the divergent step, an ordinary ERROR and a
  * missing workflow are refused with exit 1; a bad --from-step is a usage error.
  */
-describe('afterlife fork', () => {
+describe('afterlife-plane fork', () => {
   let tdb: TestDatabase;
   let executor: ExecutorHandle | undefined;
   let client: DBOSClient | undefined;

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI } from '../../helpers/cli.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';
 
-/** `afterlife logs` follows one executor or workflow in a JSON log stream; `afterlife status --watch` redraws in place. */
+/** `afterlife-plane logs` follows one executor or workflow in a JSON log stream; `afterlife-plane status --watch` redraws in place. */
 function run(args: string[], stdin: string, env: NodeJS.ProcessEnv = process.env): Promise<{ code: number | null; stdout: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -31,7 +31,7 @@ const STREAM = [
   '',
 ].join('\n');
 
-describe('afterlife logs', () => {
+describe('afterlife-plane logs', () => {
   it('--executor keeps only the lines about that executor, one readable line each', async () => {
     const r = await run(['logs', '--executor', 'exec-A'], STREAM, { ...process.env, NO_COLOR: '1' });
     expect(r.code).toBe(0);
@@ -60,7 +60,7 @@ describe('afterlife logs', () => {
   });
 });
 
-describe('afterlife status --watch', () => {
+describe('afterlife-plane status --watch', () => {
   let tdb: TestDatabase;
   beforeAll(async () => {
     tdb = await createTestDatabase();
@@ -84,7 +84,7 @@ describe('afterlife status --watch', () => {
     child.stdin.write('\u0003');
     const code = await exited;
     expect((out.match(/\u001b\[H\u001b\[J/g) ?? []).length).toBeGreaterThanOrEqual(3);
-    expect(out).toContain('afterlife status — application');
+    expect(out).toContain('afterlife-plane status — application');
     expect(out).toContain('refreshing every 1 s');
     expect(code).toBe(0);
   });

@@ -6,11 +6,11 @@ import { parseJson, runCli } from '../../helpers/cli.js';
 import { ADMIN_DATABASE_URL, databaseUrl } from '../../helpers/services.js';
 
 /**
- * `afterlife migrate` on an empty database: without --dbos it refuses (DBOS's schema is missing) and says
+ * `afterlife-plane migrate` on an empty database: without --dbos it refuses (DBOS's schema is missing) and says
  * how to fix it; with --dbos it creates DBOS's system schema and afterlife's; a second run applies nothing;
  * --indexes builds the opt-in indexes on DBOS's table.
  */
-describe('afterlife migrate', () => {
+describe('afterlife-plane migrate', () => {
   const name = `afterlife_t_${process.pid}_migrate`;
   const url = databaseUrl(name);
   const env = { DATABASE_URL: url, DBOS_APPLICATION_NAME: 'cli-migrate' };

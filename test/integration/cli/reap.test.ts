@@ -8,12 +8,12 @@ import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.
 import { createRedis } from '../../../packages/executor/src/lock/redis.js';
 
 /**
- * `afterlife reap` against real services: two real DBOS executors with the kit; exec-A is SIGKILLed and
+ * `afterlife-plane reap` against real services: two real DBOS executors with the kit; exec-A is SIGKILLed and
  * its heartbeat lapses. The dry run plans to declare it dead and changes nothing; the real run declares it
  * (evidence on two ticks), recovers its workflows and exec-B completes them. A reaper holding the lease
  * elsewhere makes the CLI skip, saying so.
  */
-describe('afterlife reap', () => {
+describe('afterlife-plane reap', () => {
   // The kit's heartbeat TTL (1.5 s) and a fast tick, so two ticks of absence take about a second.
   const f = cliFixture('cli-reap', { HEARTBEAT_TTL_MS: '1500', REAPER_TICK_MS: '500' });
 

@@ -7,11 +7,11 @@ import { waitFor } from '../../helpers/db.js';
 import { TEST_REDIS_URL } from '../../helpers/services.js';
 
 /**
- * `afterlife recover` against real services: a real DBOS executor is SIGKILLed mid-run; the dry run counts
+ * `afterlife-plane recover` against real services: a real DBOS executor is SIGKILLed mid-run; the dry run counts
  * its orphans and changes nothing; the recovery re-enqueues exactly them (audited) and a live executor of
  * the same version completes them. A live executor is refused without --force.
  */
-describe('afterlife recover', () => {
+describe('afterlife-plane recover', () => {
   const f = cliFixture('cli-recover');
   const redis = createRedis(TEST_REDIS_URL);
   afterAll(() => redis.disconnect());

@@ -8,11 +8,11 @@ import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 import { TEST_REDIS_URL } from '../../helpers/services.js';
 
 /**
- * `afterlife status` against real Postgres, Redis and a real DBOS executor: a live executor with a
+ * `afterlife-plane status` against real Postgres, Redis and a real DBOS executor: a live executor with a
  * heartbeat and PENDING work, an executor afterlife never heard of that still owns quiet PENDING rows
  * (stuck), a dead one in the registry, and a diverged workflow.
  */
-describe('afterlife status', () => {
+describe('afterlife-plane status', () => {
   let tdb: TestDatabase;
   let executor: ExecutorHandle | undefined;
   const redis = createRedis(TEST_REDIS_URL);

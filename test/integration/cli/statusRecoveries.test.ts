@@ -4,11 +4,11 @@ import { parseJson, runCli } from '../../helpers/cli.js';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers/db.js';
 
 /**
- * Issue 20: `afterlife status` listed "recent recoveries" sorted as text (the query selected `id::text AS
+ * Issue 20: `afterlife-plane status` listed "recent recoveries" sorted as text (the query selected `id::text AS
  * id` and `ORDER BY id` then named that text): #9 … #2, then #16 and #15, leaving out #10–#14. With 20
  * recoveries the ten newest are #20 down to #11, in that order.
  */
-describe('afterlife status: recent recoveries', () => {
+describe('afterlife-plane status: recent recoveries', () => {
   let tdb: TestDatabase;
   const app = uniqueName('cli-recoveries');
   let env: Record<string, string>;

@@ -234,7 +234,7 @@ describe('per-function database roles (infra/grants.sql)', () => {
   });
 
   it("executorDeath's role forks, cancels and rewinds, but deletes no workflow: retention fails for it (42501); the reaper's runs", async () => {
-    // Issue 30: executorDeath's role held DELETE on every DBOS table and ran `afterlife retention` (14 workflows gone).
+    // Issue 30: executorDeath's role held DELETE on every DBOS table and ran `afterlife-plane retention` (14 workflows gone).
     const client = await DBOSClient.create({
       systemDatabaseUrl: urlAs(tdb.url, users.executor_death),
       applicationName: app,

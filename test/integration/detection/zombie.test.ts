@@ -9,7 +9,7 @@ import { reaperFixture, testReaperDeps } from '../../helpers/reaper.js';
 
 /**
  * The zombie: a live executor with the kit, mid-step, is declared dead by a forced recovery (what
- * `afterlife recover --force` runs: a `manual` notice, the registry marked dead first, announced on the
+ * `afterlife-plane recover --force` runs: a `manual` notice, the registry marked dead first, announced on the
  * fence channel) while a second executor of the same version lives. The first hears it on its liveness
  * connection and exits with FENCED_EXIT_CODE within about one beat of the registry write, before its
  * in-flight steps end, so it never starts another step body (step_runs counts every start); the

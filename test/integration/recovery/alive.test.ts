@@ -6,7 +6,7 @@ import { holdLiveness } from '../../helpers/liveness.js';
 
 /**
  * "Is this named executor alive?" (shared/recovery/alive.ts), the one rule executorDeath's notice check
- * and `afterlife recover` share, against real Postgres and Redis: the same witnesses for both, and the one
+ * and `afterlife-plane recover` share, against real Postgres and Redis: the same witnesses for both, and the one
  * difference, `doubt`: a notice goes ahead when the heartbeat cannot prove death, an operator is refused.
  */
 describe('is a named executor alive', () => {

@@ -14,7 +14,7 @@ import { TEST_REDIS_URL } from '../../helpers/services.js';
  * Issue 24: recovered work with nowhere to go is said at once. exec-A (v1) dies; only exec-B (v2) is alive;
  * A's own last beat is still in Redis (a SIGKILLed kit's key outlives it by its TTL) and must not make v1
  * look served. The recovery logs one WARNING naming v1 and the count, with the policy and when it acts, and
- * `afterlife status` shows the work as stranded.
+ * `afterlife-plane status` shows the work as stranded.
  */
 const body = (n: ReturnType<typeof deathNotice>) => JSON.parse(pubsubCloudEvent(JSON.stringify(n)).body) as unknown;
 

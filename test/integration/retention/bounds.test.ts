@@ -11,7 +11,7 @@ import { testRuntime } from '../../helpers/runtime.js';
  * Issue 30's retention findings, on staged rows (no executor needed: the statements alone decide):
  * completed descendants more than 50 levels below a running root were deleted; the global timeout cancelled
  * another application's one-minute-old child of a timed-out root; a newline in a workflow ID forged a line
- * in `afterlife retention --dry-run`.
+ * in `afterlife-plane retention --dry-run`.
  */
 const DAY = 86_400_000;
 const HOUR = 3_600_000;

@@ -198,7 +198,7 @@ describe('retention and the global timeout (real executors)', () => {
     expect(r.batches).toBeGreaterThan(0);
   });
 
-  it('`afterlife status` shows the policy in force and the last pass', async () => {
+  it('`afterlife-plane status` shows the policy in force and the last pass', async () => {
     const run = await runCli(['status', '--json'], { DATABASE_URL: tdb.url, DBOS_APPLICATION_NAME: app, ...byAge });
     const s = parseJson(run, StatusOutput);
     expect(s.retention.policy).toEqual({ maxCompleted: null, maxAgeMs: HOUR, globalTimeoutMs: null });

@@ -5,7 +5,7 @@ import { createTestDatabase, type TestDatabase, uniqueName } from '../../helpers
 /**
  * Issue 23, observation 7: an executor ID with a newline, a fake JSON line and `ESC[31m` (stored from a
  * forged notice, or written by any process as DBOS's executor_id) reached the terminal raw through
- * `afterlife status`. Every human output escapes control characters; `--json` stays exact.
+ * `afterlife-plane status`. Every human output escapes control characters; `--json` stays exact.
  */
 const EVIL = 'exec-evil\n{"level":"info","msg":"all good"}\n\u001b[31mRED\u001b[0m\r\u0007\u009b2J\u202eLTR';
 
@@ -37,7 +37,7 @@ describe('terminal escapes in human output', () => {
     await tdb?.drop();
   });
 
-  it('afterlife status prints no control character but newlines between its own lines, and no line a forged ID made', async () => {
+  it('afterlife-plane status prints no control character but newlines between its own lines, and no line a forged ID made', async () => {
     const run = await runCli(['status'], env);
     expect(run.code, run.stderr).toBe(0);
 

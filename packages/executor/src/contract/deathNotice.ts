@@ -20,7 +20,7 @@ export const DeathNotice = object({
   /**
    * A notice about an executor whose heartbeat still says `alive` is refused (acked, logged, counted)
    * unless this is `true`: re-enqueuing a live executor's work runs its steps twice. The operator's
-   * `afterlife recover --force`, on the Pub/Sub path.
+   * `afterlife-plane recover --force`, on the Pub/Sub path.
    */
   force: optional(boolean()),
   /**
