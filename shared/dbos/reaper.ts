@@ -77,6 +77,20 @@ export interface UnattributedSessions {
   clients: string[];
 }
 
+/**
+ * SQL condition: the `pg_stat_activity` row aliased `a` is a client session of this database (not this one)
+ * whose name attributes it to no executor, and which no live kit claims as its own (the Python kit records the
+ * backend of the one DBOS connection it cannot rename, `kit_facts.dbosSessionPids`). `names` is the parameter
+ * holding UNATTRIBUTED_SESSION_NAMES.
+ */
+export function unattributedSql(db: Pick<Db, 'afterlifeSchema'>, a: string, names: string): string {
+  return `(${a}.datname = current_database() AND ${a}.backend_type = 'client backend' AND ${a}.pid <> pg_backend_pid()
+           AND ${a}.application_name = ANY(${names})
+           AND NOT EXISTS (SELECT 1 FROM ${ident(db.afterlifeSchema)}.executors k
+                            WHERE k.state IN ('alive', 'draining') AND k.kit_facts->>'incarnation' = k.incarnation
+                              AND k.kit_facts->'dbosSessionPids' @> to_jsonb(${a}.pid)))`;
+}
+
 /** Client sessions in this database (other than this one) whose name attributes them to no executor. */
 export async function unattributedSessions(db: Db): Promise<UnattributedSessions[]> {
   const res = await db.query<{ name: string; n: number; users: string[]; clients: string[] }>(
@@ -84,8 +98,7 @@ export async function unattributedSessions(db: Db): Promise<UnattributedSessions
             (array_agg(DISTINCT a.usename::text))[1:5] AS users,
             (array_agg(DISTINCT COALESCE(host(a.client_addr), 'local')))[1:5] AS clients
        FROM pg_stat_activity a
-      WHERE a.datname = current_database() AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()
-        AND a.application_name = ANY($1::text[])
+      WHERE ${unattributedSql(db, 'a', '$1::text[]')}
       GROUP BY a.application_name
       ORDER BY a.application_name DESC`,
     [UNATTRIBUTED_SESSION_NAMES],
@@ -208,9 +221,7 @@ export async function sessionVersions(
   except: string,
 ): Promise<{ versions: Set<string>; unattributed: boolean }> {
   const res = await db.query<{ v: string | null; unattributed: boolean }>(
-    `SELECT v.v, EXISTS (SELECT 1 FROM pg_stat_activity a
-                          WHERE a.datname = current_database() AND a.backend_type = 'client backend'
-                            AND a.pid <> pg_backend_pid() AND a.application_name = ANY($3::text[])) AS unattributed
+    `SELECT v.v, EXISTS (SELECT 1 FROM pg_stat_activity a WHERE ${unattributedSql(db, 'a', '$3::text[]')}) AS unattributed
        FROM (SELECT NULL::text AS v UNION ALL SELECT x FROM unnest($1::text[]) AS x) v
       WHERE v.v IS NULL OR EXISTS (
         SELECT 1 FROM pg_stat_activity a

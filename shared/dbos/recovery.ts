@@ -8,7 +8,7 @@ import {
   requeuedPayload,
 } from '../../packages/executor/src/contract/requeued.js';
 import { quietSince } from './activity.js';
-import { UNATTRIBUTED_SESSION_NAMES } from './reaper.js';
+import { UNATTRIBUTED_SESSION_NAMES, unattributedSql } from './reaper.js';
 import { appScope, NOW_MS } from '../../packages/executor/src/dbos/sql.js';
 import type { CreatedRange } from '../../packages/executor/src/dbos/pendingByVersion.js';
 
@@ -203,8 +203,7 @@ function batchStatement(db: Db, scope: BatchScope, opts: BatchOptions): { text: 
     evidence.push(`AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
                    WHERE a.datname = current_database()
                      AND (starts_with(a.application_name, ${param(guard.noSessionsPrefix, 'text')})
-                          OR (a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()
-                              AND a.application_name = ANY(${param(UNATTRIBUTED_SESSION_NAMES, 'text[]')}))))`);
+                          OR ${unattributedSql(db, 'a', param(UNATTRIBUTED_SESSION_NAMES, 'text[]'))}))`);
   }
   if (guard.livenessFree) evidence.push(`AND NOT ${livenessHeldSql(db.afterlifeSchema, '$3::text', '$1::text')}`);
   const premise = (t: string) => scopePremise(scope, t);

@@ -5,7 +5,8 @@ import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.
 import { insertDrainRequests } from '../../../packages/executor/src/db/queries/drainRequests.js';
 import { setState } from '../../../packages/executor/src/db/queries/executors.js';
 import { waitAllSuccess } from '../../helpers/agents.js';
-import { uniqueName, waitFor } from '../../helpers/db.js';
+import { unattributedSessions } from '../../../shared/dbos/reaper.js';
+import { afterlifeDb, uniqueName, waitFor } from '../../helpers/db.js';
 import { kitEnv } from '../../helpers/kit.js';
 import { type Plane, startPlane } from '../../helpers/plane.js';
 import { type PythonExecutor, pythonSkip, startPythonExecutor } from '../../helpers/pythonExecutor.js';
@@ -71,6 +72,23 @@ describe.skipIf(noPython)("the Python kit's parts", () => {
       `SELECT application_name FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'afterlife_live_py-facts@%'`,
     );
     expect(session.rows.map((r) => r.application_name)).toEqual([`afterlife_live_py-facts@${row.incarnation}`]);
+    // DBOS's own sessions name this executor (DBOS for Python calls them all `dbos_transact`), but for the
+    // notification listener's, opened at launch, which the kit records as its own: the plane sees none that
+    // names nobody, so executors without the kit elsewhere in the database stay judged.
+    const pids = (row.kit_facts?.dbosSessionPids ?? []) as number[];
+    expect(pids.length).toBe(1);
+    await waitFor("DBOS's sessions named after the executor", async () => {
+      const r = await plane.tdb.sql.query<{ application_name: string; pid: number }>(
+        `SELECT application_name, pid FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'dbos_transact%'`,
+      );
+      return r.rows.length > 1 && r.rows.every((x) => x.application_name === 'dbos_transact_py-facts_v1' || pids.includes(x.pid));
+    });
+    const db = afterlifeDb(plane.tdb.url);
+    try {
+      expect(await unattributedSessions(db)).toEqual([]);
+    } finally {
+      await db.end();
+    }
     // No reaper runs in this file: nobody guards the application, and the kit must say so (after its 10 s grace).
     await waitFor('the kit_unwatched warning', async () => /"event": "kit_unwatched"/.test(e.output.join('')), { timeoutMs: 25_000 });
     expect(e.output.join('')).toMatch(/"severity": "WARNING", "message": "no plane guards application/);

@@ -35,6 +35,7 @@ from .dbos_bridge import DbosApp, QueuePoller, launched_dbos
 from .heartbeat import Heartbeat, create_redis
 from .liveness import LivenessLock, NotOneSessionError, connect
 from .log import KitLog, Throttle
+from .sessions import name_dbos_sessions, unnamed_session_pids
 from .options import ConfigError, KitOptions, read_variables, resolve_options
 from .publish import RestPublisher, create_publisher, publish_death_notice
 
@@ -189,6 +190,8 @@ class ExecutorKit:
 
     def start(self, url_from: str) -> None:
         o = self.options
+        # Before the lock: the plane reads sessions that name no executor as a reason to judge nobody without the kit.
+        name_dbos_sessions(self.app.dbos, self.executor_id, self.application_version, self.log)
         if o.publisher == "pubsub":
             self.publisher, self.publish_path = create_publisher(o.env, project=o.project, endpoint=o.pubsub_endpoint,
                                                                  log=self.log)
@@ -287,6 +290,8 @@ class ExecutorKit:
             "dbosSdk": "python",
             "livenessLeaseMs": self._lease_ms,
             "pollsOnRequest": self.poller is not None,
+            # DBOS's notification listener keeps the name DBOS gave it at launch: the plane counts it as this kit's.
+            "dbosSessionPids": unnamed_session_pids(self.app.dbos),
         }
         try:
             self.db.run(lambda c: sql.record_kit_facts(c, self.options.afterlife_schema,
