@@ -25,7 +25,18 @@ export default tseslint.config(
     },
   },
   {
-    // Production code reads as its steps (issue 21): a function longer than this says why beside it, with
+    // Type-checked rules where a kit built on timers and a plane built on callbacks need them: a promise nobody
+    // awaits or catches, or one handed to something that expects a plain callback, loses its errors.
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/await-thenable': 'error',
+    },
+  },
+  {
+    // Production code reads as its steps: a function longer than this says why beside it, with
     // `// eslint-disable-next-line max-lines-per-function -- <reason>`. Tests and benches are scripts of steps
     // already; they are not held to it.
     files: ['shared/**/*.ts', 'functions/**/*.ts', 'cli/**/*.ts', 'scripts/**/*.ts', 'packages/*/src/**/*.ts'],
