@@ -109,7 +109,7 @@ let cleaning: Promise<void> | undefined;
 function cleanup(): Promise<void> {
   cleaning ??= (async () => {
     const started = await Promise.allSettled(executorStarts);
-    await Promise.allSettled(started.map((r) => (r.status === 'fulfilled' ? r.value.stop() : undefined)));
+    await Promise.allSettled(started.map((r) => (r.status === 'fulfilled' ? r.value.stop() : Promise.resolve())));
     await sql?.end().catch(() => undefined);
     const stack = await starting?.catch(() => undefined);
     await stack?.stop();

@@ -228,7 +228,7 @@ describe('reaper: SIGKILL of the instance holding the lease', () => {
     await addInstance();
   }, 60_000);
   afterAll(async () => {
-    await Promise.all(fns.map((f) => f.scheduler?.stop()));
+    await Promise.all(fns.map((f) => f.scheduler?.stop() ?? Promise.resolve()));
     for (const f of fns) if (f.fn.proc.child.pid) signal(f.fn.proc.child.pid, 'SIGCONT');
     await Promise.all(fns.map((f) => f.fn.proc.stop(2_000)));
     await tdb?.drop();
