@@ -6,11 +6,12 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-$root/build/function}"
 cd "$root"
-npm run build
 rm -rf "$out"
 mkdir -p "$out"
+# Only what is deployed is compiled (tsconfig.deploy.json: the functions, what they share, the kit's modules
+# the plane imports, the CLI): no tests, benchmarks, example app or local stack reach the artefact.
+npx tsc -p tsconfig.deploy.json --outDir "$out/dist"
+cp -R shared/db/migrations "$out/dist/shared/db/migrations"
 cp package.json package-lock.json "$out/"
-cp -R dist "$out/dist"
-rm -rf "$out/dist/test" "$out/dist/bench" "$out/dist/examples" "$out/dist/scripts"  # not deployed: tests, benchmarks, example app, local stack
 (cd "$out" && npm pkg delete scripts >/dev/null)
 echo "deployable package in $out ($(du -sh "$out" | cut -f1))"
