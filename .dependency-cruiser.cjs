@@ -41,6 +41,14 @@ module.exports = {
       to: { path: OUTSIDE_KIT },
     },
     {
+      name: 'plane-imports-kit-internals',
+      comment:
+        "The plane reaches the kit's package through one declared entry (packages/executor/src/plane/: the contract, errors, logging, the pool wrapper, shared DBOS SQL, fault points), never the kit's runtime or any other module of it: a kit refactor is not a plane refactor.",
+      severity: 'error',
+      from: { path: '^(shared|functions|cli)/' },
+      to: { path: '^packages/executor/src/', pathNot: '^packages/executor/src/plane/' },
+    },
+    {
       name: 'kit-imports-plane-library',
       comment:
         "Issue 28: the kit adds at most 12 packages and 5 MB to an app. zod (8.4 MB) and pino stay the plane's: the kit validates with the contract's own parsers (contract/parse.ts) and logs with its own JSON logger (log.ts).",

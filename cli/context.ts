@@ -1,13 +1,21 @@
 import type { Redis } from 'ioredis';
 import { type Config, loadConfig } from '../shared/config/index.js';
-import { createDb, createPool, type Db } from '../packages/executor/src/db/pool.js';
-import { createPubSubPublisher, type Publisher } from '../packages/executor/src/events/publisher.js';
-import { Lifecycle } from '../packages/executor/src/lifecycle/shutdown.js';
+import {
+  createDb,
+  createPool,
+  createPubSubPublisher,
+  createRedis,
+  type Db,
+  formatLogLine,
+  Lifecycle,
+  type Logger,
+  makeLogger,
+  noFaults,
+  type Publisher,
+  waitReady,
+} from '../packages/executor/src/plane/index.js';
 import { RedisLock } from '../shared/lock/lock.js';
-import { createRedis, waitReady } from '../packages/executor/src/lock/redis.js';
-import { formatLogLine, makeLogger, type Logger } from '../packages/executor/src/log.js';
 import type { Runtime } from '../shared/runtime.js';
-import { noFaults } from '../packages/executor/src/testing/faults.js';
 import { inline } from './format.js';
 
 /**

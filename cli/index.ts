@@ -5,7 +5,7 @@
  * (schemas in cli/schemas.ts). Exit codes: 0 ok, 1 failure, 2 usage or configuration error.
  */
 import { parseArgs } from 'node:util';
-import { AfterlifeError, ConfigError, errorMessage } from '../packages/executor/src/errors.js';
+import { AfterlifeError, ConfigError, errorMessage } from '../packages/executor/src/plane/index.js';
 import { type CliContext, createContext } from './context.js';
 import { inline, printable } from './format.js';
 import { migrate } from './commands/migrate.js';

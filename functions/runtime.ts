@@ -1,5 +1,4 @@
-import { installSignalHandlers, Lifecycle } from '../packages/executor/src/lifecycle/shutdown.js';
-import { type Logger, maskSecrets } from '../packages/executor/src/log.js';
+import { errorMessage, installSignalHandlers, Lifecycle, type Logger, maskSecrets } from '../packages/executor/src/plane/index.js';
 import { pinoConsoleLogger } from '../shared/log/pinoLogger.js';
 import {
   createRuntime,
@@ -10,7 +9,6 @@ import {
   RuntimeUnavailableError,
   startFailureCode,
 } from '../shared/runtime.js';
-import { errorMessage } from '../packages/executor/src/errors.js';
 
 /**
  * The per-instance runtime shared by every registered function, and its SIGTERM handling. In production

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Parser } from '../packages/executor/src/contract/parse.js';
+import type { Parser } from '../packages/executor/src/plane/index.js';
 
 /**
  * The contract's parser (packages/executor/src/contract/parse.ts) inside a zod schema, for the plane's

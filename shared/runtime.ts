@@ -1,18 +1,26 @@
 import type { Redis } from 'ioredis';
 import { type Config, loadConfig } from './config/index.js';
 import { migrate } from './db/migrate.js';
-import { createDb, createPool, type Db } from '../packages/executor/src/db/pool.js';
+import {
+  AfterlifeError,
+  createDb,
+  createPool,
+  createPubSubPublisher,
+  createRedis,
+  type Db,
+  errorMessage,
+  type Faults,
+  Lifecycle,
+  type Logger,
+  noFaults,
+  type Publisher,
+  waitReady,
+} from '../packages/executor/src/plane/index.js';
 import { checkDbosSchema } from './dbos/schema.js';
 import { checkOwnGrants } from './doctor/ownGrants.js';
 import { guardDbosSchemaVersion } from './dbos/schemaGuard.js';
-import { AfterlifeError, errorMessage } from '../packages/executor/src/errors.js';
-import { createPubSubPublisher, type Publisher } from '../packages/executor/src/events/publisher.js';
-import { Lifecycle } from '../packages/executor/src/lifecycle/shutdown.js';
 import { RedisLock } from './lock/lock.js';
-import { createRedis, waitReady } from '../packages/executor/src/lock/redis.js';
-import type { Logger } from '../packages/executor/src/log.js';
 import { pinoConsoleLogger } from './log/pinoLogger.js';
-import { noFaults, type Faults } from '../packages/executor/src/testing/faults.js';
 
 /**
  * Everything a handler needs, built once per instance and passed in. Handlers never reach for globals;

@@ -1,4 +1,4 @@
-import { findExecutors } from '../../packages/executor/src/db/queries/executors.js';
+import { findExecutors } from '../../packages/executor/src/plane/index.js';
 import { type DrainDeps, type DrainProgress, drainProgress, requestDrain } from '../../shared/drain/index.js';
 import type { CliContext } from '../context.js';
 import { ago, duration, table } from '../format.js';

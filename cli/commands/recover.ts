@@ -1,7 +1,6 @@
 import { hostname, userInfo } from 'node:os';
-import { pendingByVersion } from '../../packages/executor/src/dbos/pendingByVersion.js';
+import { deathNotice, pendingByVersion } from '../../packages/executor/src/plane/index.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
-import { deathNotice } from '../../packages/executor/src/contract/deathNotice.js';
 import { isAlive } from '../../shared/recovery/alive.js';
 import { recoveryDeps } from '../../shared/recovery/deps.js';
 import { recoverExecutor, type RecoverySummary } from '../../shared/recovery/recoverExecutor.js';

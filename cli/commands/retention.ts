@@ -1,7 +1,7 @@
 import { budgetUntil } from '../../shared/lifecycle/deadline.js';
 import { runRetentionPass, type RetentionPassResult } from '../../shared/retention/pass.js';
 import { describePolicy } from '../../shared/retention/policy.js';
-import { noFaults } from '../../packages/executor/src/testing/faults.js';
+import { noFaults } from '../../packages/executor/src/plane/index.js';
 import type { CliContext } from '../context.js';
 import { duration, inline } from '../format.js';
 import type { RetentionOutput } from '../schemas.js';

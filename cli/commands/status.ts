@@ -1,13 +1,18 @@
-import { listExecutors } from '../../packages/executor/src/db/queries/executors.js';
+import {
+  heartbeatKey,
+  type HeartbeatValue,
+  listExecutors,
+  readAllHeartbeats,
+  readHeartbeat,
+  readLiveness,
+} from '../../packages/executor/src/plane/index.js';
 import { recentRecoveries } from '../../shared/db/queries/recentRecoveries.js';
 import { readRetentionState } from '../../shared/db/queries/retentionState.js';
 import { describePolicy, policyOf } from '../../shared/retention/policy.js';
 import { checkDbosSchema } from '../../shared/dbos/schema.js';
 import { findDiverged } from '../../shared/dbos/diverged.js';
 import { countStrandedEnqueued } from '../../shared/dbos/orphaned.js';
-import { readLiveness } from '../../packages/executor/src/db/queries/liveness.js';
 import { countByStatus, pendingSummaryByExecutor } from '../../shared/dbos/status.js';
-import { heartbeatKey, readAllHeartbeats, readHeartbeat, type HeartbeatValue } from '../../packages/executor/src/contract/heartbeat.js';
 import { shownState } from '../../shared/drain/index.js';
 import { findUnguarded } from '../../shared/reaper/unguarded.js';
 import { applicationsWithExecutors } from '../../shared/db/queries/otherApplications.js';

@@ -1,6 +1,6 @@
 import { applicationsKnowing } from '../../shared/db/queries/otherApplications.js';
 import { readTimeline } from '../../shared/db/queries/readTimeline.js';
-import { AfterlifeError } from '../../packages/executor/src/errors.js';
+import { AfterlifeError } from '../../packages/executor/src/plane/index.js';
 import { timelineView } from '../../shared/timeline/view.js';
 import type { CliContext } from '../context.js';
 import { shellQuote } from '../format.js';

@@ -1,6 +1,6 @@
 import { printable } from '../format.js';
 import type { CommandResult } from './types.js';
-import { errorMessage } from '../../packages/executor/src/errors.js';
+import { errorMessage } from '../../packages/executor/src/plane/index.js';
 
 /**
  * `afterlife-plane status --watch`: the status again every interval until Ctrl-C. On a terminal the table is

@@ -1,6 +1,5 @@
-import { AfterlifeError, classify, InvalidInputError, errorMessage } from '../../packages/executor/src/errors.js';
+import { AfterlifeError, classify, errorMessage, httpTraceFields, InvalidInputError } from '../../packages/executor/src/plane/index.js';
 import { type DrainDeps, DrainPostBody, DrainQuery, drainProgress, parse, requestDrain } from '../../shared/drain/index.js';
-import { httpTraceFields } from '../../packages/executor/src/log.js';
 import type { Runtime } from '../../shared/runtime.js';
 
 /**

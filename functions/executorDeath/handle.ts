@@ -1,13 +1,17 @@
 import { Admission } from '../../shared/db/admission.js';
-import { classify, errorMessage } from '../../packages/executor/src/errors.js';
-import { InvalidInputError } from '../../packages/executor/src/errors.js';
-import { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
+import {
+  classify,
+  DeathNotice,
+  errorMessage,
+  InvalidInputError,
+  type Logger,
+  traceFields,
+} from '../../packages/executor/src/plane/index.js';
 import { type DecodedMessage, decodePubSubJson } from '../../shared/events/pubsub.js';
 import { budgetFrom } from '../../shared/lifecycle/deadline.js';
 import { recoveryDeps } from '../../shared/recovery/deps.js';
 import { recoverExecutor, type RecoverySummary } from '../../shared/recovery/recoverExecutor.js';
 import { verifyNotice } from '../../shared/recovery/verifyNotice.js';
-import { type Logger, traceFields } from '../../packages/executor/src/log.js';
 import type { Runtime } from '../../shared/runtime.js';
 
 /**

@@ -1,9 +1,7 @@
 import { z } from 'zod';
-import { pgText } from '../../packages/executor/src/text.js';
+import { classify, errorMessage, httpTraceFields, maskSecrets, pgText } from '../../packages/executor/src/plane/index.js';
 import { contractSchema } from '../../shared/contractSchema.js';
-import { classify, errorMessage } from '../../packages/executor/src/errors.js';
 import { runReaper, type ReaperDeps, type ReaperSummary } from '../../shared/reaper/index.js';
-import { httpTraceFields, maskSecrets } from '../../packages/executor/src/log.js';
 import type { Runtime } from '../../shared/runtime.js';
 import { reaperDeps } from '../../shared/reaper/deps.js';
 

@@ -10,7 +10,7 @@
  * Postgres's statement_timeout is an int of ms too. Every duration the plane arms a timer with stays under it.
  */
 // The contract defines it: the kit's durations stay under the same ceiling.
-export { MAX_TIMER_MS } from '../../packages/executor/src/contract/settings.js';
+export { MAX_TIMER_MS } from '../../packages/executor/src/plane/index.js';
 
 /**
  * Thresholds compared with a clock rather than armed as timers (an age, a timeout since creation) may be

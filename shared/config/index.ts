@@ -1,15 +1,15 @@
 import { z } from 'zod';
-import { ConfigError } from '../../packages/executor/src/errors.js';
-import type { PoolTarget } from '../../packages/executor/src/db/target.js';
-import { ALLOW_BELOW_FLOOR, FLOORS, floorProblems, MAX_AGE_MS, MAX_TIMER_MS, relationProblems } from './bounds.js';
-import { redisTlsProblem } from '../../packages/executor/src/contract/redisTls.js';
 import {
+  ConfigError,
   parseSetting,
-  SETTINGS,
+  type PoolTarget,
+  redisTlsProblem,
   type SettingName,
-  type SettingValue,
   settingRelationProblems,
-} from '../../packages/executor/src/contract/settings.js';
+  SETTINGS,
+  type SettingValue,
+} from '../../packages/executor/src/plane/index.js';
+import { ALLOW_BELOW_FLOOR, FLOORS, floorProblems, MAX_AGE_MS, MAX_TIMER_MS, relationProblems } from './bounds.js';
 
 /**
  * One `loadConfig(env)` for every function, the CLI and the local stack. Env is a parameter so tests

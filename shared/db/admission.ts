@@ -1,6 +1,5 @@
 import type { Budget } from '../lifecycle/deadline.js';
-import { DbBusyError } from '../../packages/executor/src/errors.js';
-import { DbBudget } from '../../packages/executor/src/db/budget.js';
+import { DbBudget, DbBusyError } from '../../packages/executor/src/plane/index.js';
 
 /**
  * Deliveries are admitted whole, before any work: at most as many recoveries run at once as the instance

@@ -1,7 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import { ident } from '../../packages/executor/src/contract/identifier.js';
+import { type Db, ident } from '../../packages/executor/src/plane/index.js';
 
 /**
  * Applies `migrations/NNNN_name.sql` in order, each in its own transaction, under a transaction-level

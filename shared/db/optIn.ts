@@ -1,8 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { render } from './migrate.js';
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import { ident } from '../../packages/executor/src/contract/identifier.js';
+import { type Db, ident } from '../../packages/executor/src/plane/index.js';
 
 /**
  * Opt-in index migrations on DBOS's tables (docs/design.md#opt-in-indexes: "an index afterlife

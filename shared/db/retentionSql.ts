@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Db } from '../../packages/executor/src/db/pool.js';
+import type { Db } from '../../packages/executor/src/plane/index.js';
 
 /**
  * Runs one retention statement with JIT off. The `held` predicate's correlated subplans give these

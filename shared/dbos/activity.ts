@@ -1,5 +1,4 @@
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import { ident } from '../../packages/executor/src/contract/identifier.js';
+import { type Db, ident } from '../../packages/executor/src/plane/index.js';
 
 /**
  * The activity clock of a workflow (dbos-system-database.md §13): the latest of its claim time

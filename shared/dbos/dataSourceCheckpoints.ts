@@ -1,5 +1,4 @@
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import { ident } from '../../packages/executor/src/contract/identifier.js';
+import { type Db, ident } from '../../packages/executor/src/plane/index.js';
 
 /**
  * DBOS data-source transactions, as DBOS 5.x records them. A transaction step (`runTransaction`,

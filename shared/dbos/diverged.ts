@@ -1,7 +1,4 @@
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import { ident } from '../../packages/executor/src/contract/identifier.js';
-import { type Divergence, parseDivergence } from '../../packages/executor/src/dbos/divergence.js';
-import { appScope } from '../../packages/executor/src/dbos/sql.js';
+import { appScope, type Db, type Divergence, ident, parseDivergence } from '../../packages/executor/src/plane/index.js';
 
 /** The regex prefilter for a code-26 error, as an SQL literal; parseDivergence decides. */
 export const DIVERGENCE_PREFILTER = `'"dbosErrorCode":\\s*26\\M|was recorded when .* was expected'`;

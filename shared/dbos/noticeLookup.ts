@@ -1,6 +1,4 @@
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import { ident } from '../../packages/executor/src/contract/identifier.js';
-import { appScope } from '../../packages/executor/src/dbos/sql.js';
+import { appScope, type Db, ident } from '../../packages/executor/src/plane/index.js';
 
 // What a death notice's check (shared/recovery/verifyNotice.ts) reads of an executor: afterlife's registry row
 // and, without one, DBOS's PENDING rows of the app.

@@ -1,6 +1,4 @@
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import { ident } from '../../packages/executor/src/contract/identifier.js';
-import { appScope, NOW_MS } from '../../packages/executor/src/dbos/sql.js';
+import { appScope, type Db, ident, NOW_MS } from '../../packages/executor/src/plane/index.js';
 
 /**
  * The reaper's orphaned-versions input: ENQUEUED rows of the app (NULL app name included) pinned to a

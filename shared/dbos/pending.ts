@@ -1,6 +1,4 @@
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import { ident } from '../../packages/executor/src/contract/identifier.js';
-import { appScope } from '../../packages/executor/src/dbos/sql.js';
+import { appScope, type Db, ident } from '../../packages/executor/src/plane/index.js';
 
 /**
  * PENDING counts per executor, read from DBOS's table. There is no index on `executor_id`; the partial

@@ -1,16 +1,17 @@
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import { ident } from '../../packages/executor/src/contract/identifier.js';
-import { livenessHeldSql } from '../../packages/executor/src/contract/livenessKey.js';
 import {
+  appScope,
+  type CreatedRange,
+  type Db,
+  ident,
+  livenessHeldSql,
+  NOW_MS,
   REQUEUED_MAX_QUEUES,
   REQUEUED_NUDGE_TARGETS,
   requeuedChannel,
   requeuedPayload,
-} from '../../packages/executor/src/contract/requeued.js';
+} from '../../packages/executor/src/plane/index.js';
 import { quietSince } from './activity.js';
 import { UNATTRIBUTED_SESSION_NAMES, unattributedSql } from './reaper.js';
-import { appScope, NOW_MS } from '../../packages/executor/src/dbos/sql.js';
-import type { CreatedRange } from '../../packages/executor/src/dbos/pendingByVersion.js';
 
 /**
  * DBOS's own recovery statement (recoverPendingWorkflows, system_database.ts), scoped by application

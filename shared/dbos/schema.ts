@@ -1,6 +1,4 @@
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import { ident } from '../../packages/executor/src/contract/identifier.js';
-import { DbosSchemaError } from '../../packages/executor/src/errors.js';
+import { type Db, DbosSchemaError, ident } from '../../packages/executor/src/plane/index.js';
 
 /** DBOS 5.2 added ownership fencing (owner_xid checks); everything afterlife writes relies on it. */
 export const MIN_DBOS_MIGRATION = 123;

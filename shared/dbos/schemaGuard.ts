@@ -1,6 +1,4 @@
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import { ident } from '../../packages/executor/src/contract/identifier.js';
-import { DbosSchemaError } from '../../packages/executor/src/errors.js';
+import { type Db, DbosSchemaError, ident } from '../../packages/executor/src/plane/index.js';
 
 /**
  * afterlife writes DBOS's tables directly (recovery, cancel, the reaper's statements), so a DBOS upgrade

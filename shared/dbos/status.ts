@@ -1,7 +1,5 @@
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import { ident } from '../../packages/executor/src/contract/identifier.js';
+import { appScope, type Db, ident, NOW_MS } from '../../packages/executor/src/plane/index.js';
 import { activityClock } from './activity.js';
-import { appScope, NOW_MS } from '../../packages/executor/src/dbos/sql.js';
 
 /**
  * Read-only aggregates over DBOS's tables for `afterlife-plane status`: PENDING work per executor with its

@@ -1,7 +1,6 @@
-import { MAX_LIVENESS_LEASE_MS, MIN_LIVENESS_LEASE_MS } from '../../packages/executor/src/contract/lease.js';
+import { livenessSessionName, MAX_LIVENESS_LEASE_MS, MIN_LIVENESS_LEASE_MS } from '../../packages/executor/src/plane/index.js';
 import { recordedKits, type RecordedKit } from '../db/doctor/kitFacts.js';
 import { livenessSessions, type LivenessSession } from '../db/doctor/livenessSessions.js';
-import { livenessSessionName } from '../../packages/executor/src/executor/liveness.js';
 import { capped, fail, pass, warn, type Check } from './types.js';
 
 /**

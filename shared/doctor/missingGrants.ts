@@ -1,4 +1,4 @@
-import type { Db } from '../../packages/executor/src/db/pool.js';
+import type { Db } from '../../packages/executor/src/plane/index.js';
 import { missingPrivileges } from '../db/doctor/privileges.js';
 import type { RoleNeeds } from './grantsExpected.js';
 

@@ -1,6 +1,5 @@
 import { currentRole } from '../db/doctor/privileges.js';
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import type { Logger } from '../../packages/executor/src/log.js';
+import type { Db, Logger } from '../../packages/executor/src/plane/index.js';
 import { FUNCTION_ROLES, type FunctionRole, ROLE_NEEDS, type RoleNeeds, roleOfTarget } from './grantsExpected.js';
 import { missingGrants } from './missingGrants.js';
 

@@ -1,4 +1,4 @@
-import { GUARD_TICK_WITHIN_MS } from '../../packages/executor/src/contract/guard.js';
+import { GUARD_TICK_WITHIN_MS } from '../../packages/executor/src/plane/index.js';
 import { guardedApplications } from '../db/doctor/planes.js';
 import { fail, pass, type Check } from './types.js';
 

@@ -10,7 +10,7 @@ import { settingsCheck } from './settings.js';
 import { type Check, type CheckResult, docOf, type DoctorDeps } from './types.js';
 import { unattributedCheck } from './unattributed.js';
 import { versionsCheck } from './versions.js';
-import { errorMessage } from '../../packages/executor/src/errors.js';
+import { errorMessage } from '../../packages/executor/src/plane/index.js';
 
 /** The chain, in the order an operator fixes it: the plane, the kits it watches, grants, sessions, Redis, tuning. */
 export const CHECKS: Check[] = [

@@ -1,7 +1,5 @@
 import { livenessSessions } from '../db/doctor/livenessSessions.js';
-import { listExecutors } from '../../packages/executor/src/db/queries/executors.js';
-import { beatEvidence } from '../../packages/executor/src/contract/heartbeatBounds.js';
-import { heartbeatKey, readHeartbeat } from '../../packages/executor/src/contract/heartbeat.js';
+import { beatEvidence, heartbeatKey, listExecutors, readHeartbeat } from '../../packages/executor/src/plane/index.js';
 import { fail, pass, warn, type Check, type DoctorDeps } from './types.js';
 
 /**

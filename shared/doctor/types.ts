@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
-import type { Db } from '../../packages/executor/src/db/pool.js';
+import type { Db } from '../../packages/executor/src/plane/index.js';
 
 /**
  * `afterlife-plane doctor`'s vocabulary: every check reads the deployment (never writes) and answers PASS, WARN

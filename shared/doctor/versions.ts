@@ -1,4 +1,10 @@
-import { dbosSupported, KIT_VERSION, kitCompatible, SUPPORTED_DBOS, SUPPORTED_DBOS_PYTHON } from '../../packages/executor/src/version.js';
+import {
+  dbosSupported,
+  KIT_VERSION,
+  kitCompatible,
+  SUPPORTED_DBOS,
+  SUPPORTED_DBOS_PYTHON,
+} from '../../packages/executor/src/plane/index.js';
 import { recordedKits, type RecordedKit } from '../db/doctor/kitFacts.js';
 import { NEWEST_TESTED_DBOS_MIGRATION, readDbosSchemaVersion, TESTED_DBOS_VERSIONS } from '../dbos/schemaGuard.js';
 import { capped, fail, pass, warn, type Check, type CheckResult } from './types.js';

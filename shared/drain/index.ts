@@ -1,13 +1,18 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { type DrainTarget, insertDrainRequests } from '../../packages/executor/src/db/queries/drainRequests.js';
-import { type ExecutorRow, findExecutors } from '../../packages/executor/src/db/queries/executors.js';
-import type { Db } from '../../packages/executor/src/db/pool.js';
+import {
+  type Db,
+  type DrainTarget,
+  type ExecutorRow,
+  findExecutors,
+  type HeartbeatValue,
+  insertDrainRequests,
+  InvalidInputError,
+  type Logger,
+  NO_NUL,
+  readAllHeartbeats,
+} from '../../packages/executor/src/plane/index.js';
 import { enqueuedForVersions, pendingByExecutor, pendingForVersion } from '../dbos/pending.js';
-import { InvalidInputError } from '../../packages/executor/src/errors.js';
-import { type HeartbeatValue, readAllHeartbeats } from '../../packages/executor/src/contract/heartbeat.js';
-import type { Logger } from '../../packages/executor/src/log.js';
-import { NO_NUL } from '../../packages/executor/src/text.js';
 
 /**
  * Planned drains (deploys): write drain requests that the executor kit picks up on its next beat, and

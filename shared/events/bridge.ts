@@ -1,5 +1,5 @@
 import type { Message, PubSub, Subscription } from '@google-cloud/pubsub';
-import type { Logger } from '../../packages/executor/src/log.js';
+import type { Logger } from '../../packages/executor/src/plane/index.js';
 
 /**
  * The local stand-in for Eventarc: streaming-pull a subscription and POST each message to a

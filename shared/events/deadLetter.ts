@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Publisher } from '../../packages/executor/src/events/publisher.js';
+import type { Publisher } from '../../packages/executor/src/plane/index.js';
 
 /**
  * A lineage that exhausted its forks (topic `workflow-dead-letters`, JSON). One message per root workflow;

@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { InvalidInputError } from '../../packages/executor/src/errors.js';
-import type { Parser } from '../../packages/executor/src/contract/parse.js';
+import { InvalidInputError, type Parser } from '../../packages/executor/src/plane/index.js';
 
 /**
  * The body of an Eventarc Pub/Sub CloudEvent (`google.cloud.pubsub.topic.v1.messagePublished`), and of

@@ -1,4 +1,4 @@
-import { AfterlifeError, errorMessage } from '../../packages/executor/src/errors.js';
+import { AfterlifeError, errorMessage } from '../../packages/executor/src/plane/index.js';
 
 /** Someone else holds the lock: the work is in hand elsewhere; retry later (nack). */
 export class LockContendedError extends AfterlifeError {

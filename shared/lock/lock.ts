@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { LockContendedError, LockLostError, LockUnavailableError } from './errors.js';
-import { waitReady } from '../../packages/executor/src/lock/redis.js';
+import { errorMessage, waitReady } from '../../packages/executor/src/plane/index.js';
 import { EXTEND, RELEASE } from './scripts.js';
-import { errorMessage } from '../../packages/executor/src/errors.js';
 
 /**
  * A single-instance Redis lock in redlock's `using(resource, ttl, fn(signal))` shape.

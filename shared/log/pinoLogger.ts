@@ -1,13 +1,17 @@
 import { pino, type LoggerOptions } from 'pino';
 import {
   type CloudLoggingOptions,
+  type ConsoleLoggerOptions,
+  type Fields,
   LEVEL_NUMBER,
+  type Logger,
+  maskSecrets,
   nextInsertId,
+  plainFields,
   serializeError,
   type Severity,
   timestampFragment,
-} from '../../packages/executor/src/cloudLogging.js';
-import { type ConsoleLoggerOptions, type Fields, type Logger, maskSecrets, plainFields } from '../../packages/executor/src/log.js';
+} from '../../packages/executor/src/plane/index.js';
 
 /**
  * The recovery plane's console logger: pino (docs/logging.md, "Why pino") writing the same Cloud Logging

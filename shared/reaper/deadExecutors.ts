@@ -1,4 +1,4 @@
-import { findExecutors, type ExecutorRow } from '../../packages/executor/src/db/queries/executors.js';
+import { type ExecutorRow, findExecutors, LogThrottle } from '../../packages/executor/src/plane/index.js';
 import { type Absence, executorsSeenBeating } from '../db/queries/observations.js';
 import { executorsWithSessions, lastActivityByExecutor, pendingOwners } from '../dbos/reaper.js';
 import type { Budget } from '../lifecycle/deadline.js';
@@ -11,7 +11,6 @@ import { lockedRowsFreed } from './lockedRows.js';
 import { observations, type Observations } from './observe.js';
 import type { DeadPassResult, ReaperDeps, ReaperState, TickContext } from './types.js';
 import type { SignOfLife } from '../db/queries/recoveries.js';
-import { LogThrottle } from '../../packages/executor/src/executor/throttle.js';
 
 /**
  * Dead executors. One with the kit is judged by its two witnesses, the liveness lock and the heartbeat

@@ -3,9 +3,13 @@ import { observations } from './observe.js';
 import { sessionPrefix } from '../dbos/reaper.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
 import type { SignOfLife } from '../db/queries/recoveries.js';
-import { BudgetExhaustedError, RowsLockedError } from '../../packages/executor/src/errors.js';
-import { deathNotice, type DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
-import { publishDeathNotice } from '../../packages/executor/src/events/publisher.js';
+import {
+  BudgetExhaustedError,
+  deathNotice,
+  type DeathNotice,
+  publishDeathNotice,
+  RowsLockedError,
+} from '../../packages/executor/src/plane/index.js';
 import { budgetUntil, type Budget } from '../lifecycle/deadline.js';
 import { recoveryDeps } from '../recovery/deps.js';
 import { recoverExecutor, type RecoverySummary } from '../recovery/recoverExecutor.js';

@@ -3,7 +3,7 @@ import { repairDepsFromRuntime } from '../repair/deps.js';
 import { repairDiverged } from '../repair/situations/diverged.js';
 import { finishInterruptedOrphanRepairs, repairOrphaned } from '../repair/situations/orphaned.js';
 import { repairStuck } from '../repair/situations/stuck.js';
-import type { Logger } from '../../packages/executor/src/log.js';
+import type { Logger } from '../../packages/executor/src/plane/index.js';
 import type { Runtime } from '../runtime.js';
 import type { ReaperDeps } from './types.js';
 

@@ -1,11 +1,15 @@
-import { LogThrottle } from '../../packages/executor/src/executor/throttle.js';
-import { beatEvidence } from '../../packages/executor/src/contract/heartbeatBounds.js';
-import { parseHeartbeat, heartbeatKey, READ_HEARTBEATS_LUA } from '../../packages/executor/src/contract/heartbeat.js';
+import {
+  beatEvidence,
+  errorMessage,
+  heartbeatKey,
+  LogThrottle,
+  parseHeartbeat,
+  READ_HEARTBEATS_LUA,
+  readLiveness,
+} from '../../packages/executor/src/plane/index.js';
 import { observeRedis, type RedisWitness } from '../db/queries/redisWitness.js';
-import { readLiveness } from '../../packages/executor/src/db/queries/liveness.js';
 import type { Beat } from './deathRule.js';
 import type { ReaperDeps } from './types.js';
-import { errorMessage } from '../../packages/executor/src/errors.js';
 
 /**
  * The two witnesses, read once a tick for every candidate: heartbeats from Redis (one round trip) and

@@ -1,4 +1,4 @@
-import type { ExecutorRow } from '../../packages/executor/src/db/queries/executors.js';
+import type { ExecutorRow } from '../../packages/executor/src/plane/index.js';
 import { holdersGone, type Holder, readRegistry, type WatchedRow } from '../db/queries/fleetWatch.js';
 import type { Evidence } from '../db/queries/observations.js';
 import { type LockEvidence, readLocks } from './evidence.js';

@@ -1,5 +1,5 @@
 import { leaseName } from './unguarded.js';
-import { ConfigError } from '../../packages/executor/src/errors.js';
+import { ConfigError } from '../../packages/executor/src/plane/index.js';
 import { type Budget, budgetFrom, budgetUntil } from '../lifecycle/deadline.js';
 import { ReaperLease } from './lease.js';
 import { runTick } from './tick.js';

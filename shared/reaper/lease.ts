@@ -1,6 +1,5 @@
 import { releaseLease, renewLease, sinceLastTick, tryAcquireLease } from '../db/queries/leases.js';
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import type { Logger } from '../../packages/executor/src/log.js';
+import type { Db, Logger } from '../../packages/executor/src/plane/index.js';
 
 /**
  * The reaper's single-flight lease, as seen by one invocation. It is a few ticks long, renewed after every

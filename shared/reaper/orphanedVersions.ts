@@ -1,8 +1,7 @@
 import { findOrphanedEnqueued, type OrphanedRow } from '../dbos/orphaned.js';
 import { unattributedSessions } from '../dbos/reaper.js';
-import { readLiveVersions } from '../../packages/executor/src/contract/heartbeat.js';
+import { errorMessage, readLiveVersions } from '../../packages/executor/src/plane/index.js';
 import { shouldStop, type OrphanedPassResult, type PlannedAction, type ReaperDeps, type ReaperState, type TickContext } from './types.js';
-import { errorMessage } from '../../packages/executor/src/errors.js';
 
 /**
  * Orphaned versions (docs/design.md#invariant-2-recovery-re-enqueues-it-never-executes): ENQUEUED rows pinned to a version no live executor runs.

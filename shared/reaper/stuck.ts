@@ -1,6 +1,6 @@
 import { cancelledNotForked, markStuckAction, reportStuck, touchStuckAttempt } from '../db/queries/stuckWorkflows.js';
 import { cancelIfStillQuiet, findQuietPending } from '../dbos/reaper.js';
-import type { Logger } from '../../packages/executor/src/log.js';
+import type { Logger } from '../../packages/executor/src/plane/index.js';
 import { shouldStop, type ReaperDeps, type StuckPassResult, type TickContext } from './types.js';
 
 /**

@@ -8,7 +8,7 @@ import { stuckPass } from './stuck.js';
 import { unguardedPass } from './unguarded.js';
 import { timelinePass } from './timelines.js';
 import type { ReaperDeps, ReaperState, TickContext, TickResult } from './types.js';
-import { errorMessage } from '../../packages/executor/src/errors.js';
+import { errorMessage } from '../../packages/executor/src/plane/index.js';
 
 /**
  * The stuck pass examines each live executor's workflows once every STUCK_AFTER_MS / 60 (a minute for the

@@ -1,4 +1,4 @@
-import type { Fields, Logger } from '../../packages/executor/src/log.js';
+import type { Fields, Logger } from '../../packages/executor/src/plane/index.js';
 import type { TickResult } from './types.js';
 
 /**

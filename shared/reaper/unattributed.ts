@@ -1,5 +1,5 @@
 import { canSeeOtherSessions, DBOS_PYTHON_SESSION_NAME, unattributedSessions, type UnattributedSessions } from '../dbos/reaper.js';
-import { LogThrottle } from '../../packages/executor/src/executor/throttle.js';
+import { LogThrottle } from '../../packages/executor/src/plane/index.js';
 import type { ReaperDeps, ReaperState } from './types.js';
 
 /**

@@ -1,5 +1,4 @@
-import { GUARD_TICK_WITHIN_MS, REAPER_LEASE_PREFIX } from '../../packages/executor/src/contract/guard.js';
-import type { Db } from '../../packages/executor/src/db/pool.js';
+import { type Db, GUARD_TICK_WITHIN_MS, REAPER_LEASE_PREFIX } from '../../packages/executor/src/plane/index.js';
 import { type UnguardedApplication, unguardedApplications } from '../db/queries/unguarded.js';
 import type { ReaperDeps, ReaperState } from './types.js';
 

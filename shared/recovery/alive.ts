@@ -1,10 +1,14 @@
 import type { Redis } from 'ioredis';
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import type { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
-import { beatEvidence } from '../../packages/executor/src/contract/heartbeatBounds.js';
-import { type HeartbeatReading, heartbeatKey, readHeartbeat } from '../../packages/executor/src/contract/heartbeat.js';
-import { readLiveness } from '../../packages/executor/src/db/queries/liveness.js';
-import { waitReady } from '../../packages/executor/src/lock/redis.js';
+import {
+  beatEvidence,
+  type Db,
+  type DeathNotice,
+  heartbeatKey,
+  type HeartbeatReading,
+  readHeartbeat,
+  readLiveness,
+  waitReady,
+} from '../../packages/executor/src/plane/index.js';
 
 /**
  * "Is this named executor alive?", asked before a recovery someone requested by name: a death notice to

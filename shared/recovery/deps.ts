@@ -1,12 +1,10 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/index.js';
-import type { Db } from '../../packages/executor/src/db/pool.js';
+import type { Db, Faults, Logger } from '../../packages/executor/src/plane/index.js';
 import type { RedisLock } from '../lock/lock.js';
-import type { Logger } from '../../packages/executor/src/log.js';
 import { repairDepsFromRuntime } from '../repair/deps.js';
 import { repairOrphaned } from '../repair/situations/orphaned.js';
 import type { Runtime } from '../runtime.js';
-import type { Faults } from '../../packages/executor/src/testing/faults.js';
 import type { RecoveryDeps } from './recoverExecutor.js';
 
 /**

@@ -1,19 +1,25 @@
 import { LEFT_ALONE_LIMIT, LEFT_ALONE_PROBE_MS, type LeftAlone, leftAloneRows, whyLeftAlone } from '../dbos/statuses.js';
 import type { Redis } from 'ioredis';
-import type { Db } from '../../packages/executor/src/db/pool.js';
-import { pendingByVersion, type PendingByVersion } from '../../packages/executor/src/dbos/pendingByVersion.js';
+import {
+  BudgetExhaustedError,
+  type Db,
+  type DeathNotice,
+  errorMessage,
+  type Faults,
+  HeartbeatUnknownError,
+  type Logger,
+  pendingByVersion,
+  type PendingByVersion,
+  readAllHeartbeats,
+  RowsLockedError,
+  waitReady,
+} from '../../packages/executor/src/plane/index.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
 import type { SignOfLife } from '../db/queries/recoveries.js';
 import { sessionVersions } from '../dbos/reaper.js';
-import { BudgetExhaustedError, HeartbeatUnknownError, RowsLockedError, errorMessage } from '../../packages/executor/src/errors.js';
-import type { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
-import { readAllHeartbeats } from '../../packages/executor/src/contract/heartbeat.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import { LockUnavailableError } from '../lock/errors.js';
 import type { RedisLock } from '../lock/lock.js';
-import { waitReady } from '../../packages/executor/src/lock/redis.js';
-import type { Logger } from '../../packages/executor/src/log.js';
-import type { Faults } from '../../packages/executor/src/testing/faults.js';
 import { beginRun, contradicted, falseAlarm, finish, heartbeatBack, markDead, NULL_VERSION, rechecked, type Run } from './recoveryRun.js';
 import { recoverVersion } from './versionBatches.js';
 

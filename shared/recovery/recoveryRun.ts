@@ -1,15 +1,20 @@
 import { hostname } from 'node:os';
-import { setState } from '../../packages/executor/src/db/queries/executors.js';
+import {
+  beatEvidence,
+  type DeathNotice,
+  type Faults,
+  heartbeatKey,
+  type HeartbeatReading,
+  type Logger,
+  noFaults,
+  readHeartbeat,
+  setState,
+} from '../../packages/executor/src/plane/index.js';
 import { discardTimeline } from '../db/queries/discardTimeline.js';
 import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
-import type { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
-import { beatEvidence } from '../../packages/executor/src/contract/heartbeatBounds.js';
-import { type HeartbeatReading, heartbeatKey, readHeartbeat } from '../../packages/executor/src/contract/heartbeat.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import { unlimitedBudget } from '../lifecycle/deadline.js';
-import type { Logger } from '../../packages/executor/src/log.js';
-import { noFaults, type Faults } from '../../packages/executor/src/testing/faults.js';
 import { timelineStart } from '../timeline/cause.js';
 import type { RecoveryDeps, RecoveryOptions, RecoverySummary } from './recoverExecutor.js';
 

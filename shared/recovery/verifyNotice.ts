@@ -1,5 +1,5 @@
 import { lookupNoticed as lookup } from '../dbos/noticeLookup.js';
-import type { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
+import type { DeathNotice } from '../../packages/executor/src/plane/index.js';
 import { type AliveDeps, isAlive } from './alive.js';
 
 /**

@@ -1,6 +1,10 @@
 import { type BatchCursor, type BatchResult, isRowLockWait, LOCK_WAIT_MS, lockedLeft, reenqueueBatch } from '../dbos/recovery.js';
-import type { CreatedRange, PendingByVersion } from '../../packages/executor/src/dbos/pendingByVersion.js';
-import { BudgetExhaustedError, HeartbeatUnknownError } from '../../packages/executor/src/errors.js';
+import {
+  BudgetExhaustedError,
+  type CreatedRange,
+  HeartbeatUnknownError,
+  type PendingByVersion,
+} from '../../packages/executor/src/plane/index.js';
 import type { RecoverySummary } from './recoverExecutor.js';
 import { contradicted, falseAlarm, finish, heartbeatBack, markDead, NULL_VERSION, rechecked, type Run } from './recoveryRun.js';
 

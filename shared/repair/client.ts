@@ -1,8 +1,6 @@
 import { DBOSClient } from '@dbos-inc/dbos-sdk';
 import type { Config } from '../config/index.js';
-import { createPool } from '../../packages/executor/src/db/pool.js';
-import type { Lifecycle } from '../../packages/executor/src/lifecycle/shutdown.js';
-import type { Logger } from '../../packages/executor/src/log.js';
+import { createPool, type Lifecycle, type Logger } from '../../packages/executor/src/plane/index.js';
 
 /**
  * DBOS's client for fork and cancel, created on first use (most invocations never fork) and destroyed at

@@ -1,9 +1,7 @@
 import type { Config } from '../config/index.js';
-import type { Db } from '../../packages/executor/src/db/pool.js';
+import type { Db, Faults, Logger } from '../../packages/executor/src/plane/index.js';
 import { readRetentionState, recordPass, saveRound, type RetentionRound } from '../db/queries/retentionState.js';
 import type { Budget } from '../lifecycle/deadline.js';
-import type { Logger } from '../../packages/executor/src/log.js';
-import type { Faults } from '../../packages/executor/src/testing/faults.js';
 import { type Candidate, deleteBatch, readCandidates, rowsCutoff, type Thresholds } from '../dbos/retention/batch.js';
 import { boundFor, INITIAL_BATCH, MIN_BATCH, nextBatchSize } from './batchSize.js';
 import { type OwnPruned, pruneOwnTables } from './ownTables.js';

@@ -1,5 +1,5 @@
 import type { SignOfLife, TimelineStart } from '../db/queries/recoveries.js';
-import type { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
+import type { DeathNotice } from '../../packages/executor/src/plane/index.js';
 
 /**
  * A declared death's beginning, from its notice, for its timeline (docs/operations.md, "Recovery timelines").

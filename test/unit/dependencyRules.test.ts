@@ -59,9 +59,10 @@ const CLEAN: Record<string, string> = {
   [`${K}/contract/redisTls.ts`]: 'export const ca = 1;\n',
   [`${K}/executor/core.ts`]: "import { pool } from '../db/pool.js';\nexport const core = pool;\n",
   [`${K}/executor/env.ts`]: "import { ca } from '../contract/redisTls.js';\nexport const env = ca;\n",
-  // The plane imports the common layers and the contract from the kit's package.
-  'shared/db/queries.ts': "import { pool } from '../../packages/executor/src/db/pool.js';\nexport const queries = pool;\n",
-  'shared/config/index.ts': "import { ca } from '../../packages/executor/src/contract/redisTls.js';\nexport const config = ca;\n",
+  // The plane imports the common layers and the contract from the kit's package, through its declared entry.
+  [`${K}/plane/index.ts`]: "export * from '../db/pool.js';\nexport * from '../contract/redisTls.js';\n",
+  'shared/db/queries.ts': "import { pool } from '../../packages/executor/src/plane/index.js';\nexport const queries = pool;\n",
+  'shared/config/index.ts': "import { ca } from '../../packages/executor/src/plane/index.js';\nexport const config = ca;\n",
   'shared/reaper/tick.ts': "import { queries } from '../db/queries.js';\nexport const tick = queries;\n",
   'shared/reaper/types.ts': "import type { tick } from './tick.js';\nexport type Tick = typeof tick;\n",
   'shared/reaper/loop.ts': "import type { Tick } from './types.js';\nexport type Loop = Tick;\n",
@@ -91,6 +92,9 @@ const PLANTED: Record<string, string> = {
   'shared/db/usesReaper.ts': "import { tick } from '../reaper/tick.js';\nexport const x = tick;\n",
   // A repair primitive importing a situation (and so a cycle between the two folders).
   'shared/repair/primitives/usesSituation.ts': "import { stuck } from '../situations/stuck.js';\nexport const x = stuck;\n",
+  // The plane past the entry: the kit's runtime, and a common module imported around the entry.
+  'shared/reaper/usesKitRuntime.ts': "import { core } from '../../packages/executor/src/executor/core.js';\nexport const x = core;\n",
+  'shared/config/usesKitDirectly.ts': "import { ca } from '../../packages/executor/src/contract/redisTls.js';\nexport const x = ca;\n",
   'shared/lock/a.ts': "import { b } from './b.js';\nexport const a = (): unknown => b;\n",
   'shared/lock/b.ts': "import { a } from './a.js';\nexport const b = (): unknown => a;\n",
 };
@@ -126,7 +130,15 @@ describe('layer rules (npm run lint)', () => {
         `folder-cycle: ${K} -> shared/db`,
         `folder-cycle: ${K} -> shared/reaper`,
         `folder-cycle: ${K}/db -> ${K}`,
-        `folder-cycle: shared/db -> ${K}/db`,
+        `folder-cycle: shared/db -> ${K}/plane`,
+        `folder-cycle: ${K}/plane -> ${K}/db`,
+        `folder-cycle: ${K}/executor -> ${K}/db`,
+        `folder-cycle: ${K}/executor -> shared/db`,
+        `folder-cycle: ${K}/executor -> shared/reaper`,
+        `folder-cycle: shared/reaper -> ${K}/executor`,
+        // The plane past its entry into the kit's package: the runtime, and a common module around the entry.
+        `plane-imports-kit-internals: shared/config/usesKitDirectly.ts -> ${K}/contract/redisTls.ts`,
+        `plane-imports-kit-internals: shared/reaper/usesKitRuntime.ts -> ${K}/executor/core.ts`,
         'module-cycle: shared/lock/a.ts -> shared/lock/b.ts',
       ].sort(),
     );

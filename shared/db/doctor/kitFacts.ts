@@ -1,6 +1,4 @@
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import { ident } from '../../../packages/executor/src/contract/identifier.js';
-import type { DbosSdk } from '../../../packages/executor/src/version.js';
+import { type Db, type DbosSdk, ident } from '../../../packages/executor/src/plane/index.js';
 
 /**
  * What a live kit of the application recorded about itself (migration 0016), for this incarnation only. Every

@@ -1,5 +1,4 @@
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import { ident } from '../../../packages/executor/src/contract/identifier.js';
+import { type Db, ident } from '../../../packages/executor/src/plane/index.js';
 
 /** A kit of the application that refused to attach (migration 0016), not since replaced by a live one. */
 export interface KitRefusal {

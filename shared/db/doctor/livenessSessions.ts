@@ -1,6 +1,4 @@
-import { livenessHoldersSql } from '../../../packages/executor/src/contract/livenessKey.js';
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import { ident } from '../../../packages/executor/src/contract/identifier.js';
+import { type Db, ident, livenessHoldersSql } from '../../../packages/executor/src/plane/index.js';
 
 /**
  * What the server says about each live kit's liveness session: the backend the kit registered as its lock

@@ -1,6 +1,4 @@
-import { REAPER_LEASE_PREFIX } from '../../../packages/executor/src/contract/guard.js';
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import { ident } from '../../../packages/executor/src/contract/identifier.js';
+import { type Db, ident, REAPER_LEASE_PREFIX } from '../../../packages/executor/src/plane/index.js';
 
 /**
  * The applications the planes in this database guard: each reaper leaves its lease row `reaper:<app>` with

@@ -1,4 +1,4 @@
-import type { Db } from '../../../packages/executor/src/db/pool.js';
+import type { Db } from '../../../packages/executor/src/plane/index.js';
 
 /**
  * What one role lacks, as the server's privilege functions answer (has_*_privilege follow role membership

@@ -1,6 +1,4 @@
-import { livenessHeldSql } from '../../../packages/executor/src/contract/livenessKey.js';
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import { ident } from '../../../packages/executor/src/contract/identifier.js';
+import { type Db, ident, livenessHeldSql } from '../../../packages/executor/src/plane/index.js';
 
 /**
  * Every application kits registered under in this database (alive or draining rows), with how many of those

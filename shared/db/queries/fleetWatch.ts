@@ -1,7 +1,4 @@
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import type { ExecutorRow } from '../../../packages/executor/src/db/queries/executors.js';
-import { ident } from '../../../packages/executor/src/contract/identifier.js';
-import { BACKENDS_SQL, LIVENESS_KEY_SQL } from '../../../packages/executor/src/contract/livenessKey.js';
+import { BACKENDS_SQL, type Db, type ExecutorRow, ident, LIVENESS_KEY_SQL } from '../../../packages/executor/src/plane/index.js';
 
 /**
  * The reaper's cheap per-tick reads of a fleet it already knows: the registry rows written since

@@ -1,5 +1,4 @@
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import { ident } from '../../../packages/executor/src/contract/identifier.js';
+import { type Db, ident } from '../../../packages/executor/src/plane/index.js';
 import { figuresCte, type RawTimeline, TIMELINE_COLUMNS, type TimelineRow, timelineRow, TRACK_LIMIT } from './timelineFigures.js';
 
 /**

@@ -1,7 +1,5 @@
 import type pg from 'pg';
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import { ident } from '../../../packages/executor/src/contract/identifier.js';
-import { appScope } from '../../../packages/executor/src/dbos/sql.js';
+import { appScope, type Db, ident } from '../../../packages/executor/src/plane/index.js';
 import { literal } from '../retentionSql.js';
 
 /**

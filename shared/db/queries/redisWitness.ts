@@ -1,5 +1,4 @@
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import { ident } from '../../../packages/executor/src/contract/identifier.js';
+import { type Db, ident } from '../../../packages/executor/src/plane/index.js';
 
 /**
  * Redis's identity as the reaper sees it each tick (INFO server: run_id, uptime), kept in Postgres

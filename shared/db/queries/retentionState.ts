@@ -1,5 +1,4 @@
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import { ident } from '../../../packages/executor/src/contract/identifier.js';
+import { type Db, ident } from '../../../packages/executor/src/plane/index.js';
 
 /** The round in progress and the last pass (afterlife.retention_state, one row per application). */
 export interface RetentionRound {

@@ -1,5 +1,4 @@
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import { ident } from '../../../packages/executor/src/contract/identifier.js';
+import { type Db, ident } from '../../../packages/executor/src/plane/index.js';
 
 /** The rewind ledger (migration 0009). */
 export type RewindReason = 'diverged' | 'child-diverged' | 'orphaned-version' | 'stuck';

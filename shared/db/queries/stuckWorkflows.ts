@@ -1,5 +1,4 @@
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import { ident } from '../../../packages/executor/src/contract/identifier.js';
+import { type Db, ident } from '../../../packages/executor/src/plane/index.js';
 
 /** The stuck-workflow report (migration 0003): one row per workflow, refreshed on every detection. */
 const table = (db: Db) => `${ident(db.afterlifeSchema)}.stuck_workflows`;

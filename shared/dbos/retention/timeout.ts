@@ -1,7 +1,5 @@
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import { ident } from '../../../packages/executor/src/contract/identifier.js';
+import { appScope, type Db, ident, NOW_MS } from '../../../packages/executor/src/plane/index.js';
 import { retentionQuery } from '../../db/retentionSql.js';
-import { appScope, NOW_MS } from '../../../packages/executor/src/dbos/sql.js';
 
 /**
  * WORKFLOW_GLOBAL_TIMEOUT_MS: workflows still not completed that long after creation are cancelled the

@@ -1,9 +1,5 @@
-import type { Db } from '../../../packages/executor/src/db/pool.js';
-import type { Publisher } from '../../../packages/executor/src/events/publisher.js';
+import type { Db, Faults, ForkClient, Logger, Publisher, TargetVersion } from '../../../packages/executor/src/plane/index.js';
 import type { RedisLock } from '../../lock/lock.js';
-import type { Logger } from '../../../packages/executor/src/log.js';
-import type { Faults } from '../../../packages/executor/src/testing/faults.js';
-import type { ForkClient, TargetVersion } from '../../../packages/executor/src/repair/primitives/lineage.js';
 
 /**
  * What every repair is given: the databases and DBOS's client it acts through, the lock and publisher it

@@ -2,9 +2,8 @@ import { hostname } from 'node:os';
 import { claimDeadLetter, markDeadLetterPublished, recordFork } from '../../db/queries/forks.js';
 import { publishDeadLetter } from '../../events/deadLetter.js';
 import { LockContendedError, LockUnavailableError } from '../../lock/errors.js';
-import type { Logger } from '../../../packages/executor/src/log.js';
+import type { ForkPlan, Logger } from '../../../packages/executor/src/plane/index.js';
 import type { RepairDeps } from './deps.js';
-import type { ForkPlan } from '../../../packages/executor/src/repair/primitives/fork.js';
 
 /**
  * The ledger and its budget, shared by every repair. Postgres is the fence: a fork's row is written first

@@ -1,7 +1,6 @@
-import type { Db } from '../../../packages/executor/src/db/pool.js';
+import { type Db, parseDivergence } from '../../../packages/executor/src/plane/index.js';
 import { recordFork } from '../../db/queries/forks.js';
 import { findUnledgeredForks } from '../../dbos/diverged.js';
-import { parseDivergence } from '../../../packages/executor/src/dbos/divergence.js';
 
 /**
  * Fork-ledger reconciliation. The ledger misses forks that were made without it: by the app's

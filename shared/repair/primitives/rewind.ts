@@ -1,10 +1,8 @@
 import { hostname } from 'node:os';
 import { claimRewind, markRewound, type RewindReason, type RewoundDescendant, rewindsOf } from '../../db/queries/rewinds.js';
 import { outsideRewindCheck } from '../../dbos/dataSourceCheckpoints.js';
-import type { Logger } from '../../../packages/executor/src/log.js';
-import { noFaults } from '../../../packages/executor/src/testing/faults.js';
+import { type ForkClient, lineageOf, type Logger, noFaults, type QueueTarget } from '../../../packages/executor/src/plane/index.js';
 import type { RepairDeps } from './deps.js';
-import { type ForkClient, lineageOf, type QueueTarget } from '../../../packages/executor/src/repair/primitives/lineage.js';
 import { type Busy, type DeadLettered, deadLetter, underRootLock } from './ledger.js';
 
 /**

@@ -1,7 +1,6 @@
 import { rewindsOf } from '../../db/queries/rewinds.js';
-import { divergenceOf } from '../../../packages/executor/src/dbos/divergence.js';
+import { divergenceOf, type ForkClient, lineageOf, queueOf, targetVersionOf } from '../../../packages/executor/src/plane/index.js';
 import type { RepairDeps } from '../primitives/deps.js';
-import { type ForkClient, lineageOf, queueOf, targetVersionOf } from '../../../packages/executor/src/repair/primitives/lineage.js';
 import { type RewindPlan, rewindPlanned, type Rewound, type Target } from '../primitives/rewind.js';
 import { autoFork, type AutoForkResult } from './divergedFork.js';
 

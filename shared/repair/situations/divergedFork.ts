@@ -1,10 +1,8 @@
-import { InvalidInputError } from '../../../packages/executor/src/errors.js';
-import { noFaults } from '../../../packages/executor/src/testing/faults.js';
+import { executePlan, type ForkPlan, InvalidInputError, noFaults } from '../../../packages/executor/src/plane/index.js';
+import { planDivergenceFork, type Planned } from '../../../packages/executor/src/plane/situations.js';
 import type { RepairDeps } from '../primitives/deps.js';
-import { executePlan, type ForkPlan } from '../../../packages/executor/src/repair/primitives/fork.js';
 import { type Busy, type DeadLettered, deadLetter, ledger, underRootLock } from '../primitives/ledger.js';
 import { reconcileForkLedger } from '../primitives/reconcile.js';
-import { type Planned, planDivergenceFork } from '../../../packages/executor/src/repair/situations/divergedPlan.js';
 
 /**
  * A diverged workflow repaired by a fork: the bounded, deterministic escape from replay divergence (the

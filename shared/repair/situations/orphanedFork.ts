@@ -1,12 +1,18 @@
 import { forkWouldReapply } from '../../dbos/dataSourceCheckpoints.js';
 import { dropAbandonedForkIntent, markOriginalCancelled, type UncancelledOriginal, uncancelledOriginals } from '../../db/queries/forks.js';
-import type { Logger } from '../../../packages/executor/src/log.js';
+import {
+  errorMessage,
+  type ForkClient,
+  forkId,
+  forkOnce,
+  type ForkPlan,
+  lineageOf,
+  type Logger,
+  queueOf,
+} from '../../../packages/executor/src/plane/index.js';
 import type { RepairDeps } from '../primitives/deps.js';
-import { forkOnce, type ForkPlan } from '../../../packages/executor/src/repair/primitives/fork.js';
 import { deadLetter, ledger, underRootLock } from '../primitives/ledger.js';
-import { type ForkClient, forkId, lineageOf, queueOf } from '../../../packages/executor/src/repair/primitives/lineage.js';
 import type { OrphanInfo, OrphanOutcome } from './orphanOutcome.js';
-import { errorMessage } from '../../../packages/executor/src/errors.js';
 
 /**
  * Orphaned-version rows repaired by forks (REPAIR_MODE=fork, or the rows a rewind could not take; the

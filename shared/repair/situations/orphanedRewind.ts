@@ -1,19 +1,19 @@
 import { hostname } from 'node:os';
 import { claimRewind, markRewound, rewindsOf, staleOrphanRewinds } from '../../db/queries/rewinds.js';
-import type { Logger } from '../../../packages/executor/src/log.js';
-import { noFaults } from '../../../packages/executor/src/testing/faults.js';
-import type { RepairDeps } from '../primitives/deps.js';
-import { deadLetter, underRootLock } from '../primitives/ledger.js';
 import {
+  errorMessage,
   type ForkClient,
   lineageOf,
+  type Logger,
+  noFaults,
   queueOf,
   type QueueTarget,
   stepAfterLastCheckpoint,
-} from '../../../packages/executor/src/repair/primitives/lineage.js';
+} from '../../../packages/executor/src/plane/index.js';
+import type { RepairDeps } from '../primitives/deps.js';
+import { deadLetter, underRootLock } from '../primitives/ledger.js';
 import { dataSourceRewindCheck, DEFAULT_REWIND_CLAIM_MS } from '../primitives/rewind.js';
 import type { OrphanInfo, OrphanOutcome } from './orphanOutcome.js';
-import { errorMessage } from '../../../packages/executor/src/errors.js';
 
 /**
  * Orphaned-version rows repaired in place (REPAIR_MODE=rewind, the default; the choice is

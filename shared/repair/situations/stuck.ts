@@ -1,15 +1,16 @@
 import type { Config } from '../../config/index.js';
 import { forkWouldReapply } from '../../dbos/dataSourceCheckpoints.js';
 import type { RepairDeps } from '../primitives/deps.js';
-import { forkOnce, type ForkPlan } from '../../../packages/executor/src/repair/primitives/fork.js';
-import { deadLetter, ledger, underRootLock } from '../primitives/ledger.js';
 import {
   forkId,
+  forkOnce,
+  type ForkPlan,
   lineageOf,
   queueOf,
   stepAfterLastCheckpoint,
   targetVersionOf,
-} from '../../../packages/executor/src/repair/primitives/lineage.js';
+} from '../../../packages/executor/src/plane/index.js';
+import { deadLetter, ledger, underRootLock } from '../primitives/ledger.js';
 import { rewindPlanned } from '../primitives/rewind.js';
 
 /**

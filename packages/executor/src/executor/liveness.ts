@@ -15,6 +15,9 @@ import {
   sameBackend,
 } from './sessionProbe.js';
 import { KitTrouble } from './throttle.js';
+import { livenessSessionName } from '../contract/sessionName.js';
+
+export { livenessSessionName };
 
 /**
  * The liveness lease: a session-level advisory lock keyed by application and executor ID, held on one
@@ -379,15 +382,6 @@ export class LivenessLock {
       await client.end().catch(() => undefined);
     }
   }
-}
-
-/**
- * The liveness session's application_name: the executor ID and this incarnation, so `pg_stat_activity` says
- * which process start holds the lock (`afterlife_live_<executorId>@<incarnation>`, the ID cut to fit 63 bytes).
- */
-export function livenessSessionName(executorId: string, incarnation: string | undefined): string {
-  const tail = incarnation ? `@${incarnation}` : '';
-  return `afterlife_live_${executorId.slice(0, 63 - 'afterlife_live_'.length - tail.length)}${tail}`;
 }
 
 /** The session-probe connection's application_name (sessionProbe.ts), so `pg_stat_activity` says what it is. */
