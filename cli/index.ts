@@ -23,7 +23,7 @@ import { parseSince } from './commands/since.js';
 import { timeline } from './commands/timeline.js';
 import type { ErrorOutput } from './schemas.js';
 
-const USAGE = `usage: afterlife-plane <command> [options]
+export const USAGE = `usage: afterlife-plane <command> [options]
 
 commands:
   status [--watch] [--interval-s S] [--since SPAN]
@@ -63,7 +63,7 @@ options (every command):
   -h, --help      this help
 
 environment: DATABASE_URL (or INSTANCE_CONNECTION_NAME, DB_USER, DB_NAME), DBOS_APPLICATION_NAME,
-REDIS_URL, and the rest of the README's configuration table.
+REDIS_URL, and the rest of docs/configuration.md.
 exit codes: 0 ok, 1 failure, 2 usage or configuration error.
 `;
 
@@ -74,7 +74,7 @@ const COMMON = {
   help: { type: 'boolean', short: 'h', default: false },
 } as const;
 
-const COMMANDS = {
+export const COMMANDS = {
   status: { watch: { type: 'boolean', default: false }, 'interval-s': { type: 'string' }, since: { type: 'string' } },
   timeline: {},
   logs: { executor: { type: 'string' }, workflow: { type: 'string' } },
