@@ -3,7 +3,7 @@ import { Fence, type FenceVerdict } from '../contract/fenceCheck.js';
 import { fenceChannel } from '../contract/fenceChannel.js';
 import { requeuedChannel, RequeuedNotice } from '../contract/requeued.js';
 import { askFence, type BackendIdentity, backendIdentity, inheritedIdleSessionTimeoutMs, takeLiveness } from '../db/queries/liveness.js';
-import { effectiveLease, MIN_LIVENESS_LEASE_MS } from '../contract/lease.js';
+import { effectiveLease, LIVENESS_FENCE_EVERY_MS, LIVENESS_RENEW_EVERY_MS, MIN_LIVENESS_LEASE_MS } from '../contract/lease.js';
 import { livenessLeaseMs } from '../contract/settings.js';
 import type { Logger } from '../log.js';
 import { describeMove, NotOneSessionError, proveOneSession, sameBackend } from './sessionProbe.js';
@@ -13,7 +13,7 @@ import { KitTrouble } from './throttle.js';
  * The liveness lease: a session-level advisory lock keyed by application and executor ID, held on one
  * connection of the kit's own (never DBOS's pool, whose sessions come and go), whose session the *server*
  * ends once the process has sent nothing for the lease (`idle_session_timeout`, packages/executor/src/contract/lease.ts).
- * The fence question below, once a second, is the traffic that renews it. So the lock means "this process
+ * Speaking on it once a second (LIVENESS_RENEW_EVERY_MS) is what renews it. So the lock means "this process
  * spoke within the lease", through any proxy between them: a process that dies closes its socket (free at
  * once); a host that vanishes, or a process frozen past the lease, is let go by the server a lease later.
  * Server-side TCP keepalives and `tcp_user_timeout` stay too: on a direct path they notice a vanished host on
@@ -21,7 +21,9 @@ import { KitTrouble } from './throttle.js';
  *
  * The same connection carries the fence: a NOTIFY on the fence channel is only a hint to ask now; the
  * answer is always the plane's own records (registry, recoveries; packages/executor/src/contract/fenceCheck.ts), asked
- * every `checkEveryMs`. This incarnation is registered, and the fence question answered, before the lock is
+ * at every connect, on a hint, and otherwise as every `FENCE_EVERY`-th renewal (LIVENESS_FENCE_EVERY_MS, a
+ * backstop); the renewals in between are empty queries, the cheapest message that resets the server's timer.
+ * This incarnation is registered, and the fence question answered, before the lock is
  * taken, so a process back from a partition stops before it claims to be alive. With `onRequeued` it also
  * listens for recoveries asking this executor to claim their work now (contract/requeued.ts): the session is
  * already open and held for the lease, so hearing them costs the fleet no connection.
@@ -34,7 +36,8 @@ import { KitTrouble } from './throttle.js';
  * A lost connection is re-made by one timer with a bounded backoff — never more than one attempt in flight,
  * never more than one session — and its failures are logged at most once a minute (KitTrouble).
  */
-export const LIVENESS_CHECK_EVERY_MS = 1_000;
+/** Renewals per fence question when nothing hinted one (contract/lease.ts). */
+const FENCE_EVERY = Math.max(1, Math.round(LIVENESS_FENCE_EVERY_MS / LIVENESS_RENEW_EVERY_MS));
 /** tcp_keepalives_idle 5 s + 3 probes 2 s apart, or unacknowledged data for 10 s (tcp_user_timeout). */
 export const VANISHED_HOST_S = 11;
 const KEEPALIVES =
@@ -60,6 +63,7 @@ export interface LivenessOptions {
   leaseMs?: number;
   /** After every (re)connect: idle_session_timeout as the liveness session reports it once the kit set it. */
   onLease?: (serverLeaseMs: number) => void;
+  /** How often the session is spoken on (default LIVENESS_RENEW_EVERY_MS); every FENCE_EVERY-th time it is the fence question. */
   checkEveryMs?: number;
   logger: Logger;
   /** Shared with the rest of the kit so that one missing schema is one line a minute, not one per module. */
@@ -89,7 +93,9 @@ export class LivenessLock {
   private ending: Promise<void> | undefined;
   private warnedBusy = false;
   private checking = false;
-  private askAgain = false;
+  private askAgain: 'renew' | 'fence' | undefined;
+  /** Renewals since the last fence question. */
+  private sinceFence = 0;
   private leaseLogged = false;
   /** The server session proven at connect (sessionProbe.ts); compared every IDENTITY_EVERY checks. */
   private backend: BackendIdentity | undefined;
@@ -123,7 +129,10 @@ export class LivenessLock {
   async start(): Promise<void> {
     await this.connect();
     if (this.refused) throw this.refused;
-    this.timer = setInterval(() => void this.check(), this.o.checkEveryMs ?? LIVENESS_CHECK_EVERY_MS);
+    this.timer = setInterval(
+      () => void this.check(++this.sinceFence >= FENCE_EVERY ? 'fence' : 'renew'),
+      this.o.checkEveryMs ?? LIVENESS_RENEW_EVERY_MS,
+    );
     this.timer.unref();
   }
 
@@ -165,6 +174,7 @@ export class LivenessLock {
         this.registered = true;
       }
       if (await this.fenced(client)) return;
+      this.sinceFence = 0;
       await this.take(client);
       this.reconnectMs = RECONNECT_MIN_MS;
       this.trouble.ok('liveness');
@@ -185,7 +195,7 @@ export class LivenessLock {
     if (afterStart) this.o.onNotASession?.(err);
   }
 
-  /** Every IDENTITY_EVERY checks: still the backend proven at connect? */
+  /** Every IDENTITY_EVERY fence questions: still the backend proven at connect? */
   private async sameSession(client: pg.Client): Promise<boolean> {
     if (++this.checksSinceIdentity < IDENTITY_EVERY || !this.backend) return true;
     this.checksSinceIdentity = 0;
@@ -246,12 +256,16 @@ export class LivenessLock {
     }
   }
 
-  /** The periodic question on the connection; also re-takes a lock that was busy and notices a dead link. */
-  private async check(): Promise<void> {
+  /**
+   * The periodic word on the connection, which renews the lease: the fence question when it is due (or hinted),
+   * else an empty query; a lock that was busy is asked for again either way (that statement renews too). A
+   * failure of either is a dead link.
+   */
+  private async check(ask: 'renew' | 'fence'): Promise<void> {
     const client = this.client;
     if (this.closed || this.connecting) return;
     if (this.checking) {
-      this.askAgain = true;
+      if (ask === 'fence' || !this.askAgain) this.askAgain = ask;
       return;
     }
     if (!client) {
@@ -260,17 +274,22 @@ export class LivenessLock {
     }
     this.checking = true;
     try {
-      if (!(await this.sameSession(client))) return;
-      if (await this.fenced(client)) return;
+      if (ask === 'fence') {
+        this.sinceFence = 0;
+        if (!(await this.sameSession(client))) return;
+        if (await this.fenced(client)) return;
+      }
       if (!this.heldNow) await this.take(client);
+      else if (ask === 'renew') await client.query('');
     } catch (err) {
       this.lost(client, err);
     } finally {
       this.checking = false;
     }
-    if (this.askAgain) {
-      this.askAgain = false;
-      void this.check();
+    const again = this.askAgain;
+    if (again) {
+      this.askAgain = undefined;
+      void this.check(again);
     }
   }
 
@@ -293,7 +312,7 @@ export class LivenessLock {
     if (n.channel !== this.channel || !n.payload) return;
     try {
       const p = JSON.parse(n.payload) as { applicationName?: unknown; executorId?: unknown };
-      if (p.applicationName === this.o.applicationName && p.executorId === this.o.executorId) void this.check();
+      if (p.applicationName === this.o.applicationName && p.executorId === this.o.executorId) void this.check('fence');
     } catch {
       /* not ours */
     }
