@@ -15,6 +15,7 @@ import { consoleLogger, type Logger } from '../log.js';
 import type { KitCore, Left } from './core.js';
 import { dbosApp, type DbosApp } from './dbosInternals.js';
 import { plannedDrain } from './drain.js';
+import { withConnectRetries } from './connectRetry.js';
 import { DrainPoller } from './drainRequests.js';
 import { fenceNow } from './fence.js';
 import { guarded } from './guarded.js';
@@ -92,6 +93,14 @@ export interface ExecutorKit {
 
 /** The exit code of a fatal failed attach (EX_CONFIG): the platform restarts the instance, and says why. */
 export const ATTACH_FAILED_EXIT_CODE = 78;
+/**
+ * The attach's first question to the database, tried up to 6 times with jittered waits (0.25–8 s, 16 s at
+ * most in all) when the server is busy or starting: a fleet that starts together is one connect storm, and a
+ * kit that gave up on its first timeout would exit for a database that answers a few seconds later. At most
+ * ~46 s before a database that never answers is fatal (6 tries of 5 s and the waits), within the minute a
+ * fleet's start is given.
+ */
+const ATTACH_CONNECT_RETRIES = { attempts: 6, minMs: 500, maxMs: 8_000 } as const;
 
 /**
  * Attaches the kit to the launched DBOS app. With no options it reads what DBOS already knows (system
@@ -293,13 +302,26 @@ class Kit implements ExecutorKit, KitCore {
 
   /**
    * Before anything starts: the database answers and holds afterlife's schema. Without it every registry
-   * write and drain poll would fail for the life of the process, each one a warning nobody reads.
+   * write and drain poll would fail for the life of the process, each one a warning nobody reads. A database
+   * that is busy or starting (a connect storm when a fleet starts together) is asked again, a bounded number
+   * of times with jittered waits (ATTACH_CONNECT_RETRIES), before that is fatal; a wrong URL or a missing
+   * schema fails at once.
    */
   async checkDatabase(): Promise<void> {
     const table = `${this.db.afterlifeSchema}.drain_requests`;
     let found: string | null | undefined;
     try {
-      found = await withTimeout(findTable(this.pool, table), 5_000);
+      found = await withConnectRetries(() => withTimeout(findTable(this.pool, table), 5_000), {
+        ...ATTACH_CONNECT_RETRIES,
+        onRetry: (err, retry, waitMs) =>
+          this.log.notice('the database did not answer the attach in time (busy or starting); asking again', {
+            err,
+            retry,
+            of: ATTACH_CONNECT_RETRIES.attempts - 1,
+            waitMs,
+            event: 'attach_connect_retry',
+          }),
+      });
     } catch (err) {
       throw new ConfigError([
         `databaseUrl: cannot query ${maskUrl(this.options.databaseUrl)}: ${err instanceof Error ? err.message : String(err)}`,

@@ -7,6 +7,7 @@ import { effectiveLease, LIVENESS_FENCE_EVERY_MS, LIVENESS_RENEW_EVERY_MS, MIN_L
 import { livenessLeaseMs } from '../contract/settings.js';
 import type { Logger } from '../log.js';
 import { describeMove, NotOneSessionError, proveOneSession, sameBackend } from './sessionProbe.js';
+import { jitteredBackoffMs } from './connectRetry.js';
 import { KitTrouble } from './throttle.js';
 
 /**
@@ -33,8 +34,10 @@ import { KitTrouble } from './throttle.js';
  * backend every `IDENTITY_EVERY` checks afterwards (a move later ends the liveness protocol for good, with
  * an ERROR naming the fix; `onNotASession`).
  *
- * A lost connection is re-made by one timer with a bounded backoff — never more than one attempt in flight,
- * never more than one session — and its failures are logged at most once a minute (KitTrouble).
+ * A lost connection is re-made by one timer with a bounded, jittered backoff — never more than one attempt in
+ * flight, never more than one session — and its failures are logged at most once a minute (KitTrouble). The
+ * jitter and a connect timeout that grows with each failure are what let a fleet that lost Postgres together
+ * (a restart) or starts together (a deploy) come back without a storm of connects that all time out.
  */
 /** Renewals per fence question when nothing hinted one (contract/lease.ts). */
 const FENCE_EVERY = Math.max(1, Math.round(LIVENESS_FENCE_EVERY_MS / LIVENESS_RENEW_EVERY_MS));
@@ -45,6 +48,9 @@ const KEEPALIVES =
 const RECONNECT_MIN_MS = 100;
 /** Bounded: after a Postgres restart the lock must be back well within the reaper's settle time (10 s). */
 export const RECONNECT_MAX_MS = 5_000;
+/** The first connect's timeout; doubled after each failed one up to CONNECT_TIMEOUT_MAX_MS (a busy server forks slowly). */
+const CONNECT_TIMEOUT_MS = 2_000;
+const CONNECT_TIMEOUT_MAX_MS = 8_000;
 /** Fence checks between two comparisons of the session's backend with the one proven at connect. */
 const IDENTITY_EVERY = 5;
 /** How long a closing session may take to go before the next attempt is made anyway. */
@@ -88,7 +94,8 @@ export class LivenessLock {
   private registered: boolean;
   private timer: NodeJS.Timeout | undefined;
   private retry: NodeJS.Timeout | undefined;
-  private reconnectMs = RECONNECT_MIN_MS;
+  /** Connects that failed in a row: the next wait and connect timeout grow with it. */
+  private failures = 0;
   private connecting: Promise<void> | undefined;
   private ending: Promise<void> | undefined;
   private warnedBusy = false;
@@ -150,7 +157,7 @@ export class LivenessLock {
       application_name: livenessSessionName(this.o.executorId, this.o.incarnation),
       keepAlive: true,
       keepAliveInitialDelayMillis: 5_000,
-      connectionTimeoutMillis: 2_000,
+      connectionTimeoutMillis: Math.min(CONNECT_TIMEOUT_MAX_MS, CONNECT_TIMEOUT_MS * 2 ** Math.min(this.failures, 3)),
       // Longer than a freeze the process should ride out: a reply already waiting when it wakes must win
       // over this timer, or the session (and the lock) would be dropped for nothing.
       query_timeout: 10_000,
@@ -176,7 +183,7 @@ export class LivenessLock {
       if (await this.fenced(client)) return;
       this.sinceFence = 0;
       await this.take(client);
-      this.reconnectMs = RECONNECT_MIN_MS;
+      this.failures = 0;
       this.trouble.ok('liveness');
     } catch (err) {
       if (err instanceof NotOneSessionError) this.refuse(client, err);
@@ -348,20 +355,21 @@ export class LivenessLock {
       () => (this.ending = undefined),
     );
     if (this.closed) return;
-    if (err) this.trouble.report('liveness', err, { retryInMs: this.reconnectMs });
-    this.schedule();
+    const wait = this.schedule();
+    if (err) this.trouble.report('liveness', err, { retryInMs: wait });
   }
 
-  /** One reconnect timer at a time, with a bounded backoff; a connection in progress makes none. */
-  private schedule(): void {
-    if (this.closed || this.retry || this.connecting || this.client) return;
-    const wait = this.reconnectMs;
-    this.reconnectMs = Math.min(RECONNECT_MAX_MS, this.reconnectMs * 2);
+  /** One reconnect timer at a time, with a bounded, jittered backoff; a connection in progress makes none. */
+  private schedule(): number | undefined {
+    if (this.closed || this.retry || this.connecting || this.client) return undefined;
+    const wait = jitteredBackoffMs(this.failures, RECONNECT_MIN_MS, RECONNECT_MAX_MS);
+    this.failures += 1;
     this.retry = setTimeout(() => {
       this.retry = undefined;
       void this.connect();
     }, wait);
     this.retry.unref();
+    return wait;
   }
 
   /** Releases the lock by ending the session (a clean exit reads like any other: the lock is free). */
