@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import type { FenceVerdict } from '../../../packages/executor/src/contract/fenceCheck.js';
 import { LIVENESS_FENCE_EVERY_MS, LIVENESS_RENEW_EVERY_MS } from '../../../packages/executor/src/contract/lease.js';
+import { insertDrainRequests } from '../../../packages/executor/src/db/queries/drainRequests.js';
 import { findTable } from '../../../packages/executor/src/db/queries/schemaCheck.js';
 import { withConnectRetries } from '../../../packages/executor/src/executor/connectRetry.js';
 import { LivenessLock } from '../../../packages/executor/src/executor/liveness.js';
@@ -73,7 +74,7 @@ describe('liveness cadence and attach retries', () => {
   const lock = (
     executorId: string,
     incarnation: string,
-    o: { checkEveryMs: number; databaseUrl?: string; onFenced?: (v: FenceVerdict) => void },
+    o: { checkEveryMs: number; databaseUrl?: string; onFenced?: (v: FenceVerdict) => void; onDrainHint?: () => void },
   ) =>
     new LivenessLock({
       databaseUrl: o.databaseUrl ?? tdb.url,
@@ -88,6 +89,7 @@ describe('liveness cadence and attach retries', () => {
       logger: memoryLogger(),
       onFenced: o.onFenced ?? (() => undefined),
       checkEveryMs: o.checkEveryMs,
+      ...(o.onDrainHint ? { onDrainHint: o.onDrainHint } : {}),
     });
 
   it('renews the lease with empty queries and asks the fence question only every few renewals', async () => {
@@ -133,6 +135,28 @@ describe('liveness cadence and attach retries', () => {
       expect(verdict).toBe('superseded');
     } finally {
       await old.close();
+    }
+  });
+
+  it("a drain request is heard on the liveness session the moment it is written (the kit's poll is only a backstop)", async () => {
+    const hints: number[] = [];
+    const l = lock('exec-drain-hint', 'inc-drain-hint', { checkEveryMs: 60_000, onDrainHint: () => hints.push(Date.now()) });
+    await l.start();
+    try {
+      // Another application's request is not this kit's business.
+      await insertDrainRequests(db, {
+        applicationName: `${app}-other`,
+        target: { applicationVersion: 'v9' },
+        budgetMs: 1_000,
+        requestedBy: 'test',
+      });
+      const t0 = Date.now();
+      await insertDrainRequests(db, { applicationName: app, target: { applicationVersion: 'v9' }, budgetMs: 1_000, requestedBy: 'test' });
+      await waitFor('the drain hint', async () => hints.length > 0, { timeoutMs: 5_000, intervalMs: 20 });
+      console.log(`[liveness:cadence] drain hint heard ${(hints[0] as number) - t0} ms after the request`);
+      expect(hints).toHaveLength(1);
+    } finally {
+      await l.close();
     }
   });
 

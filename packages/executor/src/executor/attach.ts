@@ -16,7 +16,7 @@ import type { KitCore, Left } from './core.js';
 import { dbosApp, type DbosApp } from './dbosInternals.js';
 import { plannedDrain } from './drain.js';
 import { withConnectRetries } from './connectRetry.js';
-import { DrainPoller } from './drainRequests.js';
+import { DRAIN_BACKSTOP_POLL_MS, DrainPoller } from './drainRequests.js';
 import { fenceNow } from './fence.js';
 import { guarded } from './guarded.js';
 import { checkIdleTransactionLimit } from './idleTransactions.js';
@@ -248,6 +248,7 @@ class Kit implements ExecutorKit, KitCore {
         register: () => this.register(),
         onFenced: (verdict, fence) => this.fence(verdict, fence),
         ...(this.early ? { onRequeued: (n: RequeuedNotice) => this.claimNow(n) } : {}),
+        onDrainHint: () => this.poller.pollNow(),
         onNotASession: (err) =>
           this.log.error('liveness lock given up: its connection is not one Postgres session (a transaction-mode pooler)', {
             err,
@@ -266,6 +267,8 @@ class Kit implements ExecutorKit, KitCore {
       onCount: (n) => (this.dbInFlight = n),
       onRequest: (req) => void this.drain(req.budgetMs),
       trouble: this.trouble,
+      // With the liveness session, a drain request is heard there the moment it is written; the poll is a backstop.
+      ...(this.liveness ? { everyMs: DRAIN_BACKSTOP_POLL_MS } : {}),
     });
     this.watcher = new Watch({
       db: this.db,

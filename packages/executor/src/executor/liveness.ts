@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { Fence, type FenceVerdict } from '../contract/fenceCheck.js';
-import { fenceChannel } from '../contract/fenceChannel.js';
+import { drainChannel, fenceChannel } from '../contract/fenceChannel.js';
 import { requeuedChannel, RequeuedNotice } from '../contract/requeued.js';
 import { askFence, type BackendIdentity, backendIdentity, inheritedIdleSessionTimeoutMs, takeLiveness } from '../db/queries/liveness.js';
 import { effectiveLease, LIVENESS_FENCE_EVERY_MS, LIVENESS_RENEW_EVERY_MS, MIN_LIVENESS_LEASE_MS } from '../contract/lease.js';
@@ -76,6 +76,8 @@ export interface LivenessOptions {
   trouble?: KitTrouble;
   /** Registers this incarnation; retried on every connection until it succeeds, and always before the lock. */
   register?: () => Promise<void>;
+  /** A drain request was written for this application (contract/fenceChannel.ts): look for it now. */
+  onDrainHint?: () => void;
   /** A recovery named this executor to claim what it re-enqueued now: the queues (contract/requeued.ts). */
   onRequeued?: (notice: RequeuedNotice) => void;
   /** Called once when the executor learns it was declared dead, superseded, or its workflows were moved. */
@@ -111,6 +113,7 @@ export class LivenessLock {
   private refused: NotOneSessionError | undefined;
   private readonly channel: string;
   private readonly requeued: string;
+  private readonly drain: string;
   private readonly gone = new WeakSet<pg.Client>();
   private readonly trouble: KitTrouble;
   /** The lease asked of the server (the configured one, or a shorter one inherited from the URL or role). */
@@ -119,6 +122,7 @@ export class LivenessLock {
   constructor(private readonly o: LivenessOptions) {
     this.channel = fenceChannel(o.afterlifeSchema);
     this.requeued = requeuedChannel(o.afterlifeSchema);
+    this.drain = drainChannel(o.afterlifeSchema);
     this.leaseMs = livenessLeaseMs(o.leaseMs);
     this.registered = o.register === undefined;
     this.trouble = o.trouble ?? new KitTrouble(o.logger, o.afterlifeSchema);
@@ -175,6 +179,7 @@ export class LivenessLock {
       // own subscription is the fence protocol, so it stays beside it rather than in the SQL layer).
       await client.query(`LISTEN ${pg.escapeIdentifier(this.channel)}`);
       if (this.o.onRequeued) await client.query(`LISTEN ${pg.escapeIdentifier(this.requeued)}`);
+      if (this.o.onDrainHint) await client.query(`LISTEN ${pg.escapeIdentifier(this.drain)}`);
       this.client = client;
       if (!this.registered && this.o.register) {
         await this.o.register();
@@ -316,9 +321,14 @@ export class LivenessLock {
   /** Anyone who can connect may NOTIFY: a message about this executor only makes the kit ask its records now. */
   private notified(n: pg.Notification): void {
     if (n.channel === this.requeued && n.payload && this.o.onRequeued) return this.requeuedHere(n.payload, this.o.onRequeued);
-    if (n.channel !== this.channel || !n.payload) return;
+    if ((n.channel !== this.channel && n.channel !== this.drain) || !n.payload) return;
     try {
       const p = JSON.parse(n.payload) as { applicationName?: unknown; executorId?: unknown };
+      // A drain hint costs one poll of the plane's table, whoever sent it.
+      if (n.channel === this.drain) {
+        if (p.applicationName === this.o.applicationName) this.o.onDrainHint?.();
+        return;
+      }
       if (p.applicationName === this.o.applicationName && p.executorId === this.o.executorId) void this.check('fence');
     } catch {
       /* not ours */
