@@ -1,20 +1,21 @@
 /**
  * bench/fleet — a fleet, not a demo: N executors watched by one reaper, what it costs, how it grows (issue 31).
  *
- *   npm run bench:fleet -- --executors 1000 [--kills 10] [--minutes 10] [--workflows 10] [--settle-s 16] [--json]
+ *   npm run bench:fleet -- --executors 1000 [--kills 10] [--minutes 10] [--workflows 10] [--settle-s 16] [--start-window-s 60] [--json]
  *
  * On a Postgres and a Redis of its own (a private embedded PostgreSQL 15 with max_connections raised to fit
  * the fleet and pg_stat_statements loaded; a redis-server on a free port): never the shared ones.
- *   - N − 2 simulated executors (bench/fleetSim.ts, one child process): the kit's own protocol code — each
- *     its registry row, its liveness session holding the lock with the lease, its heartbeat every 250 ms,
- *     its drain poll every second — without DBOS;
+ *   - N − 2 simulated executors (bench/fleetSim.ts, a child process per 100): the kit's own protocol code —
+ *     each its registry row, its liveness session holding the lock with the lease, its heartbeat every 250 ms
+ *     — without DBOS or the drain poll, each started at a random moment of `--start-window-s` (a deploy);
  *   - 2 real DBOS executors with the kit (the example agent app): a survivor that stays up, and a victim per
  *     kill that starts `--workflows` agent workflows (2 steps of 3 s) and is SIGKILLed inside its first step;
  *   - the reaper (bench/fleetReaper.ts, one child process) as Terraform deploys it: Scheduler every 60 s,
  *     FUNCTION_TIMEOUT_S 150, standbys waiting on the lease, every other setting at its default (tick 250 ms,
  *     lease 3 s, recovery inline, DB_POOL_MAX 3), running as a Postgres role of its own so
  *     pg_stat_statements tells its statements from the fleet's.
- * After the fleet holds its locks and Redis has kept its keys for a TTL (16 s), the watch runs `--minutes`
+ * The reaper is up before the fleet starts, so a half-started fleet is judged as it starts (a death then is a
+ * false death like any other). After the fleet holds its locks and Redis has kept its keys for a TTL (16 s), the watch runs `--minutes`
  * (the kills inside it): every tick's duration and its statements' time, SIGKILL → first step of the
  * victim's work on the survivor (database clock), false deaths (anything declared dead that was not
  * killed), Postgres connections and backends' memory, Redis commands per second and memory, and the CPU of
@@ -56,6 +57,8 @@ const Args = z
     workflows: z.coerce.number().int().min(1).max(100).default(10),
     /** Seconds between the fleet's start and the watch: Redis keeps its keys for a TTL first (a CI smoke uses 0). */
     'settle-s': z.coerce.number().int().min(0).max(600).default(16),
+    /** The simulated kits start at random moments of this window, as a deploy starts a fleet (0: all at once). */
+    'start-window-s': z.coerce.number().int().min(0).max(600).default(60),
     json: z.boolean().default(false),
   })
   .strict();
@@ -250,6 +253,16 @@ interface Result {
   fleetQueriesPerSec: number;
   redisCommands: Record<string, number>;
   simStartMs: number;
+  /** Each simulated kit's start → its lock held: the fleet's start as the kits saw it. */
+  startWindowS: number;
+  attachP50Ms: number | null;
+  attachP95Ms: number | null;
+  attachMaxMs: number | null;
+  /** Kits that took longer than 60 s to hold their lock, or never did. */
+  slowAttaches: number;
+  /** Per executor: Postgres CPU (ms a second, the whole server over the executors) and the fleet's statements a second. */
+  pgCpuMsPerExecutorPerS: number;
+  fleetStatementsPerExecutorPerS: number;
   watchedMinutes: number;
   load: { before: string; after: string };
 }
@@ -283,28 +296,8 @@ async function main(): Promise<Result> {
     );
     const common = { DBOS_APPLICATION_NAME: app, REDIS_URL: redisServer.url, REDIS_KEY_PREFIX: prefix, METADATA_SERVER_DETECTION: 'none' };
     say(`fleet: ${args.executors} executors (${sims} simulated + ${REAL_EXECUTORS} real), load ${loadBefore}; postgres :${pgServer.port}`);
-    // A process per SIM_PER_PROCESS executors: a real fleet is one process per executor, and one event loop
-    // for a thousand kits starves on a shared machine (their sessions then end by the lease: false deaths).
-    const t0 = Date.now();
-    for (let off = 0; off < sims; off += SIM_PER_PROCESS) {
-      const n = Math.min(SIM_PER_PROCESS, sims - off);
-      simChildren.push(
-        forkChild(
-          './fleetSim.js',
-          { ...common, DATABASE_URL: pgServer.url, FLEET_EXECUTORS: String(n), FLEET_OFFSET: String(off) },
-          undefined,
-          `fleetSim-${off}`,
-        ),
-      );
-    }
-    const readies = await Promise.all(simChildren.map((c) => c.next('ready', 15 * 60_000)));
-    const simReady = { held: readies.reduce((a, r) => a + Number(r.held), 0), startMs: Date.now() - t0 };
-    say(
-      `fleet: ${simReady.held}/${sims} simulated executors (${simChildren.length} processes) hold their lock after ${simReady.startMs} ms`,
-    );
-    const kitEnv = { ...common, AFTERLIFE_KIT: 'on', DBOS_APP_NAME: app, AFTERLIFE_PUBLISH: 'none' };
-    const o = { url: pgServer.url, app, env: kitEnv, sql };
-    real.push(await startReal('survivor', o));
+    // The reaper watches the fleet start: a half-started fleet must never read as a death (its declarations
+    // land in the registry and the recoveries, which the false-death count reads whenever they were made).
     const reaperUrl = new URL(pgServer.url);
     reaperUrl.username = REAPER_ROLE;
     reaper = forkChild(
@@ -315,6 +308,44 @@ async function main(): Promise<Result> {
       },
     );
     await reaper.next('ready', 60_000);
+    // A process per SIM_PER_PROCESS executors: a real fleet is one process per executor, and one event loop
+    // for a thousand kits starves on a shared machine (their sessions then end by the lease: false deaths).
+    const t0 = Date.now();
+    for (let off = 0; off < sims; off += SIM_PER_PROCESS) {
+      const n = Math.min(SIM_PER_PROCESS, sims - off);
+      simChildren.push(
+        forkChild(
+          './fleetSim.js',
+          {
+            ...common,
+            DATABASE_URL: pgServer.url,
+            FLEET_EXECUTORS: String(n),
+            FLEET_OFFSET: String(off),
+            FLEET_START_WINDOW_MS: String(args['start-window-s'] * 1000),
+          },
+          undefined,
+          `fleetSim-${off}`,
+        ),
+      );
+    }
+    const readies = await Promise.all(simChildren.map((c) => c.next('ready', 15 * 60_000)));
+    const simReady = { held: readies.reduce((a, r) => a + Number(r.held), 0), startMs: Date.now() - t0 };
+    const attachMs = readies
+      .flatMap((r) => (Array.isArray(r.attachMs) ? (r.attachMs as Array<number | null>) : []))
+      .map((a) => a ?? Infinity);
+    const slowAttaches = readies.reduce((a, r) => a + Number(r.slowAttaches ?? 0), 0);
+    const attach = {
+      p50: finiteOrNull(attachMs.length ? quantile(attachMs, 0.5) : null),
+      p95: finiteOrNull(attachMs.length ? quantile(attachMs, 0.95) : null),
+      max: finiteOrNull(attachMs.length ? Math.max(...attachMs) : null),
+      slow: slowAttaches,
+    };
+    say(
+      `fleet: ${simReady.held}/${sims} simulated executors (${simChildren.length} processes) hold their lock after ${simReady.startMs} ms (started over ${args['start-window-s']} s; each kit's start → lock: p50 ${attach.p50} ms, p95 ${attach.p95} ms, max ${attach.max} ms, ${attach.slow} over 60 s), load ${load()}`,
+    );
+    const kitEnv = { ...common, AFTERLIFE_KIT: 'on', DBOS_APP_NAME: app, AFTERLIFE_PUBLISH: 'none' };
+    const o = { url: pgServer.url, app, env: kitEnv, sql };
+    real.push(await startReal('survivor', o));
     // Steady state: Redis has kept its keys for a TTL and Postgres has been up past the reaper's settle time.
     await new Promise((r) => setTimeout(r, args['settle-s'] * 1000));
     const simPids = () => simChildren.map((c) => c.proc.pid ?? 0);
@@ -405,6 +436,13 @@ async function main(): Promise<Result> {
       fleetQueriesPerSec: Math.round(fleetStmts.calls / elapsedS),
       redisCommands: Object.fromEntries(Object.entries(commands).map(([k, v]) => [k, Math.round(v / elapsedS)])),
       simStartMs: Number(simReady.startMs),
+      startWindowS: args['start-window-s'],
+      attachP50Ms: attach.p50,
+      attachP95Ms: attach.p95,
+      attachMaxMs: attach.max,
+      slowAttaches: attach.slow,
+      pgCpuMsPerExecutorPerS: round3((cpuOf(pg1.pids) / elapsedS / args.executors) * 1000),
+      fleetStatementsPerExecutorPerS: round3(fleetStmts.calls / elapsedS / args.executors),
       watchedMinutes: Math.round((elapsedS / 60) * 100) / 100,
       load: { before: loadBefore, after: load() },
     };
@@ -441,6 +479,10 @@ function finiteOrNull(x: number | null): number | null {
 
 function pick(m: Map<number, number>, pids: number[]): Map<number, number> {
   return new Map(pids.flatMap((p) => (m.has(p) ? [[p, m.get(p) as number] as const] : [])));
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
 }
 
 function round2(x: number): number {
@@ -520,6 +562,9 @@ function print(r: Result): void {
   );
   say(`redis: ${r.redisOpsPerSec} commands/s ${JSON.stringify(r.redisCommands)}, used ${r.redisUsedMemoryMb} MB, rss ${r.redisRssMb} MB`);
   say(`cpu (cores): reaper ${r.cpu.reaper}, simulated fleet ${r.cpu.fleetSim}, postgres ${r.cpu.postgres}, redis ${r.cpu.redis}`);
+  say(
+    `per executor: Postgres CPU ${r.pgCpuMsPerExecutorPerS} ms a second, ${r.fleetStatementsPerExecutorPerS} statements a second; start over ${r.startWindowS} s, each kit's start → lock p95 ${s(r.attachP95Ms)}, max ${s(r.attachMaxMs)}, ${r.slowAttaches} over 60 s`,
+  );
 }
 
 main().then(

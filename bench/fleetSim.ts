@@ -11,7 +11,9 @@
  * the registry writes share one small pool, and heartbeats share one Redis client per 50 executors (the
  * commands are the kit's; only the sockets are pooled).
  *
- * Talks to the parent over IPC: `ready` once every executor holds its lock, `report` on `stop`.
+ * Each kit starts at a random moment of FLEET_START_WINDOW_MS (a deploy), with nothing but its own retries
+ * to space the connects out. Talks to the parent over IPC: `ready` once every executor holds its lock (with
+ * each kit's attach time, its start to its lock), `report` on `stop`.
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
@@ -30,8 +32,13 @@ const REDIS_URL = process.env.REDIS_URL ?? '';
 const APP = process.env.DBOS_APPLICATION_NAME ?? '';
 const PREFIX = process.env.REDIS_KEY_PREFIX ?? 'afterlife';
 const PER_REDIS_CLIENT = 50;
-/** Kits start a few at a time: a fleet does not connect all at once, and a storm of connects on a loaded host misses the kit's 2 s connect timeout. */
-const START_CONCURRENCY = 5;
+/**
+ * Each kit starts at a random moment of this window, on its own, as a deploy or a scale-out starts a fleet:
+ * nothing here spaces them out but the kit's own jittered retries. 0 starts them all at once.
+ */
+const START_WINDOW_MS = Number(process.env.FLEET_START_WINDOW_MS ?? '0');
+/** A kit attached: it holds its lock. Past this after its own start, it counts as a slow attach. */
+const ATTACH_GOAL_MS = 60_000;
 
 /** Warnings are what an operator would see: to stderr, counted by the parent. */
 const log = consoleLogger({ component: 'fleet-sim' }, 'WARNING');
@@ -40,6 +47,9 @@ interface Simulated {
   id: string;
   lock: LivenessLock;
   heartbeat: Heartbeat;
+  /** When this kit started, and how long it took to hold its lock (undefined: not yet). */
+  startedAt?: number;
+  attachMs?: number;
 }
 
 const fenced: Array<{ executorId: string; verdict: string }> = [];
@@ -95,6 +105,7 @@ function simulate(i: number, db: Db, redis: Redis): Simulated {
 
 /** As the kit's attach: a first beat and the lock (registering first), then the beat's timer. */
 async function startOne(s: Simulated): Promise<void> {
+  s.startedAt = Date.now();
   await Promise.all([s.heartbeat.beat(), s.lock.start()]);
   s.heartbeat.start();
 }
@@ -107,11 +118,30 @@ async function main(): Promise<void> {
   const redises = Array.from({ length: Math.max(1, Math.ceil(N / PER_REDIS_CLIENT)) }, () => createRedis(REDIS_URL));
   const sims = Array.from({ length: N }, (_, i) => simulate(OFFSET + i, db, redises[Math.floor(i / PER_REDIS_CLIENT)] as Redis));
   const t0 = Date.now();
-  for (let i = 0; i < sims.length; i += START_CONCURRENCY) await Promise.all(sims.slice(i, i + START_CONCURRENCY).map(startOne));
-  // The lock is retried in the background by the kit; ready means every one of them holds it.
-  const deadline = Date.now() + 120_000;
-  while (sims.some((s) => !s.lock.held) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
-  process.send?.({ event: 'ready', held: sims.filter((s) => s.lock.held).length, startMs: Date.now() - t0 });
+  const starts = sims.map(
+    (s) =>
+      new Promise<void>((resolve, reject) => {
+        setTimeout(() => void startOne(s).then(resolve, reject), Math.random() * START_WINDOW_MS);
+      }),
+  );
+  // The lock is retried in the background by the kit; ready means every one of them holds it. Each kit's
+  // attach is timed from its own start to the first moment it is seen holding its lock (50 ms grain).
+  const deadline = Date.now() + START_WINDOW_MS + 180_000;
+  while (Date.now() < deadline) {
+    const now = Date.now();
+    for (const s of sims) if (s.attachMs === undefined && s.startedAt !== undefined && s.lock.held) s.attachMs = now - s.startedAt;
+    if (sims.every((s) => s.attachMs !== undefined)) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await Promise.all(starts);
+  const attach = sims.map((s) => s.attachMs ?? Infinity).sort((a, b) => a - b);
+  process.send?.({
+    event: 'ready',
+    held: sims.filter((s) => s.lock.held).length,
+    startMs: Date.now() - t0,
+    attachMs: attach.map((a) => (Number.isFinite(a) ? a : null)),
+    slowAttaches: attach.filter((a) => a > ATTACH_GOAL_MS).length,
+  });
   process.on('message', (m: { cmd?: string }) => {
     if (m.cmd !== 'stop') return;
     void (async () => {

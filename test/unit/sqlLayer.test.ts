@@ -28,12 +28,13 @@ const ALLOWED: Record<string, { why: string; snippets: string[] }> = {
   'packages/executor/src/executor/liveness.ts': {
     why:
       "the liveness protocol itself: the lease is the session settings of the kit's dedicated connection " +
-      '(keepalives, idle_session_timeout), and the fence hint and the request to claim recovered work now are its ' +
+      '(keepalives, idle_session_timeout), and the fence hint, the drain hint and the request to claim recovered work now are its ' +
       'LISTENs; they configure that one session, not a table',
     snippets: [
       "'SET tcp_keepalives_idle = 5;",
       'LISTEN ${pg.escapeIdentifier(this.channel)}',
       'LISTEN ${pg.escapeIdentifier(this.requeued)}',
+      'LISTEN ${pg.escapeIdentifier(this.drain)}',
       'SET idle_session_timeout = ${',
     ],
   },

@@ -19,7 +19,22 @@ describe.skipIf(blocked)('bench:fleet smoke', () => {
     const out = await new Promise<string>((resolve, reject) => {
       const p = spawn(
         process.execPath,
-        [FLEET, '--executors', '20', '--kills', '1', '--minutes', '0.05', '--workflows', '2', '--settle-s', '0', '--json'],
+        [
+          FLEET,
+          '--executors',
+          '20',
+          '--kills',
+          '1',
+          '--minutes',
+          '0.05',
+          '--workflows',
+          '2',
+          '--settle-s',
+          '0',
+          '--start-window-s',
+          '3',
+          '--json',
+        ],
         {
           stdio: ['ignore', 'pipe', 'pipe'],
         },
@@ -37,6 +52,11 @@ describe.skipIf(blocked)('bench:fleet smoke', () => {
     for (const k of ['tickP50Ms', 'tickP99Ms', 'detectionP95Ms', 'pgConnections', 'redisOpsPerSec']) {
       expect(typeof r[k], k).toBe('number');
       expect(r[k] as number, k).toBeGreaterThan(0);
+    }
+    // Every simulated kit attached, and the per-executor cost is reported.
+    expect(r.slowAttaches).toBe(0);
+    for (const k of ['attachMaxMs', 'pgCpuMsPerExecutorPerS', 'fleetStatementsPerExecutorPerS']) {
+      expect(typeof r[k], k).toBe('number');
     }
     // The fleet's sessions are there: one liveness session per simulated executor at least.
     expect(r.pgConnections as number).toBeGreaterThanOrEqual(18);

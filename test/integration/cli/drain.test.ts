@@ -46,7 +46,8 @@ describe('afterlife-plane drain', () => {
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toMatch(/^drain of v2 requested \(1 request\(s\)\)/);
     expect(text.stdout).toMatch(/^EXECUTOR\s+STATE\s+VERSION\s+HEARTBEAT\s+IN-FLIGHT\s+PENDING$/m);
-    expect(text.stdout).toMatch(/^exec-v2\s+alive\s+v2\s+/m);
+    // The kit hears the request on its liveness session as it commits, so the table may already say draining.
+    expect(text.stdout).toMatch(/^exec-v2\s+(alive|draining)\s+v2\s+/m);
   });
 
   it('a wait that times out exits 1 with the progress; usage errors exit 2', async () => {

@@ -15,7 +15,8 @@ import { consoleLogger, type Logger } from '../log.js';
 import type { KitCore, Left } from './core.js';
 import { dbosApp, type DbosApp } from './dbosInternals.js';
 import { plannedDrain } from './drain.js';
-import { DrainPoller } from './drainRequests.js';
+import { withConnectRetries } from './connectRetry.js';
+import { DRAIN_BACKSTOP_POLL_MS, DrainPoller } from './drainRequests.js';
 import { fenceNow } from './fence.js';
 import { guarded } from './guarded.js';
 import { checkIdleTransactionLimit } from './idleTransactions.js';
@@ -94,6 +95,25 @@ export interface ExecutorKit {
 export const ATTACH_FAILED_EXIT_CODE = 78;
 /** How long a superseded predecessor's session may take to end before it is reported as a live process. */
 const SUPERSEDED_SETTLE_MS = 1_000;
+/**
+ * The attach's first question to the database, tried up to 6 times with jittered waits (0.25–8 s, 16 s at
+ * most in all) when the server is busy or starting: a fleet that starts together is one connect storm, and a
+ * kit that gave up on its first timeout would exit for a database that answers a few seconds later. At most
+ * ~46 s before a database that never answers is fatal (6 tries of 5 s and the waits), within the minute a
+ * fleet's start is given.
+ */
+const ATTACH_CONNECT_RETRIES = { attempts: 6, minMs: 500, maxMs: 8_000 } as const;
+
+/** Small and separate from DBOS's pool: registry rows, drain polls and one count at shutdown. */
+function kitPool(databaseUrl: string, executorId: string): pg.Pool {
+  return new pg.Pool({
+    connectionString: databaseUrl,
+    max: 2,
+    idleTimeoutMillis: 10_000,
+    connectionTimeoutMillis: 2_000,
+    application_name: `afterlife_kit_${executorId}`.slice(0, 63),
+  });
+}
 
 /**
  * Attaches the kit to the launched DBOS app. With no options it reads what DBOS already knows (system
@@ -201,14 +221,7 @@ class Kit implements ExecutorKit, KitCore {
       applicationName,
       incarnation: this.incarnation,
     });
-    // Small and separate from DBOS's pool: registry rows, drain polls and one count at shutdown.
-    this.pool = new pg.Pool({
-      connectionString: o.databaseUrl,
-      max: 2,
-      idleTimeoutMillis: 10_000,
-      connectionTimeoutMillis: 2_000,
-      application_name: `afterlife_kit_${this.executorId}`.slice(0, 63),
-    });
+    this.pool = kitPool(o.databaseUrl, this.executorId);
     this.db = createDb(this.pool, 2, {
       dbosSchema: o.dbosSchema ?? 'dbos',
       afterlifeSchema: o.afterlifeSchema ?? 'afterlife',
@@ -243,6 +256,7 @@ class Kit implements ExecutorKit, KitCore {
         ...(this.early
           ? { onRequeued: (n: RequeuedNotice) => this.claimNow(n), requeuedWanted: () => this.early?.canPoll() ?? false }
           : {}),
+        onDrainHint: () => this.poller.pollNow(),
         onNotASession: (err) =>
           this.log.error('liveness lock given up: its connection is not one Postgres session (a transaction-mode pooler)', {
             err,
@@ -261,6 +275,8 @@ class Kit implements ExecutorKit, KitCore {
       onCount: (n) => (this.dbInFlight = n),
       onRequest: (req) => void this.drain(req.budgetMs),
       trouble: this.trouble,
+      // With the liveness session, a drain request is heard there the moment it is written; the poll is a backstop.
+      ...(this.liveness ? { everyMs: DRAIN_BACKSTOP_POLL_MS } : {}),
     });
     this.watcher = new Watch({
       db: this.db,
@@ -297,13 +313,26 @@ class Kit implements ExecutorKit, KitCore {
 
   /**
    * Before anything starts: the database answers and holds afterlife's schema. Without it every registry
-   * write and drain poll would fail for the life of the process, each one a warning nobody reads.
+   * write and drain poll would fail for the life of the process, each one a warning nobody reads. A database
+   * that is busy or starting (a connect storm when a fleet starts together) is asked again, a bounded number
+   * of times with jittered waits (ATTACH_CONNECT_RETRIES), before that is fatal; a wrong URL or a missing
+   * schema fails at once.
    */
   async checkDatabase(): Promise<void> {
     const table = `${this.db.afterlifeSchema}.drain_requests`;
     let found: string | null | undefined;
     try {
-      found = await withTimeout(findTable(this.pool, table), 5_000);
+      found = await withConnectRetries(() => withTimeout(findTable(this.pool, table), 5_000), {
+        ...ATTACH_CONNECT_RETRIES,
+        onRetry: (err, retry, waitMs) =>
+          this.log.notice('the database did not answer the attach in time (busy or starting); asking again', {
+            err,
+            retry,
+            of: ATTACH_CONNECT_RETRIES.attempts - 1,
+            waitMs,
+            event: 'attach_connect_retry',
+          }),
+      });
     } catch (err) {
       throw new ConfigError([`databaseUrl: cannot query ${maskUrl(this.options.databaseUrl)}: ${errorMessage(err)}`]);
     }

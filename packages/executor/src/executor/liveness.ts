@@ -1,9 +1,9 @@
 import pg from 'pg';
 import { Fence, type FenceVerdict } from '../contract/fenceCheck.js';
-import { fenceChannel } from '../contract/fenceChannel.js';
+import { drainChannel, fenceChannel } from '../contract/fenceChannel.js';
 import { requeuedChannel, RequeuedNotice } from '../contract/requeued.js';
 import { askFence, type BackendIdentity, backendIdentity, inheritedIdleSessionTimeoutMs, takeLiveness } from '../db/queries/liveness.js';
-import { effectiveLease, MIN_LIVENESS_LEASE_MS } from '../contract/lease.js';
+import { effectiveLease, LIVENESS_FENCE_EVERY_MS, LIVENESS_RENEW_EVERY_MS, MIN_LIVENESS_LEASE_MS } from '../contract/lease.js';
 import { livenessLeaseMs } from '../contract/settings.js';
 import type { Logger } from '../log.js';
 import {
@@ -14,6 +14,7 @@ import {
   proveOneSession,
   sameBackend,
 } from './sessionProbe.js';
+import { jitteredBackoffMs } from './connectRetry.js';
 import { KitTrouble } from './throttle.js';
 import { livenessSessionName } from '../contract/sessionName.js';
 
@@ -23,7 +24,7 @@ export { livenessSessionName };
  * The liveness lease: a session-level advisory lock keyed by application and executor ID, held on one
  * connection of the kit's own (never DBOS's pool, whose sessions come and go), whose session the *server*
  * ends once the process has sent nothing for the lease (`idle_session_timeout`, packages/executor/src/contract/lease.ts).
- * The fence question below, once a second, is the traffic that renews it. So the lock means "this process
+ * Speaking on it once a second (LIVENESS_RENEW_EVERY_MS) is what renews it. So the lock means "this process
  * spoke within the lease", through any proxy between them: a process that dies closes its socket (free at
  * once); a host that vanishes, or a process frozen past the lease, is let go by the server a lease later.
  * Server-side TCP keepalives and `tcp_user_timeout` stay too: on a direct path they notice a vanished host on
@@ -31,7 +32,9 @@ export { livenessSessionName };
  *
  * The same connection carries the fence: a NOTIFY on the fence channel is only a hint to ask now; the
  * answer is always the plane's own records (registry, recoveries; packages/executor/src/contract/fenceCheck.ts), asked
- * every `checkEveryMs`. This incarnation is registered, and the fence question answered, before the lock is
+ * at every connect, on a hint, and otherwise as every `FENCE_EVERY`-th renewal (LIVENESS_FENCE_EVERY_MS, a
+ * backstop); the renewals in between are empty queries, the cheapest message that resets the server's timer.
+ * This incarnation is registered, and the fence question answered, before the lock is
  * taken, so a process back from a partition stops before it claims to be alive. With `onRequeued` it also
  * listens for recoveries asking this executor to claim their work now (contract/requeued.ts): the session is
  * already open and held for the lease, so hearing them costs the fleet no connection.
@@ -42,10 +45,13 @@ export { livenessSessionName };
  * backend every `IDENTITY_EVERY` checks afterwards (a move later ends the liveness protocol for good, with
  * an ERROR naming the fix; `onNotASession`).
  *
- * A lost connection is re-made by one timer with a bounded backoff — never more than one attempt in flight,
- * never more than one session — and its failures are logged at most once a minute (KitTrouble).
+ * A lost connection is re-made by one timer with a bounded, jittered backoff — never more than one attempt in
+ * flight, never more than one session — and its failures are logged at most once a minute (KitTrouble). The
+ * jitter and a connect timeout that grows with each failure are what let a fleet that lost Postgres together
+ * (a restart) or starts together (a deploy) come back without a storm of connects that all time out.
  */
-export const LIVENESS_CHECK_EVERY_MS = 1_000;
+/** Renewals per fence question when nothing hinted one (contract/lease.ts). */
+const FENCE_EVERY = Math.max(1, Math.round(LIVENESS_FENCE_EVERY_MS / LIVENESS_RENEW_EVERY_MS));
 /** tcp_keepalives_idle 5 s + 3 probes 2 s apart, or unacknowledged data for 10 s (tcp_user_timeout). */
 export const VANISHED_HOST_S = 11;
 const KEEPALIVES =
@@ -53,6 +59,9 @@ const KEEPALIVES =
 const RECONNECT_MIN_MS = 100;
 /** Bounded: after a Postgres restart the lock must be back well within the reaper's settle time (10 s). */
 export const RECONNECT_MAX_MS = 5_000;
+/** The first connect's timeout; doubled after each failed one up to CONNECT_TIMEOUT_MAX_MS (a busy server forks slowly). */
+const CONNECT_TIMEOUT_MS = 2_000;
+const CONNECT_TIMEOUT_MAX_MS = 8_000;
 /** Fence checks between two comparisons of the session's backend with the one proven at connect. */
 const IDENTITY_EVERY = 5;
 /** How long a closing session may take to go before the next attempt is made anyway. */
@@ -71,12 +80,15 @@ export interface LivenessOptions {
   leaseMs?: number;
   /** After every (re)connect: idle_session_timeout as the liveness session reports it once the kit set it. */
   onLease?: (serverLeaseMs: number) => void;
+  /** How often the session is spoken on (default LIVENESS_RENEW_EVERY_MS); every FENCE_EVERY-th time it is the fence question. */
   checkEveryMs?: number;
   logger: Logger;
   /** Shared with the rest of the kit so that one missing schema is one line a minute, not one per module. */
   trouble?: KitTrouble;
   /** Registers this incarnation; retried on every connection until it succeeds, and always before the lock. */
   register?: () => Promise<void>;
+  /** A drain request was written for this application (contract/fenceChannel.ts): look for it now. */
+  onDrainHint?: () => void;
   /** A recovery named this executor to claim what it re-enqueued now: the queues (contract/requeued.ts). */
   onRequeued?: (notice: RequeuedNotice) => void;
   /** Whether a notice could buy a poll now (the kit's poll budget); when not, notices are dropped unparsed. */
@@ -97,12 +109,15 @@ export class LivenessLock {
   private registered: boolean;
   private timer: NodeJS.Timeout | undefined;
   private retry: NodeJS.Timeout | undefined;
-  private reconnectMs = RECONNECT_MIN_MS;
+  /** Connects that failed in a row: the next wait and connect timeout grow with it. */
+  private failures = 0;
   private connecting: Promise<void> | undefined;
   private ending: Promise<void> | undefined;
   private warnedBusy = false;
   private checking = false;
-  private askAgain = false;
+  private askAgain: 'renew' | 'fence' | undefined;
+  /** Renewals since the last fence question. */
+  private sinceFence = 0;
   private leaseLogged = false;
   /** The server session proven at connect (sessionProbe.ts); compared every IDENTITY_EVERY checks. */
   private backend: BackendIdentity | undefined;
@@ -112,6 +127,7 @@ export class LivenessLock {
   private readonly channel: string;
   private readonly requeued: string;
   private readonly quotedId: string;
+  private readonly drain: string;
   private readonly gone = new WeakSet<pg.Client>();
   private readonly trouble: KitTrouble;
   /** The lease asked of the server (the configured one, or a shorter one inherited from the URL or role). */
@@ -121,6 +137,7 @@ export class LivenessLock {
     this.channel = fenceChannel(o.afterlifeSchema);
     this.requeued = requeuedChannel(o.afterlifeSchema);
     this.quotedId = JSON.stringify(o.executorId);
+    this.drain = drainChannel(o.afterlifeSchema);
     this.leaseMs = livenessLeaseMs(o.leaseMs);
     this.registered = o.register === undefined;
     this.trouble = o.trouble ?? new KitTrouble(o.logger, o.afterlifeSchema);
@@ -138,7 +155,10 @@ export class LivenessLock {
   async start(): Promise<void> {
     await this.connect();
     if (this.refused) throw this.refused;
-    this.timer = setInterval(() => void this.check(), this.o.checkEveryMs ?? LIVENESS_CHECK_EVERY_MS);
+    this.timer = setInterval(
+      () => void this.check(++this.sinceFence >= FENCE_EVERY ? 'fence' : 'renew'),
+      this.o.checkEveryMs ?? LIVENESS_RENEW_EVERY_MS,
+    );
     this.timer.unref();
   }
 
@@ -156,7 +176,7 @@ export class LivenessLock {
       application_name: livenessSessionName(this.o.executorId, this.o.incarnation),
       keepAlive: true,
       keepAliveInitialDelayMillis: 5_000,
-      connectionTimeoutMillis: 2_000,
+      connectionTimeoutMillis: Math.min(CONNECT_TIMEOUT_MAX_MS, CONNECT_TIMEOUT_MS * 2 ** Math.min(this.failures, 3)),
       // Longer than a freeze the process should ride out: a reply already waiting when it wakes must win
       // over this timer, or the session (and the lock) would be dropped for nothing.
       query_timeout: 10_000,
@@ -174,14 +194,16 @@ export class LivenessLock {
       // own subscription is the fence protocol, so it stays beside it rather than in the SQL layer).
       await client.query(`LISTEN ${pg.escapeIdentifier(this.channel)}`);
       if (this.o.onRequeued) await client.query(`LISTEN ${pg.escapeIdentifier(this.requeued)}`);
+      if (this.o.onDrainHint) await client.query(`LISTEN ${pg.escapeIdentifier(this.drain)}`);
       this.client = client;
       if (!this.registered && this.o.register) {
         await this.o.register();
         this.registered = true;
       }
       if (await this.fenced(client)) return;
+      this.sinceFence = 0;
       await this.take(client);
-      this.reconnectMs = RECONNECT_MIN_MS;
+      this.failures = 0;
       this.trouble.ok('liveness');
     } catch (err) {
       if (err instanceof NotOneSessionError) this.refuse(client, err);
@@ -203,7 +225,7 @@ export class LivenessLock {
     if (afterStart) this.o.onNotASession?.(err);
   }
 
-  /** Every IDENTITY_EVERY checks: still the backend proven at connect? */
+  /** Every IDENTITY_EVERY fence questions: still the backend proven at connect? */
   private async sameSession(client: pg.Client): Promise<boolean> {
     if (++this.checksSinceIdentity < IDENTITY_EVERY || !this.backend) return true;
     this.checksSinceIdentity = 0;
@@ -264,12 +286,16 @@ export class LivenessLock {
     }
   }
 
-  /** The periodic question on the connection; also re-takes a lock that was busy and notices a dead link. */
-  private async check(): Promise<void> {
+  /**
+   * The periodic word on the connection, which renews the lease: the fence question when it is due (or hinted),
+   * else an empty query; a lock that was busy is asked for again either way (that statement renews too). A
+   * failure of either is a dead link.
+   */
+  private async check(ask: 'renew' | 'fence'): Promise<void> {
     const client = this.client;
     if (this.closed || this.connecting) return;
     if (this.checking) {
-      this.askAgain = true;
+      if (ask === 'fence' || !this.askAgain) this.askAgain = ask;
       return;
     }
     if (!client) {
@@ -278,17 +304,22 @@ export class LivenessLock {
     }
     this.checking = true;
     try {
-      if (!(await this.sameSession(client))) return;
-      if (await this.fenced(client)) return;
+      if (ask === 'fence') {
+        this.sinceFence = 0;
+        if (!(await this.sameSession(client))) return;
+        if (await this.fenced(client)) return;
+      }
       if (!this.heldNow) await this.take(client);
+      else if (ask === 'renew') await client.query('');
     } catch (err) {
       this.lost(client, err);
     } finally {
       this.checking = false;
     }
-    if (this.askAgain) {
-      this.askAgain = false;
-      void this.check();
+    const again = this.askAgain;
+    if (again) {
+      this.askAgain = undefined;
+      void this.check(again);
     }
   }
 
@@ -308,10 +339,15 @@ export class LivenessLock {
   /** Anyone who can connect may NOTIFY: a message about this executor only makes the kit ask its records now. */
   private notified(n: pg.Notification): void {
     if (n.channel === this.requeued && n.payload && this.o.onRequeued) return this.requeuedHere(n.payload, this.o.onRequeued);
-    if (n.channel !== this.channel || !n.payload) return;
+    if ((n.channel !== this.channel && n.channel !== this.drain) || !n.payload) return;
     try {
       const p = JSON.parse(n.payload) as { applicationName?: unknown; executorId?: unknown };
-      if (p.applicationName === this.o.applicationName && p.executorId === this.o.executorId) void this.check();
+      // A drain hint costs one poll of the plane's table, whoever sent it.
+      if (n.channel === this.drain) {
+        if (p.applicationName === this.o.applicationName) this.o.onDrainHint?.();
+        return;
+      }
+      if (p.applicationName === this.o.applicationName && p.executorId === this.o.executorId) void this.check('fence');
     } catch {
       /* not ours */
     }
@@ -353,20 +389,21 @@ export class LivenessLock {
       () => (this.ending = undefined),
     );
     if (this.closed) return;
-    if (err) this.trouble.report('liveness', err, { retryInMs: this.reconnectMs });
-    this.schedule();
+    const wait = this.schedule();
+    if (err) this.trouble.report('liveness', err, { retryInMs: wait });
   }
 
-  /** One reconnect timer at a time, with a bounded backoff; a connection in progress makes none. */
-  private schedule(): void {
-    if (this.closed || this.retry || this.connecting || this.client) return;
-    const wait = this.reconnectMs;
-    this.reconnectMs = Math.min(RECONNECT_MAX_MS, this.reconnectMs * 2);
+  /** One reconnect timer at a time, with a bounded, jittered backoff; a connection in progress makes none. */
+  private schedule(): number | undefined {
+    if (this.closed || this.retry || this.connecting || this.client) return undefined;
+    const wait = jitteredBackoffMs(this.failures, RECONNECT_MIN_MS, RECONNECT_MAX_MS);
+    this.failures += 1;
     this.retry = setTimeout(() => {
       this.retry = undefined;
       void this.connect();
     }, wait);
     this.retry.unref();
+    return wait;
   }
 
   /** Releases the lock by ending the session (a clean exit reads like any other: the lock is free). */

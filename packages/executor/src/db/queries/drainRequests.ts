@@ -1,4 +1,5 @@
 import type { Db } from '../pool.js';
+import { drainChannel } from '../../contract/fenceChannel.js';
 import { ident } from '../../contract/identifier.js';
 
 /** Planned-drain requests: written by the drain function, polled by the executor kit on each beat. */
@@ -12,7 +13,11 @@ export interface DrainRequest {
 
 const table = (db: Db) => `${ident(db.afterlifeSchema)}.drain_requests`;
 
-/** One row per executor, or one row for the version; returns the new request IDs. */
+/**
+ * One row per executor, or one row for the version; returns the new request IDs. The same statement
+ * announces them on the drain channel (delivered at commit; the payload names only the application, so it
+ * stays far below NOTIFY's 8,000 bytes whatever the request), so live kits ask at once.
+ */
 export async function insertDrainRequests(
   db: Db,
   r: { applicationName: string; target: DrainTarget; budgetMs: number; requestedBy: string },
@@ -20,10 +25,15 @@ export async function insertDrainRequests(
   const executorIds = 'executorIds' in r.target ? r.target.executorIds : [null];
   const version = 'applicationVersion' in r.target ? r.target.applicationVersion : null;
   const res = await db.query<{ id: string }>(
-    `INSERT INTO ${table(db)} (application_name, executor_id, application_version, budget_ms, requested_by)
-     SELECT $1, e, $3, $4, $5 FROM unnest($2::text[]) AS e
-     RETURNING id::text`,
-    [r.applicationName, executorIds, version, r.budgetMs, r.requestedBy],
+    `WITH ins AS (
+       INSERT INTO ${table(db)} (application_name, executor_id, application_version, budget_ms, requested_by)
+       SELECT $1, e, $3, $4, $5 FROM unnest($2::text[]) AS e
+       RETURNING id
+     ), hint AS (
+       SELECT pg_notify($6, json_build_object('applicationName', $1::text)::text) WHERE EXISTS (SELECT 1 FROM ins)
+     )
+     SELECT ins.id::text AS id FROM ins LEFT JOIN hint ON true`,
+    [r.applicationName, executorIds, version, r.budgetMs, r.requestedBy, drainChannel(db.afterlifeSchema)],
     'drainRequests.insert',
   );
   return res.rows.map((x) => Number(x.id));

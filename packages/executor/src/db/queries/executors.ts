@@ -39,6 +39,8 @@ const table = (db: Db) => `${ident(db.afterlifeSchema)}.executors`;
  * ago, and whatever PENDING work it claimed after this process's DBOS launch recovery is left under the
  * shared ID when it stops (the kit's superseded sweep, executor/superseded.ts, moves it). A
  * takeover of a dead or drained incarnation clears the record: nothing of that one is live to claim more.
+ * Such a takeover is announced on the fence channel (delivered at commit), a hint for the superseded process
+ * to ask its fence question now rather than at its next periodic one (LIVENESS_FENCE_EVERY_MS).
  */
 export interface Registration {
   /** Whether this incarnation now holds the row. */
@@ -95,8 +97,20 @@ export async function registerAlive(
        RETURNING x.superseded_incarnation, x.superseded_pid, x.superseded_backend_start
      )
      SELECT EXISTS (SELECT 1 FROM up) AS ours, (SELECT superseded_incarnation FROM up) AS superseded,
-            (SELECT superseded_pid FROM up) AS superseded_pid, (SELECT superseded_backend_start::text FROM up) AS superseded_backend_start`,
-    [e.applicationName, e.executorId, e.applicationVersion, e.startedAt, e.heartbeats, e.liveness ?? false, e.incarnation ?? null],
+            (SELECT superseded_pid FROM up) AS superseded_pid, (SELECT superseded_backend_start::text FROM up) AS superseded_backend_start,
+            -- The superseded process asks its fence question at once instead of at its next periodic one.
+            (SELECT count(pg_notify($8, json_build_object('applicationName', $1::text, 'executorId', $2::text, 'incarnation', $7::text)::text))
+               FROM up WHERE up.superseded_incarnation IS NOT NULL) AS hinted`,
+    [
+      e.applicationName,
+      e.executorId,
+      e.applicationVersion,
+      e.startedAt,
+      e.heartbeats,
+      e.liveness ?? false,
+      e.incarnation ?? null,
+      fenceChannel(db.afterlifeSchema),
+    ],
     'executors.registerAlive',
   );
   const row = res.rows[0];

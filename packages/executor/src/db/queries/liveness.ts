@@ -91,14 +91,22 @@ export function fenceCheckQuery(
   };
 }
 
-/** Asks the fence question on the kit's liveness connection: the raw `fence` JSON, null when not fenced. */
+/**
+ * Asks the fence question on the kit's liveness connection: the raw `fence` JSON, null when not fenced. A named
+ * statement: parsed and planned once per session, then only bound and executed, since the liveness session
+ * asks it for the life of the process (one name per schema, as a connection keeps one text per name).
+ */
 export async function askFence(
   client: pg.ClientBase,
   afterlifeSchema: string,
   e: { applicationName: string; executorId: string; since: Date; incarnation?: string | undefined },
 ): Promise<unknown> {
   const q = fenceCheckQuery(afterlifeSchema, e);
-  const res = await client.query<{ fence: unknown }>(q.text, q.values);
+  const res = await client.query<{ fence: unknown }>({
+    name: `afterlife_fence_${afterlifeSchema}`.slice(0, 63),
+    text: q.text,
+    values: q.values,
+  });
   return res.rows[0]?.fence;
 }
 
