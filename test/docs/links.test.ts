@@ -1,10 +1,13 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { anchors, brokenLinks, githubSlug, markdownFiles } from './markdownLinks.js';
 
-/** Every relative link and #anchor in README.md, docs/, bench/README.md and CHANGELOG.md resolves. */
+/**
+ * Every relative link and #anchor in the Markdown (README.md, docs/, bench/README.md, CHANGELOG.md, the kits'
+ * READMEs) resolves, and so does every repository path cited in backticks.
+ */
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const files = markdownFiles(root);
 
@@ -32,6 +35,17 @@ describe('Markdown links', () => {
     expect(cites.length).toBeGreaterThan(0);
     const broken = cites.filter((c) => brokenLinks('README.md', `[x](${c.split(': ')[1] ?? ''})`, root).length > 0);
     expect(broken).toEqual([]);
+  });
+
+  it("every backticked repository path in the Markdown (the kits' READMEs included) names a file that exists", () => {
+    const path =
+      /`((?:shared|functions|cli|packages|test|bench|scripts|infra|docs|examples)\/[\w./@-]+\.(?:ts|md|sql|py|tf|sh|json|mjs|cjs|js))`/g;
+    const cited = files.flatMap((file) =>
+      [...readFileSync(join(root, file), 'utf8').matchAll(path)].map((m) => ({ file, path: m[1] ?? '' })),
+    );
+    expect(files).toEqual(expect.arrayContaining(['packages/executor/README.md', 'packages/executor-python/README.md']));
+    expect(cited.length).toBeGreaterThan(50);
+    expect(cited.filter((c) => !existsSync(join(root, c.path)))).toEqual([]);
   });
 
   it('slugs headings as GitHub does', () => {
