@@ -1,4 +1,5 @@
 import { appScope, type Db, ident, NOW_MS } from '../../packages/executor/src/plane/index.js';
+import { sessionServesSql } from './reaper.js';
 
 /**
  * The reaper's orphaned-versions input: ENQUEUED rows of the app (NULL app name included) pinned to a
@@ -35,7 +36,7 @@ export async function findOrphanedEnqueued(
         AND w.updated_at < ${NOW_MS} - $2::bigint
         AND w.application_version <> ALL ($3::text[])
         AND NOT EXISTS (SELECT 1 FROM sessions s
-                         WHERE right(s.application_name, length(w.application_version) + 1) = '_' || w.application_version)
+                         WHERE ${sessionServesSql('s.application_name', 'w.application_version')})
       ORDER BY w.updated_at, w.workflow_uuid
       LIMIT $4`,
     [applicationName, o.graceMs, o.liveVersions, o.limit],
@@ -67,7 +68,7 @@ export async function countStrandedEnqueued(db: Db, applicationName: string, liv
         AND ${appScope('w.application_name', '$1')}
         AND w.application_version <> ALL ($2::text[])
         AND NOT EXISTS (SELECT 1 FROM sessions s
-                         WHERE right(s.application_name, length(w.application_version) + 1) = '_' || w.application_version)
+                         WHERE ${sessionServesSql('s.application_name', 'w.application_version')})
       GROUP BY w.application_version
       ORDER BY w.application_version`,
     [applicationName, liveVersions],

@@ -209,6 +209,15 @@ export async function cancelIfStillQuiet(
 }
 
 /**
+ * SQL condition: the session name `name` is a DBOS executor's (`dbos_transact_…`) that ends in `_<version>`,
+ * the version being the SQL expression `version` (DBOS for TypeScript names its pool so; docs/reaper.md asks
+ * apps without the kit to name theirs the same way). The one reading of "a session serves this version".
+ */
+export function sessionServesSql(name: string, version: string): string {
+  return `(starts_with(${name}, 'dbos_transact_') AND right(${name}, length(${version}) + 1) = '_' || ${version})`;
+}
+
+/**
  * What the sessions say about which versions run: of `versions`, those with a session named
  * `dbos_transact_<executorID>_<version>` (not the executor `except`'s own: a lost host's sessions outlive
  * it), and whether a session that names nobody is open, which makes any answer incomplete.
@@ -223,9 +232,8 @@ export async function sessionVersions(
        FROM (SELECT NULL::text AS v UNION ALL SELECT x FROM unnest($1::text[]) AS x) v
       WHERE v.v IS NULL OR EXISTS (
         SELECT 1 FROM pg_stat_activity a
-         WHERE a.datname = current_database() AND starts_with(a.application_name, 'dbos_transact_')
-           AND NOT starts_with(a.application_name, $2)
-           AND right(a.application_name, length(v.v) + 1) = '_' || v.v)`,
+         WHERE a.datname = current_database() AND NOT starts_with(a.application_name, $2)
+           AND ${sessionServesSql('a.application_name', 'v.v')})`,
     [versions, sessionPrefix(except), UNATTRIBUTED_SESSION_NAMES],
     'reaper.sessionVersions',
   );

@@ -112,6 +112,8 @@ describe('afterlife-plane doctor', () => {
   });
 
   it('a session DBOS for Python names plain dbos_transact: unattributed WARN naming both fixes, exit 0', async () => {
+    // A pg client under the name DBOS for Python 2.30.0 gives its sessions (`_dbos_config.py`): a stand-in for the
+    // SDK; test/integration/python/noKit.test.ts meets the real one.
     const python = new pg.Client({ connectionString: tdb.url, application_name: 'dbos_transact' });
     await python.connect();
     try {

@@ -14,6 +14,10 @@ import { testRuntime } from '../../helpers/runtime.js';
  * (`dbos_transact_<id>_<version>`) are judged as TypeScript's: the executor with one is alive, and an
  * executor with none is declared once nothing unattributed is open. The reaper runs as the reaper's role of
  * infra/grants.sql (with pg_read_all_stats).
+ *
+ * The sessions here are plain pg clients opened under those names: a stand-in for the SDK, assuming the name
+ * DBOS for Python 2.30.0 gives its sessions (`_dbos_config.py`, `default_engine_kwargs`). The real SDK's
+ * sessions are judged the same way in test/integration/python/noKit.test.ts.
  */
 describe('reaper: sessions as DBOS for Python names them', () => {
   const app = uniqueName('app-pysess');

@@ -11,7 +11,10 @@ import { testRuntime } from '../../helpers/runtime.js';
  * executor (started before the death), and its completion — the wake-up — lands after the move. That step is
  * the dead executor's, not a start elsewhere: the first step elsewhere is the first step that *started* after
  * the move, and no figure of the timeline is negative (a sleep counted as a start put the first step 1.3–1.5 s
- * before the kill). DBOS's own records are written here as DBOS writes them, around a real recovery.
+ * before the kill). DBOS's own records are written here around a real recovery, as DBOS for TypeScript 5.x
+ * writes them (../shared/docs/dbos-system-database.md, operation_outputs: `DBOS.sleep` writes its row upfront
+ * with `completed_at_epoch_ms` = the wake-up deadline); the outside report of the same fault came from DBOS's
+ * own starter app.
  */
 describe('timeline: a workflow parked in DBOS.sleep at the death', () => {
   const app = uniqueName('app-sleep');
