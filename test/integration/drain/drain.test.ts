@@ -161,10 +161,11 @@ describe('drain function', () => {
     const res = await post({ executorIds: ['exec-v2', 'ghost'] });
     expect(res.status).toBe(202);
     const body = (await res.json()) as DrainProgress;
-    expect(body.executors.map((e) => [e.executorId, e.state])).toEqual([
-      ['exec-v2', 'alive'],
-      ['ghost', 'unknown'],
-    ]);
+    // The request is NOTIFYed to the kit, which may already have begun draining by the time the report is
+    // read: either state is the truth at that moment.
+    expect(body.executors.map((e) => e.executorId)).toEqual(['exec-v2', 'ghost']);
+    expect(['alive', 'draining']).toContain(body.executors[0]?.state);
+    expect(body.executors[1]?.state).toBe('unknown');
     expect(body.done).toBe(false);
   });
 
