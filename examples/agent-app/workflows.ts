@@ -9,7 +9,7 @@ import pg from 'pg';
 export interface AgentSpec {
   steps: number;
   stepMs: number;
-  tag?: string;
+  tag?: string | undefined;
   /**
    * Busy-waits this long at the start of each step, after recording it: a step that hogs the event loop
    * (a synchronous parse, a tight loop), so nothing else in the process runs meanwhile — beats included.

@@ -26,7 +26,7 @@ export interface StackOptions {
    * Every line the function processes print (JSON logs), with the target's name; `applicationName` is set
    * for the functions of an application guarded after the first (scripts/stack/guardAll.ts).
    */
-  onFunctionLine?: (target: Target, line: string, applicationName?: string) => void;
+  onFunctionLine?: ((target: Target, line: string, applicationName?: string) => void) | undefined;
   /** Once per application guarded after the first, when its functions listen. */
   onGuarded?: (g: GuardedApplication) => void;
   /** Once per application whose set was stopped because it had no live kit for LOCAL_GUARD_IDLE_MS. */

@@ -46,7 +46,7 @@ export function cloudLoggingOptions(o: CloudLoggingOptions & { streamWrite?: (li
     customLevels: { notice: LEVEL_NUMBER.NOTICE },
     messageKey: 'message',
     // No pid/hostname on every line: Cloud Run's resource labels carry the instance.
-    base: undefined,
+    base: null,
     timestamp: timestampFragment,
     formatters: {
       level: (label, number) => ({ severity: SEVERITY_OF[label] ?? 'INFO', level: number }),

@@ -66,7 +66,7 @@ export interface FleetTick {
 export async function watchFleet(deps: Pick<ReaperDeps, 'db' | 'config' | 'clock'>, state: ReaperState): Promise<FleetTick> {
   const app = deps.config.applicationName;
   const prior = state.fleet;
-  state.fleet = undefined;
+  delete state.fleet;
   const now = deps.clock();
   if (!prior || now - prior.at > deps.config.reaper.leaseMs) {
     const r = await readRegistry(deps.db, app);

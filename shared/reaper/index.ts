@@ -20,9 +20,9 @@ export type { PassTotals } from './totals.js';
  * the statement after the last boundary commits before the lease can lapse and a second reaper take it.
  */
 export interface ReaperOptions {
-  dryRun?: boolean;
+  dryRun?: boolean | undefined;
   /** Stop after this many ticks (tests, `afterlife-plane reap --once`). */
-  maxTicks?: number;
+  maxTicks?: number | undefined;
   /** When the invocation started; the budget counts from here. */
   startedAt?: number;
   signal?: AbortSignal;
