@@ -47,7 +47,11 @@ export function sentinelKey(applicationName: string, prefix = 'afterlife'): stri
  * writes (shared contract: at most maxValueBytes read per key). Then Redis's identity is kept in Postgres,
  * which decides how long Redis has kept its keys.
  */
-export async function readBeats(deps: ReaperDeps, ids: string[], o: { kitsStartedAt?: number | undefined } = {}): Promise<Beats | { skipped: string }> {
+export async function readBeats(
+  deps: ReaperDeps,
+  ids: string[],
+  o: { kitsStartedAt?: number | undefined } = {},
+): Promise<Beats | { skipped: string }> {
   if (!deps.redis) return { skipped: 'REDIS_URL is not set' };
   const prefix = deps.config.redis?.keyPrefix ?? 'afterlife';
   const sentinel = sentinelKey(deps.config.applicationName, prefix);
