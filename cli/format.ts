@@ -1,4 +1,7 @@
-/** Plain-text tables and durations for terminal output. */
+/**
+ * Plain-text tables and durations for terminal output.
+ * @module
+ */
 
 // C0 and C1 controls, DEL, line/paragraph separators and bidi overrides/isolates: what a terminal acts on
 // instead of printing. IDs come from anyone who can write an executor_id or publish a notice.

@@ -3,7 +3,9 @@
  * few fields that matter), coloured where the terminal supports it; or the raw JSON lines, each carrying
  * `severity` and `event`, for scripts (`--json`, LOG_FORMAT=json). Used by `npm start`, `npm run demo` and
  * `afterlife-plane logs`. No dependency: pino-pretty prints every field of a line, and a reaper line has thirty.
+ * @module
  */
+
 import { inline } from './format.js';
 
 export type LogFormat = 'pretty' | 'json';

@@ -1,4 +1,8 @@
-/** Registers every function target; `functions-framework --target=<name>` serves any of them. */
+/**
+ * Registers every function target; `functions-framework --target=<name>` serves any of them.
+ * @module
+ */
+
 import './executorDeath/index.js';
 import './drain/index.js';
 import './reaper/index.js';

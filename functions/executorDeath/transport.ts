@@ -5,7 +5,9 @@
  * subscription}`, no `ce-*` headers), which is the same envelope. Anything else is answered here, in JSON,
  * before any decoding: no Pub/Sub delivery looks like that, so it is the caller's mistake (4xx), not a
  * notice to ack or retry.
+ * @module
  */
+
 export const PUBSUB_EVENT_TYPE = 'google.cloud.pubsub.topic.v1.messagePublished';
 
 export type Delivery =

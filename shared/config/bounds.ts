@@ -2,6 +2,7 @@
  * Bounds on the plane's durations and thresholds beyond each variable's own range: the timer
  * ceiling, the relations between variables, and the floors of the thresholds that cancel or delete work.
  * docs/configuration.md ("Floors", "Durations") lists them; test/docs/configuration.test.ts checks the list.
+ * @module
  */
 
 /**

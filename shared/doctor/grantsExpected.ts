@@ -2,7 +2,9 @@
  * What each function's role needs, as infra/grants.sql grants it (docs/operations.md#deploying-to-google-cloud,
  * step 4): doctor checks every role against it, and each function checks its own role at start
  * (shared/doctor/ownGrants.ts). test/integration/db/grantsMatrix.test.ts proves grants.sql grants exactly this.
+ * @module
  */
+
 export type FunctionRole = 'executor_death' | 'reaper' | 'drain';
 export const FUNCTION_ROLES: FunctionRole[] = ['executor_death', 'reaper', 'drain'];
 

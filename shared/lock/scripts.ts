@@ -1,5 +1,6 @@
 /**
  * Lua run atomically by Redis. KEYS[1] is the lock key, ARGV[1] the caller's random token.
+ * @module
  */
 
 /** Delete only if we still own it: a lock that expired and was re-taken by another worker is left alone. */

@@ -16,7 +16,9 @@
  * restart, a missing key means the kit has not rewritten it yet, not that it stopped. The lock evidence is
  * unavailable when the executor's kit does not hold one (registered without it), when the operator turned
  * it off (a transaction-mode pooler), or right after Postgres started (every session just dropped).
+ * @module
  */
+
 /**
  * One heartbeat as read: absent, or present with its age. `ageMs` is measured on Redis's clock (the TTL the
  * writer set minus the key's remaining PTTL), so no two hosts' clocks are compared; `beatAt` (the writer's

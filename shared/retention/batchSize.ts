@@ -3,6 +3,7 @@
  * issue's bound is 100 ms for the longest statement holding locks; it holds by construction on the server
  * (LOCK_BOUND_MS, a statement_timeout: a statement past it is cancelled, releasing its locks, and retried
  * smaller) and the adaptive size keeps statements well under it, so the bound is rarely reached.
+ * @module
  */
 
 /**

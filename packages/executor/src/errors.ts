@@ -1,7 +1,9 @@
 /**
  * Typed errors. `classify` is the one place that decides whether a failure is worth retrying
  * (nack / 503) or is permanent (ack with a logged reason / 4xx).
+ * @module
  */
+
 export type Disposition = 'retry' | 'permanent';
 
 export class AfterlifeError extends Error {

@@ -3,7 +3,9 @@
  * plane's doctor checks them. Kept equal to packages/executor/package.json's `version` and its
  * `@dbos-inc/dbos-sdk` peer range by test/unit/kitVersion.test.ts: a constant, because the kit is built
  * into several layouts (the root build, the package's own) where a relative path to package.json differs.
+ * @module
  */
+
 export const KIT_VERSION = '0.1.0';
 
 /** `@dbos-inc/dbos-sdk` versions the kit and the plane support: at least `min`, below `below`. */

@@ -1,7 +1,9 @@
 /**
  * What the orphaned-version repair is given and what it answers, apart from repairOrphaned (orphaned.ts)
  * and both of its ways (orphanedRewind.ts, orphanedFork.ts), which it imports.
+ * @module
  */
+
 export interface OrphanInfo {
   applicationName: string;
   executorId: string;

@@ -3,7 +3,9 @@
  *: the reaper of each plane keeps a lease row named `reaper:<X>` in afterlife's `leases` table and
  * records there the last tick it completed (`last_tick_at`, database clock). A row stays after its plane
  * stops; only its age says whether anyone still guards X.
+ * @module
  */
+
 export const REAPER_LEASE_PREFIX = 'reaper:';
 
 /**

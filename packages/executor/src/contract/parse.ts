@@ -6,6 +6,7 @@
  * answers in zod's shape ({ success, data } or { success, error: { issues } }), so the plane, which keeps zod
  * at its own boundaries, takes a contract parser wherever it took a schema. test/unit/contractParse.test.ts
  * walks them.
+ * @module
  */
 
 export interface Issue {

@@ -4,7 +4,9 @@
  * asks for. The serialized error's `name` is "Error", not the class name, so we match on the code and fall
  * back to the message pattern. When the error propagated from a child to the parent that awaited it, the
  * `workflowID` it names is the child's.
+ * @module
  */
+
 export const UNEXPECTED_STEP_CODE = 26;
 
 export interface Divergence {

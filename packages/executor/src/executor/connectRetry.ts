@@ -4,6 +4,7 @@
  * to fork a backend and authenticate them, and a storm of them misses a connect timeout of a few seconds.
  * Retried on a fixed schedule they would come back together, in the same storm, every time; with jitter they
  * spread out, and the server answers the ones in front while the others wait their turn.
+ * @module
  */
 
 /**

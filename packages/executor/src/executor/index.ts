@@ -1,7 +1,9 @@
 /**
  * `afterlife-plane/executor` (and `afterlife-executor`): the kit a DBOS app installs. See the README section "Installing the executor kit in
  * your DBOS app".
+ * @module
  */
+
 export { ATTACH_FAILED_EXIT_CODE, attachExecutor, ExecutorIdError, type ExecutorKit } from './attach.js';
 export { type ExecutorKitOptions, type KitState } from './options.js';
 export { type WatchStatus } from './watch.js';

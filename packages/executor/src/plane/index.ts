@@ -6,7 +6,9 @@
  * kit's runtime (src/executor/: attach, liveness, heartbeat, drain): dependency-cruiser's
  * `plane-imports-kit-internals` rule keeps every plane import on this module, so a refactor of the kit's
  * insides changes no plane file. Not part of the published package (tshy's exports do not name it).
+ * @module
  */
+
 export * from '../cloudLogging.js';
 export * from '../contract/deathNotice.js';
 export * from '../contract/guard.js';

@@ -6,7 +6,9 @@
  * `getResultWithAutoFork` (with ForkBudgetExhaustedError) is the earlier, forking helper. Only these: the
  * repairs themselves (shared/repair/situations, the plane) run in the reaper, executorDeath and the CLI, which import
  * them by path. test/unit/publicApi.test.ts holds the list, so an export cannot be added by accident.
+ * @module
  */
+
 export { getResultWithAutoFork, type AutoForkOptions } from './getResultWithAutoFork.js';
 export { ForkBudgetExhaustedError, getResultWithRepair, readStreamWithRepair, type RepairOptions } from './getResultWithRepair.js';
 export type { ForkClient, TargetVersion } from './primitives/lineage.js';

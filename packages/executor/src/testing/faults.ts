@@ -2,7 +2,9 @@
  * Named fault points: the places where a crash or a race matters. Production passes `noFaults`, whose
  * `hit` returns without awaiting anything; tests install handlers that write a row, kill a connection
  * or throw, so a race is reproduced by construction instead of by sleeping.
+ * @module
  */
+
 export type FaultContext = Record<string, unknown>;
 export type FaultHandler = (ctx: FaultContext) => void | Promise<void>;
 
