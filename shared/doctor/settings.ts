@@ -1,5 +1,5 @@
 import { livenessSessions } from '../db/doctor/livenessSessions.js';
-import { beatEvidence, heartbeatKey, listExecutors, readHeartbeat } from '../../packages/executor/src/plane/index.js';
+import { beatEvidence, heartbeatKey, listExecutors, readHeartbeat, DEFAULT_KEY_PREFIX } from '../../packages/executor/src/plane/index.js';
 import { fail, pass, warn, type Check, type DoctorDeps } from './types.js';
 
 /**
@@ -36,7 +36,7 @@ export const settingsCheck: Check = {
     if (fails.length)
       return fail(
         `${fails.length} live kit(s) the plane cannot judge by their heartbeat`,
-        `give the kits and the plane the same REDIS_URL and REDIS_KEY_PREFIX ("${config.redis?.keyPrefix ?? 'afterlife'}" on the plane) and heartbeat settings within the bounds (docs/configuration.md)`,
+        `give the kits and the plane the same REDIS_URL and REDIS_KEY_PREFIX ("${config.redis?.keyPrefix ?? DEFAULT_KEY_PREFIX}" on the plane) and heartbeat settings within the bounds (docs/configuration.md)`,
         [...fails, ...warns],
       );
     if (warns.length)

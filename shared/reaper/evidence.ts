@@ -6,6 +6,8 @@ import {
   parseHeartbeat,
   READ_HEARTBEATS_LUA,
   readLiveness,
+  DEFAULT_KEY_PREFIX,
+  redisKey,
 } from '../../packages/executor/src/plane/index.js';
 import { observeRedis, type RedisWitness } from '../db/queries/redisWitness.js';
 import type { Beat } from './deathRule.js';
@@ -37,8 +39,8 @@ export interface Beats {
  * read this Redis" (redis_witness.seen_at), not since its last tick: a plane with no candidate reads no
  * heartbeats and writes neither. Only its absence is read (a flush); its value is anyone's to write.
  */
-export function sentinelKey(applicationName: string, prefix = 'afterlife'): string {
-  return `${prefix}:${applicationName}:reaper:sentinel`;
+export function sentinelKey(applicationName: string, prefix = DEFAULT_KEY_PREFIX): string {
+  return redisKey(prefix, applicationName, 'reaper:sentinel');
 }
 
 /**
@@ -53,7 +55,7 @@ export async function readBeats(
   o: { kitsStartedAt?: number | undefined } = {},
 ): Promise<Beats | { skipped: string }> {
   if (!deps.redis) return { skipped: 'REDIS_URL is not set' };
-  const prefix = deps.config.redis?.keyPrefix ?? 'afterlife';
+  const prefix = deps.config.redis?.keyPrefix ?? DEFAULT_KEY_PREFIX;
   const sentinel = sentinelKey(deps.config.applicationName, prefix);
   const now = deps.clock();
   let replies: [Error | null, unknown][] | null;

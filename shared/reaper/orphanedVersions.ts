@@ -1,6 +1,6 @@
 import { findOrphanedEnqueued, type OrphanedRow } from '../dbos/orphaned.js';
 import { unattributedSessions } from '../dbos/reaper.js';
-import { errorMessage, readLiveVersions } from '../../packages/executor/src/plane/index.js';
+import { errorMessage, readLiveVersions, DEFAULT_KEY_PREFIX } from '../../packages/executor/src/plane/index.js';
 import { shouldStop, type OrphanedPassResult, type PlannedAction, type ReaperDeps, type ReaperState, type TickContext } from './types.js';
 
 /**
@@ -177,7 +177,7 @@ function groupBy<T>(items: T[], key: (t: T) => string): Map<string, T[]> {
 async function liveVersions(deps: ReaperDeps): Promise<Set<string> | { skipped: string }> {
   if (!deps.redis) return { skipped: 'REDIS_URL is not set' };
   try {
-    const live = await readLiveVersions(deps.redis, deps.config.applicationName, deps.config.redis?.keyPrefix ?? 'afterlife');
+    const live = await readLiveVersions(deps.redis, deps.config.applicationName, deps.config.redis?.keyPrefix ?? DEFAULT_KEY_PREFIX);
     // A key proves a live writer, but an unreadable value hides which version it runs.
     const [unknown] = live.unreadable;
     if (unknown !== undefined) return { skipped: `heartbeat of ${unknown} is unreadable: its version is unknown` };

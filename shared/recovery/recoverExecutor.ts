@@ -13,6 +13,7 @@ import {
   readAllHeartbeats,
   RowsLockedError,
   waitReady,
+  redisKey,
 } from '../../packages/executor/src/plane/index.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
 import type { SignOfLife } from '../db/queries/recoveries.js';
@@ -128,7 +129,7 @@ export async function recoverExecutor(deps: RecoveryDeps, notice: DeathNotice, o
     }
   }
 
-  const resource = `${deps.keyPrefix ?? 'afterlife'}:${notice.applicationName}:recover:${notice.executorId}`;
+  const resource = redisKey(deps.keyPrefix, notice.applicationName, 'recover', notice.executorId);
   if (deps.lock) {
     try {
       return await deps.lock.using(resource, deps.lockTtlMs, (signal) => run(deps, notice, opts, 'locked', signal, log));

@@ -3,6 +3,7 @@ import { claimDeadLetter, markDeadLetterPublished, recordFork } from '../../db/q
 import { publishDeadLetter } from '../../events/deadLetter.js';
 import { LockContendedError, LockUnavailableError } from '../../lock/errors.js';
 import type { ForkPlan, Logger } from '../../../packages/executor/src/plane/index.js';
+import { redisKey } from '../../../packages/executor/src/plane/index.js';
 import type { RepairDeps } from './deps.js';
 
 /**
@@ -27,7 +28,7 @@ export interface Busy {
 }
 
 export const forkLockKey = (deps: Pick<RepairDeps, 'keyPrefix' | 'applicationName'>, root: string) =>
-  `${deps.keyPrefix ?? 'afterlife'}:${deps.applicationName}:fork:${root}`;
+  redisKey(deps.keyPrefix, deps.applicationName, 'fork', root);
 
 /**
  * Runs `fn` under the root's lock; 'busy' when another worker holds it (it is doing this very work).

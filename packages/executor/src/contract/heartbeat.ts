@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { HEARTBEAT_BOUNDS } from './heartbeatBounds.js';
 import { type Infer, integer, object, oneOf, optional, string } from './parse.js';
+import { DEFAULT_KEY_PREFIX, redisKey } from './redisKeys.js';
 
 /**
  * The heartbeat contract (docs/design.md#heartbeat): key `afterlife:{app}:hb:{executorId}`, a JSON value, a PX TTL.
@@ -34,17 +35,17 @@ export type HeartbeatValue = Infer<typeof HeartbeatValue>;
  */
 export const KEY_PREFIX_RE = /^[A-Za-z0-9_.-]{1,64}$/;
 
-export function heartbeatKey(applicationName: string, executorId: string, prefix = 'afterlife'): string {
-  return `${prefix}:${applicationName}:hb:${executorId}`;
+export function heartbeatKey(applicationName: string, executorId: string, prefix = DEFAULT_KEY_PREFIX): string {
+  return redisKey(prefix, applicationName, 'hb', executorId);
 }
 
-export function heartbeatPattern(applicationName: string, prefix = 'afterlife'): string {
+export function heartbeatPattern(applicationName: string, prefix = DEFAULT_KEY_PREFIX): string {
   // The prefix is escaped too: config validates it, but a caller's own prefix must not widen the scan.
-  return `${escapeGlob(prefix)}:${escapeGlob(applicationName)}:hb:*`;
+  return redisKey(escapeGlob(prefix), escapeGlob(applicationName), 'hb', '*');
 }
 
-export function heartbeatIndexKey(applicationName: string, prefix = 'afterlife'): string {
-  return `${prefix}:${applicationName}:hbidx`;
+export function heartbeatIndexKey(applicationName: string, prefix = DEFAULT_KEY_PREFIX): string {
+  return redisKey(prefix, applicationName, 'hbidx');
 }
 
 export function indexMarkerKey(applicationName: string, prefix: string): string {
@@ -137,7 +138,7 @@ export async function readHeartbeatKeys(redis: Redis, keys: string[]): Promise<B
  * the index never misses a key that exists. Non-cluster Redis (Memorystore for Redis): the three keys may
  * live in different hash slots.
  */
-export async function writeHeartbeat(redis: Redis, value: HeartbeatValue, ttlMs: number, prefix = 'afterlife'): Promise<void> {
+export async function writeHeartbeat(redis: Redis, value: HeartbeatValue, ttlMs: number, prefix = DEFAULT_KEY_PREFIX): Promise<void> {
   const app = value.applicationName;
   await redis.eval(
     WRITE_HEARTBEAT_LUA,
@@ -152,7 +153,12 @@ export async function writeHeartbeat(redis: Redis, value: HeartbeatValue, ttlMs:
 }
 
 /** Removes one heartbeat and its index entry (the kit's last act after a hand-over). */
-export async function deleteHeartbeat(redis: Redis, applicationName: string, executorId: string, prefix = 'afterlife'): Promise<void> {
+export async function deleteHeartbeat(
+  redis: Redis,
+  applicationName: string,
+  executorId: string,
+  prefix = DEFAULT_KEY_PREFIX,
+): Promise<void> {
   const replies = await redis
     .multi()
     .del(heartbeatKey(applicationName, executorId, prefix))
@@ -199,7 +205,7 @@ export async function readHeartbeat(redis: Redis, key: string): Promise<Heartbea
 export async function readAllHeartbeats(
   redis: Redis,
   applicationName: string,
-  prefix = 'afterlife',
+  prefix = DEFAULT_KEY_PREFIX,
 ): Promise<Map<string, HeartbeatValue | undefined>> {
   const pairs = (await redis.eval(
     MEMBERS_LUA,
@@ -220,7 +226,7 @@ export async function readAllHeartbeats(
 
 async function scanHeartbeats(redis: Redis, applicationName: string, prefix: string): Promise<Map<string, HeartbeatValue | undefined>> {
   const out = new Map<string, HeartbeatValue | undefined>();
-  const keyPrefix = `${prefix}:${applicationName}:hb:`;
+  const keyPrefix = redisKey(prefix, applicationName, 'hb', '');
   let cursor = '0';
   do {
     const [next, keys] = await redis.scan(cursor, 'MATCH', heartbeatPattern(applicationName, prefix), 'COUNT', 500);
@@ -243,7 +249,7 @@ async function scanHeartbeats(redis: Redis, applicationName: string, prefix: str
 export async function readLiveVersions(
   redis: Redis,
   applicationName: string,
-  prefix = 'afterlife',
+  prefix = DEFAULT_KEY_PREFIX,
 ): Promise<{ versions: Set<string>; unreadable: string[] }> {
   const versions = new Set<string>();
   const unreadable: string[] = [];

@@ -13,6 +13,7 @@ export * from '../cloudLogging.js';
 export * from '../contract/deathNotice.js';
 export * from '../contract/guard.js';
 export * from '../contract/heartbeat.js';
+export * from '../contract/redisKeys.js';
 export * from '../contract/heartbeatBounds.js';
 export * from '../contract/identifier.js';
 export * from '../contract/lease.js';
