@@ -4,7 +4,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeathNotice, deathNoticeAttributes } from '../../packages/executor/src/contract/deathNotice.js';
 import { Fence } from '../../packages/executor/src/contract/fenceCheck.js';
-import { fenceChannel } from '../../packages/executor/src/contract/fenceChannel.js';
+import { drainChannel, fenceChannel } from '../../packages/executor/src/contract/fenceChannel.js';
 import { REAPER_LEASE_PREFIX, GUARD_TICK_WITHIN_MS } from '../../packages/executor/src/contract/guard.js';
 import {
   HeartbeatValue,
@@ -17,6 +17,8 @@ import { HEARTBEAT_BOUNDS } from '../../packages/executor/src/contract/heartbeat
 import {
   DEFAULT_LIVENESS_LEASE_MS,
   effectiveLease,
+  LIVENESS_FENCE_EVERY_MS,
+  LIVENESS_RENEW_EVERY_MS,
   MAX_LIVENESS_LEASE_MS,
   MIN_LIVENESS_LEASE_MS,
 } from '../../packages/executor/src/contract/lease.js';
@@ -254,6 +256,8 @@ async function build(client: pg.Client): Promise<unknown> {
       defaultMs: DEFAULT_LIVENESS_LEASE_MS,
       minMs: MIN_LIVENESS_LEASE_MS,
       maxMs: MAX_LIVENESS_LEASE_MS,
+      renewEveryMs: LIVENESS_RENEW_EVERY_MS,
+      fenceEveryMs: LIVENESS_FENCE_EVERY_MS,
       effective: LEASE_CASES.map(([configuredMs, inheritedMs]) => ({
         configuredMs,
         inheritedMs,
@@ -298,6 +302,7 @@ async function build(client: pg.Client): Promise<unknown> {
         schema,
         fence: fenceChannel(schema),
         requeued: requeuedChannel(schema),
+        drain: drainChannel(schema),
       })),
       answers: FENCE_ANSWERS.map((a) => parsed(Fence, a)),
     },

@@ -52,6 +52,7 @@ def test_lease() -> None:
         lease["minMs"],
         lease["maxMs"],
     )
+    assert (c.LIVENESS_RENEW_EVERY_MS, c.LIVENESS_FENCE_EVERY_MS) == (lease["renewEveryMs"], lease["fenceEveryMs"])
     for case in lease["effective"]:
         assert c.effective_lease(case["configuredMs"], case["inheritedMs"]) == (case["leaseMs"], case["inherited"])
 
@@ -105,6 +106,7 @@ def test_fence_answers_and_channels() -> None:
     for ch in f["channels"]:
         assert c.fence_channel(ch["schema"]) == ch["fence"]
         assert c.requeued_channel(ch["schema"]) == ch["requeued"]
+        assert c.drain_channel(ch["schema"]) == ch["drain"]
     _check_cases(c.Fence, f["answers"])
 
 

@@ -44,7 +44,7 @@ def test_every_problem_at_once_with_the_contracts_words() -> None:
         "AFTERLIFE_LIVENESS: must be one of on, off",
         'REDIS_KEY_PREFIX: must be 1-64 letters, digits, "_", "." or "-" (it is part of every Redis key)',
         "HEARTBEAT_TTL_MS: must be a plain decimal integer",
-        "AFTERLIFE_LIVENESS_LEASE_MS: must be at least 3000 ms (the fence query runs once a second; a shorter lease "
+        "AFTERLIFE_LIVENESS_LEASE_MS: must be at least 3000 ms (the lease is renewed once a second; a shorter lease "
         "ends live sessions)",
     ]
     with pytest.raises(ConfigError) as e:

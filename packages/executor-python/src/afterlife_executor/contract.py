@@ -275,6 +275,10 @@ def _js_slice(s: str, n: int) -> str:
 DEFAULT_LIVENESS_LEASE_MS = 8_000
 MIN_LIVENESS_LEASE_MS = 3_000
 MAX_LIVENESS_LEASE_MS = 300_000
+# How often the kit speaks on its liveness session (what renews the lease), and how often, when no NOTIFY
+# hinted it, that word is the fence question rather than an empty query (contract/lease.ts gives the why).
+LIVENESS_RENEW_EVERY_MS = 1_000
+LIVENESS_FENCE_EVERY_MS = 4_000
 
 
 def effective_lease(configured_ms: int, inherited_ms: int) -> Tuple[int, str]:
@@ -355,7 +359,7 @@ INT_SETTINGS: Dict[str, Tuple[int, int, int, str, Optional[str], Optional[str]]]
     "HEARTBEAT_INTERVAL_MS": (50, HEARTBEAT_BOUNDS["maxBeatEveryMs"], 250, "ms", None,
                               "the reaper reads a beat as stale after two of its own largest intervals"),
     "AFTERLIFE_LIVENESS_LEASE_MS": (MIN_LIVENESS_LEASE_MS, MAX_LIVENESS_LEASE_MS, DEFAULT_LIVENESS_LEASE_MS, "ms",
-                                    "the fence query runs once a second; a shorter lease ends live sessions",
+                                    "the lease is renewed once a second; a shorter lease ends live sessions",
                                     "longer leaves a lost host's work stranded for minutes"),
 }
 
@@ -465,6 +469,11 @@ def fence_channel(afterlife_schema: str) -> str:
 
 def requeued_channel(afterlife_schema: str) -> str:
     return f"{afterlife_schema}_requeued"[:63]
+
+
+def drain_channel(afterlife_schema: str) -> str:
+    """Where a drain request is announced (``{"applicationName": …}``): a hint to poll now, never the request."""
+    return f"{afterlife_schema}_drain"[:63]
 
 
 # --------------------------------------------------------------------------------------------------- requeued

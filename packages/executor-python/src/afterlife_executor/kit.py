@@ -44,6 +44,8 @@ CLOUD_RUN_GRACE_MS = 10_000
 HARD_EXIT_BEFORE_GRACE_MS = 300
 STEP_TIMEOUT_S = 1.0
 DRAIN_POLL_S = 1.0
+# While the liveness session listens, a drain request is heard as it is written (its NOTIFY): the poll is a backstop.
+DRAIN_BACKSTOP_POLL_S = 5.0
 WATCH_CHECK_EVERY_S = 5.0
 WATCH_GRACE_S = 10.0
 UNWATCHED_WARN_EVERY_S = 60.0
@@ -119,6 +121,7 @@ class ExecutorKit:
         self.publish_path: Optional[str] = None
         self._on_fenced = on_fenced
         self._closed = threading.Event()
+        self._drain_hint = threading.Event()
         self._terminating = False
         self._handing_over = False
         self._fenced = False
@@ -150,7 +153,8 @@ class ExecutorKit:
                 application_name=self.application_name, executor_id=self.executor_id,
                 afterlife_schema=options.afterlife_schema, since=self.started_at, incarnation=self.incarnation,
                 lease_ms=options.liveness_lease_ms, log=self.log, throttle=self.throttle, register=self._register,
-                on_fenced=self._fence, on_requeued=self._claim_now if self.poller else None, on_lease=self._lease)
+                on_fenced=self._fence, on_requeued=self._claim_now if self.poller else None, on_lease=self._lease,
+                on_drain_hint=self._drain_hint.set)
 
     # ------------------------------------------------------------------------------------------ properties
 
@@ -334,12 +338,21 @@ class ExecutorKit:
     # ------------------------------------------------------------------------------------------ polls
 
     def _poll_loop(self) -> None:
-        last_watch = time.monotonic()
-        while not self._closed.wait(DRAIN_POLL_S):
-            self._poll_once(first=False)
-            if time.monotonic() - last_watch >= WATCH_CHECK_EVERY_S:
-                last_watch = time.monotonic()
+        every = DRAIN_BACKSTOP_POLL_S if self.liveness else DRAIN_POLL_S
+        next_poll, next_watch = time.monotonic() + every, time.monotonic() + WATCH_CHECK_EVERY_S
+        while True:
+            now = time.monotonic()
+            if now >= next_watch:
+                next_watch = now + WATCH_CHECK_EVERY_S
                 self._watch()
+            if now >= next_poll:
+                next_poll = now + every
+                self._poll_once(first=False)
+            if self._drain_hint.wait(max(0.0, min(next_poll, next_watch) - time.monotonic())):
+                self._drain_hint.clear()
+                next_poll = time.monotonic()
+            if self._closed.is_set():
+                return
 
     def _poll_once(self, first: bool) -> None:
         if first:
@@ -576,6 +589,7 @@ class ExecutorKit:
         if self._closed.is_set():
             return
         self._closed.set()
+        self._drain_hint.set()
         for sig, prev in self._previous_handlers.items():
             try:
                 if threading.current_thread() is threading.main_thread():

@@ -1,11 +1,15 @@
 """The liveness lease: a session advisory lock on a psycopg connection of the kit's own.
 
 The server ends the session — freeing the lock — once the process has sent nothing for the lease
-(``idle_session_timeout``), so the lock means "this process spoke within the lease" through any proxy. The
-fence question, asked once a second on the same session, is the traffic that renews it; a NOTIFY on the
-fence channel only makes the kit ask now (anyone who can connect may send one). The session is proven to be
-one server session before anything session-level lands on it (a transaction-mode pooler would keep the lock
-after the process died). The same session hears recoveries asking this executor to claim their work now.
+(``idle_session_timeout``), so the lock means "this process spoke within the lease" through any proxy. The kit
+speaks on it every ``LIVENESS_RENEW_EVERY_MS``, which is what renews it: an empty query (one round trip, nothing
+parsed or planned), and every ``FENCE_EVERY``-th time the fence question instead (``LIVENESS_FENCE_EVERY_MS``, a
+backstop: psycopg prepares a statement it has run five times, so the question is then only bound and executed).
+The question is also asked at every (re)connect, before the lock, and at once on a NOTIFY on the fence channel
+naming this executor, which the plane sends when it declares it dead or a new incarnation supersedes it (a hint
+only: anyone who can connect may send one). The session is proven to be one server session before anything
+session-level lands on it (a transaction-mode pooler would keep the lock after the process died). The same
+session hears recoveries asking this executor to claim their work now, and drain requests for its application.
 
 One daemon thread owns the connection (psycopg connections are not shared between threads here). A lost
 connection is re-made with a bounded backoff, one at a time; failures are logged at most once a minute.
@@ -21,9 +25,12 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import sql
 from .contract import (
+    LIVENESS_FENCE_EVERY_MS,
+    LIVENESS_RENEW_EVERY_MS,
     MIN_LIVENESS_LEASE_MS,
     Fence,
     RequeuedNotice,
+    drain_channel,
     effective_lease,
     fence_channel,
     liveness_session_name,
@@ -31,10 +38,13 @@ from .contract import (
 )
 from .log import KitLog, Throttle
 
-LIVENESS_CHECK_EVERY_S = 1.0
+RENEW_EVERY_S = LIVENESS_RENEW_EVERY_MS / 1000
+# Renewals per fence question when nothing hinted one.
+FENCE_EVERY = max(1, round(LIVENESS_FENCE_EVERY_MS / LIVENESS_RENEW_EVERY_MS))
 RECONNECT_MIN_S = 0.1
 # Bounded: after a Postgres restart the lock must be back well within the reaper's settle time (10 s).
 RECONNECT_MAX_S = 5.0
+# Fence questions between two comparisons of the session's backend with the one proven at connect.
 IDENTITY_EVERY = 5
 CLOSE_SLICE_S = 0.1
 KEEPALIVES = ("SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3; "
@@ -90,7 +100,8 @@ class LivenessLock:
     def __init__(self, *, database_url: str, application_name: str, executor_id: str, afterlife_schema: str,
                  since: datetime, incarnation: str, lease_ms: int, log: KitLog, throttle: Throttle,
                  register: Callable[[], None], on_fenced: Callable[[Dict[str, Any]], None],
-                 on_requeued: Optional[Callable[[Dict[str, Any]], None]], on_lease: Callable[[int], None]) -> None:
+                 on_requeued: Optional[Callable[[Dict[str, Any]], None]], on_lease: Callable[[int], None],
+                 on_drain_hint: Optional[Callable[[], None]] = None) -> None:
         self.url = database_url
         self.app = application_name
         self.executor_id = executor_id
@@ -105,12 +116,14 @@ class LivenessLock:
         self.on_fenced = on_fenced
         self.on_requeued = on_requeued
         self.on_lease = on_lease
+        self.on_drain_hint = on_drain_hint
         self.held = False
         self.refused: Optional[NotOneSessionError] = None
         self._registered = False
         self._conn: Any = None
         self._backend: Optional[Tuple[int, str]] = None
         self._checks = 0
+        self._since_fence = 0
         self._closed = threading.Event()
         self._first_attempt = threading.Event()
         self._ask_now = False
@@ -119,6 +132,7 @@ class LivenessLock:
         self._thread: Optional[threading.Thread] = None
         self._fence_ch = fence_channel(afterlife_schema)
         self._requeued_ch = requeued_channel(afterlife_schema)
+        self._drain_ch = drain_channel(afterlife_schema)
 
     def start(self, timeout_s: float = 3.0) -> None:
         """Starts the thread and waits (bounded) for its first attempt; a session that is not one is refused."""
@@ -142,7 +156,7 @@ class LivenessLock:
                 try:
                     self._open()
                     backoff = RECONNECT_MIN_S
-                    next_check = time.monotonic() + LIVENESS_CHECK_EVERY_S
+                    next_check = time.monotonic() + RENEW_EVERY_S
                     self.throttle.ok("liveness")
                 except NotOneSessionError as e:
                     self.refused = e
@@ -170,9 +184,12 @@ class LivenessLock:
                 for n in self._conn.notifies(timeout=wait, stop_after=1):
                     self._notified(n.channel, n.payload)
                 if self._ask_now or time.monotonic() >= next_check:
+                    if not self._ask_now:
+                        self._since_fence += 1
+                    ask_fence = self._ask_now or self._since_fence >= FENCE_EVERY
                     self._ask_now = False
-                    next_check = time.monotonic() + LIVENESS_CHECK_EVERY_S
-                    self._check()
+                    next_check = time.monotonic() + RENEW_EVERY_S
+                    self._check(ask_fence)
             except NotOneSessionError as e:
                 self.refused = e
                 self._drop()
@@ -198,10 +215,13 @@ class LivenessLock:
         conn.execute(f'LISTEN "{self._fence_ch}"')
         if self.on_requeued is not None:
             conn.execute(f'LISTEN "{self._requeued_ch}"')
+        if self.on_drain_hint is not None:
+            conn.execute(f'LISTEN "{self._drain_ch}"')
         if not self._registered:
             self.register()
             self._registered = True
         self._fence(conn)
+        self._since_fence = 0
         self._take(conn)
 
     def _lease(self, conn: Any) -> None:
@@ -235,17 +255,24 @@ class LivenessLock:
                           "lease, a second process with this executor ID, or a squatter); retrying",
                           event="liveness_lock_busy")
 
-    def _check(self) -> None:
+    def _check(self, ask_fence: bool) -> None:
+        """The periodic word, which renews the lease: the fence question when due or hinted, else an empty query;
+        a lock that was busy is asked for again either way (that statement renews too)."""
         conn = self._conn
-        self._checks += 1
-        if self._checks >= IDENTITY_EVERY and self._backend is not None:
-            self._checks = 0
-            now = sql.backend_identity(conn)
-            if now != self._backend:
-                raise NotOneSessionError(f"its statements ran on backend {self._backend[0]}, then on backend {now[0]}")
-        self._fence(conn)
+        if ask_fence:
+            self._since_fence = 0
+            self._checks += 1
+            if self._checks >= IDENTITY_EVERY and self._backend is not None:
+                self._checks = 0
+                now = sql.backend_identity(conn)
+                if now != self._backend:
+                    raise NotOneSessionError(f"its statements ran on backend {self._backend[0]}, then on backend {now[0]}")
+            self._fence(conn)
         if not self.held:
             self._take(conn)
+        elif not ask_fence:
+            # psycopg sends it as it is (the simple protocol): an EmptyQueryResponse, nothing parsed or logged.
+            conn.execute("")
 
     def _fence(self, conn: Any) -> None:
         raw = sql.ask_fence(conn, self.schema, application_name=self.app, executor_id=self.executor_id,
@@ -271,11 +298,16 @@ class LivenessLock:
             if notice["applicationName"] == self.app and self.executor_id in notice["to"] and self.held:
                 self.on_requeued(notice)
             return
-        if channel != self._fence_ch or not payload:
+        if (channel != self._fence_ch and channel != self._drain_ch) or not payload:
             return
         try:
             p = json.loads(payload)
         except ValueError:
+            return
+        if channel == self._drain_ch:
+            # A drain hint costs one poll of the plane's table, whoever sent it.
+            if isinstance(p, dict) and p.get("applicationName") == self.app and self.on_drain_hint is not None:
+                self.on_drain_hint()
             return
         if isinstance(p, dict) and p.get("applicationName") == self.app and p.get("executorId") == self.executor_id:
             self._ask_now = True

@@ -102,7 +102,7 @@ export const SETTINGS = {
     min: MIN_LIVENESS_LEASE_MS,
     max: MAX_LIVENESS_LEASE_MS,
     default: DEFAULT_LIVENESS_LEASE_MS,
-    belowMin: 'the fence query runs once a second; a shorter lease ends live sessions',
+    belowMin: 'the lease is renewed once a second; a shorter lease ends live sessions',
     aboveMax: "longer leaves a lost host's work stranded for minutes",
   },
 } as const satisfies Record<string, Setting>;
