@@ -64,7 +64,7 @@ export interface BatchResult {
  * done, and a synchronous commit waits for the fsync of its WAL, which queues behind whatever else the disk
  * is doing. At 1M orphans the recovery's own WAL starts a checkpoint every few seconds, and sampling the
  * recovering session's wait events showed every batch over 100 ms spending most of its time in
- * IO:WALSync, its own commit flush, holding 1,000 row locks for 150–340 ms instead of 30 (bench/README.md).
+ * IO:WALSync, its own commit flush, holding 1,000 row locks for 150–340 ms instead of 30 (bench/HISTORY.md).
  * DBOS's single statement waits for one flush at its end; a batched recovery would wait once per batch.
  *
  * Durability is unchanged where it matters. WAL is one sequence, and a synchronous commit flushes all of

@@ -5,7 +5,7 @@ import { array, type Infer, integer, nullish, object, optional, string } from '.
  * version once it has re-enqueued their work (shared/dbos/recovery.ts sends it after the batch that moved
  * the rows committed, in a statement of its own, so a notice that cannot be sent never fails the move). Without it the work waits for the survivors' next
  * queue poll — DBOS polls every `polling_interval_sec`, 1 s by default, which was most of a recovery's time
- * after the death was declared (bench/README.md). It is a hint: a kit that hears it asks DBOS to
+ * after the death was declared (bench/HISTORY.md). It is a hint: a kit that hears it asks DBOS to
  * poll the named queues once, through DBOS's own claim (SKIP LOCKED, re-checked status), exactly as its next
  * scheduled poll would; nothing is claimed that the poll would not have claimed a moment later, and a lost,
  * forged or repeated notice costs at most one early poll per named queue, and a stream of any rate at most

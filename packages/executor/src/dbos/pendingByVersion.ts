@@ -6,7 +6,7 @@ import { appScope } from './sql.js';
  * The executor's oldest and newest PENDING `created_at` (bigints as text), read once per recovery by
  * `pendingByVersion`. DBOS's PENDING index holds only `created_at`, so without an upper bound the batch that
  * reaches the executor's newest row keeps reading every later PENDING row of other executors looking for
- * one more match (750k rows, 0.5–0.65 s holding 1,000 row locks, at 1M orphans; bench/README.md). A dead
+ * one more match (750k rows, 0.5–0.65 s holding 1,000 row locks, at 1M orphans; bench/HISTORY.md). A dead
  * executor claims nothing new, so its PENDING rows cannot leave this range; a row outside it (the
  * executor was alive after all) waits for the next recovery — it is a bound on the scan, not on the premise.
  */
