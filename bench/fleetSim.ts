@@ -82,11 +82,11 @@ function simulate(i: number, db: Db, redis: Redis): Simulated {
     // A kit listens for recoveries asking it to claim work now (it has no DBOS to poll): the broadcast's cost is the fleet's.
     onRequeued: () => undefined,
   });
-  const heartbeat = new Heartbeat(
+  const heartbeat = new Heartbeat({
     redis,
-    DEFAULT_HEARTBEAT_TTL_MS,
-    DEFAULT_HEARTBEAT_INTERVAL_MS,
-    () => ({
+    ttlMs: DEFAULT_HEARTBEAT_TTL_MS,
+    intervalMs: DEFAULT_HEARTBEAT_INTERVAL_MS,
+    value: () => ({
       executorId: id,
       applicationName: APP,
       applicationVersion: 'v1',
@@ -97,9 +97,9 @@ function simulate(i: number, db: Db, redis: Redis): Simulated {
       beatEveryMs: DEFAULT_HEARTBEAT_INTERVAL_MS,
       ttlMs: DEFAULT_HEARTBEAT_TTL_MS,
     }),
-    logger,
-    PREFIX,
-  );
+    log: logger,
+    prefix: PREFIX,
+  });
   return { id, lock, heartbeat };
 }
 

@@ -428,11 +428,11 @@ describe('kit modules: liveness lock and heartbeat', () => {
   it('a heartbeat that cannot be written for a TTL is logged loudly and counted', async () => {
     const logger = memoryLogger();
     const redis = createRedis('redis://127.0.0.1:1');
-    const hb = new Heartbeat(
+    const hb = new Heartbeat({
       redis,
-      600,
-      100,
-      () => ({
+      ttlMs: 600,
+      intervalMs: 100,
+      value: () => ({
         executorId: 'y',
         applicationName: 'x',
         applicationVersion: 'v1',
@@ -441,8 +441,8 @@ describe('kit modules: liveness lock and heartbeat', () => {
         beatAt: new Date().toISOString(),
         inFlight: 0,
       }),
-      logger,
-    );
+      log: logger,
+    });
     hb.start();
     try {
       await waitFor('heartbeat_lost', async () => logger.lines.some((l) => l.event === 'heartbeat_lost'), { timeoutMs: 5_000 });

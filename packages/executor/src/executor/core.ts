@@ -3,7 +3,8 @@ import type { ExecutorState } from '../db/queries/executors.js';
 import type { Publisher } from '../events/publish.js';
 import type { Logger } from '../log.js';
 import type { DbosApp } from './dbosInternals.js';
-import type { ExecutorKitOptions, KitState } from './options.js';
+import type { ExecutorKitOptions } from './options.js';
+import type { KitLifecycle } from './state.js';
 
 /** What the kit's modules (shutdown, drain, hand-over) share of the one kit they belong to. */
 export interface KitCore {
@@ -17,11 +18,8 @@ export interface KitCore {
   readonly db: Db;
   readonly app: DbosApp;
   readonly publisher: Publisher | undefined;
-  state: KitState;
-  /** A SIGTERM/SIGINT path owns the exit. */
-  terminating: boolean;
-  /** This kit has begun handing its work over (its own death notice, its own `dead`): no longer fenced. */
-  handingOver: boolean;
+  /** The kit's one lifecycle: every phase change goes through its transitions (state.ts). */
+  readonly lifecycle: KitLifecycle;
   /** Resolves on a second signal: skip the wait. */
   readonly fastPathRequested: Promise<void>;
   beat(): Promise<void>;

@@ -1,6 +1,7 @@
 import { holdExit, withTimeout } from '../lifecycle/shutdown.js';
 import type { KitCore } from './core.js';
 import { handOver } from './handOver.js';
+import { DRAIN_EXIT_REGISTRY_MS } from './timeouts.js';
 
 /**
  * A planned drain (a drain request, or `kit.drain()`): stop intake, finish what we hold within the budget,
@@ -12,20 +13,21 @@ import { handOver } from './handOver.js';
  */
 export async function plannedDrain(kit: KitCore, budgetMs: number): Promise<void> {
   const started = Date.now();
-  kit.state = 'draining';
+  // Only from alive: a drain asked of a kit that is exiting, fenced or closed has nothing to do.
+  if (!kit.lifecycle.beginDrain()) return;
   await Promise.all([kit.beat(), kit.registry('draining', 'drain-request')]);
   try {
     await kit.app.shutdown(budgetMs);
   } catch (err) {
     kit.log.error('DBOS shutdown failed during drain', { err });
   }
-  if (kit.terminating) return; // a SIGTERM took over and finishes the job
+  if (kit.lifecycle.signalOwnsExit()) return; // a SIGTERM took over and finishes the job
   const pending = await handOver(kit, 'drained');
-  if (kit.terminating) return; // a SIGTERM arrived during the hand-over; its path exits
   const running = kit.app.runningCount() ?? 0;
   // Unknown (Postgres could not say) counts as left over: staying up is only safe when nothing is.
   const leftovers = pending !== 0 || running > 0;
-  kit.state = 'drained';
+  // Refused when a SIGTERM arrived during the hand-over (its path exits) or a fence or close took over.
+  if (!kit.lifecycle.finishDrain()) return;
   kit.markDrained();
   if (leftovers) {
     // The notice is out, so recovery may already be running this work elsewhere: nothing (a beat, a slow
@@ -38,7 +40,7 @@ export async function plannedDrain(kit: KitCore, budgetMs: number): Promise<void
       event: 'executor_drain_exit',
     });
     const exit = holdExit();
-    await withTimeout(kit.registry('drained', 'drain-request'), 500).catch(() => undefined);
+    await withTimeout(kit.registry('drained', 'drain-request'), DRAIN_EXIT_REGISTRY_MS).catch(() => undefined);
     await kit.close();
     exit(0);
     return;
@@ -48,7 +50,7 @@ export async function plannedDrain(kit: KitCore, budgetMs: number): Promise<void
   await kit.registry('drained', 'drain-request');
   await kit.beat();
   kit.log.notice('drained', { elapsedMs: Date.now() - started, pending: pending ?? 'unknown', running, event: 'executor_drained' });
-  if (kit.options.exitAfterPlannedDrain && !kit.terminating) {
+  if (kit.options.exitAfterPlannedDrain && !kit.lifecycle.signalOwnsExit()) {
     const exit = holdExit();
     await kit.close();
     exit(0);

@@ -3,9 +3,7 @@ import { deathNotice, type DeathReason } from '../contract/deathNotice.js';
 import { publishDeathNotice } from '../events/publish.js';
 import { withTimeout } from '../lifecycle/shutdown.js';
 import { type KitCore, type Left, noDeadline } from './core.js';
-
-export const DEFAULT_PUBLISH_TIMEOUT_MS = 1_000;
-export const STEP_TIMEOUT_MS = 1_000;
+import { DEFAULT_PUBLISH_TIMEOUT_MS, STEP_TIMEOUT_MS } from './timeouts.js';
 
 /**
  * If any of our workflows is still PENDING, say so with a death notice, so recovery hands them to a live
@@ -18,7 +16,7 @@ export async function handOver(
   reason: Extract<DeathReason, 'sigterm' | 'drained'>,
   left: Left = noDeadline,
 ): Promise<number | undefined> {
-  kit.handingOver = true;
+  kit.lifecycle.beginHandOver();
   const pending = await withTimeout(pendingByVersion(kit.db, kit.applicationName, kit.executorId), left(STEP_TIMEOUT_MS)).catch(
     (err: unknown) => {
       kit.log.warn('could not count PENDING workflows; publishing the death notice anyway', { err });

@@ -15,6 +15,19 @@ import type { Logger } from '../log.js';
 export const DEFAULT_HEARTBEAT_TTL_MS: number = SETTINGS.HEARTBEAT_TTL_MS.default;
 export const DEFAULT_HEARTBEAT_INTERVAL_MS: number = SETTINGS.HEARTBEAT_INTERVAL_MS.default;
 
+export interface HeartbeatOptions {
+  redis: Redis;
+  /** The key's PX TTL: how long a silent key lingers, and the heartbeat-only rule's tolerance. */
+  ttlMs: number;
+  /** The beat's cadence: what detection waits on. */
+  intervalMs: number;
+  /** What each beat writes, read at the beat. */
+  value: () => HeartbeatValue;
+  log: Logger;
+  /** The key's prefix (default `afterlife`): each beat also refreshes the app's heartbeat index (packages/executor/src/contract/heartbeat.ts). */
+  prefix?: string;
+}
+
 export class Heartbeat {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -24,16 +37,21 @@ export class Heartbeat {
   private lastWarnAt = 0;
   /** Times the heartbeat went unwritten for a TTL (process lifetime). */
   lostCount = 0;
+  private readonly redis: Redis;
+  private readonly ttlMs: number;
+  readonly intervalMs: number;
+  private readonly value: () => HeartbeatValue;
+  private readonly log: Logger;
+  private readonly prefix: string;
 
-  constructor(
-    private readonly redis: Redis,
-    private readonly ttlMs: number,
-    readonly intervalMs: number,
-    private readonly value: () => HeartbeatValue,
-    private readonly log: Logger,
-    /** The key's prefix: each beat also refreshes the app's heartbeat index (packages/executor/src/contract/heartbeat.ts). */
-    private readonly prefix = 'afterlife',
-  ) {}
+  constructor(o: HeartbeatOptions) {
+    this.redis = o.redis;
+    this.ttlMs = o.ttlMs;
+    this.intervalMs = o.intervalMs;
+    this.value = o.value;
+    this.log = o.log;
+    this.prefix = o.prefix ?? 'afterlife';
+  }
 
   start(): void {
     this.timer = setInterval(() => void this.beat(), this.intervalMs);

@@ -8,7 +8,7 @@ export { ATTACH_FAILED_EXIT_CODE, attachExecutor, ExecutorIdError, type Executor
 export { type ExecutorKitOptions, type KitState } from './options.js';
 export { type WatchStatus } from './watch.js';
 export { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TTL_MS } from './heartbeat.js';
-export { CLOUD_RUN_GRACE_MS, DEFAULT_HANDOVER_RESERVE_MS, DEFAULT_SHUTDOWN_MARGIN_MS } from './shutdown.js';
+export { CLOUD_RUN_GRACE_MS, DEFAULT_HANDOVER_RESERVE_MS, DEFAULT_SHUTDOWN_MARGIN_MS } from './timeouts.js';
 export { FENCED_EXIT_CODE } from './fence.js';
 export { CallBudgetExhaustedError, limitCalls, type CallLimiter, type LimitOptions } from './limiter.js';
 export { executorOptionsFromEnv } from './env.js';

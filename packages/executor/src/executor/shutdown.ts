@@ -1,31 +1,31 @@
 import { holdExit, withTimeout } from '../lifecycle/shutdown.js';
 import type { KitCore } from './core.js';
 import { sleep } from './guarded.js';
-import { handOver, STEP_TIMEOUT_MS } from './handOver.js';
+import { handOver } from './handOver.js';
+import {
+  CLOUD_RUN_GRACE_MS,
+  DEFAULT_HANDOVER_RESERVE_MS,
+  DEFAULT_SHUTDOWN_MARGIN_MS,
+  HARD_EXIT_BEFORE_GRACE_MS,
+  STEP_TIMEOUT_MS,
+} from './timeouts.js';
 
 /**
  * SIGTERM/SIGINT: mark draining (synchronously) → stop dequeues → wait for in-flight work up to the budget →
  * death notice if any of its workflows are still PENDING → delete the heartbeat → exit, all inside Cloud
- * Run's 10 s. Everything before the first await is synchronous, so the draining flag is set and the
+ * Run's 10 s. Everything before the first await is synchronous, so the kit is `exiting` and the
  * framework's exit is held before any other listener runs. A second signal skips the wait.
  */
-export const CLOUD_RUN_GRACE_MS = 10_000;
-export const DEFAULT_SHUTDOWN_MARGIN_MS = 2_000;
-/** Of the drain budget, kept for the PENDING count, the death notice, the heartbeat delete and the exit. */
-export const DEFAULT_HANDOVER_RESERVE_MS = 1_500;
-/** Whatever happens, the process exits this long before the grace ends (SIGKILL would lose the exit code). */
-const HARD_EXIT_BEFORE_GRACE_MS = 300;
-
 export function terminate(kit: KitCore, sig: NodeJS.Signals, fastPath: () => void): void {
-  if (kit.terminating) {
+  if (kit.lifecycle.signalOwnsExit()) {
     kit.log.warn(`second ${sig}: fast path`);
     fastPath();
     return;
   }
-  kit.terminating = true;
+  const wasDrained = kit.lifecycle.phase === 'drained';
+  // A fenced kit's exit is already taken (fenceNow, or the embedder's onFenced); a closed one has no listener.
+  if (!kit.lifecycle.signal()) return;
   const received = Date.now();
-  const wasDrained = kit.state === 'drained';
-  kit.state = 'exiting';
   const exit = holdExit();
   const o = kit.options;
   const grace = o.shutdownGraceMs ?? CLOUD_RUN_GRACE_MS;

@@ -1,7 +1,9 @@
 import type { Db } from '../db/pool.js';
+import { sessionPresent } from '../db/queries/executors.js';
 import { clearSuperseded, type PendingUnderId, readPendingUnderId, reenqueueSuperseded } from '../dbos/superseded.js';
 import type { Logger } from '../log.js';
 import type { KitTrouble } from './throttle.js';
+import { SUPERSEDED_LOOK_EVERY_MS, SUPERSEDED_SETTLE_MS } from './timeouts.js';
 
 /**
  * The superseded sweep. When this process registered, the registry said another process with
@@ -155,4 +157,40 @@ export class SupersededSweep {
       { superseded: this.o.superseded, event: 'superseded_work_unknown' },
     );
   }
+}
+
+/**
+ * Says what taking the ID over meant. The registry said the previous incarnation was alive, but a process
+ * restarted a moment after a SIGKILL finds its predecessor undeclared, its session still being torn down:
+ * that one is no live process. So the previous liveness session is watched for a moment: gone within
+ * SUPERSEDED_SETTLE_MS is a NOTICE; still there after it, a WARNING (a second live process with this ID).
+ */
+export async function tellSuperseded(
+  o: { db: Db; log: Logger; connectionsOpen: () => boolean },
+  superseded: string,
+  session: { pid: number; backendStart: string } | null,
+): Promise<void> {
+  const t0 = Date.now();
+  let present: boolean | undefined = session === null ? undefined : true;
+  try {
+    while (session !== null && present === true && Date.now() - t0 < SUPERSEDED_SETTLE_MS && o.connectionsOpen()) {
+      await new Promise((r) => setTimeout(r, SUPERSEDED_LOOK_EVERY_MS));
+      present = await sessionPresent(o.db, session);
+    }
+  } catch {
+    present = undefined;
+  }
+  if (present === false) {
+    o.log.notice(
+      `took this executor ID over from its previous process, whose liveness session ended ${Date.now() - t0} ms after this one registered (it had stopped, or stopped on seeing this one, before the plane declared it); its leftover PENDING work, if any, is re-enqueued`,
+      { superseded, event: 'executor_superseded_other' },
+    );
+    return;
+  }
+  o.log.warn(
+    present === true
+      ? `another process with this executor ID is still live ${SUPERSEDED_SETTLE_MS} ms after this one registered (a duplicated executor ID, or an overlapping restart): it is superseded and its kit exits; its leftover PENDING work is re-enqueued once its lease is gone`
+      : 'the registry said another process with this executor ID was alive, and its session cannot be seen from here: it is superseded and its kit exits if it is still running; its leftover PENDING work is re-enqueued once its lease is gone',
+    { superseded, event: 'executor_superseded_other' },
+  );
 }
