@@ -20,8 +20,8 @@ import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { createDb, type Db } from '../packages/executor/src/db/pool.js';
 import { registerAlive } from '../packages/executor/src/db/queries/executors.js';
-import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TTL_MS, Heartbeat } from '../packages/executor/src/executor/heartbeat.js';
-import { LivenessLock } from '../packages/executor/src/executor/liveness.js';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TTL_MS, Heartbeat } from '../packages/executor/src/runtime/heartbeat.js';
+import { LivenessLock } from '../packages/executor/src/runtime/liveness.js';
 import { createRedis } from '../packages/executor/src/lock/redis.js';
 import { consoleLogger } from '../packages/executor/src/log.js';
 

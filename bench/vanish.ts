@@ -24,7 +24,7 @@
  */
 import { loadavg } from 'node:os';
 import type pg from 'pg';
-import { VANISHED_HOST_S } from '../packages/executor/src/executor/liveness.js';
+import { VANISHED_HOST_S } from '../packages/executor/src/runtime/liveness.js';
 import { DEFAULT_LIVENESS_LEASE_MS, MAX_LIVENESS_LEASE_MS } from '../packages/executor/src/contract/lease.js';
 import { consoleLogger } from '../packages/executor/src/log.js';
 import type { AgentExecutor } from '../scripts/stack/executor.js';

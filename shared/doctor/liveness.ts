@@ -75,7 +75,7 @@ function leaseProblem(k: RecordedKit): string[] {
   return [];
 }
 
-/** The liveness session name the kit sets (packages/executor/src/executor/liveness.ts), which a pooled server session does not keep. */
+/** The liveness session name the kit sets (packages/executor/src/runtime/liveness.ts), which a pooled server session does not keep. */
 export function expectedSessionName(s: LivenessSession): string {
   return livenessSessionName(s.executorId, s.incarnation);
 }

@@ -19,7 +19,7 @@ import {
  * table per call, each table in one conditional statement (shared/db/queries/ownTables.ts).
  *
  * - executors + executor_observations: an executor dead or drained for keepMs and owning no PENDING row.
- *   The fence (packages/executor/src/executor/fence.ts) must find a dead executor that comes back from a freeze, so the
+ *   The fence (packages/executor/src/runtime/fence.ts) must find a dead executor that comes back from a freeze, so the
  *   row outlives any plausible zombie (90 days at least), and never goes while DBOS rows still name it
  *   PENDING (recovery must still be able to re-enqueue them as its).
  * - observations without a registry row (executors without the kit): last seen or judged keepMs ago and

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../packages/executor/src/errors.js';
-import { createKitPublisher } from '../../packages/executor/src/executor/publishPath.js';
+import { createKitPublisher } from '../../packages/executor/src/runtime/publishPath.js';
 
 /** The kit example in docs/executor-kit.md is, byte for byte, the code the kit tests run. */
 const read = (p: string) => readFileSync(new URL(`../../${p}`, import.meta.url), 'utf8');

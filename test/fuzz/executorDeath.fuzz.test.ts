@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startingRuntime, useRuntime } from '../../functions/runtime.js';
 import { DeathNotice } from '../../packages/executor/src/contract/deathNotice.js';
 import { decodePubSubJson } from '../../shared/events/pubsub.js';
-import { Lifecycle } from '../../packages/executor/src/lifecycle/shutdown.js';
+import { Lifecycle } from '../../packages/executor/src/lifecycle/orderedShutdown.js';
 import { memoryLogger } from '../../packages/executor/src/log.js';
 import '../../functions/index.js';
 import { PUBSUB_EVENT_TYPE } from '../../functions/executorDeath/transport.js';

@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { type Config, loadConfig } from '../../shared/config/index.js';
 import type { Db } from '../../packages/executor/src/db/pool.js';
 import type { Publisher } from '../../packages/executor/src/events/publisher.js';
-import { Lifecycle } from '../../packages/executor/src/lifecycle/shutdown.js';
+import { Lifecycle } from '../../packages/executor/src/lifecycle/orderedShutdown.js';
 import { RedisLock } from '../../shared/lock/lock.js';
 import { createRedis } from '../../packages/executor/src/lock/redis.js';
 import { memoryLogger } from '../../packages/executor/src/log.js';

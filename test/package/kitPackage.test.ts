@@ -502,8 +502,8 @@ describe('the kit package, installed as a user installs it', () => {
         ),
       ) as Record<string, string>;
       for (const [name, build] of [
-        ['ts-cjs', /[\\/]dist[\\/]commonjs[\\/]executor[\\/]index\.js/],
-        ['ts-esm', /\/dist\/esm\/executor\/index\.js/],
+        ['ts-cjs', /[\\/]dist[\\/]commonjs[\\/]runtime[\\/]index\.js/],
+        ['ts-esm', /\/dist\/esm\/runtime\/index\.js/],
       ] as const) {
         const w = await startWorker(
           dir,

@@ -6,7 +6,7 @@ import {
   EXECUTOR_ID_MAX,
   executorIdFor,
   ExecutorIdMetadataError,
-} from '../../packages/executor/src/executor/cloudRun.js';
+} from '../../packages/executor/src/runtime/cloudRun.js';
 
 /**
  * cloudRunExecutorId against a FAKE of Cloud Run's metadata server (a local HTTP server answering

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isTransientConnectError, jitteredBackoffMs, withConnectRetries } from '../../packages/executor/src/executor/connectRetry.js';
+import { isTransientConnectError, jitteredBackoffMs, withConnectRetries } from '../../packages/executor/src/runtime/connectRetry.js';
 
 describe('connect retries: bounded and jittered', () => {
   it('the wait doubles up to its cap and is drawn from the upper half of each step', () => {

@@ -4,9 +4,9 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_KEYS, loadConfig } from '../../shared/config/index.js';
 import { ConfigError } from '../../packages/executor/src/errors.js';
-import { executorOptionsFromEnv, KIT_ENV_KEYS } from '../../packages/executor/src/executor/env.js';
-import type { DbosApp } from '../../packages/executor/src/executor/dbosInternals.js';
-import { resolveKitOptions } from '../../packages/executor/src/executor/resolve.js';
+import { executorOptionsFromEnv, KIT_ENV_KEYS } from '../../packages/executor/src/runtime/env.js';
+import type { DbosApp } from '../../packages/executor/src/runtime/dbosInternals.js';
+import { resolveKitOptions } from '../../packages/executor/src/runtime/resolve.js';
 import { MAX_TIMER_MS, SETTING_NAMES, SETTINGS, type SettingName } from '../../packages/executor/src/contract/settings.js';
 
 /**

@@ -32,8 +32,8 @@ import {
 import { parseSetting, SETTINGS, type SettingName } from '../../packages/executor/src/contract/settings.js';
 import type { Parser } from '../../packages/executor/src/contract/parse.js';
 import { fenceCheckQuery } from '../../packages/executor/src/db/queries/liveness.js';
-import { FENCED_EXIT_CODE } from '../../packages/executor/src/executor/fence.js';
-import { livenessSessionName } from '../../packages/executor/src/executor/liveness.js';
+import { FENCED_EXIT_CODE } from '../../packages/executor/src/runtime/fence.js';
+import { livenessSessionName } from '../../packages/executor/src/runtime/liveness.js';
 import { ADMIN_DATABASE_URL } from '../helpers/services.js';
 
 /**

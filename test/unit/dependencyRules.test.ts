@@ -57,8 +57,8 @@ const CLEAN: Record<string, string> = {
   [`${K}/errors.ts`]: 'export class AfterlifeError extends Error {}\n',
   [`${K}/db/pool.ts`]: "import { AfterlifeError } from '../errors.js';\nexport const pool = AfterlifeError;\n",
   [`${K}/contract/redisTls.ts`]: 'export const ca = 1;\n',
-  [`${K}/executor/core.ts`]: "import { pool } from '../db/pool.js';\nexport const core = pool;\n",
-  [`${K}/executor/env.ts`]: "import { ca } from '../contract/redisTls.js';\nexport const env = ca;\n",
+  [`${K}/runtime/core.ts`]: "import { pool } from '../db/pool.js';\nexport const core = pool;\n",
+  [`${K}/runtime/env.ts`]: "import { ca } from '../contract/redisTls.js';\nexport const env = ca;\n",
   // The plane imports the common layers and the contract from the kit's package, through its declared entry.
   [`${K}/plane/index.ts`]: "export * from '../db/pool.js';\nexport * from '../contract/redisTls.js';\n",
   'shared/db/queries.ts': "import { pool } from '../../packages/executor/src/plane/index.js';\nexport const queries = pool;\n",
@@ -77,13 +77,13 @@ const PLANTED: Record<string, string> = {
   'shared/db/usesCli.ts': "import { cli } from '../../cli/index.js';\nexport const x = cli;\n",
   'cli/usesFunction.ts': "import { fn } from '../functions/index.js';\nexport const x = fn;\n",
   'functions/usesCli.ts': "import { cli } from '../cli/index.js';\nexport const x = cli;\n",
-  [`${K}/executor/usesReaper.ts`]: "import { tick } from '../../../../shared/reaper/tick.js';\nexport const x = tick;\n",
+  [`${K}/runtime/usesReaper.ts`]: "import { tick } from '../../../../shared/reaper/tick.js';\nexport const x = tick;\n",
   // A common module left in shared/ is outside the package too, a type-only import at that.
-  [`${K}/executor/usesQueries.ts`]:
+  [`${K}/runtime/usesQueries.ts`]:
     "import type { queries } from '../../../../shared/db/queries.js';\nexport const x: typeof queries = 1;\n",
   // The plane's libraries in the kit (issue 28: the kit's footprint): zod and pino, stand-ins installed below.
-  [`${K}/executor/usesZod.ts`]: "import { z } from 'zod';\nexport const x = z;\n",
-  [`${K}/executor/usesPino.ts`]: "import { pino } from 'pino';\nexport const x = pino;\n",
+  [`${K}/runtime/usesZod.ts`]: "import { z } from 'zod';\nexport const x = z;\n",
+  [`${K}/runtime/usesPino.ts`]: "import { pino } from 'pino';\nexport const x = pino;\n",
   'node_modules/zod/package.json': '{ "name": "zod", "version": "4.0.0", "main": "index.js" }\n',
   'node_modules/zod/index.js': 'exports.z = {};\n',
   'node_modules/pino/package.json': '{ "name": "pino", "version": "10.0.0", "main": "pino.js" }\n',
@@ -93,7 +93,7 @@ const PLANTED: Record<string, string> = {
   // A repair primitive importing a situation (and so a cycle between the two folders).
   'shared/repair/primitives/usesSituation.ts': "import { stuck } from '../situations/stuck.js';\nexport const x = stuck;\n",
   // The plane past the entry: the kit's runtime, and a common module imported around the entry.
-  'shared/reaper/usesKitRuntime.ts': "import { core } from '../../packages/executor/src/executor/core.js';\nexport const x = core;\n",
+  'shared/reaper/usesKitRuntime.ts': "import { core } from '../../packages/executor/src/runtime/core.js';\nexport const x = core;\n",
   'shared/config/usesKitDirectly.ts': "import { ca } from '../../packages/executor/src/contract/redisTls.js';\nexport const x = ca;\n",
   'shared/lock/a.ts': "import { b } from './b.js';\nexport const a = (): unknown => b;\n",
   'shared/lock/b.ts': "import { a } from './a.js';\nexport const b = (): unknown => a;\n",
@@ -115,10 +115,10 @@ describe('layer rules (npm run lint)', () => {
         'shared-imports-entry-point: shared/db/usesCli.ts -> cli/index.ts',
         'cli-imports-function: cli/usesFunction.ts -> functions/index.ts',
         'function-imports-cli: functions/usesCli.ts -> cli/index.ts',
-        `kit-imports-plane: ${K}/executor/usesReaper.ts -> shared/reaper/tick.ts`,
-        `kit-imports-plane: ${K}/executor/usesQueries.ts -> shared/db/queries.ts`,
-        `kit-imports-plane-library: ${K}/executor/usesZod.ts -> node_modules/zod/index.js`,
-        `kit-imports-plane-library: ${K}/executor/usesPino.ts -> node_modules/pino/pino.js`,
+        `kit-imports-plane: ${K}/runtime/usesReaper.ts -> shared/reaper/tick.ts`,
+        `kit-imports-plane: ${K}/runtime/usesQueries.ts -> shared/db/queries.ts`,
+        `kit-imports-plane-library: ${K}/runtime/usesZod.ts -> node_modules/zod/index.js`,
+        `kit-imports-plane-library: ${K}/runtime/usesPino.ts -> node_modules/pino/pino.js`,
         'repair-primitive-imports-situation: shared/repair/primitives/usesSituation.ts -> shared/repair/situations/stuck.ts',
         'folder-cycle: shared/repair/primitives -> shared/repair/situations',
         'folder-cycle: shared/repair/situations -> shared/repair/primitives',
@@ -132,13 +132,13 @@ describe('layer rules (npm run lint)', () => {
         `folder-cycle: ${K}/db -> ${K}`,
         `folder-cycle: shared/db -> ${K}/plane`,
         `folder-cycle: ${K}/plane -> ${K}/db`,
-        `folder-cycle: ${K}/executor -> ${K}/db`,
-        `folder-cycle: ${K}/executor -> shared/db`,
-        `folder-cycle: ${K}/executor -> shared/reaper`,
-        `folder-cycle: shared/reaper -> ${K}/executor`,
+        `folder-cycle: ${K}/runtime -> ${K}/db`,
+        `folder-cycle: ${K}/runtime -> shared/db`,
+        `folder-cycle: ${K}/runtime -> shared/reaper`,
+        `folder-cycle: shared/reaper -> ${K}/runtime`,
         // The plane past its entry into the kit's package: the runtime, and a common module around the entry.
         `plane-imports-kit-internals: shared/config/usesKitDirectly.ts -> ${K}/contract/redisTls.ts`,
-        `plane-imports-kit-internals: shared/reaper/usesKitRuntime.ts -> ${K}/executor/core.ts`,
+        `plane-imports-kit-internals: shared/reaper/usesKitRuntime.ts -> ${K}/runtime/core.ts`,
         'module-cycle: shared/lock/a.ts -> shared/lock/b.ts',
       ].sort(),
     );

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../packages/executor/src/errors.js';
-import { executorOptionsFromEnv } from '../../packages/executor/src/executor/env.js';
+import { executorOptionsFromEnv } from '../../packages/executor/src/runtime/env.js';
 
 describe('executorOptionsFromEnv', () => {
   it('maps the environment onto kit options with defaults', () => {

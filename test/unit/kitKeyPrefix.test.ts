@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../shared/config/index.js';
 import { ConfigError } from '../../packages/executor/src/errors.js';
-import { executorOptionsFromEnv } from '../../packages/executor/src/executor/env.js';
-import { attachExecutor } from '../../packages/executor/src/executor/index.js';
+import { executorOptionsFromEnv } from '../../packages/executor/src/runtime/env.js';
+import { attachExecutor } from '../../packages/executor/src/runtime/index.js';
 
 /**
  * Issue 23, observation 9: the functions validate REDIS_KEY_PREFIX (it is part of every Redis key and SCAN

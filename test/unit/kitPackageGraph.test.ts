@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 /**
- * The kit package (packages/executor) is compiled from its own src/: the kit (src/executor) and what it
+ * The kit package (packages/executor) is compiled from its own src/: the kit (src/runtime) and what it
  * imports. That graph must stay inside the package — never the recovery plane (functions, CLI, reaper,
  * recovery, repair) nor anything else outside it — and at run time use only the package's own dependencies
  * and peers: anything else would be missing in an app, or weigh on it.
@@ -56,7 +56,7 @@ function graph(entry: string): { files: string[]; statics: Set<string>; dynamics
 
 describe('the kit package’s module graph', () => {
   // Its two entries: the kit, and repair for app code (`afterlife-executor/repair`, issue 28).
-  const kit = graph(join(ROOT, 'packages/executor/src/executor/index.ts'));
+  const kit = graph(join(ROOT, 'packages/executor/src/runtime/index.ts'));
   const repair = graph(join(ROOT, 'packages/executor/src/repair/index.ts'));
   const g = {
     files: [...new Set([...kit.files, ...repair.files])].sort(),

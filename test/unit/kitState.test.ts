@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { KitState } from '../../packages/executor/src/executor/options.js';
-import { KIT_PHASES, KIT_TRANSITIONS, KitLifecycle, type KitPhase } from '../../packages/executor/src/executor/state.js';
+import type { KitState } from '../../packages/executor/src/runtime/options.js';
+import { KIT_PHASES, KIT_TRANSITIONS, KitLifecycle, type KitPhase } from '../../packages/executor/src/runtime/state.js';
 
 type Move = 'beginDrain' | 'beginHandOver' | 'finishDrain' | 'signal' | 'fence' | 'close';
 const MOVES: readonly Move[] = ['beginDrain', 'beginHandOver', 'finishDrain', 'signal', 'fence', 'close'];

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { budgetFrom } from '../../shared/lifecycle/deadline.js';
-import { Lifecycle } from '../../packages/executor/src/lifecycle/shutdown.js';
+import { Lifecycle } from '../../packages/executor/src/lifecycle/orderedShutdown.js';
 
 /** shared/lifecycle: reverse order, idempotent, every step guarded and bounded, tracked work first. */
 describe('Lifecycle', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CallBudgetExhaustedError, limitCalls } from '../../packages/executor/src/executor/limiter.js';
+import { CallBudgetExhaustedError, limitCalls } from '../../packages/executor/src/runtime/limiter.js';
 
 /** The limiter: per-key cap, global cap, acquire timeout, release on error, no starvation across keys. */
 function gate() {

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../packages/executor/src/errors.js';
-import { executorOptionsFromEnv } from '../../packages/executor/src/executor/env.js';
-import { fenceMessage } from '../../packages/executor/src/executor/fence.js';
-import { livenessSessionName } from '../../packages/executor/src/executor/liveness.js';
-import { LogThrottle } from '../../packages/executor/src/executor/throttle.js';
+import { executorOptionsFromEnv } from '../../packages/executor/src/runtime/env.js';
+import { fenceMessage } from '../../packages/executor/src/runtime/fence.js';
+import { livenessSessionName } from '../../packages/executor/src/runtime/liveness.js';
+import { LogThrottle } from '../../packages/executor/src/runtime/throttle.js';
 import { DEFAULT_LIVENESS_LEASE_MS, effectiveLease, MIN_LIVENESS_LEASE_MS } from '../../packages/executor/src/contract/lease.js';
 import { livenessLeaseMs } from '../../packages/executor/src/contract/settings.js';
 

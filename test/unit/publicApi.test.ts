@@ -73,8 +73,8 @@ describe('public API', () => {
     const kit = readPkg('packages/executor');
     expect(Object.keys(kit.exports).sort()).toEqual(['.', './package.json', './repair']);
     // A dual package (issue 28, tshy): an ES module build under `import`, a CommonJS build under `require`,
-    // each with its own declarations, compiled from src/executor/index.ts (packages/executor/tsconfig.json);
-    // the root build emits the same module as dist/packages/executor/src/executor/index.js. A packed kit's own
+    // each with its own declarations, compiled from src/runtime/index.ts (packages/executor/tsconfig.json);
+    // the root build emits the same module as dist/packages/executor/src/runtime/index.js. A packed kit's own
     // builds are checked too when present.
     const tsconfig = JSON.parse(readFileSync(join(ROOT, 'packages/executor/tsconfig.json'), 'utf8')) as {
       compilerOptions: { rootDir: string };
@@ -82,13 +82,13 @@ describe('public API', () => {
     };
     expect([tsconfig.compilerOptions.rootDir, tsconfig.include]).toEqual(['src', ['src']]);
     expect(kit.exports['.']).toEqual({
-      import: { types: './dist/esm/executor/index.d.ts', default: './dist/esm/executor/index.js' },
-      require: { types: './dist/commonjs/executor/index.d.ts', default: './dist/commonjs/executor/index.js' },
+      import: { types: './dist/esm/runtime/index.d.ts', default: './dist/esm/runtime/index.js' },
+      require: { types: './dist/commonjs/runtime/index.d.ts', default: './dist/commonjs/runtime/index.js' },
     });
-    expect(await keysOf(join(ROOT, 'dist/packages/executor/src/executor/index.js'))).toEqual([...KIT].sort());
-    const esm = join(ROOT, 'packages/executor/dist/esm/executor/index.js');
+    expect(await keysOf(join(ROOT, 'dist/packages/executor/src/runtime/index.js'))).toEqual([...KIT].sort());
+    const esm = join(ROOT, 'packages/executor/dist/esm/runtime/index.js');
     if (existsSync(esm)) expect(await keysOf(esm)).toEqual([...KIT].sort());
-    const cjs = join(ROOT, 'packages/executor/dist/commonjs/executor/index.js');
+    const cjs = join(ROOT, 'packages/executor/dist/commonjs/runtime/index.js');
     if (existsSync(cjs)) expect(Object.keys(createRequire(import.meta.url)(cjs) as object).sort()).toEqual([...KIT].sort());
     // Repair for app code (issue 28: installable with the kit, CommonJS and ESM alike).
     expect(kit.exports['./repair']).toEqual({

@@ -25,7 +25,7 @@ const STATEMENT =
  * statement in an allowed file still fails; a snippet that no longer matches fails too (the list stays true).
  */
 const ALLOWED: Record<string, { why: string; snippets: string[] }> = {
-  'packages/executor/src/executor/liveness.ts': {
+  'packages/executor/src/runtime/liveness.ts': {
     why:
       "the liveness protocol itself: the lease is the session settings of the kit's dedicated connection " +
       '(keepalives, idle_session_timeout), and the fence hint, the drain hint and the request to claim recovered work now are its ' +
@@ -104,9 +104,9 @@ describe('SQL lives in the db and dbos layers (shared/, the kit package)', () =>
   });
 
   it('fails listing statements planted beside decisions and a new one in an allowed file; comments and the SQL layer pass', () => {
-    const liveness = readFileSync(join(repo, 'packages/executor/src/executor/liveness.ts'), 'utf8');
+    const liveness = readFileSync(join(repo, 'packages/executor/src/runtime/liveness.ts'), 'utf8');
     const root = tree({
-      'packages/executor/src/executor/liveness.ts': `${liveness}\nconst extra = 'SELECT 1 FROM pg_locks';\n`,
+      'packages/executor/src/runtime/liveness.ts': `${liveness}\nconst extra = 'SELECT 1 FROM pg_locks';\n`,
       'shared/retention/timeout.ts': 'const q = `UPDATE ${s}.workflow_status ws\n  SET status = 1`;\n// SELECT in a comment is prose\n',
       'cli/commands/migrate.ts': "const q = 'SELECT name FROM migrations ORDER BY id';\n",
       'functions/reaper/lease.ts': "await c.query('SELECT pg_try_advisory_lock(1)');\n",
@@ -118,7 +118,7 @@ describe('SQL lives in the db and dbos layers (shared/, the kit package)', () =>
     const { offenders } = check(root);
     expect(offenders.map((o) => o.replace(/: .*/, '')).sort()).toEqual(
       [
-        `packages/executor/src/executor/liveness.ts:${liveness.split('\n').length + 1}`,
+        `packages/executor/src/runtime/liveness.ts:${liveness.split('\n').length + 1}`,
         'packages/executor/src/contract/heartbeat.ts:1',
         'shared/retention/timeout.ts:1',
         'shared/retention/timeout.ts:2',

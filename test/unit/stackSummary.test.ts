@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { guardingText, summary } from '../../scripts/stack/summary.js';
 import type { Stack } from '../../scripts/stack/index.js';
 import { loadConfig } from '../../shared/config/index.js';
-import { executorOptionsFromEnv } from '../../packages/executor/src/executor/env.js';
+import { executorOptionsFromEnv } from '../../packages/executor/src/runtime/env.js';
 
 /** npm start's summary prints the user's URLs masked and the stack's own throwaway ones whole. */
 describe('npm start summary', () => {

@@ -4,7 +4,7 @@ import { GUARD_TICK_WITHIN_MS } from '../../../packages/executor/src/contract/gu
 import { DEFAULT_LIVENESS_LEASE_MS } from '../../../packages/executor/src/contract/lease.js';
 import { KIT_VERSION } from '../../../packages/executor/src/version.js';
 import { DoctorOutput } from '../../../cli/schemas.js';
-import { livenessSessionName } from '../../../packages/executor/src/executor/liveness.js';
+import { livenessSessionName } from '../../../packages/executor/src/runtime/liveness.js';
 import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { createRuntime } from '../../../shared/runtime.js';
 import { parseJson, runCli } from '../../helpers/cli.js';

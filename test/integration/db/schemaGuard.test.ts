@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NEWEST_TESTED_DBOS_MIGRATION } from '../../../shared/dbos/schemaGuard.js';
 import { DbosSchemaError } from '../../../packages/executor/src/errors.js';
-import { Lifecycle } from '../../../packages/executor/src/lifecycle/shutdown.js';
+import { Lifecycle } from '../../../packages/executor/src/lifecycle/orderedShutdown.js';
 import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { createRuntime } from '../../../shared/runtime.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js';

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { FENCED_EXIT_CODE } from '../../../packages/executor/src/executor/fence.js';
+import { FENCED_EXIT_CODE } from '../../../packages/executor/src/runtime/fence.js';
 import { DEFAULT_LIVENESS_LEASE_MS } from '../../../packages/executor/src/contract/lease.js';
 import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
 import { waitFor } from '../../helpers/db.js';

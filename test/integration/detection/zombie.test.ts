@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
-import { FENCED_EXIT_CODE } from '../../../packages/executor/src/executor/fence.js';
-import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../../packages/executor/src/executor/heartbeat.js';
+import { FENCED_EXIT_CODE } from '../../../packages/executor/src/runtime/fence.js';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../../packages/executor/src/runtime/heartbeat.js';
 import { recoverExecutor } from '../../../shared/recovery/recoverExecutor.js';
 import { waitFor, workflowRows } from '../../helpers/db.js';
 import { judgedAlive, livenessHolder, startReaper, waitForLock } from '../../helpers/detection.js';

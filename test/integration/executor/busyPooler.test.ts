@@ -2,7 +2,7 @@ import { DBOS } from '@dbos-inc/dbos-sdk';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LIVENESS_KEY_SQL } from '../../../packages/executor/src/contract/livenessKey.js';
-import { attachExecutor } from '../../../packages/executor/src/executor/index.js';
+import { attachExecutor } from '../../../packages/executor/src/runtime/index.js';
 import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { type PrivatePgBouncer, pgbouncerMissing, startPgBouncer } from '../../helpers/pgbouncer.js';

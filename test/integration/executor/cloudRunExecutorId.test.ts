@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { executorIdFor } from '../../../packages/executor/src/executor/cloudRun.js';
+import { executorIdFor } from '../../../packages/executor/src/runtime/cloudRun.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor, workflowRows } from '../../helpers/db.js';
 import { type ExecutorHandle, startExecutor } from '../../helpers/executor.js';
 

@@ -2,7 +2,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { DBOS } from '@dbos-inc/dbos-sdk';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attachExecutor } from '../../../packages/executor/src/executor/index.js';
+import { attachExecutor } from '../../../packages/executor/src/runtime/index.js';
 import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { freePort } from '../../helpers/services.js';

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { registerAlive, setState } from '../../../packages/executor/src/db/queries/executors.js';
-import { Heartbeat } from '../../../packages/executor/src/executor/heartbeat.js';
-import { LivenessLock } from '../../../packages/executor/src/executor/liveness.js';
+import { Heartbeat } from '../../../packages/executor/src/runtime/heartbeat.js';
+import { LivenessLock } from '../../../packages/executor/src/runtime/liveness.js';
 import type { FenceVerdict } from '../../../packages/executor/src/contract/fenceCheck.js';
 import { askFence, readLiveness } from '../../../packages/executor/src/db/queries/liveness.js';
 import { LEGACY_LIVENESS_KEY_SQL, LIVENESS_KEY_SQL, livenessHeldSql } from '../../../packages/executor/src/contract/livenessKey.js';

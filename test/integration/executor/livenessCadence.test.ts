@@ -5,8 +5,8 @@ import type { FenceVerdict } from '../../../packages/executor/src/contract/fence
 import { LIVENESS_FENCE_EVERY_MS, LIVENESS_RENEW_EVERY_MS } from '../../../packages/executor/src/contract/lease.js';
 import { insertDrainRequests } from '../../../packages/executor/src/db/queries/drainRequests.js';
 import { findTable } from '../../../packages/executor/src/db/queries/schemaCheck.js';
-import { withConnectRetries } from '../../../packages/executor/src/executor/connectRetry.js';
-import { LivenessLock } from '../../../packages/executor/src/executor/liveness.js';
+import { withConnectRetries } from '../../../packages/executor/src/runtime/connectRetry.js';
+import { LivenessLock } from '../../../packages/executor/src/runtime/liveness.js';
 import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { registerIncarnation } from '../../helpers/liveness.js';

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ConfigError } from '../../../packages/executor/src/errors.js';
 import { DeathNotice, deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
 import { publishDeathNotice } from '../../../packages/executor/src/events/publish.js';
-import { createKitPublisher } from '../../../packages/executor/src/executor/publishPath.js';
+import { createKitPublisher } from '../../../packages/executor/src/runtime/publishPath.js';
 import { uniqueName } from '../../helpers/db.js';
 
 /**

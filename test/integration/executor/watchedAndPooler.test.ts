@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../../shared/config/index.js';
 import { poolerCheck } from '../../../shared/doctor/pooler.js';
 import { LIVENESS_KEY_SQL, livenessHeldSql } from '../../../packages/executor/src/contract/livenessKey.js';
-import { attachExecutor } from '../../../packages/executor/src/executor/index.js';
+import { attachExecutor } from '../../../packages/executor/src/runtime/index.js';
 import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { renewLease, tryAcquireLease } from '../../../shared/db/queries/leases.js';
 import { afterlifeDb, createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';

@@ -1,7 +1,7 @@
 import { DBOS } from '@dbos-inc/dbos-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../../packages/executor/src/errors.js';
-import { ATTACH_FAILED_EXIT_CODE, attachExecutor } from '../../../packages/executor/src/executor/index.js';
+import { ATTACH_FAILED_EXIT_CODE, attachExecutor } from '../../../packages/executor/src/runtime/index.js';
 import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { createTestDatabase, type TestDatabase, uniqueName, waitFor } from '../../helpers/db.js';
 import { startExecutor } from '../../helpers/executor.js';

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startingRuntime, useRuntime } from '../../../functions/runtime.js';
 import '../../../functions/index.js';
 import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
-import { Lifecycle } from '../../../packages/executor/src/lifecycle/shutdown.js';
+import { Lifecycle } from '../../../packages/executor/src/lifecycle/orderedShutdown.js';
 import { memoryLogger } from '../../../packages/executor/src/log.js';
 import { RuntimeUnavailableError } from '../../../shared/runtime.js';
 import { postEvent, pubsubCloudEvent, serve } from '../../helpers/cloudEvents.js';

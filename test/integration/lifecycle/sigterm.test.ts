@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BudgetExhaustedError } from '../../../packages/executor/src/errors.js';
 import { deathNotice } from '../../../packages/executor/src/contract/deathNotice.js';
-import { Lifecycle } from '../../../packages/executor/src/lifecycle/shutdown.js';
+import { Lifecycle } from '../../../packages/executor/src/lifecycle/orderedShutdown.js';
 import { RedisLock } from '../../../shared/lock/lock.js';
 import { createRedis } from '../../../packages/executor/src/lock/redis.js';
 import { silentLogger } from '../../../packages/executor/src/log.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StatusOutput } from '../../../cli/schemas.js';
 import { ConfigError } from '../../../packages/executor/src/errors.js';
-import { executorOptionsFromEnv } from '../../../packages/executor/src/executor/env.js';
+import { executorOptionsFromEnv } from '../../../packages/executor/src/runtime/env.js';
 import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
 import { createRedis, waitReady } from '../../../packages/executor/src/lock/redis.js';
 import { createRuntime } from '../../../shared/runtime.js';

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { heartbeatKey } from '../../../packages/executor/src/contract/heartbeat.js';
 import { DEFAULT_LIVENESS_LEASE_MS } from '../../../packages/executor/src/contract/lease.js';
-import { FENCED_EXIT_CODE } from '../../../packages/executor/src/executor/fence.js';
+import { FENCED_EXIT_CODE } from '../../../packages/executor/src/runtime/fence.js';
 import { waitFor } from '../../helpers/db.js';
 import { expectUntouched, finishedOnOwners, judgedAlive, livenessHolder, startReaper, waitForLock } from '../../helpers/detection.js';
 import { kitEnv } from '../../helpers/kit.js';

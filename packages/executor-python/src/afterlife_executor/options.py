@@ -1,6 +1,6 @@
 """The kit's options: explicit keyword arguments, then the environment, then what DBOS was launched with.
 
-The same variables as the TypeScript kit (``packages/executor/src/executor/env.ts``), parsed with the
+The same variables as the TypeScript kit (``packages/executor/src/runtime/env.ts``), parsed with the
 contract's rules (``contract.parse_setting``): a value one kit accepts and the other refuses is how a live
 executor ends up judged by a beat the reaper reads as stale. Every problem is reported at once.
 """

@@ -1,9 +1,9 @@
-// The kit's one question to DBOS's own system-database pool (packages/executor/src/executor/idleTransactions.ts says why it
+// The kit's one question to DBOS's own system-database pool (packages/executor/src/runtime/idleTransactions.ts says why it
 // asks): the idle_in_transaction_session_timeout DBOS's transactions really run with, and whose it is.
 
 export type IdleTransactionLimit = { ms: number; role: string; database: string } | undefined;
 
-/** DBOS's pool as far as this needs it (the kit finds it inside the launched DBOS, packages/executor/src/executor/dbosInternals.ts). */
+/** DBOS's pool as far as this needs it (the kit finds it inside the launched DBOS, packages/executor/src/runtime/dbosInternals.ts). */
 export interface PoolLike {
   query(text: string): Promise<{ rows: Array<Record<string, unknown>> }>;
 }

@@ -3,7 +3,7 @@ import { livenessHeldSql } from '../contract/livenessKey.js';
 import { appScope, NOW_MS } from './sql.js';
 import type { Db } from '../db/pool.js';
 
-// The statements of the kit's superseded sweep (packages/executor/src/executor/superseded.ts): which PENDING rows under this
+// The statements of the kit's superseded sweep (packages/executor/src/runtime/superseded.ts): which PENDING rows under this
 // executor ID are not this process's, and their re-enqueue, which re-checks everything that was decided on.
 
 /** A PENDING row under the executor's ID as one observation saw it. */

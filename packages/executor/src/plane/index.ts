@@ -3,7 +3,7 @@
  * contract both sides read, the errors and logging, the pool wrapper and afterlife's registry statements, DBOS's
  * SQL the kit and the plane share, the lock client, the publisher, repair's primitives, fault points (and, in
  * situations.ts beside it, the fork planner repair's situations use). Never the
- * kit's runtime (src/executor/: attach, liveness, heartbeat, drain): dependency-cruiser's
+ * kit's runtime (src/runtime/: attach, liveness, heartbeat, drain): dependency-cruiser's
  * `plane-imports-kit-internals` rule keeps every plane import on this module, so a refactor of the kit's
  * insides changes no plane file. Not part of the published package (tshy's exports do not name it).
  * @module
@@ -34,7 +34,7 @@ export * from '../dbos/pendingByVersion.js';
 export * from '../dbos/sql.js';
 export * from '../errors.js';
 export * from '../events/publisher.js';
-export * from '../lifecycle/shutdown.js';
+export * from '../lifecycle/orderedShutdown.js';
 export * from '../lock/redis.js';
 export * from '../log.js';
 export * from '../logThrottle.js';

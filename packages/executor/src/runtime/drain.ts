@@ -1,4 +1,4 @@
-import { holdExit, withTimeout } from '../lifecycle/shutdown.js';
+import { holdExit, withTimeout } from '../lifecycle/orderedShutdown.js';
 import type { KitCore } from './core.js';
 import { handOver } from './handOver.js';
 import { DRAIN_EXIT_REGISTRY_MS } from './timeouts.js';

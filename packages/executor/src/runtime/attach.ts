@@ -11,7 +11,7 @@
  *   liveness.ts       the Postgres liveness lock on a connection of its own, and the fence question
  *   fence.ts          a kit declared dead exits at once
  *   drainRequests.ts  drain requests for its ID or version, polled every second and once at attach
- *   shutdown.ts       SIGTERM/SIGINT → drain inside Cloud Run's 10 s → hand-over → exit
+ *   terminate.ts      SIGTERM/SIGINT → drain inside Cloud Run's 10 s → hand-over → exit
  *   drain.ts          a planned drain → hand-over → `drained`, then idle (or exit)
  *   watch.ts          whether a plane guards this application; a WARNING once a minute while none does
  *   sessionProbe.ts   the liveness connection is one server session, not a transaction-mode pool
@@ -23,7 +23,7 @@
  */
 import { AfterlifeError, ConfigError } from '../errors.js';
 import { KEY_PREFIX_RE } from '../contract/heartbeat.js';
-import { holdExit } from '../lifecycle/shutdown.js';
+import { holdExit } from '../lifecycle/orderedShutdown.js';
 import { consoleLogger } from '../log.js';
 import { dbosApp } from './dbosInternals.js';
 import { executorOptionsFromEnv } from './env.js';

@@ -1,7 +1,7 @@
 import { pendingByVersion } from '../dbos/pendingByVersion.js';
 import { deathNotice, type DeathReason } from '../contract/deathNotice.js';
 import { publishDeathNotice } from '../events/publish.js';
-import { withTimeout } from '../lifecycle/shutdown.js';
+import { withTimeout } from '../lifecycle/orderedShutdown.js';
 import { type KitCore, type Left, noDeadline } from './core.js';
 import { DEFAULT_PUBLISH_TIMEOUT_MS, STEP_TIMEOUT_MS } from './timeouts.js';
 

@@ -1,4 +1,4 @@
-import { withTimeout } from '../lifecycle/shutdown.js';
+import { withTimeout } from '../lifecycle/orderedShutdown.js';
 import type { Logger } from '../log.js';
 import type { KitTrouble } from './throttle.js';
 

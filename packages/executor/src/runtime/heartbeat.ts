@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { deleteHeartbeat, type HeartbeatValue, writeHeartbeat } from '../contract/heartbeat.js';
 import { SETTINGS } from '../contract/settings.js';
-import { withTimeout } from '../lifecycle/shutdown.js';
+import { withTimeout } from '../lifecycle/orderedShutdown.js';
 import type { Logger } from '../log.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { Fence } from '../contract/fenceCheck.js';
-import { holdExit } from '../lifecycle/shutdown.js';
+import { holdExit } from '../lifecycle/orderedShutdown.js';
 import type { Logger } from '../log.js';
 
 /**
