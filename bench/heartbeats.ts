@@ -103,7 +103,16 @@ for (let rep = 0; rep < REPS; rep++) {
     n += 1;
     t = process.hrtime.bigint();
     const out = await recoverExecutor(
-      { db, redis, lock: new RedisLock(redis), logger: silentLogger(), batchSize: 1000, lockTtlMs: 30_000, recoveredBy: 'bench' },
+      {
+        db,
+        redis,
+        lock: new RedisLock(redis),
+        logger: silentLogger(),
+        batchSize: 1000,
+        lockTtlMs: 30_000,
+        clock: Date.now,
+        recoveredBy: 'bench',
+      },
       deathNotice({ executorId: `dead-${n}`, applicationName: APP, reason: 'heartbeat-lapsed', detectedBy: 'bench' }),
     );
     took[which].push(ms(t));

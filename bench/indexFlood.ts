@@ -76,7 +76,7 @@ async function recovery(): Promise<number> {
   );
   const t = performance.now();
   await recoverExecutor(
-    { db, redis, lock: undefined, logger, batchSize: 1_000, lockTtlMs: 30_000 },
+    { db, redis, lock: undefined, logger, batchSize: 1_000, lockTtlMs: 30_000, clock: Date.now },
     deathNotice({ executorId: id, applicationName: APP, reason: 'manual', detectedBy: 'bench' }),
   );
   return performance.now() - t;

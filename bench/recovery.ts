@@ -250,7 +250,17 @@ async function runShipped(
   await redis.ping();
   const t = process.hrtime.bigint();
   const out = await recoverExecutor(
-    { db, redis, lock: new RedisLock(redis), logger: silentLogger(), batchSize, lockTtlMs: 30_000, recoveredBy: 'bench', recordTimeline },
+    {
+      db,
+      redis,
+      lock: new RedisLock(redis),
+      logger: silentLogger(),
+      batchSize,
+      lockTtlMs: 30_000,
+      clock: Date.now,
+      recoveredBy: 'bench',
+      recordTimeline,
+    },
     deathNotice({ executorId: 'dead-1', applicationName: APP, reason: 'manual', detectedBy: 'bench' }),
   );
   const total = ms(t);

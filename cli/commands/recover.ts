@@ -57,7 +57,14 @@ async function runRecovery(ctx: CliContext, executorId: string, total: number): 
   let moved = 0;
   return recoverExecutor(
     recoveryDeps(
-      { config, db, redis: ctx.redisReady ? ctx.redis : undefined, lock: ctx.redisReady ? ctx.lock : undefined, logger: ctx.logger },
+      {
+        config,
+        db,
+        redis: ctx.redisReady ? ctx.redis : undefined,
+        lock: ctx.redisReady ? ctx.lock : undefined,
+        logger: ctx.logger,
+        clock: Date.now,
+      },
       { via: 'cli', recoveredBy: `cli:${safeUser()}@${hostname()}` },
     ),
     deathNotice({ executorId, applicationName: config.applicationName, reason: 'manual', detectedBy: 'afterlife-cli' }),

@@ -5,6 +5,7 @@ import {
   type DeathNotice,
   heartbeatKey,
   type HeartbeatReading,
+  type HeartbeatValue,
   readHeartbeat,
   readLiveness,
   waitReady,
@@ -21,30 +22,17 @@ import {
  *   except for the executor's own `sigterm`/`drained` notice while the registry or its beat says it is
  *   leaving (it publishes while it still holds the lock, after recording that).
  * - The heartbeat, for every claim but `heartbeat-lapsed` (the recovery re-reads that one itself, as a
- *   false alarm, with the plane's thresholds).
- *
- * `doubt` is what the caller does when the heartbeat cannot prove death: the one intended difference.
- * - `'proceed'` (a notice): refused only on positive evidence of life, a beat inside the bounds a kit
- *   writes (packages/executor/src/contract/heartbeatBounds.ts) saying `alive`, and only while it is **fresh** (younger than two of
- *   its writer's intervals, the reaper's own staleness bound) when the kit's lock is what proves life: a
- *   SIGKILLed kit's last beat lives out its TTL (15 s) but stops being evidence half a second after the
- *   kill. For a kit that holds no lock (`livenessTracked` false) the heartbeat is the only
- *   witness, so a present key still counts until it expires. The notice is itself the sender's evidence,
- *   and a key anyone with the Redis URL can write must not hold a recovery off for ever: the
- *   caller redelivers such a notice rather than dropping it.
- * - `'refuse'` (an operator's terminal): only evidence of death goes ahead, Redis read and no key there or
- *   one saying `drained`. Redis unreadable (Memorystore is VPC-only, so a laptop often cannot see it), a
- *   draining beat (still finishing its work) or any other value is refused: recovering a live executor runs
- *   its steps twice, and the person at the terminal has `--force` when they know better.
+ *   false alarm, with the plane's thresholds), held to the caller's standard (`doubt`, `LifeStandard` below):
+ *   `'proceed'` is a notice's (refused only on positive evidence of life, and such a refusal is
+ *   redelivered, never dropped: a key anyone with the Redis URL can write must not hold a recovery off
+ *   for ever), `'refuse'` an operator's (only evidence of death goes ahead).
  */
-export interface AliveDeps {
+export interface AliveDeps extends BeatSource {
   db: Db;
-  /** Undefined when Redis is not configured (or, for the CLI, did not answer at start). */
-  redis: Redis | undefined;
-  keyPrefix?: string;
-  heartbeatIntervalMs: number;
-  clock: () => number;
 }
+
+/** Before a judgement, a Redis still connecting gets this long to answer. */
+const WAIT_READY_MS = 500;
 
 export interface AliveQuestion {
   applicationName: string;
@@ -68,42 +56,103 @@ export type Life =
 
 export async function isAlive(deps: AliveDeps, q: AliveQuestion): Promise<Life> {
   if (q.force) return { alive: false };
-  const beat = await readBeat(deps, q);
+  const beat = await readBeat(deps, q.applicationName, q.executorId, { waitReadyMs: WAIT_READY_MS });
   const own = q.reason === 'sigterm' || q.reason === 'drained';
-  const leaving = ['draining', 'drained', 'dead'].includes(q.registryState ?? '') || beat.state === 'draining' || beat.state === 'drained';
+  const beatLeaving = beat.kind === 'beating' && (beat.value.state === 'draining' || beat.value.state === 'drained');
+  const leaving = ['draining', 'drained', 'dead'].includes(q.registryState ?? '') || beatLeaving;
   if (!(own && leaving) && (await readLiveness(deps.db, q.applicationName, [q.executorId])).held.has(q.executorId)) {
     return { alive: true, witness: 'liveness-lock' };
   }
   if (q.reason === 'heartbeat-lapsed') return { alive: false };
-  if (q.doubt === 'proceed') {
-    if (beat.state !== 'alive' || (q.livenessTracked === true && !beat.fresh)) return { alive: false };
-    return {
-      alive: true,
-      witness: 'heartbeat',
-      state: beat.state,
-      fresh: beat.fresh === true,
-      ...(beat.ageMs === undefined ? {} : { ageMs: beat.ageMs }),
-    };
+  const standard: LifeStandard = q.doubt === 'proceed' ? { of: 'notice', livenessTracked: q.livenessTracked === true } : { of: 'operator' };
+  const life = showsLife(beat, standard);
+  if (life === 'unknown') return { alive: 'unknown', witness: 'heartbeat' };
+  if (!life) return { alive: false };
+  if (q.doubt === 'proceed' && beat.kind === 'beating') {
+    return { alive: true, witness: 'heartbeat', state: beat.value.state, fresh: beat.fresh, ageMs: beat.ageMs };
   }
-  if (!beat.readable) return { alive: 'unknown', witness: 'heartbeat' };
-  const raw = beat.reading?.value?.state;
-  return beat.reading && raw !== 'drained' ? { alive: true, witness: 'heartbeat', state: raw } : { alive: false };
+  // The operator's standard counts a key outside the bounds too, so its answer is the state as written.
+  return { alive: true, witness: 'heartbeat', state: beat.kind === 'unknown' ? undefined : beat.reading?.value?.state };
 }
 
 /**
- * One read of the executor's key. `state` (with `fresh` and `ageMs`) is the beat's when it is evidence (inside the bounds); `reading`
- * the raw key, for the operator's stricter rule; `readable` false when Redis is absent or does not answer
- * (a failed read of an answering Redis counts as no key, as both callers always had it).
+ * "Does the heartbeat show life?" for a death someone asserted: a notice and an operator's recover (both
+ * through isAlive above), and the recovery's own re-read of a death inferred from the heartbeat
+ * (recoveryRun.ts). One read (`readBeat`), one judgement (`showsLife`); the reaper, which infers deaths
+ * rather than hearing claims, reads the whole fleet at once (shared/reaper/evidence.ts).
  */
-async function readBeat(
-  deps: AliveDeps,
-  q: AliveQuestion,
-): Promise<{ readable: boolean; reading?: HeartbeatReading; state?: string; fresh?: boolean; ageMs?: number }> {
-  if (!deps.redis) return { readable: false };
-  if (deps.redis.status !== 'ready') await waitReady(deps.redis, 500);
-  if (deps.redis.status !== 'ready') return { readable: false };
-  const reading = await readHeartbeat(deps.redis, heartbeatKey(q.applicationName, q.executorId, deps.keyPrefix)).catch(() => undefined);
-  if (!reading) return { readable: true };
-  const e = beatEvidence(reading, deps.clock(), deps.heartbeatIntervalMs);
-  return { readable: true, reading, ...(e.kind === 'beat' ? { state: e.value.state, fresh: e.fresh, ageMs: e.ageMs } : {}) };
+export interface BeatSource {
+  /** Undefined when Redis is not configured (or, for the CLI, did not answer at start). */
+  redis: Redis | undefined;
+  keyPrefix?: string;
+  /** The beat interval assumed for a value that does not carry its own (the plane's HEARTBEAT_INTERVAL_MS). */
+  heartbeatIntervalMs: number;
+  clock: () => number;
+}
+
+/** What one read of an executor's heartbeat key says, judged against the bounds a kit writes. */
+export type Beat =
+  /** A beat inside the bounds (packages/executor/src/contract/heartbeatBounds.ts), `fresh` while younger than two of its writer's intervals. */
+  | { kind: 'beating'; reading: HeartbeatReading; value: HeartbeatValue; ageMs: number; fresh: boolean }
+  /** No key (`reading` absent), or a key no kit writes (no TTL, unreadable, absurd, from the future). */
+  | { kind: 'silent'; why: string; reading?: HeartbeatReading }
+  /** Redis could not be asked, so the key says nothing either way. */
+  | { kind: 'unknown'; reason: 'no-redis' | 'not-ready' | 'read-failed' };
+
+/**
+ * One read of the executor's key, on the reader's clock. `waitReadyMs` is how long a Redis still
+ * connecting is waited for: once before a judgement, never between batches (a Redis that is down would
+ * then cost every batch the wait).
+ */
+export async function readBeat(src: BeatSource, applicationName: string, executorId: string, o: { waitReadyMs: number }): Promise<Beat> {
+  if (!src.redis) return { kind: 'unknown', reason: 'no-redis' };
+  if (src.redis.status !== 'ready' && o.waitReadyMs > 0) await waitReady(src.redis, o.waitReadyMs);
+  if (src.redis.status !== 'ready') return { kind: 'unknown', reason: 'not-ready' };
+  let reading: HeartbeatReading | undefined;
+  try {
+    reading = await readHeartbeat(src.redis, heartbeatKey(applicationName, executorId, src.keyPrefix));
+  } catch {
+    return { kind: 'unknown', reason: 'read-failed' };
+  }
+  if (!reading) return { kind: 'silent', why: 'no key' };
+  const e = beatEvidence(reading, src.clock(), src.heartbeatIntervalMs);
+  if (e.kind === 'none') return { kind: 'silent', why: e.why, reading };
+  return { kind: 'beating', reading, value: e.value, ageMs: e.ageMs, fresh: e.fresh };
+}
+
+/**
+ * Whose standard of life a beat is held to: the only place the three askers differ.
+ *
+ * - `notice` (a death notice): the notice is the sender's evidence, so only positive evidence of life
+ *   refuses it — a beat inside the bounds saying `alive`, and, when the kit's lock is the witness that
+ *   failed (`livenessTracked`), only while it is fresh: a SIGKILLed kit's last beat lives out its TTL (15 s)
+ *   but stops being evidence half a second after the kill. For a kit that holds no lock the key is the
+ *   only witness, so a present one counts until it expires. Unknown is no evidence: the recovery's own
+ *   re-read fails closed where the death rests on the heartbeat alone.
+ * - `operator` (`afterlife-plane recover` at a terminal): only evidence of death goes ahead — Redis read
+ *   and no key there, or one saying `drained`. Any other key (draining, even one outside the bounds) is
+ *   life, and Redis unreadable (Memorystore is VPC-only, so a laptop often cannot see it) is unknown:
+ *   recovering a live executor runs its steps twice, and the person at the terminal has `--force`.
+ * - `recovery` (the re-read of a death inferred from the heartbeat, before it and at every batch): a beat
+ *   inside the bounds is life when it is fresh, or newer than the stale beat the declaration saw
+ *   (`staleBeatAt`; without one, any beat inside the bounds). The sender's `staleBeatAt` can only narrow
+ *   a death (an old one makes more beats count), never widen it. No REDIS_URL means no heartbeats to read
+ *   at all; a configured Redis that does not answer is unknown.
+ */
+export type LifeStandard =
+  { of: 'notice'; livenessTracked: boolean } | { of: 'operator' } | { of: 'recovery'; staleBeatAt: string | undefined };
+
+export function showsLife(beat: Beat, standard: LifeStandard): boolean | 'unknown' {
+  switch (standard.of) {
+    case 'notice':
+      return beat.kind === 'beating' && beat.value.state === 'alive' && (beat.fresh || !standard.livenessTracked);
+    case 'operator':
+      if (beat.kind === 'unknown') return 'unknown';
+      return beat.reading !== undefined && beat.reading.value?.state !== 'drained';
+    case 'recovery':
+      if (beat.kind === 'unknown') return beat.reason === 'no-redis' ? false : 'unknown';
+      if (beat.kind === 'silent') return false;
+      if (beat.fresh || standard.staleBeatAt === undefined) return true;
+      return Date.parse(beat.value.beatAt) > Date.parse(standard.staleBeatAt);
+  }
 }

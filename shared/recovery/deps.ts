@@ -20,6 +20,7 @@ export interface RecoverySource {
   lock: RedisLock | undefined;
   logger: Logger;
   faults?: Faults;
+  clock: () => number;
 }
 
 /** Who runs the recovery. */
@@ -36,6 +37,7 @@ export function recoveryDeps(src: RecoverySource, caller: RecoveryCaller): Recov
     redis: src.redis,
     lock: src.lock,
     logger: src.logger,
+    clock: src.clock,
     ...(src.faults ? { faults: src.faults } : {}),
     batchSize: config.recovery.batchSize,
     lockTtlMs: config.recovery.lockTtlMs,

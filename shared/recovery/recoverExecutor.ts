@@ -12,7 +12,6 @@ import {
   type PendingByVersion,
   readAllHeartbeats,
   RowsLockedError,
-  waitReady,
   redisKey,
 } from '../../packages/executor/src/plane/index.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
@@ -21,7 +20,18 @@ import { sessionVersions } from '../dbos/reaper.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import { LockUnavailableError } from '../lock/errors.js';
 import type { RedisLock } from '../lock/lock.js';
-import { beginRun, contradicted, falseAlarm, finish, heartbeatBack, markDead, NULL_VERSION, rechecked, type Run } from './recoveryRun.js';
+import {
+  beginRun,
+  contradicted,
+  falseAlarm,
+  finish,
+  heartbeatBack,
+  markDead,
+  NULL_VERSION,
+  rechecked,
+  type Run,
+  stopAtBoundary,
+} from './recoveryRun.js';
 import { recoverVersion } from './versionBatches.js';
 
 /**
@@ -40,6 +50,8 @@ export interface RecoveryDeps {
   batchSize: number;
   lockTtlMs: number;
   keyPrefix?: string;
+  /** The one clock of the recovery: its duration and the heartbeat's age (tests backdate through it). */
+  clock: () => number;
   /** The beat interval assumed for a heartbeat that does not say its own (the plane's HEARTBEAT_INTERVAL_MS). */
   heartbeatIntervalMs?: number;
   /**
@@ -117,15 +129,14 @@ export type RecoverySummary =
 export async function recoverExecutor(deps: RecoveryDeps, notice: DeathNotice, opts: RecoveryOptions = {}): Promise<RecoverySummary> {
   const log = deps.logger.child({ executorId: notice.executorId, applicationName: notice.applicationName, messageId: opts.messageId });
 
-  if (notice.reason === 'heartbeat-lapsed' && deps.redis) {
-    await waitReady(deps.redis, 500);
-    const hb = await heartbeatBack(deps, notice);
+  if (notice.reason === 'heartbeat-lapsed') {
+    const back = await heartbeatBack(deps, notice, { waitReadyMs: 500 });
     // Fail closed: a death inferred from the heartbeat alone needs the re-read; no reading is no evidence.
     // Evidence Postgres re-checks in every batch (the no-kit guard, a free liveness lock) stands without it.
-    if (hb === 'unknown' && !rechecked(notice, opts)) throw new HeartbeatUnknownError(notice.executorId);
-    if (hb && hb !== 'unknown') {
-      log.notice('heartbeat is fresh: false alarm, nothing recovered', { heartbeatTtlMs: hb.ttlMs, state: hb.value?.state });
-      return falseAlarm(notice, 'heartbeat', hb.ttlMs, { reenqueued: 0, batches: 0 });
+    if (back.life === 'unknown' && !rechecked(notice, opts)) throw new HeartbeatUnknownError(notice.executorId);
+    if (back.life === true) {
+      log.notice('heartbeat is fresh: false alarm, nothing recovered', { heartbeatTtlMs: back.ttlMs, state: back.state });
+      return falseAlarm(notice, 'heartbeat', back.ttlMs, { reenqueued: 0, batches: 0 });
     }
   }
 
@@ -167,9 +178,9 @@ async function run(
     }
     return await conclude(r, pending, live);
   } catch (err) {
+    // Stops at a boundary have recorded themselves; anything else is recorded failed, best effort.
     if (!(err instanceof BudgetExhaustedError) && !(err instanceof RowsLockedError)) {
-      if (r.reenqueued > 0) await markDead(r).catch(() => undefined);
-      await finish(r, 'failed', [], errorMessage(err)).catch(() => undefined);
+      await stopAtBoundary(r, 'failed', errorMessage(err)).catch(() => undefined);
     }
     throw err;
   }
@@ -196,7 +207,7 @@ function duplicate(r: Run): RecoverySummary {
     lockMode: r.lockMode,
     reenqueued: 0,
     batches: 0,
-    durationMs: Date.now() - r.started,
+    durationMs: r.deps.clock() - r.started,
     versions: {},
     versionsWithoutExecutor: [],
     liveVersionsKnown: false,
@@ -246,7 +257,7 @@ async function conclude(r: Run, pending: PendingByVersion[], live: Set<string> |
     lockMode: r.lockMode,
     reenqueued: r.reenqueued,
     batches: r.batches,
-    durationMs: Date.now() - r.started,
+    durationMs: r.deps.clock() - r.started,
     versions: r.versions,
     versionsWithoutExecutor,
     liveVersionsKnown: live !== undefined,

@@ -1,21 +1,12 @@
 import { hostname } from 'node:os';
-import {
-  beatEvidence,
-  type DeathNotice,
-  type Faults,
-  heartbeatKey,
-  type HeartbeatReading,
-  type Logger,
-  noFaults,
-  readHeartbeat,
-  setState,
-} from '../../packages/executor/src/plane/index.js';
+import { type DeathNotice, type Faults, type Logger, noFaults, setState } from '../../packages/executor/src/plane/index.js';
 import { discardTimeline } from '../db/queries/discardTimeline.js';
 import { finishRecovery, startRecovery } from '../db/queries/recoveries.js';
 import type { RecoveryGuard } from '../dbos/recovery.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import { unlimitedBudget } from '../lifecycle/deadline.js';
 import { timelineStart } from '../timeline/cause.js';
+import { readBeat, showsLife } from './alive.js';
 import type { RecoveryDeps, RecoveryOptions, RecoverySummary } from './recoverExecutor.js';
 
 /**
@@ -81,7 +72,7 @@ export async function beginRun(
     ...lock,
     faults: deps.faults ?? noFaults,
     budget: opts.budget ?? unlimitedBudget(),
-    started: Date.now(),
+    started: deps.clock(),
     inferred,
     guard,
   };
@@ -150,6 +141,18 @@ export function finish(
   });
 }
 
+/**
+ * A recovery that stops before its rows are all moved (lock lost, shutdown, budget, the heartbeat
+ * unreadable, a failure): the registry says dead only if rows moved on this evidence, and the audit says
+ * how it ended; the rest is the redelivery's. Both steps are tried; the first failure is rethrown.
+ */
+export async function stopAtBoundary(r: Run, outcome: 'partial' | 'failed', error?: string): Promise<void> {
+  const failures: unknown[] = [];
+  if (r.reenqueued > 0) await markDead(r).catch((err: unknown) => failures.push(err));
+  await finish(r, outcome, [], error).catch((err: unknown) => failures.push(err));
+  if (failures.length) throw failures[0];
+}
+
 /** A recovery contradicted after it began: its audit says partial, and the timeline it opened was no death's. */
 export async function contradicted(r: Run, error: string): Promise<void> {
   await finish(r, 'partial', [], error);
@@ -178,24 +181,22 @@ export function falseAlarm(
 }
 
 /**
- * The executor's heartbeat, if it shows life since the declaration, judged with the plane's own clock and
- * thresholds (packages/executor/src/contract/heartbeatBounds.ts): a key outside what a kit writes (no TTL, unreadable, absurd
- * interval, a beat from the future) is no evidence. A beat inside the bounds is life when it is fresh, or —
- * when the notice names the stale beat the declaration saw — newer than that one. The sender's
- * `staleBeatAt` can only narrow a death this way (an old one makes more beats count as life), never widen
- * it: a fresh beat is life whatever it says. Without `staleBeatAt` any beat inside the bounds is life.
- * `unknown` when Redis is configured but does not answer: no evidence either way (callers whose death was
- * inferred from the heartbeat fail closed on it). Without REDIS_URL there are no heartbeats to read at all.
+ * The heartbeat re-read of a death inferred from it, by the recovery's standard (alive.ts, `LifeStandard`): `life`
+ * true when the key is back, with what the false-alarm line reports of it.
  */
-export async function heartbeatBack(deps: RecoveryDeps, notice: DeathNotice): Promise<HeartbeatReading | undefined | 'unknown'> {
-  if (!deps.redis) return undefined;
-  if (deps.redis.status !== 'ready') return 'unknown';
-  const hb = await readHeartbeat(deps.redis, heartbeatKey(notice.applicationName, notice.executorId, deps.keyPrefix)).catch(
-    () => 'unknown' as const,
+export async function heartbeatBack(
+  deps: RecoveryDeps,
+  notice: DeathNotice,
+  o: { waitReadyMs: number },
+): Promise<{ life: boolean | 'unknown'; ttlMs: number | undefined; state: string | undefined }> {
+  const beat = await readBeat(
+    { ...deps, heartbeatIntervalMs: deps.heartbeatIntervalMs ?? DEFAULT_INTERVAL_MS },
+    notice.applicationName,
+    notice.executorId,
+    o,
   );
-  if (hb === 'unknown' || !hb) return hb;
-  const e = beatEvidence(hb, Date.now(), deps.heartbeatIntervalMs ?? DEFAULT_INTERVAL_MS);
-  if (e.kind === 'none') return undefined;
-  if (notice.staleBeatAt === undefined || e.fresh) return hb;
-  return Date.parse(e.value.beatAt) > Date.parse(notice.staleBeatAt) ? hb : undefined;
+  const life = showsLife(beat, { of: 'recovery', staleBeatAt: notice.staleBeatAt });
+  return beat.kind === 'beating'
+    ? { life, ttlMs: beat.reading.ttlMs, state: beat.value.state }
+    : { life, ttlMs: undefined, state: undefined };
 }

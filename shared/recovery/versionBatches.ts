@@ -6,7 +6,7 @@ import {
   type PendingByVersion,
 } from '../../packages/executor/src/plane/index.js';
 import type { RecoverySummary } from './recoverExecutor.js';
-import { contradicted, falseAlarm, finish, heartbeatBack, markDead, NULL_VERSION, rechecked, type Run } from './recoveryRun.js';
+import { contradicted, falseAlarm, heartbeatBack, NULL_VERSION, rechecked, type Run, stopAtBoundary } from './recoveryRun.js';
 
 /**
  * One version's PENDING rows of a recovery, batch by batch: before each batch the reasons to stop (lock
@@ -86,26 +86,24 @@ async function beforeBatch(r: Run, applicationVersion: string | null): Promise<R
         ? 'work budget'
         : undefined;
   if (why) {
-    // Rows moved on this evidence: the executor was treated as dead, and the redelivery goes on.
-    if (r.reenqueued > 0) await markDead(r);
-    await finish(r, 'partial', []);
+    await stopAtBoundary(r, 'partial');
     log.warn('recovery stopped at a batch boundary; redelivery finishes it', { why, reenqueued: r.reenqueued, batches: r.batches });
     throw new BudgetExhaustedError(`recovery of ${notice.executorId} (${why})`);
   }
   if (r.faults.enabled) await r.faults.hit('recover.beforeBatch', { recoveryId: r.recoveryId, batchNo: r.batches + 1, applicationVersion });
+  if (!r.inferred) return undefined;
   // The heartbeat read before the lock is stale by now (a lock wait, earlier batches): a key that
   // came back means the executor lives, and every further row moved would run its step twice.
-  const back = r.inferred ? await heartbeatBack(r.deps, notice) : undefined;
-  if (back === 'unknown' && !rechecked(notice, r.opts)) {
-    if (r.reenqueued > 0) await markDead(r);
-    await finish(r, 'partial', []);
+  const back = await heartbeatBack(r.deps, notice, { waitReadyMs: 0 });
+  if (back.life === 'unknown' && !rechecked(notice, r.opts)) {
+    await stopAtBoundary(r, 'partial');
     log.warn('heartbeat unreadable mid-recovery: stopped at a batch boundary; redelivery re-checks it', {
       reenqueued: r.reenqueued,
       batches: r.batches,
     });
     throw new HeartbeatUnknownError(notice.executorId);
   }
-  if (back && back !== 'unknown') {
+  if (back.life === true) {
     await contradicted(r, `heartbeat returned after ${r.reenqueued} re-enqueued in ${r.batches} batch(es): the executor is alive`);
     log.notice('heartbeat returned mid-recovery: stopped, the rest stays with the executor', {
       reenqueued: r.reenqueued,

@@ -112,7 +112,7 @@ export async function orphanThroughRecovery(
     async () => (await rt.redis?.exists(heartbeatKey(o.applicationName, o.liveExecutorId))) === 1,
   );
   const summary = await recoverExecutor(
-    { db: rt.db, redis: rt.redis, lock: rt.lock, logger: rt.logger, batchSize: 100, lockTtlMs: 10_000 },
+    { db: rt.db, redis: rt.redis, lock: rt.lock, logger: rt.logger, batchSize: 100, lockTtlMs: 10_000, clock: Date.now },
     deathNotice({ executorId: o.deadExecutorId, applicationName: o.applicationName, reason: 'manual', detectedBy: 'test' }),
   );
   if (summary.outcome === 'false-alarm') throw new Error(`recovery of ${o.deadExecutorId}: false alarm`);

@@ -67,7 +67,7 @@ describe('opt-in owner index', () => {
       try {
         for (const executorId of ['exec-0', 'exec-1']) {
           const out = await recoverExecutor(
-            { db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 500, lockTtlMs: 5_000 },
+            { db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 500, lockTtlMs: 5_000, clock: Date.now },
             deathNotice({ executorId, applicationName: app, reason: 'manual', detectedBy: 'test' }),
           );
           expect(out).toMatchObject({ outcome: 'completed', reenqueued: 2000 });

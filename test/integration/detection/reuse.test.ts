@@ -146,6 +146,7 @@ describe('detection: an executor ID used again by a new process', () => {
             logger: rt.logger,
             batchSize: 2,
             lockTtlMs: rt.config.recovery.lockTtlMs,
+            clock: Date.now,
             recoveredBy: 'test@race',
           },
           deathNotice({

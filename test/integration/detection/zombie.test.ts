@@ -51,6 +51,7 @@ describe('detection: a live executor declared dead fences itself', () => {
           logger: rt.logger,
           batchSize: rt.config.recovery.batchSize,
           lockTtlMs: rt.config.recovery.lockTtlMs,
+          clock: Date.now,
           recoveredBy: 'cli:test@zombie',
         },
         deathNotice({ executorId: 'zombie', applicationName: app, reason: 'manual', detectedBy: 'afterlife-cli' }),

@@ -162,7 +162,7 @@ export async function divergeOnB(
     queues: QUEUES,
   });
   await recoverExecutor(
-    { db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, batchSize: 100, lockTtlMs: 5_000 },
+    { db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, batchSize: 100, lockTtlMs: 5_000, clock: Date.now },
     deathNotice({ executorId: 'exec-A', applicationName: o.applicationName, reason: 'manual', detectedBy: 'test' }),
   );
   for (const id of o.waitError) await waitStatus(o.sql, id, 'ERROR');

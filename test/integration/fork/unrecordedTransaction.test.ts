@@ -113,7 +113,7 @@ describe('repair of an orphan whose last transaction committed but was never rec
       );
       // The recovery alone, without its orphaned-version hook: each row is repaired below by its own runtime.
       const recovered = await recoverExecutor(
-        { db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, batchSize: 100, lockTtlMs: 5_000 },
+        { db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, batchSize: 100, lockTtlMs: 5_000, clock: Date.now },
         deathNotice({ executorId: 'exec-v1', applicationName: app, reason: 'manual', detectedBy: 'test' }),
       );
       expect(recovered).toMatchObject({ outcome: 'completed', reenqueued: ids.length });

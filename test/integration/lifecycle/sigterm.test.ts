@@ -57,9 +57,13 @@ describe('lifecycle: SIGTERM in afterlife functions', () => {
     });
     const notice = deathNotice({ executorId: 'exec-dead', applicationName: app, reason: 'manual', detectedBy: 'test' });
     const work = lc.track(
-      recoverExecutor({ db, redis, lock: new RedisLock(redis), logger: silentLogger(), faults, batchSize: 1, lockTtlMs: 5_000 }, notice, {
-        signal: lc.signal,
-      }),
+      recoverExecutor(
+        { db, redis, lock: new RedisLock(redis), logger: silentLogger(), faults, batchSize: 1, lockTtlMs: 5_000, clock: Date.now },
+        notice,
+        {
+          signal: lc.signal,
+        },
+      ),
     );
     await expect(work).rejects.toBeInstanceOf(BudgetExhaustedError);
     await lc.shutdown();

@@ -30,6 +30,7 @@ describe('recovery: a heartbeat returning mid-recovery', () => {
     faults,
     batchSize: 1,
     lockTtlMs: 5_000,
+    clock: Date.now,
     recoveredBy: 'recheck-test',
   });
   const lapsed = (executorId: string) =>

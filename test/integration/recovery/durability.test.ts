@@ -58,7 +58,16 @@ describe.skipIf(blocked)('a finished recovery survives a Postgres crash right af
   const notice = deathNotice({ executorId: 'exec-dead', applicationName: app, reason: 'manual', detectedBy: 'test' });
   const recover = (db: ReturnType<typeof afterlifeDb>, faults?: FaultInjector) =>
     recoverExecutor(
-      { db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 1_000, lockTtlMs: 5_000, ...(faults ? { faults } : {}) },
+      {
+        db,
+        redis: undefined,
+        lock: undefined,
+        logger: silentLogger(),
+        batchSize: 1_000,
+        lockTtlMs: 5_000,
+        clock: Date.now,
+        ...(faults ? { faults } : {}),
+      },
       notice,
     );
 

@@ -150,7 +150,7 @@ describe('executor-death safety', () => {
     faults.onNth('recover.afterBatch', 1, () => {
       expired = true; // the deadline passes while the first batch runs
     });
-    const deps = { db: rt.db, redis: rt.redis, lock: rt.lock, logger: rt.logger, faults, batchSize: 2, lockTtlMs: 5_000 };
+    const deps = { db: rt.db, redis: rt.redis, lock: rt.lock, logger: rt.logger, faults, batchSize: 2, lockTtlMs: 5_000, clock: Date.now };
     const budget = { deadline: 0, remaining: () => (expired ? 0 : 1_000), expired: () => expired };
     await expect(recoverExecutor(deps, notice('exec-T'), { budget })).rejects.toBeInstanceOf(BudgetExhaustedError);
     expect(await auditedIds(f.tdb.sql, 'exec-T')).toHaveLength(2);
@@ -214,7 +214,7 @@ describe('executor-death safety', () => {
       await waitFor('the lock reported lost', async () => signal?.aborted, { timeoutMs: 5_000, intervalMs: 20 });
     });
     // A TTL long enough that a stall on a loaded machine does not lose the lock before the fault does.
-    const deps = { db: rt.db, redis, lock, logger: rt.logger, faults, batchSize: 2, lockTtlMs: 3_000 };
+    const deps = { db: rt.db, redis, lock, logger: rt.logger, faults, batchSize: 2, lockTtlMs: 3_000, clock: Date.now };
     const err = await recoverExecutor(deps, notice('exec-L')).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(BudgetExhaustedError);
     expect(String(err)).toMatch(/lock lost/);
@@ -241,7 +241,7 @@ describe('executor-death safety', () => {
     f.onClose(() => writer.end());
     await writer.query('BEGIN');
     await writer.query(`UPDATE dbos.workflow_status SET updated_at = updated_at + 1 WHERE workflow_uuid = 'u-1'`);
-    const deps = { db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 10, lockTtlMs: 5_000 };
+    const deps = { db, redis: undefined, lock: undefined, logger: silentLogger(), batchSize: 10, lockTtlMs: 5_000, clock: Date.now };
     const err = await recoverExecutor(deps, notice('exec-U')).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RowsLockedError);
     expect(err).toMatchObject({ workflowIds: ['u-1'], reenqueued: 2 });

@@ -47,7 +47,16 @@ describe('timeline: a workflow parked in DBOS.sleep at the death', () => {
     );
     const notice = deathNotice({ executorId: 'gone', applicationName: app, reason: 'manual', detectedBy: 'test' });
     const summary = await recoverExecutor(
-      { db: rt.db, redis: undefined, lock: undefined, logger: rt.logger, recoveredBy: 'test', batchSize: 100, lockTtlMs: 5_000 },
+      {
+        db: rt.db,
+        redis: undefined,
+        lock: undefined,
+        logger: rt.logger,
+        recoveredBy: 'test',
+        batchSize: 100,
+        lockTtlMs: 5_000,
+        clock: Date.now,
+      },
       notice,
     );
     expect(summary.outcome).toBe('completed');
