@@ -78,11 +78,21 @@ resource "google_logging_metric" "event" {
       value_type  = "STRING"
       description = "Cloud Run service (function) that logged the event"
     }
+    # Poison is acked for three unrelated reasons; the dashboard charts them apart.
+    dynamic "labels" {
+      for_each = each.key == "poison_message" ? ["cause"] : []
+      content {
+        key         = labels.value
+        value_type  = "STRING"
+        description = "why the message was poison: undecodable, foreign-application or permanent-failure"
+      }
+    }
   }
 
-  label_extractors = {
-    service = "EXTRACT(resource.labels.service_name)"
-  }
+  label_extractors = merge(
+    { service = "EXTRACT(resource.labels.service_name)" },
+    each.key == "poison_message" ? { cause = "EXTRACT(jsonPayload.cause)" } : {},
+  )
 
   depends_on = [google_project_service.this]
 }

@@ -11,18 +11,27 @@ import { type DecodedMessage, decodePubSubJson } from '../../shared/events/pubsu
 import { budgetFrom } from '../../shared/lifecycle/deadline.js';
 import { recoveryDeps } from '../../shared/recovery/deps.js';
 import { recoverExecutor, type RecoverySummary } from '../../shared/recovery/recoverExecutor.js';
-import { verifyNotice } from '../../shared/recovery/verifyNotice.js';
+import { type Verdict, verifyNotice } from '../../shared/recovery/verifyNotice.js';
 import type { Runtime } from '../../shared/runtime.js';
 
 /**
  * Decode → recover → map the outcome to ack or nack. The one place that decides: poison input is acked
  * with a logged reason (retrying can't fix it); everything else that fails is nacked so Pub/Sub redelivers.
+ * Each poison line (`event: poison_message`) carries its `cause`, so a dashboard tells them apart.
  */
 export type DeathOutcome =
-  | { ack: true; kind: 'poison'; reason: string; issues: string[] }
-  | { ack: true; kind: 'refused'; reason: string }
+  /** The body is not a death notice (not JSON, bad base64, wrong shape): `issues` lists what is wrong. */
+  | { ack: true; kind: 'poison'; cause: 'undecodable'; reason: string; issues: string[] }
+  /** A well-formed notice about another application's executor: this deployment does not guard it. */
+  | { ack: true; kind: 'poison'; cause: 'foreign-application'; reason: string }
+  /** Handling failed in a way no redelivery can fix (classify() says permanent). */
+  | { ack: true; kind: 'poison'; cause: 'permanent-failure'; reason: string }
+  /** The plane's own records say the notice is wrong (verifyNotice.ts): an unknown executor, or one holding its lock. */
+  | { ack: true; kind: 'refused'; verdict: 'unknown-executor' | 'lock-held'; reason: string }
   | { ack: true; kind: 'recovered'; summary: RecoverySummary }
   | { ack: false; kind: 'retry'; reason: string; code: string };
+
+export type PoisonCause = Extract<DeathOutcome, { kind: 'poison' }>['cause'];
 
 export interface DeliveryMeta {
   /** The CloudEvent's ID (Pub/Sub's message ID under Eventarc). */
@@ -42,8 +51,8 @@ export function decodeDeathEvent(body: unknown, log: Logger): Decoded {
     return { ok: true, message: decodePubSubJson(body, DeathNotice) };
   } catch (err) {
     if (err instanceof InvalidInputError) {
-      log.warn('poison death notice acked', { event: 'poison_message', reason: err.message, issues: err.issues });
-      return { ok: false, outcome: { ack: true, kind: 'poison', reason: err.message, issues: err.issues } };
+      log.warn('poison death notice acked', { event: 'poison_message', cause: 'undecodable', reason: err.message, issues: err.issues });
+      return { ok: false, outcome: { ack: true, kind: 'poison', cause: 'undecodable', reason: err.message, issues: err.issues } };
     }
     throw err;
   }
@@ -69,8 +78,8 @@ export async function handleDecodedDeath(
   const notice = decoded.payload;
   if (notice.applicationName !== rt.config.applicationName) {
     const reason = `notice is for application ${notice.applicationName}; this deployment guards ${rt.config.applicationName}`;
-    log.warn('foreign death notice acked', { event: 'poison_message', reason });
-    return { ack: true, kind: 'poison', reason, issues: [] };
+    log.warn('foreign death notice acked', { event: 'poison_message', cause: 'foreign-application', reason });
+    return { ack: true, kind: 'poison', cause: 'foreign-application', reason };
   }
   const budget = budgetFrom(started, rt.config.functionTimeoutS, rt.config.budgetMarginMs, rt.clock);
   let admitted: () => void;
@@ -94,23 +103,7 @@ export async function handleDecodedDeath(
       },
       notice,
     );
-    if (verdict.refused !== undefined && verdict.redeliver) {
-      log.warn('death notice about an executor that still beats: nacked for redelivery', {
-        event: 'death_notice_refused',
-        executorId: notice.executorId,
-        reason: verdict.refused,
-        noticeReason: notice.reason,
-        redeliver: true,
-      });
-      return { ack: false, kind: 'retry', reason: verdict.refused, code: 'heartbeat_alive' };
-    }
-    if (verdict.refused !== undefined) {
-      const msg = verdict.unknown
-        ? 'death notice about an unknown executor refused (acked, nothing written)'
-        : 'death notice about a live executor refused (acked)';
-      log.warn(msg, { event: 'death_notice_refused', executorId: notice.executorId, reason: verdict.refused, noticeReason: notice.reason });
-      return { ack: true, kind: 'refused', reason: verdict.refused };
-    }
+    if (verdict.kind !== 'credible') return refused(verdict, notice, log);
     // Tracked: on SIGTERM the loop stops at a batch boundary and releases its lock before Redis closes.
     const summary = await rt.lifecycle.track(
       recoverExecutor(recoveryDeps({ ...rt, logger: log }, { via: 'executorDeath', runtime: rt }), notice, {
@@ -124,16 +117,32 @@ export async function handleDecodedDeath(
     return { ack: true, kind: 'recovered', summary };
   } catch (err) {
     const disposition = classify(err);
-    const code = (err as { code?: unknown }).code;
+    const code = typeof err === 'object' && err !== null && 'code' in err ? err.code : undefined;
     const reason = errorMessage(err);
     if (disposition === 'permanent') {
-      log.error('death notice failed permanently; acked', { event: 'poison_message', reason, err });
-      return { ack: true, kind: 'poison', reason, issues: [] };
+      log.error('death notice failed permanently; acked', { event: 'poison_message', cause: 'permanent-failure', reason, err });
+      return { ack: true, kind: 'poison', cause: 'permanent-failure', reason };
     }
     log.warn('death notice nacked for redelivery', { event: 'recovery_retry', reason, code });
     return { ack: false, kind: 'retry', reason, code: typeof code === 'string' ? code : 'error' };
   } finally {
     admitted();
+  }
+}
+
+/** A notice the plane's records contradict: a beating heartbeat is redelivered (doubt), the rest acked. */
+function refused(verdict: Exclude<Verdict, { kind: 'credible' }>, notice: DeathNotice, log: Logger): DeathOutcome {
+  const fields = { event: 'death_notice_refused', executorId: notice.executorId, reason: verdict.reason, noticeReason: notice.reason };
+  switch (verdict.kind) {
+    case 'heartbeat-alive':
+      log.warn('death notice about an executor that still beats: nacked for redelivery', { ...fields, redeliver: true });
+      return { ack: false, kind: 'retry', reason: verdict.reason, code: 'heartbeat_alive' };
+    case 'unknown-executor':
+      log.warn('death notice about an unknown executor refused (acked, nothing written)', { ...fields, verdict: verdict.kind });
+      return { ack: true, kind: 'refused', verdict: verdict.kind, reason: verdict.reason };
+    case 'lock-held':
+      log.warn('death notice about a live executor refused (acked)', { ...fields, verdict: verdict.kind });
+      return { ack: true, kind: 'refused', verdict: verdict.kind, reason: verdict.reason };
   }
 }
 

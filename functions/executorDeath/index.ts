@@ -1,7 +1,7 @@
 import * as ff from '@google-cloud/functions-framework';
 import { currentLogger, runtimeOr503 } from '../runtime.js';
 import { installJsonFinalHandler } from '../transport.js';
-import { deathLog, decodeDeathEvent, handleDecodedDeath } from './handle.js';
+import { type DeathOutcome, deathLog, decodeDeathEvent, handleDecodedDeath } from './handle.js';
 import { readDelivery } from './transport.js';
 
 installJsonFinalHandler();
@@ -25,10 +25,10 @@ ff.http('executorDeath', async (req: ff.Request, res: ff.Response) => {
   }
   const rt = await runtimeOr503(res);
   if (!rt) return;
-  const outcome = await handleDecodedDeath(rt, decoded.message, meta).catch((err: unknown) => {
+  const outcome = await handleDecodedDeath(rt, decoded.message, meta).catch((err: unknown): DeathOutcome => {
     // handleDecodedDeath decides ack/nack itself; reaching here is a bug, and a nack loses nothing.
     rt.logger.error('death notice handling threw; nacked', { event: 'recovery_retry', err, code: 'internal' });
-    return { ack: false as const, reason: 'internal error', code: 'internal' };
+    return { ack: false, kind: 'retry', reason: 'internal error', code: 'internal' };
   });
   if (outcome.ack) res.status(204).end();
   else res.status(503).json({ error: outcome.reason, code: outcome.code });

@@ -30,10 +30,8 @@ export function readDelivery(req: HttpRequestLike): Delivery {
     );
   const media = header(req, 'content-type')?.split(';')[0]?.trim().toLowerCase();
   if (media === 'application/cloudevents+json') {
-    const ev = req.body;
-    if (typeof ev !== 'object' || ev === null || Array.isArray(ev))
-      return reject(400, 'invalid_cloudevent', 'a structured CloudEvent must be a JSON object');
-    const e = ev as Record<string, unknown>;
+    const e = req.body;
+    if (!isRecord(e)) return reject(400, 'invalid_cloudevent', 'a structured CloudEvent must be a JSON object');
     const wrong = attributeProblem(e.specversion, e.type);
     if (wrong) return reject(400, 'invalid_cloudevent', wrong);
     return {
@@ -56,14 +54,17 @@ export function readDelivery(req: HttpRequestLike): Delivery {
 
 /** A push subscription's POST: the envelope itself, its message ID the event's ID. */
 function rawPush(req: HttpRequestLike, reject: (status: number, code: string, error: string) => Delivery): Delivery {
-  const body = req.body as { message?: unknown } | null;
-  const message = typeof body === 'object' && body !== null && !Array.isArray(body) ? body.message : undefined;
-  if (typeof message !== 'object' || message === null || Array.isArray(message)) {
+  const message = isRecord(req.body) ? req.body.message : undefined;
+  if (!isRecord(message)) {
     return reject(400, 'invalid_delivery', 'neither a CloudEvent (ce-specversion, ce-type) nor a Pub/Sub push body ({"message": {...}})');
   }
-  const m = message as { messageId?: unknown; message_id?: unknown };
-  const id = typeof m.messageId === 'string' ? m.messageId : typeof m.message_id === 'string' ? m.message_id : undefined;
+  const id =
+    typeof message.messageId === 'string' ? message.messageId : typeof message.message_id === 'string' ? message.message_id : undefined;
   return { ok: true, data: req.body, id, traceparent: header(req, 'traceparent') };
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function attributeProblem(specversion: unknown, type: unknown): string | undefined {

@@ -12,20 +12,28 @@ import { type AliveDeps, isAlive } from './alive.js';
  *   notice's benefit of the doubt: `force: true` skips it (the operator's override; the topic's publisher
  *   list bounds who can say it), a held liveness lock refuses (bar the executor's own leaving notice), a
  *   beat inside the bounds saying `alive` refuses all but `heartbeat-lapsed` (the recovery re-reads that) —
- *   while fresh, for a kit whose lock is the witness — and such a refusal is redelivered (`redeliver`).
+ *   while fresh, for a kit whose lock is the witness — and such a refusal is redelivered (`heartbeat-alive`).
  *
  * `livenessTracked` is the registry's word on whether the executor's kit holds a liveness lock: only then
  * is a free lock evidence of death (the sender's `evidence: "liveness"` is not taken on trust).
  */
-export type Verdict = { refused: string; unknown?: true; redeliver?: true } | { refused?: undefined; livenessTracked: boolean };
+export type Verdict =
+  /** No registry row and no PENDING workflow: refused and acked, nothing written. */
+  | { kind: 'unknown-executor'; reason: string }
+  /** Its liveness lock is held: refused and acked. */
+  | { kind: 'lock-held'; reason: string }
+  /** Its heartbeat says alive: doubt, not proof, so refused and redelivered until the beat is stale. */
+  | { kind: 'heartbeat-alive'; reason: string }
+  /** Nothing the plane sees says it lives: the recovery goes ahead. */
+  | { kind: 'credible'; livenessTracked: boolean };
 
 export async function verifyNotice(deps: AliveDeps, notice: DeathNotice): Promise<Verdict> {
   const { applicationName: app, executorId: id } = notice;
   const known = await lookup(deps.db, app, id);
   if (!known.registered && !known.pending) {
     return {
-      refused: `unknown executor ${JSON.stringify(id)}: no registry row and no PENDING workflow; nothing to recover`,
-      unknown: true,
+      kind: 'unknown-executor',
+      reason: `unknown executor ${JSON.stringify(id)}: no registry row and no PENDING workflow; nothing to recover`,
     };
   }
   const livenessTracked = known.liveness === true;
@@ -40,7 +48,8 @@ export async function verifyNotice(deps: AliveDeps, notice: DeathNotice): Promis
   });
   if (life.alive === true && life.witness === 'liveness-lock') {
     return {
-      refused: `${id} holds its liveness lock (its process still has a Postgres session): a ${notice.reason} notice about a live executor needs "force": true`,
+      kind: 'lock-held',
+      reason: `${id} holds its liveness lock (its process still has a Postgres session): a ${notice.reason} notice about a live executor needs "force": true`,
     };
   }
   if (life.alive === true && life.witness === 'heartbeat') {
@@ -50,9 +59,9 @@ export async function verifyNotice(deps: AliveDeps, notice: DeathNotice): Promis
       ? `its beat is fresh (${life.ageMs ?? '?'} ms old)`
       : 'its heartbeat key is still there and its kit holds no liveness lock (the key is the only witness until it expires)';
     return {
-      refused: `${id}'s heartbeat says alive, ${why}: a ${notice.reason} notice about a live executor needs "force": true; redelivered until the beat is stale`,
-      redeliver: true,
+      kind: 'heartbeat-alive',
+      reason: `${id}'s heartbeat says alive, ${why}: a ${notice.reason} notice about a live executor needs "force": true; redelivered until the beat is stale`,
     };
   }
-  return { livenessTracked };
+  return { kind: 'credible', livenessTracked };
 }

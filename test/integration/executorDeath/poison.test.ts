@@ -45,6 +45,15 @@ describe('poison death notices', () => {
     expect(audit.rowCount).toBe(0);
   });
 
+  it('says which poison it was: undecodable, or another application’s notice (the `cause` a dashboard charts)', async () => {
+    for (const [name, ev] of cases) {
+      const before = f.rt.logger.lines.length;
+      await postEvent(f.server.url, ev);
+      const logged = f.rt.logger.lines.slice(before).find((l) => l.event === 'poison_message');
+      expect(logged?.cause, name).toBe(name === 'another application' ? 'foreign-application' : 'undecodable');
+    }
+  });
+
   it('stays up: a valid notice after the poison is handled', async () => {
     const res = await postEvent(f.server.url, json(valid()));
     expect(res.status).toBe(204);
