@@ -27,7 +27,12 @@ export async function recover(
   const byVersion = Object.fromEntries(pending.map((p) => [p.applicationVersion ?? '(none)', p.count]));
   const total = pending.reduce((n, p) => n + p.count, 0);
   const owns = `${total} PENDING workflow(s)${total ? ` (${describe(byVersion)})` : ''}`;
-  const base = { command: 'recover' as const, applicationName: app, executorId, pendingByVersion: byVersion };
+  const base: Pick<RecoverOutput, 'command' | 'applicationName' | 'executorId' | 'pendingByVersion'> = {
+    command: 'recover',
+    applicationName: app,
+    executorId,
+    pendingByVersion: byVersion,
+  };
   const nothing = { reenqueued: 0, recoveryId: null, lockMode: null, durationMs: null, versionsWithoutExecutor: [] };
   // The same check as the real run, so a dry run says whether the real one would be refused.
   const refused = await refusal(ctx, executorId, o.force);
