@@ -11,11 +11,12 @@ import { holdLiveness } from '../../helpers/liveness.js';
  */
 describe('is a named executor alive', () => {
   const f = executorDeathFixture('app-alive', { serve: false });
-  const deps = (redis = true): AliveDeps => ({
+  /** `aheadMs`: the reader's clock that much later than now, so a beat ages without a sleep. */
+  const deps = (redis = true, aheadMs = 0): AliveDeps => ({
     db: f.rt.db,
     redis: redis ? f.rt.redis : undefined,
     heartbeatIntervalMs: 250,
-    clock: Date.now,
+    clock: () => Date.now() + aheadMs,
   });
   const ask = (executorId: string, doubt: AliveQuestion['doubt'], more: Partial<AliveQuestion> = {}, redis = true) =>
     isAlive(deps(redis), { applicationName: f.app, executorId, reason: 'manual', force: false, doubt, ...more });
@@ -31,12 +32,21 @@ describe('is a named executor alive', () => {
     expect(await ask('beating-1', 'refuse')).toEqual({ alive: true, witness: 'heartbeat', state: 'alive' });
     expect(await ask('beating-1', 'refuse', { force: true })).toEqual({ alive: false });
     expect(await ask('beating-1', 'proceed', { reason: 'heartbeat-lapsed' })).toEqual({ alive: false });
-    // Issue 30: a beat older than two intervals is no life for a kit whose (free) lock is the witness; for a
+    // A beat older than two intervals is no life for a kit whose (free) lock is the witness; for a
     // kit without a lock the key is the only witness, so it still counts (not fresh) until it expires.
     await beat(f.rt.redis!, f.app, 'stale-1', 'v1');
-    await new Promise((r) => setTimeout(r, 600));
-    expect(await ask('stale-1', 'proceed', { livenessTracked: true })).toEqual({ alive: false });
-    expect(await ask('stale-1', 'proceed', { livenessTracked: false })).toMatchObject({ alive: true, fresh: false });
+    const later = (livenessTracked: boolean) =>
+      isAlive(deps(true, 600), {
+        applicationName: f.app,
+        executorId: 'stale-1',
+        reason: 'manual',
+        force: false,
+        doubt: 'proceed',
+        livenessTracked,
+      });
+    expect(await ask('stale-1', 'proceed', { livenessTracked: true })).toMatchObject({ alive: true, fresh: true });
+    expect(await later(true)).toEqual({ alive: false });
+    expect(await later(false)).toMatchObject({ alive: true, fresh: false });
   });
 
   it('doubt: a draining beat or no Redis lets a notice proceed and refuses an operator', async () => {
