@@ -260,9 +260,25 @@ describe('kit modules: liveness lock and heartbeat', () => {
         () => true,
       );
       expect(denied).toBe(true);
+      const sent = (await tdb.sql.query<{ at: Date }>('SELECT clock_timestamp() AS at')).rows[0]?.at;
       await s.c.query(`SELECT pg_notify('afterlife_fence', $1)`, [JSON.stringify({ applicationName: app, executorId: 'exec-n' })]);
-      // The hint makes it ask at once; two more periodic checks (200 ms) for good measure.
-      await new Promise((r) => setTimeout(r, 1_000));
+      // The hint makes it ask its records: the fence question, seen finished on its session after the hint, and
+      // a later word begun on the same session (the kit asks one thing at a time, so the answer was acted on).
+      const session = `SELECT query, query_start, state FROM pg_stat_activity WHERE application_name LIKE 'afterlife_live_exec-n@%' AND datname = current_database()`;
+      const asked = await waitFor(
+        'the fence question asked after the hint',
+        async () => {
+          const [row] = (await tdb.sql.query<{ query: string; query_start: Date; state: string }>(session)).rows;
+          return row && sent && row.query_start > sent && row.state === 'idle' && row.query.startsWith('SELECT CASE')
+            ? row.query_start
+            : undefined;
+        },
+        { intervalMs: 10, timeoutMs: 10_000 },
+      );
+      await waitFor('a word after the answer', async () => {
+        const [row] = (await tdb.sql.query<{ query_start: Date }>(session)).rows;
+        return row && row.query_start > asked;
+      });
       expect(fenced).toBeUndefined();
       expect(l.held).toBe(true);
       expect((await readLiveness(db, app, ['exec-n'])).held.has('exec-n')).toBe(true);
