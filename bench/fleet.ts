@@ -34,6 +34,7 @@ import { type AgentExecutor, startAgentExecutor } from '../scripts/stack/executo
 import { startPrivatePostgres } from '../test/helpers/postgresServer.js';
 import { startPrivateRedis } from '../test/helpers/redisServer.js';
 import type { TickMessage } from './fleetReaper.js';
+import { SWEEP_PASS_NAMES, type SweepPassName } from '../shared/reaper/types.js';
 import {
   cpuBetween,
   cpuSnapshot,
@@ -216,10 +217,15 @@ interface Result {
   tickP50Ms: number;
   tickP99Ms: number;
   tickMaxMs: number;
+  /** The ticks that declared no death (a declaring tick carries its inline recovery): p99 and max. */
+  quietTickP99Ms: number;
+  quietTickMaxMs: number;
   ticks: number;
   /** The first tick of each invocation (it reads the whole fleet): max, and how many. */
   firstTickMaxMs: number | null;
   firstTicks: number;
+  /** Per sweep pass, over the ticks it ran in: how often, p99 and max ms; `rest` is the tick minus its passes. */
+  passFigures: Record<SweepPassName | 'dead' | 'rest', { runs: number; p99Ms: number; maxMs: number }>;
   dbMsPerTickP50: number;
   dbMsPerTickP99: number;
   queriesPerTick: number;
@@ -498,9 +504,11 @@ function tickFigures(ticks: TickMessage[], s: StatementTotals, top: StatementSha
     tickP50Ms: quantile(ms, 0.5),
     tickP99Ms: quantile(ms, 0.99),
     tickMaxMs: Math.max(...ms),
+    ...quietFigures(ticks),
     ticks: ticks.length,
     firstTickMaxMs: ticks.some((t) => t.first) ? Math.max(...ticks.filter((t) => t.first).map((t) => t.ms)) : null,
     firstTicks: ticks.filter((t) => t.first).length,
+    passFigures: passFigures(ticks),
     dbMsPerTickP50: quantile(db, 0.5),
     dbMsPerTickP99: quantile(db, 0.99),
     queriesPerTick: round2(ticks.reduce((a, t) => a + t.queries, 0) / n),
@@ -520,6 +528,18 @@ function tickFigures(ticks: TickMessage[], s: StatementTotals, top: StatementSha
       walBytesPerTick: round2(t.walBytes / n),
     })),
   };
+}
+
+function quietFigures(ticks: TickMessage[]): { quietTickP99Ms: number; quietTickMaxMs: number } {
+  const quiet = ticks.filter((t) => t.declared.length === 0).map((t) => t.ms);
+  return { quietTickP99Ms: quiet.length ? quantile(quiet, 0.99) : 0, quietTickMaxMs: quiet.length ? Math.max(...quiet) : 0 };
+}
+
+function passFigures(ticks: TickMessage[]): Result['passFigures'] {
+  const of = (xs: number[]) => ({ runs: xs.length, p99Ms: xs.length ? quantile(xs, 0.99) : 0, maxMs: xs.length ? Math.max(...xs) : 0 });
+  const sweep = Object.fromEntries(SWEEP_PASS_NAMES.map((p) => [p, of(ticks.map((t) => t.passMs[p]).filter((ms) => ms > 0))]));
+  const rest = ticks.map((t) => round2(t.ms - t.deadMs - SWEEP_PASS_NAMES.reduce((a, p) => a + t.passMs[p], 0)));
+  return { ...sweep, dead: of(ticks.map((t) => t.deadMs)), rest: of(rest) } as Result['passFigures'];
 }
 
 /** Declared dead without having been killed: in a tick's declarations, the registry, or a recovery. */
@@ -545,7 +565,13 @@ function print(r: Result): void {
   const s = (ms: number | null) => (ms === null ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
   say(`\nexecutors ${r.executors}, watched ${r.watchedMinutes} min, load before ${r.load.before}, after ${r.load.after}`);
   say(`reaper tick: p50 ${r.tickP50Ms} ms, p99 ${r.tickP99Ms} ms, max ${r.tickMaxMs} ms over ${r.ticks} ticks`);
+  say(`  ticks that declared no death: p99 ${r.quietTickP99Ms} ms, max ${r.quietTickMaxMs} ms`);
   say(`  first tick of an invocation (reads the whole fleet): max ${r.firstTickMaxMs ?? '-'} ms over ${r.firstTicks}`);
+  say(
+    `  per pass (runs, p99, max ms): ${Object.entries(r.passFigures)
+      .map(([p, f]) => `${p} ${f.runs}/${f.p99Ms}/${f.maxMs}`)
+      .join(', ')}`,
+  );
   say(`  database time per tick: p50 ${r.dbMsPerTickP50} ms, p99 ${r.dbMsPerTickP99} ms; ${r.queriesPerTick} statements a tick`);
   say(`  reaper's statements per tick (server): ${JSON.stringify(r.reaperStatementsPerTick)}`);
   for (const t of r.reaperTopStatements)

@@ -11,6 +11,7 @@ import { hostname } from 'node:os';
 import type { Db } from '../packages/executor/src/db/pool.js';
 import { reaperDeps } from '../shared/reaper/deps.js';
 import { runReaper } from '../shared/reaper/index.js';
+import { SWEEP_PASS_NAMES, type SweepPassName } from '../shared/reaper/types.js';
 import { createRuntime, type Runtime } from '../shared/runtime.js';
 
 export const SCHEDULE_MS = Number(process.env.FLEET_SCHEDULE_MS ?? '60000');
@@ -23,6 +24,8 @@ export interface TickMessage {
   first: boolean;
   ms: number;
   deadMs: number;
+  /** Each sweep pass's time this tick (0 when it was not due): what a long tick spent where. */
+  passMs: Record<SweepPassName, number>;
   dbMs: number;
   queries: number;
   candidates: number;
@@ -61,6 +64,7 @@ async function invoke(rt: Runtime, instance: number, stopping: AbortSignal): Pro
         first: tickNo++ === 0,
         ms: r.durationMs,
         deadMs: dead.durationMs,
+        passMs: Object.fromEntries(SWEEP_PASS_NAMES.map((p) => [p, r[p].durationMs])) as Record<SweepPassName, number>,
         dbMs: Math.round(acc.ms * 100) / 100,
         queries: acc.n,
         candidates: 'error' in dead ? -1 : dead.candidates,

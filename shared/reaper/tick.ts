@@ -7,7 +7,7 @@ import { retentionTick } from './retention.js';
 import { stuckPass } from './stuck.js';
 import { unguardedPass } from './unguarded.js';
 import { timelinePass } from './timelines.js';
-import type { ReaperDeps, ReaperState, TickContext, TickResult } from './types.js';
+import { type ReaperDeps, type ReaperState, SWEEP_PASS_NAMES, type TickContext, type TickResult } from './types.js';
 import { errorMessage } from '../../packages/executor/src/plane/index.js';
 
 /**
@@ -27,14 +27,40 @@ export function stuckSlice(executorIds: string[], now: number, stuckAfterMs: num
 
 /**
  * The dead-executor pass runs every tick (four a second by default: detection waits on it); the other
- * passes look for what takes minutes or hours to matter (stuck, diverged, orphaned), so they run at most
- * once a second and a fast tick stays one cheap pass.
+ * passes look for what takes minutes or hours to matter (stuck, diverged, orphaned), so each runs at most
+ * once a second.
  */
 export const SWEEP_EVERY_MS = 1_000;
 
 /**
- * One tick: dead executors, then stuck workflows on the executors that pass found alive, then diverged
- * workflows, then (when due) ENQUEUED rows of versions no live executor runs. A failing pass is recorded and the others still run; the next tick tries again.
+ * The work of the once-a-second sweep, in the order a tick runs what it takes of it: stuck first (it
+ * judges the executors the dead pass found alive this tick), retention and timelines late (history and a
+ * log line can wait for live work's passes), the unguarded-applications line last (itself every 10 s).
+ */
+export const SWEEP = [...SWEEP_PASS_NAMES, 'unguarded'] as const;
+export type SweepPart = (typeof SWEEP)[number];
+
+/**
+ * What of the sweep this tick runs. An invocation's first tick runs all of it (a fresh view, and
+ * `reap --once` looks at everything once); after that each part runs once it is SWEEP_EVERY_MS past its
+ * last run, at most a share of the parts per tick (the sweep spread over the ticks of a second, the
+ * longest-waiting first), so no tick carries more than the dead pass and one slice of the sweep: a long
+ * tick every second is what a tick p99 sees, and the fleet's next death waits behind it.
+ */
+export function sweepSlice(sweptAt: Partial<Record<SweepPart, number>> | undefined, now: number, tickMs: number): SweepPart[] {
+  if (sweptAt === undefined) return [...SWEEP];
+  const ticksPerSweep = Math.max(1, Math.floor(SWEEP_EVERY_MS / tickMs));
+  const perTick = Math.ceil(SWEEP.length / ticksPerSweep);
+  const waiting = (part: SweepPart) => sweptAt[part] ?? -Infinity;
+  const due = SWEEP.filter((part) => now - waiting(part) >= SWEEP_EVERY_MS);
+  const taken = new Set([...due].sort((a, b) => waiting(a) - waiting(b)).slice(0, perTick));
+  return SWEEP.filter((part) => taken.has(part));
+}
+
+/**
+ * One tick: dead executors, then the slice of the sweep due (sweepSlice): stuck workflows on the executors
+ * the dead pass found alive, diverged workflows, ENQUEUED rows of versions no live executor runs,
+ * retention, deaths' timelines. A failing pass is recorded and the others still run; the next tick tries again.
  */
 export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Budget, state: ReaperState = {}): Promise<TickResult> {
   const started = performance.now();
@@ -52,32 +78,21 @@ export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Bu
   const dead = await timed(() => deadExecutorsPass(deps, ctx, budget, state));
   const { tickMs, stuckAfterMs } = deps.config.reaper;
   const now = deps.clock();
-  if (state.sweptAt !== undefined && now - state.sweptAt < SWEEP_EVERY_MS) {
-    const notDue = { skipped: NOT_DUE, durationMs: 0 };
-    return {
-      tick: ctx.tick,
-      durationMs: round(performance.now() - started),
-      dead,
-      stuck: notDue,
-      diverged: notDue,
-      orphaned: notDue,
-      retention: notDue,
-      timelines: notDue,
-    };
-  }
-  state.sweptAt = now;
-  const stuck: TickResult['stuck'] =
-    'error' in dead
+  const slice = new Set(sweepSlice(state.sweptAt, now, tickMs));
+  const sweptAt = (state.sweptAt ??= {});
+  for (const part of slice) sweptAt[part] = now;
+  const notDue = { skipped: NOT_DUE, durationMs: 0 };
+  const stuck: TickResult['stuck'] = !slice.has('stuck')
+    ? notDue
+    : 'error' in dead
       ? { skipped: 'dead-executor pass failed: live owners unknown', durationMs: 0 }
       : await timed(() => stuckPass(deps, ctx, stuckSlice(dead.liveOwners, deps.clock(), stuckAfterMs, Math.max(tickMs, SWEEP_EVERY_MS))));
-  const diverged = await timed(() => divergedPass(deps, ctx, state));
-  const orphaned = await timed(() => orphanedVersionsPass(deps, ctx, state));
-  // Retention (shared/retention) last: history can wait for live work's passes.
-  const retention = await timed(() => retentionTick(deps, ctx, state));
-  // Closing deaths' timelines last of all: a log line that can wait a second for everything else.
-  const timelines = await timed(() => timelinePass(deps, ctx));
+  const diverged = slice.has('diverged') ? await timed(() => divergedPass(deps, ctx, state)) : notDue;
+  const orphaned = slice.has('orphaned') ? await timed(() => orphanedVersionsPass(deps, ctx, state)) : notDue;
+  const retention = slice.has('retention') ? await timed(() => retentionTick(deps, ctx, state)) : notDue;
+  const timelines = slice.has('timelines') ? await timed(() => timelinePass(deps, ctx)) : notDue;
   // Not a pass of the tick's result: a line for the operator about other applications, every 10 s.
-  await unguardedPass(deps, state, ctx.dryRun);
+  if (slice.has('unguarded')) await unguardedPass(deps, state, ctx.dryRun);
   return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck, diverged, orphaned, retention, timelines };
 }
 

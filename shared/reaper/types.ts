@@ -63,8 +63,8 @@ export interface ReaperState {
   divergedScannedTo?: number;
   /** Diverged workflows already handed to the fork module in this invocation (scans overlap by a slack). */
   divergedHanded?: Set<string>;
-  /** When the stuck, diverged and orphaned passes last ran (epoch ms); at most once a second (tick.ts). */
-  sweptAt?: number;
+  /** When each part of the once-a-second sweep last ran (epoch ms; tick.ts's sweepSlice). */
+  sweptAt?: Partial<Record<SweepPassName | 'unguarded', number>>;
   /** When the orphaned-versions pass last ran (epoch ms); it runs at most once a minute. */
   orphanedScannedAt?: number;
   /** Workflows an inline recovery left because another transaction holds them, by dead executor (lockedRows.ts). */
@@ -133,6 +133,10 @@ export interface OrphanedPassResult {
   workflowIds: string[];
   skipped?: string;
 }
+
+/** The passes a tick runs beside the dead pass, each at most once a second (tick.ts). */
+export const SWEEP_PASS_NAMES = ['stuck', 'diverged', 'orphaned', 'retention', 'timelines'] as const;
+export type SweepPassName = (typeof SWEEP_PASS_NAMES)[number];
 
 export interface TickResult {
   tick: number;
