@@ -67,9 +67,9 @@ async function invoke(rt: Runtime, instance: number, stopping: AbortSignal): Pro
         passMs: Object.fromEntries(SWEEP_PASS_NAMES.map((p) => [p, r[p].durationMs])) as Record<SweepPassName, number>,
         dbMs: Math.round(acc.ms * 100) / 100,
         queries: acc.n,
-        candidates: 'error' in dead ? -1 : dead.candidates,
-        alive: 'error' in dead ? -1 : dead.alive,
-        declared: 'error' in dead ? [] : dead.declared,
+        candidates: dead.kind !== 'ran' ? -1 : dead.candidates,
+        alive: dead.kind !== 'ran' ? -1 : dead.alive,
+        declared: dead.kind !== 'ran' ? [] : dead.declared,
       };
       acc.ms = 0;
       acc.n = 0;

@@ -190,8 +190,8 @@ async function tearDown(b: Bench): Promise<void> {
 }
 
 async function tick(b: Bench, i: number, state: ReaperState): Promise<TickResult> {
-  const r = await runTick(b.deps, { tick: i, dryRun: false, planned: [] }, unlimitedBudget(), state);
-  for (const p of [r.dead, r.stuck, r.diverged, r.orphaned]) if ('error' in p) throw new Error(`tick ${i}: ${p.error}`);
+  const r = await runTick(b.deps, { tick: i, dryRun: false, planned: [], budget: unlimitedBudget() }, state);
+  for (const p of [r.dead, r.stuck, r.diverged, r.orphaned]) if (p.kind === 'error') throw new Error(`tick ${i}: ${p.error}`);
   return r;
 }
 
@@ -252,7 +252,7 @@ async function declaringTick(b: Bench): Promise<{ ms: number; reenqueued: number
     [b.app],
   );
   const r = await tick(b, 9999, {});
-  if ('error' in r.dead || !r.dead.declared.includes('exec-000')) throw new Error('the dead executor was not declared');
+  if (r.dead.kind !== 'ran' || !r.dead.declared.includes('exec-000')) throw new Error('the dead executor was not declared');
   return { ms: r.durationMs, reenqueued: r.dead.reenqueued };
 }
 

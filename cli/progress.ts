@@ -1,26 +1,24 @@
-import type { TickResult } from '../shared/reaper/types.js';
+import type { PassOutcome, TickResult } from '../shared/reaper/types.js';
 
 /** One reaper tick as a progress line: what each pass found or did, and how long the tick took. */
 export function tickProgress(tick: TickResult, maxTicks: number): string {
-  // Rendered by field name, whatever each pass's outcome shape (a result, an error, a skip).
-  const fields = tick as unknown as Record<string, unknown>;
-  const pass = (name: string, render: (p: Record<string, unknown>) => string): string => {
-    const p = fields[name];
-    if (typeof p !== 'object' || p === null) return `${name} -`;
-    const r = p as Record<string, unknown>;
-    if (typeof r.error === 'string') return `${name} ERROR ${r.error}`;
-    if (typeof r.skipped === 'string') return `${name} skipped (${r.skipped})`;
-    return `${name} ${render(r)}`;
+  const pass = <R extends object>(name: string, o: PassOutcome<R>, render: (r: R) => string): string => {
+    if (o.kind === 'error') return `${name} ERROR ${o.error}`;
+    if (o.kind === 'skipped') return `${name} skipped (${o.reason})`;
+    // Ran, but could not act (e.g. no fork module wired): said like a skip.
+    if ('skipped' in o && typeof o.skipped === 'string') return `${name} skipped (${o.skipped})`;
+    return `${name} ${render(o)}`;
   };
-  const n = (v: unknown) => (typeof v === 'number' ? v : 0);
   const parts = [
-    pass('dead', (p) => {
-      const declared = Array.isArray(p.declared) ? p.declared.length : 0;
-      return `${n(p.candidates)} candidate(s), ${n(p.absent)} absent, ${declared} declared${n(p.reenqueued) ? `, ${n(p.reenqueued)} re-enqueued` : ''}`;
-    }),
-    pass('stuck', (p) => `${n(p.found)} found${n(p.cancelled) ? `, ${n(p.cancelled)} cancelled` : ''}`),
-    pass('diverged', (p) => `${n(p.found)} found${n(p.handed) ? `, ${n(p.handed)} forked` : ''}`),
-    pass('orphaned', (p) => `${n(p.found)} found${n(p.forked) ? `, ${n(p.forked)} forked` : ''}`),
+    pass(
+      'dead',
+      tick.dead,
+      (p) =>
+        `${p.candidates} candidate(s), ${p.absent} absent, ${p.declared.length} declared${p.reenqueued ? `, ${p.reenqueued} re-enqueued` : ''}`,
+    ),
+    pass('stuck', tick.stuck, (p) => `${p.found} found${p.cancelled ? `, ${p.cancelled} cancelled` : ''}`),
+    pass('diverged', tick.diverged, (p) => `${p.found} found${p.handed ? `, ${p.handed} forked` : ''}`),
+    pass('orphaned', tick.orphaned, (p) => `${p.found} found${p.forked ? `, ${p.forked} forked` : ''}`),
   ];
-  return `tick ${n(fields.tick)}/${maxTicks} (${Math.round(n(fields.durationMs))}ms): ${parts.join('; ')}`;
+  return `tick ${tick.tick}/${maxTicks} (${Math.round(tick.durationMs)}ms): ${parts.join('; ')}`;
 }

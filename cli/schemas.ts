@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { PASS_NAMES } from '../shared/reaper/types.js';
 
 /**
  * The `--json` output of every command: one JSON document on stdout, validated by these schemas in the
@@ -317,13 +318,13 @@ export const ReapOutput = z.strictObject({
   /** --dry-run: what it would have done. */
   planned: z.array(
     z.strictObject({
-      pass: z.enum(['dead', 'stuck', 'diverged', 'orphaned', 'retention']),
+      pass: z.enum(PASS_NAMES).exclude(['timelines']),
       action: z.enum(['declare-dead', 'recover-inline', 'report', 'cancel', 'fork', 'delete']),
       executorId: z.string().nullable(),
       workflowId: z.string().nullable(),
     }),
   ),
-  errors: z.array(z.strictObject({ tick: z.number().int(), pass: z.string(), error: z.string() })),
+  errors: z.array(z.strictObject({ tick: z.number().int(), pass: z.enum(PASS_NAMES), error: z.string() })),
   heartbeatSkipped: z.array(z.string()),
 });
 export type ReapOutput = z.infer<typeof ReapOutput>;

@@ -23,7 +23,7 @@ export async function reap(ctx: CliContext, o: { dryRun: boolean; ticks: number 
     maxTicks: o.ticks,
     onTick: (r) => {
       ctx.progress(`  ${tickProgress(r, o.ticks)}`);
-      if (!('error' in r.dead)) for (const id of r.dead.declared) ctx.progress(`  declared dead: ${id}`);
+      if (r.dead.kind === 'ran') for (const id of r.dead.declared) ctx.progress(`  declared dead: ${id}`);
     },
   });
   const out = toOutput(ctx.config.applicationName, summary);

@@ -1,7 +1,6 @@
 import { type ExecutorRow, findExecutors, LogThrottle } from '../../packages/executor/src/plane/index.js';
 import { type Absence, executorsSeenBeating } from '../db/queries/observations.js';
 import { executorsWithSessions, lastActivityByExecutor, pendingOwners } from '../dbos/reaper.js';
-import type { Budget } from '../lifecycle/deadline.js';
 import { type Beat, judgeKit, type RuleSettings, streakIsDeath } from './deathRule.js';
 import { type Acting, actOnDeaths, type Death } from './declareDead.js';
 import { type Beats, type LockEvidence, readBeats } from './evidence.js';
@@ -49,10 +48,16 @@ interface Pass extends Acting {
   registry: Map<string, ExecutorRow>;
   alive: Set<string>;
   dead: Death[];
-  /** Whether an absence may be acted on: not declared lately, or rows its recovery left locked are free. */
-  actionable: (a: Absence) => boolean;
   /** Where presence and absence are recorded (nowhere persistent in a dry run). */
   seen: Observations;
+}
+
+/**
+ * What the kits' judgement hands on to the judges after it: whether an absence may be acted on (not declared
+ * lately, or rows its recovery left locked are free). Taken as a parameter, so no judge can run before it.
+ */
+interface KitsJudged {
+  actionable: (a: Absence) => boolean;
 }
 
 /** The two witnesses as read this tick, and which candidates write heartbeats at all. */
@@ -64,12 +69,7 @@ interface Witnesses {
   settings: RuleSettings;
 }
 
-export async function deadExecutorsPass(
-  deps: ReaperDeps,
-  ctx: TickContext,
-  budget: Budget,
-  state: ReaperState = {},
-): Promise<DeadPassResult> {
+export async function deadExecutorsPass(deps: ReaperDeps, ctx: TickContext, state: ReaperState = {}): Promise<DeadPassResult> {
   // Three reads that need nothing of one another, side by side: on a busy host a tick's time is mostly its
   // round trips' waits for a CPU, not the server's work. The registry as of this tick: read whole on an
   // invocation's first tick, then only what changed (fleetView.ts). Sessions that name no executor are looked
@@ -96,7 +96,7 @@ export async function deadExecutorsPass(
   const p: Pass = {
     deps,
     ctx,
-    budget,
+    budget: ctx.budget,
     state,
     log,
     result,
@@ -107,12 +107,11 @@ export async function deadExecutorsPass(
     registry: await registryOf(deps, live, candidates),
     alive: new Set(),
     dead: [],
-    actionable: () => false,
     seen: watchedObservations(observations(deps, ctx, state), fleet),
   };
   const w = await readWitnesses(p, fleet); // 1. the witnesses
-  await judgeKits(p, w); // 2. executors with the kit: the death rule
-  await judgeWithoutKit(p, w, census); // 3. executors that never heart-beat: sessions and the activity clock
+  const kits = await judgeKits(p, w); // 2. executors with the kit: the death rule
+  await judgeWithoutKit(p, w, census, kits); // 3. executors that never heart-beat: sessions and the activity clock
   result.alive = p.alive.size;
   result.liveOwners = [...p.alive];
   await actOnDeaths(p, p.dead, { intervalMs: w.settings.intervalMs, ttlMs: deps.config.heartbeatTtlMs }); // 4. act
@@ -236,7 +235,7 @@ async function readWitnesses(p: Pass, fleet: FleetTick): Promise<Witnesses> {
 }
 
 /** The death rule for each kit: alive recorded present, suspects' absence streaks recorded, deaths listed. */
-async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
+async function judgeKits(p: Pass, w: Witnesses): Promise<KitsJudged> {
   const { deps, registry, alive } = p;
   const suspects: Record<'liveness' | 'heartbeat', string[]> = { liveness: [], heartbeat: [] };
   const blind: string[] = [];
@@ -258,12 +257,12 @@ async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
 
   // A death declared within REDECLARE_AFTER_MS is acted on again only when rows its recovery left locked are free.
   const freed = await lockedRowsFreed(deps, p.state);
-  p.actionable = (a: Absence) => redeclarable(a) || freed.has(a.executorId);
+  const actionable = (a: Absence) => redeclarable(a) || freed.has(a.executorId);
   for (const kind of ['liveness', 'heartbeat'] as const) {
     const absences = await p.seen.absent(suspects[kind], kind, p.continuityMs);
     p.result.absent += absences.length;
     for (const a of absences) {
-      if (!streakIsDeath(kind, a, deps.config.heartbeatIntervalMs) || !p.actionable(a)) continue;
+      if (!streakIsDeath(kind, a, deps.config.heartbeatIntervalMs) || !actionable(a)) continue;
       const beat = w.beatOf(a.executorId);
       const staleBeatAt = beat?.present && beat.beatAt !== undefined ? new Date(beat.beatAt).toISOString() : undefined;
       const incarnation = registry.get(a.executorId)?.incarnation;
@@ -276,7 +275,8 @@ async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
       });
     }
   }
-  await judgeBlind(p, w, blind);
+  await judgeBlind(p, w, blind, actionable);
+  return { actionable };
 }
 
 /**
@@ -285,7 +285,7 @@ async function judgeKits(p: Pass, w: Witnesses): Promise<void> {
  * WARNING naming why Redis could not judge. Never "never": a client that deletes the reaper's
  * sentinel every tick, or a Redis that stays down, delays a death by this bound, not for ever.
  */
-async function judgeBlind(p: Pass, w: Witnesses, blind: string[]): Promise<void> {
+async function judgeBlind(p: Pass, w: Witnesses, blind: string[], actionable: KitsJudged['actionable']): Promise<void> {
   if (blind.length === 0) return;
   const absences = await p.seen.absent(blind, 'liveness', p.continuityMs);
   p.result.absent += absences.length;
@@ -294,7 +294,7 @@ async function judgeBlind(p: Pass, w: Witnesses, blind: string[]): Promise<void>
       ? w.beats.skipped
       : `redis has kept its keys for only ${Math.round((w.settings.redisKeptKeysMs ?? 0) / 100) / 10} s, under the heartbeat TTL, so a missing key is no evidence yet${w.beats.change ? ` (${w.beats.change})` : ''}`;
   for (const a of absences) {
-    if (a.absentTicks < 2 || a.absentMs < REDIS_BLIND_FALLBACK_MS || !p.actionable(a)) continue;
+    if (a.absentTicks < 2 || a.absentMs < REDIS_BLIND_FALLBACK_MS || !actionable(a)) continue;
     p.log.warn(
       "the heartbeat cannot judge this executor and its liveness lock has stayed free: declared dead on Postgres's evidence alone",
       {
@@ -316,7 +316,7 @@ async function judgeBlind(p: Pass, w: Witnesses, blind: string[]): Promise<void>
  * sessions, when the operator said not to trust them, or while a session that names nobody is open (DBOS for
  * Python's `dbos_transact`), the rest are unknown — counted, said, never declared.
  */
-async function judgeWithoutKit(p: Pass, w: Witnesses, census: Census | undefined): Promise<void> {
+async function judgeWithoutKit(p: Pass, w: Witnesses, census: Census | undefined, kits: KitsJudged): Promise<void> {
   const { deps, result, log } = p;
   const held = p.candidates.filter((id) => !w.kit.has(id) && w.locks.held.has(id));
   for (const id of held) p.alive.add(id);
@@ -347,7 +347,7 @@ async function judgeWithoutKit(p: Pass, w: Witnesses, census: Census | undefined
     result.unknown = noKit.length - withSessions.size;
   } else {
     result.sessions = 'visible';
-    await judgeSessions(p, noKit);
+    await judgeSessions(p, noKit, kits.actionable);
   }
 }
 
@@ -356,7 +356,7 @@ async function judgeWithoutKit(p: Pass, w: Witnesses, census: Census | undefined
  * starts at the later of the last tick that saw one of its sessions (remembered for this invocation) and its
  * last checkpoint: the last signs of life the plane actually has.
  */
-async function judgeSessions(p: Pass, noKit: string[]): Promise<void> {
+async function judgeSessions(p: Pass, noKit: string[], actionable: KitsJudged['actionable']): Promise<void> {
   const { deps } = p;
   const withSessions = await executorsWithSessions(deps.db, noKit);
   const seenAt = (p.state.sessionsSeenAt ??= new Map());
@@ -373,7 +373,7 @@ async function judgeSessions(p: Pass, noKit: string[]): Promise<void> {
   p.result.absent += absences.length;
   const now = deps.clock();
   const quietCutoff = now - deps.config.reaper.unknownExecutorGraceMs;
-  const judged = absences.filter((a) => a.absentTicks >= 2 && p.actionable(a));
+  const judged = absences.filter((a) => a.absentTicks >= 2 && actionable(a));
   const last = await lastActivityByExecutor(
     deps.db,
     p.app,

@@ -2,10 +2,11 @@ import { leaseName } from './unguarded.js';
 import { ConfigError } from '../../packages/executor/src/plane/index.js';
 import { type Budget, budgetFrom, budgetUntil } from '../lifecycle/deadline.js';
 import { ReaperLease } from './lease.js';
+import { relationProblems } from '../config/bounds.js';
 import { runTick } from './tick.js';
 import { TickLog } from './tickLog.js';
 import { collect, newTally, type PassTotals, type Tally, tallied } from './totals.js';
-import type { PlannedAction, ReaperDeps, ReaperState, TickResult } from './types.js';
+import type { PassName, PlannedAction, ReaperDeps, ReaperState, TickResult } from './types.js';
 
 export type { ReaperDeps } from './types.js';
 export type { PassTotals } from './totals.js';
@@ -44,14 +45,7 @@ export type ReaperSummary =
       ticks: number;
       durationMs: number;
       stoppedBecause: 'budget' | 'max-ticks' | 'lease-lost' | 'shutting-down';
-      passes: {
-        dead: PassTotals;
-        stuck: PassTotals;
-        diverged: PassTotals;
-        orphaned: PassTotals;
-        retention: PassTotals;
-        timelines: PassTotals;
-      };
+      passes: Record<PassName, PassTotals>;
       declaredDead: string[];
       stuckWorkflows: string[];
       /** Why heartbeat evidence was skipped, per distinct reason (e.g. redis unreachable). */
@@ -62,7 +56,7 @@ export type ReaperSummary =
       orphanedWorkflows: string[];
       sessions: 'visible' | 'unknown' | 'not-needed';
       planned?: PlannedAction[];
-      errors: Array<{ tick: number; pass: string; error: string }>;
+      errors: Array<{ tick: number; pass: PassName; error: string }>;
     };
 
 export { leaseName };
@@ -75,10 +69,16 @@ export async function runReaper(deps: ReaperDeps, opts: ReaperOptions = {}): Pro
   const holder = deps.detectedBy;
   const log = deps.logger.child({ fn: 'reaper', holder, dryRun });
   const tickMs = config.reaper.tickMs;
-  if (config.reaper.leaseMs < 2 * tickMs) {
-    throw new ConfigError([`REAPER_LEASE_MS (${config.reaper.leaseMs}) must be at least two ticks (REAPER_TICK_MS ${tickMs})`]);
-  }
-  const lease = new ReaperLease(db, leaseName(config.applicationName), holder, config.reaper.leaseMs, deps.clock, log);
+  // loadConfig already refused such a lease; a config built in code (tests, embedders) meets the same rule.
+  const problems = relationProblems({ REAPER_TICK_MS: tickMs, REAPER_LEASE_MS: config.reaper.leaseMs });
+  if (problems.length) throw new ConfigError(problems);
+  const lease = new ReaperLease(db, {
+    name: leaseName(config.applicationName),
+    holder,
+    leaseMs: config.reaper.leaseMs,
+    clock: deps.clock,
+    log,
+  });
   const budget = budgetFrom(startedAt, config.functionTimeoutS, config.budgetMarginMs, deps.clock);
   const taken = await takeLease(deps, opts, lease, budget);
   if (!taken.acquired) {
@@ -172,7 +172,11 @@ async function tickUntilDone(v: Invocation, tickLog: TickLog): Promise<void> {
     if (deps.faults.enabled) await deps.faults.hit('reaper.tick', { tick: v.ticks, holder: v.holder });
     // A tick stops at a boundary when the invocation's budget or the lease runs out, whichever is first.
     const tickBudget = budgetUntil(Math.min(v.budget.deadline, v.lease.validUntil), deps.clock);
-    const r = await runTick(deps, { tick: v.ticks, dryRun: v.dryRun, planned: v.tally.planned, signal: opts.signal }, tickBudget, v.state);
+    const r = await runTick(
+      deps,
+      { tick: v.ticks, dryRun: v.dryRun, planned: v.tally.planned, signal: opts.signal, budget: tickBudget },
+      v.state,
+    );
     const ticked = collect(v.tally, r);
     if (ticked) {
       const now = deps.clock();

@@ -20,14 +20,22 @@ export class ReaperLease {
   validUntil = 0;
   private inProcess = false;
 
+  readonly name: string;
+  readonly holder: string;
+  private readonly leaseMs: number;
+  private readonly clock: () => number;
+  private readonly log: Logger;
+
   constructor(
     private readonly db: Db,
-    readonly name: string,
-    readonly holder: string,
-    private readonly leaseMs: number,
-    private readonly clock: () => number,
-    private readonly log: Logger,
-  ) {}
+    o: { name: string; holder: string; leaseMs: number; clock: () => number; log: Logger },
+  ) {
+    this.name = o.name;
+    this.holder = o.holder;
+    this.leaseMs = o.leaseMs;
+    this.clock = o.clock;
+    this.log = o.log;
+  }
 
   get held(): boolean {
     return this.inProcess && this.clock() < this.validUntil;

@@ -1,7 +1,16 @@
 import { findOrphanedEnqueued, type OrphanedRow } from '../dbos/orphaned.js';
 import { unattributedSessions } from '../dbos/reaper.js';
 import { errorMessage, readLiveVersions, DEFAULT_KEY_PREFIX } from '../../packages/executor/src/plane/index.js';
-import { shouldStop, type OrphanedPassResult, type PlannedAction, type ReaperDeps, type ReaperState, type TickContext } from './types.js';
+import {
+  shouldStop,
+  skip,
+  type OrphanedPassResult,
+  type PlannedAction,
+  type ReaperDeps,
+  type ReaperState,
+  type Skipped,
+  type TickContext,
+} from './types.js';
 
 /**
  * Orphaned versions (docs/design.md#invariant-2-recovery-re-enqueues-it-never-executes): ENQUEUED rows pinned to a version no live executor runs.
@@ -29,21 +38,21 @@ export function orphanedDue(state: ReaperState, now: number, graceMs: number, ti
   return state.orphanedScannedAt === undefined || now - state.orphanedScannedAt >= every;
 }
 
-export function isNotDue(r: { skipped?: unknown }): boolean {
-  return r.skipped === NOT_DUE;
+export function isNotDue(r: Skipped): boolean {
+  return r.reason === NOT_DUE;
 }
 
 export async function orphanedVersionsPass(
   deps: ReaperDeps,
   ctx: TickContext,
   state: ReaperState = {},
-): Promise<OrphanedPassResult | { skipped: string }> {
+): Promise<OrphanedPassResult | Skipped> {
   const { db, config } = deps;
   const app = config.applicationName;
   const { orphanedVersionGraceMs: graceMs, tickMs } = config.reaper;
   const policy = config.recovery.orphanedVersionPolicy;
   const log = deps.logger.child({ pass: 'orphaned', tick: ctx.tick });
-  if (!orphanedDue(state, deps.clock(), graceMs, tickMs)) return { skipped: NOT_DUE };
+  if (!orphanedDue(state, deps.clock(), graceMs, tickMs)) return skip(NOT_DUE);
   state.orphanedScannedAt = deps.clock();
   // Whatever the policy and the live versions now, a fork already made must not leave its original able
   // to run as a second lineage.
@@ -58,7 +67,7 @@ export async function orphanedVersionsPass(
   const live = await liveVersions(deps);
   if (!(live instanceof Set)) {
     log.warn('live versions unknown: orphaned versions not judged this tick', { reason: live.skipped });
-    return live;
+    return skip(live.skipped);
   }
   const rows = await findOrphanedEnqueued(db, app, { liveVersions: [...live], graceMs, limit: ORPHANED_BATCH });
   // A process whose sessions name nobody (DBOS for Python's `dbos_transact`) may run any of these versions.
@@ -66,7 +75,7 @@ export async function orphanedVersionsPass(
   if (anon !== undefined) {
     const skipped = `${anon.sessions} session(s) named ${JSON.stringify(anon.name)} name no executor: which versions run is unknown`;
     log.warn('live versions unknown: orphaned versions not judged this tick', { reason: skipped, candidates: rows.length });
-    return { skipped };
+    return skip(skipped);
   }
   const byVersion = groupBy(rows, (r) => r.applicationVersion);
   const result: OrphanedPassResult = {

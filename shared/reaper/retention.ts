@@ -1,7 +1,7 @@
 import { runRetentionPass, type RetentionPassResult } from '../retention/pass.js';
 import { enabled, policyOf } from '../retention/policy.js';
 import { NOT_DUE } from './orphanedVersions.js';
-import type { ReaperDeps, ReaperState, TickContext } from './types.js';
+import { type ReaperDeps, type ReaperState, skip, type Skipped, type TickContext } from './types.js';
 
 /**
  * The reaper's hook for retention and the global timeout (shared/retention). It runs in the reaper's
@@ -14,13 +14,10 @@ export const RETENTION_SLICE_MS = 200;
 export const RETENTION_BUSY_EVERY_MS = 1_000;
 export const RETENTION_IDLE_EVERY_MS = 60_000;
 
-export type RetentionTickResult = RetentionPassResult | { skipped: string };
-
-export async function retentionTick(deps: ReaperDeps, ctx: TickContext, state: ReaperState): Promise<RetentionTickResult> {
-  if (!enabled(policyOf(deps.config))) return { skipped: 'off' };
+export async function retentionTick(deps: ReaperDeps, ctx: TickContext, state: ReaperState): Promise<RetentionPassResult | Skipped> {
+  if (!enabled(policyOf(deps.config))) return skip('off');
   const now = deps.clock();
-  if (state.retentionDueAt !== undefined && now < state.retentionDueAt) return { skipped: NOT_DUE };
-  if (!ctx.budget) return { skipped: 'no budget' };
+  if (state.retentionDueAt !== undefined && now < state.retentionDueAt) return skip(NOT_DUE);
   const r = await runRetentionPass(deps, {
     budget: ctx.budget,
     dryRun: ctx.dryRun,

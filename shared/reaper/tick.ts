@@ -1,4 +1,3 @@
-import type { Budget } from '../lifecycle/deadline.js';
 import { deadExecutorsPass } from './deadExecutors.js';
 import { fnv1a } from './fleetView.js';
 import { divergedPass } from './diverged.js';
@@ -7,7 +6,16 @@ import { retentionTick } from './retention.js';
 import { stuckPass } from './stuck.js';
 import { unguardedPass } from './unguarded.js';
 import { timelinePass } from './timelines.js';
-import { type ReaperDeps, type ReaperState, SWEEP_PASS_NAMES, type TickContext, type TickResult } from './types.js';
+import {
+  type PassOutcome,
+  type ReaperDeps,
+  type ReaperState,
+  skip,
+  type Skipped,
+  SWEEP_PASS_NAMES,
+  type TickContext,
+  type TickResult,
+} from './types.js';
 import { errorMessage } from '../../packages/executor/src/plane/index.js';
 
 /**
@@ -62,30 +70,30 @@ export function sweepSlice(sweptAt: Partial<Record<SweepPart, number>> | undefin
  * the dead pass found alive, diverged workflows, ENQUEUED rows of versions no live executor runs,
  * retention, deaths' timelines. A failing pass is recorded and the others still run; the next tick tries again.
  */
-export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Budget, state: ReaperState = {}): Promise<TickResult> {
+export async function runTick(deps: ReaperDeps, ctx: TickContext, state: ReaperState = {}): Promise<TickResult> {
   const started = performance.now();
-  const ctx: TickContext = { ...tickCtx, budget };
-  const timed = async <T>(fn: () => Promise<T>): Promise<(T & { durationMs: number }) | { error: string; durationMs: number }> => {
+  const timed = async <R extends object>(fn: () => Promise<R | Skipped>): Promise<PassOutcome<R>> => {
     const t0 = performance.now();
     try {
       const out = await fn();
-      return { ...out, durationMs: round(performance.now() - t0) };
+      const durationMs = round(performance.now() - t0);
+      return isSkipped(out) ? { ...out, durationMs } : { kind: 'ran', ...out, durationMs };
     } catch (err) {
       deps.logger.error('reaper pass failed; the next tick retries', { tick: ctx.tick, err });
-      return { error: errorMessage(err), durationMs: round(performance.now() - t0) };
+      return { kind: 'error', error: errorMessage(err), durationMs: round(performance.now() - t0) };
     }
   };
-  const dead = await timed(() => deadExecutorsPass(deps, ctx, budget, state));
+  const dead = await timed(() => deadExecutorsPass(deps, ctx, state));
   const { tickMs, stuckAfterMs } = deps.config.reaper;
   const now = deps.clock();
   const slice = new Set(sweepSlice(state.sweptAt, now, tickMs));
   const sweptAt = (state.sweptAt ??= {});
   for (const part of slice) sweptAt[part] = now;
-  const notDue = { skipped: NOT_DUE, durationMs: 0 };
+  const notDue = { ...skip(NOT_DUE), durationMs: 0 };
   const stuck: TickResult['stuck'] = !slice.has('stuck')
     ? notDue
-    : 'error' in dead
-      ? { skipped: 'dead-executor pass failed: live owners unknown', durationMs: 0 }
+    : dead.kind !== 'ran'
+      ? { ...skip('dead-executor pass failed: live owners unknown'), durationMs: 0 }
       : await timed(() => stuckPass(deps, ctx, stuckSlice(dead.liveOwners, deps.clock(), stuckAfterMs, Math.max(tickMs, SWEEP_EVERY_MS))));
   const diverged = slice.has('diverged') ? await timed(() => divergedPass(deps, ctx, state)) : notDue;
   const orphaned = slice.has('orphaned') ? await timed(() => orphanedVersionsPass(deps, ctx, state)) : notDue;
@@ -94,6 +102,10 @@ export async function runTick(deps: ReaperDeps, tickCtx: TickContext, budget: Bu
   // Not a pass of the tick's result: a line for the operator about other applications, every 10 s.
   if (slice.has('unguarded')) await unguardedPass(deps, state, ctx.dryRun);
   return { tick: ctx.tick, durationMs: round(performance.now() - started), dead, stuck, diverged, orphaned, retention, timelines };
+}
+
+function isSkipped(out: object): out is Skipped {
+  return 'kind' in out && out.kind === 'skipped';
 }
 
 function round(ms: number): number {

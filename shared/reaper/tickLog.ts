@@ -1,5 +1,6 @@
 import type { Fields, Logger } from '../../packages/executor/src/plane/index.js';
-import type { TickResult } from './types.js';
+import { countsOf } from './totals.js';
+import { type CountKey, PASS_NAMES, type PassName, type PassOutcome, type PassResults, type TickResult } from './types.js';
 
 /**
  * What the reaper says about its ticks: a tick that did something (declared, recovered, repaired,
@@ -26,10 +27,10 @@ export const IDLE_LINES_PER_MINUTE = 4;
 /** While every tick fails (the database is down), one tick line in this many, not four a second. */
 const TICK_LOG_EVERY_FAILED = 20;
 
-type Pass = 'dead' | 'stuck' | 'diverged' | 'orphaned' | 'retention' | 'timelines';
+type Counts = { [P in PassName]: ReadonlyArray<CountKey<PassResults[P]>> };
 
 /** Counts that mean the pass did or found something worth a line of its own. */
-const ACTIONS: Record<Pass, string[]> = {
+const ACTIONS: Counts = {
   dead: ['published', 'recoveredInline', 'reenqueued', 'reappeared', 'activityResumed'],
   stuck: ['found', 'reported', 'cancelled', 'forked', 'raced'],
   diverged: ['found', 'handed', 'failed'],
@@ -38,7 +39,7 @@ const ACTIONS: Record<Pass, string[]> = {
   // A closed timeline has its own line (recovery_timeline): it makes no tick eventful.
   timelines: [],
 };
-const FAILURES: Record<Pass, string[]> = {
+const FAILURES: Counts = {
   dead: [],
   stuck: ['raced'],
   diverged: ['failed'],
@@ -50,20 +51,20 @@ const FAILURES: Record<Pass, string[]> = {
 export type TickKind = 'quiet' | 'eventful' | 'failed';
 
 export function tickKind(r: TickResult): TickKind {
-  let eventful = false;
-  for (const pass of Object.keys(ACTIONS) as Pass[]) {
-    const p = r[pass] as unknown as Record<string, unknown>;
-    if (typeof p.error === 'string') return 'failed';
-    if ('declared' in p && Array.isArray(p.declared) && p.declared.length > 0) eventful = true;
-    if (ACTIONS[pass].some((k) => typeof p[k] === 'number' && p[k] > 0)) eventful = true;
-  }
-  return eventful ? 'eventful' : 'quiet';
+  if (PASS_NAMES.some((pass) => r[pass].kind === 'error')) return 'failed';
+  const declared = r.dead.kind === 'ran' && r.dead.declared.length > 0;
+  return declared || counted(r, ACTIONS) ? 'eventful' : 'quiet';
 }
 
 function hasFailures(r: TickResult): boolean {
-  return (Object.keys(FAILURES) as Pass[]).some((pass) => {
-    const p = r[pass] as unknown as Record<string, unknown>;
-    return FAILURES[pass].some((k) => typeof p[k] === 'number' && p[k] > 0);
+  return counted(r, FAILURES);
+}
+
+/** Whether any pass that ran reported a count above zero among those listed for it. */
+function counted(r: TickResult, lists: Counts): boolean {
+  return PASS_NAMES.some((pass) => {
+    const o = r[pass];
+    return o.kind === 'ran' && countsOf(o, lists[pass]).some(([, n]) => n > 0);
   });
 }
 
@@ -92,7 +93,7 @@ export class TickLog {
     this.ticks += 1;
     this.totalMs += r.durationMs;
     if (r.durationMs > this.slowest.ms) this.slowest = { ms: r.durationMs, tick: r.tick };
-    if (!('error' in r.dead)) {
+    if (r.dead.kind === 'ran') {
       this.candidatesMax = Math.max(this.candidatesMax, r.dead.candidates);
       this.aliveLast = r.dead.alive;
     }
@@ -148,15 +149,19 @@ export class TickLog {
 
 /** An eventful tick's line: durations and counts, no long lists. */
 function tickLine(r: TickResult): Record<string, unknown> {
-  const strip = (p: object) => Object.fromEntries(Object.entries(p).filter(([, v]) => !Array.isArray(v) || v.length <= 10));
   return {
     tick: r.tick,
     durationMs: r.durationMs,
-    dead: strip(r.dead),
-    stuck: strip(r.stuck),
-    diverged: strip(r.diverged),
-    orphaned: strip(r.orphaned),
-    retention: strip(r.retention),
-    timelines: strip(r.timelines),
+    ...Object.fromEntries(PASS_NAMES.map((pass) => [pass, onTheLine(r[pass])])),
   };
+}
+
+/**
+ * A pass's outcome as the line carries it (log-based metrics and docs/logging.md read these fields): a
+ * result's fields, `{ skipped }` or `{ error }`, each with durationMs; lists longer than 10 left out.
+ */
+function onTheLine(o: PassOutcome<object>): Record<string, unknown> {
+  if (o.kind === 'skipped') return { skipped: o.reason, durationMs: o.durationMs };
+  if (o.kind === 'error') return { error: o.error, durationMs: o.durationMs };
+  return Object.fromEntries(Object.entries(o).filter(([k, v]) => k !== 'kind' && (!Array.isArray(v) || v.length <= 10)));
 }

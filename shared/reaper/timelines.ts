@@ -1,6 +1,6 @@
 import { closeTimelines } from '../db/queries/closeTimelines.js';
 import { timelineView } from '../timeline/view.js';
-import type { ReaperDeps, TickContext } from './types.js';
+import { type ReaperDeps, skip, type Skipped, type TickContext } from './types.js';
 
 /**
  * The reaper closes deaths' timelines (shared/timeline), in its once-a-second sweep: one statement that
@@ -19,9 +19,9 @@ export interface TimelinePassResult {
   bounded: number;
 }
 
-export async function timelinePass(deps: ReaperDeps, ctx: TickContext): Promise<TimelinePassResult | { skipped: string }> {
+export async function timelinePass(deps: ReaperDeps, ctx: TickContext): Promise<TimelinePassResult | Skipped> {
   // A dry run writes nothing; closing is a write (and the line it logs says the death is over).
-  if (ctx.dryRun) return { skipped: 'dry run' };
+  if (ctx.dryRun) return skip('dry run');
   const closed = await closeTimelines(deps.db, deps.config.applicationName, TIMELINE_BOUND_MS, CLOSE_LIMIT);
   let bounded = 0;
   for (const row of closed) {

@@ -3,8 +3,7 @@ import type { FleetView } from './fleetView.js';
 import type { Budget } from '../lifecycle/deadline.js';
 import type { OrphanInfo, OrphanOutcome } from '../repair/situations/orphanOutcome.js';
 import type { Runtime } from '../runtime.js';
-import type { RetentionTuning } from '../retention/pass.js';
-import type { RetentionTickResult } from './retention.js';
+import type { RetentionPassResult, RetentionTuning } from '../retention/pass.js';
 import type { TimelinePassResult } from './timelines.js';
 
 /**
@@ -27,7 +26,7 @@ export interface ReaperDeps extends Pick<Runtime, 'config' | 'db' | 'redis' | 'l
 
 /** One planned action, listed in dry-run summaries instead of being carried out. */
 export interface PlannedAction {
-  pass: 'dead' | 'stuck' | 'diverged' | 'orphaned' | 'retention';
+  pass: Exclude<PassName, 'timelines'>;
   action: 'declare-dead' | 'recover-inline' | 'report' | 'cancel' | 'fork' | 'delete';
   executorId?: string;
   workflowId?: string;
@@ -41,12 +40,12 @@ export interface TickContext {
   /** Aborts long work at the next boundary (our own SIGTERM, the invocation budget). */
   signal?: AbortSignal | undefined;
   /** The tick's work budget (the invocation's, capped by the lease): every pass stops at a boundary when it runs out. */
-  budget?: Budget | undefined;
+  budget: Budget;
 }
 
 /** A pass's loops stop here: shutting down, or the tick's budget spent (the rest waits for the next tick). */
 export function shouldStop(ctx: TickContext): boolean {
-  return (ctx.signal?.aborted ?? false) || (ctx.budget?.expired() ?? false);
+  return (ctx.signal?.aborted ?? false) || ctx.budget.expired();
 }
 
 /** What one invocation remembers between its ticks: a diverged workflow only needs finding once. */
@@ -134,18 +133,39 @@ export interface OrphanedPassResult {
   skipped?: string;
 }
 
-/** The passes a tick runs beside the dead pass, each at most once a second (tick.ts). */
+/**
+ * The passes of a tick, in the order a tick runs them: the one declaration of their names. The dead pass
+ * runs every tick; the others (the sweep) each at most once a second (tick.ts).
+ */
 export const SWEEP_PASS_NAMES = ['stuck', 'diverged', 'orphaned', 'retention', 'timelines'] as const;
+export const PASS_NAMES = ['dead', ...SWEEP_PASS_NAMES] as const;
+export type PassName = (typeof PASS_NAMES)[number];
 export type SweepPassName = (typeof SWEEP_PASS_NAMES)[number];
 
-export interface TickResult {
-  tick: number;
-  durationMs: number;
-  dead: (DeadPassResult & { durationMs: number }) | { error: string; durationMs: number };
-  stuck: (StuckPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
-  diverged: (DivergedPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
-  orphaned: (OrphanedPassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
-  retention: (RetentionTickResult & { durationMs: number }) | { error: string; durationMs: number };
-  timelines:
-    (TimelinePassResult & { durationMs: number }) | { error: string; durationMs: number } | { skipped: string; durationMs: number };
+/** What each pass reports when it ran: keyed by exactly the names above (the check below fails otherwise). */
+export interface PassResults {
+  dead: DeadPassResult;
+  stuck: StuckPassResult;
+  diverged: DivergedPassResult;
+  orphaned: OrphanedPassResult;
+  retention: RetentionPassResult;
+  timelines: TimelinePassResult;
 }
+const namesAgree: [PassName, keyof PassResults] extends [keyof PassResults, PassName] ? true : never = true;
+void namesAgree;
+
+/** A pass that had nothing to do this tick, and why (not due, switched off, a dry run, its premise unknown). */
+export interface Skipped {
+  kind: 'skipped';
+  reason: string;
+}
+export const skip = (reason: string): Skipped => ({ kind: 'skipped', reason });
+
+/** One pass's outcome in a tick: it ran (with what it reports), was skipped, or failed; each timed. */
+export type PassOutcome<R> =
+  ({ kind: 'ran'; durationMs: number } & R) | (Skipped & { durationMs: number }) | { kind: 'error'; error: string; durationMs: number };
+
+/** The counts a pass reports: the keys of its result whose values are numbers. */
+export type CountKey<R> = { [K in keyof R]-?: R[K] extends number | undefined ? K : never }[keyof R] & string;
+
+export type TickResult = { tick: number; durationMs: number } & { [P in PassName]: PassOutcome<PassResults[P]> };

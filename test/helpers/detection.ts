@@ -28,7 +28,7 @@ export function startReaper(deps: ReaperDeps): RunningReaper {
   return {
     ticks,
     fullEvidenceTicksSince: (since) =>
-      ticks.filter(({ at, r }) => at >= since && !('error' in r.dead) && r.dead.heartbeat === 'checked' && r.dead.liveness === 'checked'),
+      ticks.filter(({ at, r }) => at >= since && r.dead.kind === 'ran' && r.dead.heartbeat === 'checked' && r.dead.liveness === 'checked'),
     stop: async () => {
       stop.abort();
       const s = await done;
@@ -40,7 +40,8 @@ export function startReaper(deps: ReaperDeps): RunningReaper {
 
 /** Whether every one of `ids` was judged alive on this tick (a tick whose dead pass failed judged nobody). */
 export function judgedAlive({ r }: TickSeen, ids: string[]): boolean {
-  return !('error' in r.dead) && ids.every((id) => (r.dead as { liveOwners: string[] }).liveOwners.includes(id));
+  const dead = r.dead;
+  return dead.kind === 'ran' && ids.every((id) => dead.liveOwners.includes(id));
 }
 
 /** Whether the executor's liveness lock is held, and by which backend (pg_locks, as the reaper reads it). */

@@ -87,7 +87,7 @@ export async function reap(rt: Runtime, o: { maxTicks?: number; signal?: AbortSi
  */
 export function reaperTick(rt: Runtime, state: ReaperState, tick = 1): Promise<TickResult> {
   const budget = budgetFrom(rt.clock(), rt.config.functionTimeoutS, rt.config.budgetMarginMs, rt.clock);
-  return runTick(testReaperDeps(rt, { detectedBy: 'reaper-racing' }), { tick, dryRun: false, planned: [] }, budget, state);
+  return runTick(testReaperDeps(rt, { detectedBy: 'reaper-racing' }), { tick, dryRun: false, planned: [], budget }, state);
 }
 
 /** Every fork in the database as `fork <- source`, sorted: what the whole run forked, and nothing else. */

@@ -67,7 +67,7 @@ describe.skipIf(blocked)('reaper: a Postgres restart mid-invocation does not bli
     const controller = new AbortController();
     // Stamped when the dead pass ended (it runs first; the sweep passes after it may take longer to fail).
     const onTick = (r: TickResult) =>
-      ticks.push({ at: Date.now() - (r.durationMs - r.dead.durationMs), ok: !('error' in r.dead), tick: r.tick });
+      ticks.push({ at: Date.now() - (r.durationMs - r.dead.durationMs), ok: r.dead.kind !== 'error', tick: r.tick });
     const invocation = runReaper(testReaperDeps(rt, { detectedBy: 'reaper@blind-pg' }), {
       onTick,
       signal: controller.signal,

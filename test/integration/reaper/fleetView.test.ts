@@ -90,8 +90,8 @@ describe('reaper: the fleet view reads what changed', () => {
         sessions.push((await holdLiveness(rt.db, tdb.url, { applicationName: app, executorId: id, incarnation: `i-${id}` })).session);
       const deps = testReaperDeps(rt);
       const state: ReaperState = {};
-      const ctx = { tick: 1, dryRun: false, planned: [] };
-      const pass = () => deadExecutorsPass(deps, ctx, budgetUntil(Date.now() + 10_000, Date.now), state);
+      const pass = () =>
+        deadExecutorsPass(deps, { tick: 1, dryRun: false, planned: [], budget: budgetUntil(Date.now() + 10_000, Date.now) }, state);
       await pass();
       const versions = async () =>
         (

@@ -69,7 +69,7 @@ describe('reaper: a stuck workflow cancelled by a reaper that died before forkin
 
     // A tick whose budget is spent (the lease running short) leaves it for the next tick.
     const spent = { deadline: 0, remaining: () => 0, expired: () => true };
-    const late = await runTick(testReaperDeps(rt), { tick: 1, dryRun: false, planned: [] }, spent);
+    const late = await runTick(testReaperDeps(rt), { tick: 1, dryRun: false, planned: [], budget: spent });
     expect(late.stuck).toMatchObject({ forked: 0 });
     expect(await forks()).toEqual([]);
 

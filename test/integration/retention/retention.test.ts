@@ -317,11 +317,11 @@ describe('retention and the global timeout (real executors)', () => {
   it("runs in the reaper's tick when configured, and not at all when not", async () => {
     const ids = await seedCompleted(tdb.sql, app, 'tick', 5, 2 * HOUR);
     const off = retentionRuntime({});
-    const rOff = await runTick({ ...off, detectedBy: 'test' }, { tick: 1, dryRun: false, planned: [] }, unlimitedBudget(), {});
-    expect(rOff.retention).toMatchObject({ skipped: 'off' });
+    const rOff = await runTick({ ...off, detectedBy: 'test' }, { tick: 1, dryRun: false, planned: [], budget: unlimitedBudget() }, {});
+    expect(rOff.retention).toMatchObject({ kind: 'skipped', reason: 'off' });
     expect(await exists(tdb.sql, ids)).toHaveLength(5);
     const on = retentionRuntime(byAge);
-    const r = await runTick({ ...on, detectedBy: 'test' }, { tick: 1, dryRun: false, planned: [] }, unlimitedBudget(), {});
+    const r = await runTick({ ...on, detectedBy: 'test' }, { tick: 1, dryRun: false, planned: [], budget: unlimitedBudget() }, {});
     // The five, and famE (its child was cancelled in the timeout test, so nothing holds it any more).
     expect(r.retention).toMatchObject({ deleted: 6 });
     expect(await exists(tdb.sql, ids)).toEqual([]);
