@@ -24,12 +24,13 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdtempSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { z } from 'zod';
+import { loadLine, parseFlags } from './args.js';
 import { type AgentExecutor, startAgentExecutor } from '../scripts/stack/executor.js';
 import { startPrivatePostgres } from '../test/helpers/postgresServer.js';
 import { startPrivateRedis } from '../test/helpers/redisServer.js';
@@ -63,28 +64,10 @@ const Args = z
     json: z.boolean().default(false),
   })
   .strict();
-type Args = z.infer<typeof Args>;
 
-function parseArgs(argv: string[]): Args {
-  const raw: Record<string, unknown> = {};
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
-    const key = a.slice(2);
-    if (key === 'json') raw.json = true;
-    else raw[key] = argv[++i];
-  }
-  const r = Args.safeParse(raw);
-  if (!r.success) throw new Error(`bench:fleet: ${r.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('; ')}`);
-  return r.data;
-}
-
-const args = parseArgs(process.argv.slice(2));
+const args = parseFlags('bench:fleet', Args, process.argv.slice(2));
 const say = (line: string) => (args.json ? process.stderr : process.stdout).write(`${line}\n`);
-const load = () =>
-  loadavg()
-    .map((l) => l.toFixed(2))
-    .join(' ');
+const load = loadLine;
 const REAL_EXECUTORS = 2;
 const STEP_MS = 3_000;
 const REAPER_ROLE = 'fleet_reaper';
