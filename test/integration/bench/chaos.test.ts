@@ -12,7 +12,7 @@ const blocked = await embeddedPostgresBlocked('the chaos soak smoke');
  * bench/chaos, short: one fault of each kind — the 13 s freeze first, so the others land inside it — on
  * five real executors with the kit and the plane as deployed, and the soak's verdicts from the database
  * hold at zero. It fails if a fenced process runs on beside its replacement (its fence exit disabled: an
- * overlap and an unfenced freeze), if a short freeze is declared, or if a step runs again after its checkpoint.
+ * unfenced freeze), if a short freeze is declared, or if a step runs again after its checkpoint.
  */
 describe.skipIf(blocked)('bench:chaos smoke', () => {
   it('one fault of each kind: 0 re-run, 0 overlap, 0 false deaths, 0 lost, every freeze past the lease fenced', async () => {
