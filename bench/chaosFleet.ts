@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AgentSpec } from '../examples/agent-app/workflows.js';
-import { FENCED_EXIT_CODE } from '../packages/executor/src/executor/fence.js';
+import { FENCED_EXIT_CODE } from '../packages/executor/src/runtime/fence.js';
 import { type AgentExecutor, startAgentExecutor } from '../scripts/stack/executor.js';
 import { type Forwarder, startForwarder } from '../test/helpers/forwarder.js';
 
