@@ -33,7 +33,7 @@
  *   lost         a workflow sent (accepted, or written by DBOS though the answer never came) not SUCCESS
  *   unfenced     a 13 s freeze whose process did not exit 75 within 15 s of SIGCONT
  * and per kind, fault → declared and fault → first step elsewhere (p50 / p95 / max). Exits 1 when re-run,
- * overlap, false death, lost or unfenced is above 0.
+ * overlap, false death, lost or unfenced is above 0, or an executor's replacement failed to start.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
@@ -319,7 +319,8 @@ function shuffle<T>(xs: T[], rand: () => number): T[] {
 }
 
 function failed(r: Result): boolean {
-  return r.reRuns + r.overlaps + r.falseDeaths + r.lost + r.unfenced > 0;
+  // A replacement that never started leaves a smaller fleet than asked for: the run did not test what it says.
+  return r.reRuns + r.overlaps + r.falseDeaths + r.lost + r.unfenced + r.failedStarts.length > 0;
 }
 
 function print(r: Result): void {
