@@ -28,6 +28,26 @@ export function fenceNow(
   exit(FENCED_EXIT_CODE);
 }
 
+/**
+ * The same exit for a process that stood still longer than its lease allows (stall.ts): it may have been
+ * declared dead and replaced while stopped, and it does not wait to ask.
+ */
+export function stallExitNow(
+  log: Logger,
+  stoppedMs: number,
+  leaseMs: number,
+  exit: (code: number) => void = (code) => holdExit()(code),
+  who: { executorId?: string; incarnation?: string } = {},
+): void {
+  log.error(
+    `this process${who.executorId ? ` (executor ${who.executorId})` : ''} stood still for ${stoppedMs} ms, longer than its liveness lease ` +
+      `(${leaseMs} ms) allows: its session may have ended and its work moved elsewhere, so it exits now (code ${FENCED_EXIT_CODE}), ` +
+      `before it runs another step`,
+    { stoppedMs, leaseMs, incarnation: who.incarnation, exitCode: FENCED_EXIT_CODE, event: 'executor_stalled' },
+  );
+  exit(FENCED_EXIT_CODE);
+}
+
 /** What really happened, in words an operator can act on. */
 export function fenceMessage(f: Fence, who: { executorId?: string; incarnation?: string } = {}): string {
   const self = `this process${who.incarnation ? ` (incarnation ${who.incarnation}` : ''}${who.incarnation && who.executorId ? ` of executor ${who.executorId})` : who.incarnation ? ')' : ''}`;

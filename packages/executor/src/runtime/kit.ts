@@ -18,7 +18,8 @@ import type { DbosApp } from './dbosInternals.js';
 import { plannedDrain } from './drain.js';
 import { withConnectRetries } from './connectRetry.js';
 import { DRAIN_BACKSTOP_POLL_MS, DrainPoller } from './drainRequests.js';
-import { fenceNow } from './fence.js';
+import { fenceNow, stallExitNow } from './fence.js';
+import { StallWatch } from './stall.js';
 import { guarded } from './guarded.js';
 import { checkIdleTransactionLimit } from './idleTransactions.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TTL_MS, Heartbeat } from './heartbeat.js';
@@ -71,6 +72,7 @@ export class Kit implements ExecutorKit, KitCore {
   private readonly liveness: LivenessLock | undefined;
   private readonly poller: DrainPoller;
   private readonly watcher: Watch;
+  private readonly stall: StallWatch | undefined;
   private readonly trouble: KitTrouble;
   private readonly startedAt = new Date();
   private drainPromise: Promise<void> | undefined;
@@ -105,6 +107,8 @@ export class Kit implements ExecutorKit, KitCore {
     this.facts = new KitFacts(this.db, this.identity(), this.log, this.early !== undefined);
     this.liveness = options.liveness !== false ? this.livenessLock() : undefined;
     this.poller = this.drainPoller();
+    const lease = this.liveness;
+    this.stall = lease ? new StallWatch({ leaseMs: () => lease.leaseMs, onStall: (ms) => this.stalled(ms) }) : undefined;
     this.watcher = new Watch({
       db: this.db,
       applicationName,
@@ -256,6 +260,7 @@ export class Kit implements ExecutorKit, KitCore {
       withTimeout(this.watcher.start(), WATCH_START_TIMEOUT_MS).catch(() => undefined),
     ]);
     this.heartbeat?.start();
+    this.stall?.start();
     void this.facts.ready();
     // Before the attach line, so that line follows the warning when there is one (bounded, never fatal).
     const idleTransactions = await checkIdleTransactionLimit(this.log);
@@ -409,11 +414,21 @@ export class Kit implements ExecutorKit, KitCore {
     fenceNow(this.log, { verdict, ...fence }, this.options.onFenced, { executorId: this.executorId, incarnation: this.incarnation });
   }
 
+  /** Stood still past the lease (stall.ts): exit as a fenced kit does, without asking first. */
+  private stalled(stoppedMs: number): void {
+    if (!this.lifecycle.fence()) return;
+    stallExitNow(this.log, stoppedMs, this.liveness?.leaseMs ?? 0, this.options.onFenced, {
+      executorId: this.executorId,
+      incarnation: this.incarnation,
+    });
+  }
+
   async close(left: Left = (c) => c): Promise<void> {
     if (!this.lifecycle.close()) return;
     this.poller.stop();
     this.sweep?.stop();
     this.watcher.stop();
+    this.stall?.stop();
     process.off('SIGTERM', this.onSignal);
     process.off('SIGINT', this.onSignal);
     const redis = this.redis;
