@@ -80,20 +80,33 @@ export async function watchFleet(deps: Pick<ReaperDeps, 'db' | 'config' | 'clock
     return { view, full: true, changed: new Set() };
   }
   const r = await readRegistry(deps.db, app, { since: prior.horizon });
-  const changed = new Set<string>();
-  for (const row of r.rows) {
-    // Read again only because a transaction somewhere in the cluster is older than the last read: not news,
-    // and the holder remembered for it stays.
-    if (row.changed_xid !== null && prior.live.get(row.executor_id)?.changed_xid === row.changed_xid) continue;
-    changed.add(row.executor_id);
-    prior.held.delete(row.executor_id);
-    if (row.state === 'alive' || row.state === 'draining') prior.live.set(row.executor_id, row);
-    else prior.live.delete(row.executor_id);
-  }
+  const changed = applyChanges(prior, r.rows);
   prior.horizon = r.horizon;
   prior.at = now;
   await rereadSlice(deps, prior, now);
   return { view: prior, full: false, changed };
+}
+
+/**
+ * The registry rows written since the last read, into the view: a live row is (re)placed, any other state
+ * leaves it, and either way its remembered holder is forgotten. Returns the executors that changed.
+ */
+export function applyChanges(view: FleetView, rows: WatchedRow[]): Set<string> {
+  const changed = new Set<string>();
+  for (const row of rows) {
+    // Read again only because a transaction somewhere in the cluster is older than the last read: not news,
+    // and the holder remembered for it stays.
+    if (row.changed_xid !== null && view.live.get(row.executor_id)?.changed_xid === row.changed_xid) continue;
+    changed.add(row.executor_id);
+    view.held.delete(row.executor_id);
+    if (isLive(row)) view.live.set(row.executor_id, row);
+    else view.live.delete(row.executor_id);
+  }
+  return changed;
+}
+
+function isLive(row: WatchedRow): boolean {
+  return row.state === 'alive' || row.state === 'draining';
 }
 
 /**
@@ -110,10 +123,18 @@ async function rereadSlice(deps: Pick<ReaperDeps, 'db' | 'config'>, view: FleetV
   const slices = Math.max(1, Math.round(FULL_CHECK_EVERY_MS / SLICE_EVERY_MS));
   const ids = [...view.held.keys()].filter((id) => fnv1a(id) % slices === second % slices);
   if (ids.length === 0) return;
-  const fresh = new Map((await readRegistry(deps.db, deps.config.applicationName, { ids })).rows.map((r) => [r.executor_id, r]));
+  applyReread(view, ids, (await readRegistry(deps.db, deps.config.applicationName, { ids })).rows);
+}
+
+/**
+ * Remembered holders' rows read again: gone or no longer live leaves the view; a recorded holder other than
+ * the remembered one is forgotten (the full reading decides); an agreeing one is kept.
+ */
+export function applyReread(view: FleetView, ids: string[], rows: WatchedRow[]): void {
+  const fresh = new Map(rows.map((r) => [r.executor_id, r]));
   for (const id of ids) {
     const row = fresh.get(id);
-    if (!row || (row.state !== 'alive' && row.state !== 'draining')) {
+    if (!row || !isLive(row)) {
       view.live.delete(id);
       view.held.delete(id);
       continue;
