@@ -2,7 +2,7 @@ import { loadavg } from 'node:os';
 import type { z } from 'zod';
 
 /**
- * The flags of the benches that take `--name value` pairs and a bare `--json` (bench/fleet, bench/chaos),
+ * The flags of the benches that take `--name value` pairs and a bare `--json` (bench/fleet, bench/chaos, bench/livenessCost, bench/pythonIdle),
  * checked by the bench's own schema: one parser, so every bench refuses a mistyped flag the same way.
  */
 export function parseFlags<S extends z.ZodType>(bench: string, schema: S, argv: string[]): z.infer<S> {

@@ -9,6 +9,7 @@
  */
 import pg from 'pg';
 import { z } from 'zod';
+import { parseFlags } from './args.js';
 import { createDb } from '../packages/executor/src/db/pool.js';
 import { askFence, backendIdentity } from '../packages/executor/src/db/queries/liveness.js';
 import { fenceCheckQuery } from '../packages/executor/src/db/queries/liveness.js';
@@ -21,15 +22,7 @@ import { cpuSeconds } from './fleetStats.js';
 const Args = z
   .object({ words: z.coerce.number().int().min(100).max(1_000_000).default(20_000), json: z.boolean().default(false) })
   .strict();
-const raw: Record<string, unknown> = {};
-const argv = process.argv.slice(2);
-for (let i = 0; i < argv.length; i++) {
-  const a = argv[i] as string;
-  if (a === '--json') raw.json = true;
-  else if (a.startsWith('--')) raw[a.slice(2)] = argv[++i];
-  else throw new Error(`unexpected argument ${a}`);
-}
-const args = Args.parse(raw);
+const args = parseFlags('livenessCost', Args, process.argv.slice(2));
 
 const APP = 'cost-app';
 const EXECUTOR = 'cost-exec';

@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { loadavg } from 'node:os';
 import pg from 'pg';
 import { z } from 'zod';
+import { parseFlags } from './args.js';
 import { startPythonExecutor } from '../scripts/stack/pythonExecutor.js';
 import { startPrivatePostgres } from '../test/helpers/postgresServer.js';
 import { cpuSeconds } from './fleetStats.js';
@@ -30,15 +31,7 @@ const Args = z
     json: z.boolean().default(false),
   })
   .strict();
-const raw: Record<string, unknown> = {};
-const argv = process.argv.slice(2);
-for (let i = 0; i < argv.length; i++) {
-  const a = argv[i] as string;
-  if (a === '--json') raw.json = true;
-  else if (a.startsWith('--')) raw[a.slice(2)] = argv[++i];
-  else throw new Error(`unexpected argument ${a}`);
-}
-const args = Args.parse(raw);
+const args = parseFlags('pythonIdle', Args, process.argv.slice(2));
 
 /** The kit's own statements, told from DBOS's by what they read (pg_stat_statements has no session column). */
 const KIT_STATEMENT = `(query ILIKE '%afterlife%' OR query ILIKE '%pg_backend_pid%' OR query ILIKE '%idle_session_timeout%')`;
