@@ -6,7 +6,9 @@
  * (~0.5 s); meanwhile DBOS goes on with whatever I/O completed during the stop, and can begin the workflow's
  * next step beside the replacement. This watch needs no round trip: a timer whose own gap (a monotonic clock,
  * which runs through a stop) shows the stop. It fires in the first timers phase after the wake, before any
- * step whose start needed a round trip sent after it (DBOS reads a step's checkpoint before it runs the step),
+ * step whose start needed a round trip sent after it (DBOS reads a step's checkpoint before it runs the step: `callStepFunction` awaits
+ * `getOperationResultAndThrowIfCancelled` first, in DBOS for TypeScript 5.2.11–5.3; frozen.test.ts and bench/chaos.ts
+ * meet the real SDK),
  * and the kit exits as a fenced one does. A stop shorter than the threshold — the 5 s freeze the lease is sized
  * for — is never one.
  * @module
